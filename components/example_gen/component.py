@@ -1,0 +1,92 @@
+"""Fast CSV ExampleGen: a FileBasedExampleGen whose executor converts Arrow batches."""
+
+from __future__ import annotations
+
+from tfx import types
+from tfx.components.example_gen import utils
+from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.dsl.components.base import executor_spec
+from tfx.proto import example_gen_pb2, range_config_pb2
+from tfx.types import standard_artifacts
+from tfx.utils import proto_utils
+
+from components.example_gen import executor
+from components.example_gen.component_spec import CsvExampleGenSpec
+
+
+class CsvExampleGen(FileBasedExampleGen):
+  """Turns CSV files into gzipped TFRecords of tf.Example, several times faster than stock.
+
+  It is a `FileBasedExampleGen`, so TFX's span/version driver runs for it on
+  LocalDagRunner and on Kubeflow, and its `Examples` output is laid out exactly
+  like the stock `CsvExampleGen`'s. Rows that cannot be converted go to
+  `<examples>/Quarantine/bad_rows.csv` with file, line and reason.
+  """
+
+  SPEC_CLASS = CsvExampleGenSpec
+  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+  def __init__(
+    self,
+    input_base: str,
+    input_config: example_gen_pb2.Input | None = None,
+    output_config: example_gen_pb2.Output | None = None,
+    range_config: range_config_pb2.RangeConfig | None = None,
+    label_key: str | None = None,
+    max_bad_row_fraction: float = 0.0,
+    allow_non_finite: bool = False,
+    schema_path: str | None = None,
+    delimiter: str = ",",
+    block_size: int = 8 << 20,
+    rolling_spans: int = 1,
+  ):
+    """Wires the component.
+
+    Args:
+      input_base: Folder holding the CSV files (or `{SPAN}` folders).
+      input_config: Input patterns; default: every file under input_base, one split.
+      output_config: Output splits; default: train/eval hash split 2:1.
+      range_config: Optional static span range, as for stock ExampleGens.
+      label_key: Column that must be present and non-empty in every row.
+      max_bad_row_fraction: Largest share of malformed rows tolerated (default 0).
+      allow_non_finite: Accept NaN and +-inf in float columns.
+      schema_path: schema.pbtxt whose INT/FLOAT/BYTES types override inference.
+      delimiter: Single-character field delimiter.
+      block_size: Bytes per read block; must exceed the longest row.
+      rolling_spans: With a `{SPAN}` pattern, read the newest span and the
+        spans before it, this many in all.
+
+    Raises:
+      ValueError: for option values that cannot work.
+    """
+    if not 0.0 <= max_bad_row_fraction <= 1.0:
+      raise ValueError("max_bad_row_fraction must be between 0 and 1, for example 0.01.")
+    if len(delimiter) != 1:
+      raise ValueError("delimiter must be a single character, for example ',' or ';'.")
+    if rolling_spans < 1:
+      raise ValueError("rolling_spans must be 1 or more (1 reads only the newest span).")
+    if block_size < 1024:
+      raise ValueError("block_size must be at least 1024 bytes; the default is 8 MiB.")
+    input_config = input_config or utils.make_default_input_config()
+    if rolling_spans > 1 and utils.SPAN_SPEC not in input_config.splits[0].pattern:
+      raise ValueError("rolling_spans needs an input pattern with {SPAN}, e.g. 'span-{SPAN}/*'.")
+    output_config = output_config or utils.make_default_output_config(input_config)
+    spec = CsvExampleGenSpec(
+      input_base=input_base,
+      input_config=input_config,
+      output_config=output_config,
+      range_config=range_config,
+      output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+      output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+      label_key=label_key,
+      max_bad_row_fraction=float(max_bad_row_fraction),
+      allow_non_finite=int(allow_non_finite),
+      schema_path=schema_path,
+      delimiter=delimiter,
+      block_size=int(block_size),
+      rolling_spans=int(rolling_spans),
+      unresolved_input_config=proto_utils.proto_to_json(input_config),
+      examples=types.Channel(type=standard_artifacts.Examples),
+    )
+    # FileBasedExampleGen.__init__ builds its own spec; go to its parent instead.
+    super(FileBasedExampleGen, self).__init__(spec=spec)

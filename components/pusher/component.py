@@ -1,0 +1,74 @@
+"""The atomic versioned Pusher component: blessed model and variants -> TF Serving folder."""
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+
+from components.pusher import executor, pusher_lib
+from components.pusher import spec as s
+
+
+class Pusher(base_component.BaseComponent):
+  """Pushes a blessed model (plus blessed Optimizer variants) as a new TF Serving version.
+
+  Versions are numeric folders under ``<serving_dir>/<model_name>/``, published atomically
+  (staging folder + rename) under an exclusive lock, each with a ``manifest.json``; the newest
+  ``keep_versions`` are kept. See ``pusher_lib`` for the layout.
+
+  Example:
+    pusher = Pusher(model=trainer.outputs["model"],
+                    model_blessing=evaluator.outputs["blessing"],
+                    optimized_model=optimizer.outputs["optimized_model"],
+                    serving_dir="/srv/models", model_name="digits", keep_versions=5)
+  """
+
+  SPEC_CLASS = s.PusherSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(
+    self,
+    model: types.BaseChannel,
+    model_blessing: types.BaseChannel,
+    *,
+    serving_dir: str,
+    model_name: str,
+    keep_versions: int = 5,
+    optimized_model: types.BaseChannel | None = None,
+    examples: types.BaseChannel | None = None,
+  ):
+    """Wires the Pusher.
+
+    Args:
+      model: `Model` channel from the Trainer (``Format-Serving`` is served).
+      model_blessing: `ModelBlessing` channel from the Evaluator; unblessed models are not
+        pushed.
+      serving_dir: Absolute local (or mounted) path that TF Serving watches.
+      model_name: TF Serving model name; versions go to ``<serving_dir>/<model_name>/<N>``.
+      keep_versions: Newest versions to keep (>= 1; the live version is never deleted).
+      optimized_model: Optional `OptimizedModel` channel; its blessed variants are shipped.
+      examples: Optional `Examples` channel; its spans are recorded when the model artifact
+        has no ``data_spans`` property.
+
+    Raises:
+      ValueError: If serving_dir, model_name or keep_versions is unusable.
+    """
+    try:
+      serving_dir = pusher_lib.validate_serving_dir(serving_dir)
+      pusher_lib.validate_model_name(model_name)
+    except pusher_lib.PusherError as e:
+      raise ValueError(str(e)) from e
+    if isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1:
+      raise ValueError(
+        f"keep_versions must be an integer >= 1 (got {keep_versions!r}); pass e.g. 5."
+      )
+    component_spec = s.PusherSpec(
+      model=model,
+      model_blessing=model_blessing,
+      optimized_model=optimized_model,
+      examples=examples,
+      serving_dir=serving_dir,
+      model_name=model_name,
+      keep_versions=keep_versions,
+      pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+    )
+    super().__init__(spec=component_spec)

@@ -1,0 +1,886 @@
+"""Atomic, versioned pushes of SavedModels (plus optimized variants) into a TF Serving tree.
+
+Plain Python: no TFX or TensorFlow imports, so this module is cheap to import from the CLI
+(`pipeline/rollback.py`) and from crash tests that run it in a subprocess.
+
+Layout under ``<serving_dir>/<model_name>/`` (TF Serving's model base path)::
+
+  .lock                     exclusive lock held for the whole of a push, rollback or prune
+  .staging-<uuid>/          a version being assembled; renamed to ``<N>/`` when complete
+  .trash-<N>-<uuid>/        a version being deleted by retention (renamed away first)
+  history.jsonl             one JSON object per push / rollback / prune, append-only
+  <N>/                      a complete version; TF Serving loads the highest N (``latest`` policy)
+    saved_model.pb
+    variables/ ...
+    assets/ ...             (if the SavedModel has assets)
+    assets.extra/variants/<variant>/...   optimizer variants, ignored by TF Serving
+    manifest.json           version, sha256 of every file, variant metrics, spans, lineage
+
+TF Serving's file-system storage path source treats only all-digit child names as versions,
+so the dot-prefixed staging/trash folders and ``history.jsonl`` are invisible to it. Variants
+live *inside* the version folder (under ``assets.extra/``, which TF Serving's SavedModel
+loader only reads for warm-up requests) so that one ``rename`` publishes the model, its
+variants and its manifest together, and one folder removal retires them together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import filelock
+
+MANIFEST_FILE = "manifest.json"
+HISTORY_FILE = "history.jsonl"
+LOCK_FILE = ".lock"
+STAGING_PREFIX = ".staging-"
+TRASH_PREFIX = ".trash-"
+VARIANTS_SUBDIR = os.path.join("assets.extra", "variants")
+MANIFEST_FORMAT = "tfx-pipeline-kit.pusher-manifest/1"
+DEFAULT_LOCK_TIMEOUT_S = 600.0
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_VERSION_RE = re.compile(r"^[0-9]{1,18}$")
+_COPY_CHUNK = 1 << 20
+# Keys the library owns in manifest.json; callers' manifest_extra must not overwrite them.
+_RESERVED_MANIFEST_KEYS = frozenset(
+  {
+    "format",
+    "model_name",
+    "version",
+    "created_at",
+    "event",
+    "content_sha256",
+    "files",
+    "variants",
+    "source",
+    "republished_from",
+  }
+)
+
+
+class PusherError(Exception):
+  """A problem the user can fix (bad name, missing model, nothing to roll back to)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PushResult:
+  """Outcome of `push_version` or `rollback`.
+
+  Attributes:
+    pushed: True when a new version folder was published.
+    version: The published version, or None when nothing was pushed.
+    path: Absolute path of the published version folder, or None.
+    reason: One sentence on why nothing was pushed (empty when pushed).
+    live_version: The version TF Serving's `latest` policy serves after this call.
+    content_sha256: Digest over all pushed files (paths and contents).
+    removed_versions: Versions deleted by retention during this call.
+    manifest: The manifest written into the version (or that of the live version on a skip).
+  """
+
+  pushed: bool
+  version: int | None
+  path: str | None
+  reason: str
+  live_version: int | None
+  content_sha256: str
+  removed_versions: tuple[int, ...] = ()
+  manifest: Mapping[str, Any] | None = None
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def validate_model_name(name: str, what: str = "model name") -> str:
+  """Checks that a model (or variant) name is a single safe path component.
+
+  Args:
+    name: The name to check.
+    what: How to call the name in the error message.
+
+  Returns:
+    The name, unchanged.
+
+  Raises:
+    PusherError: If the name is empty, contains a slash, starts with a dot (``..`` included),
+      or uses characters other than letters, digits, ``.``, ``_`` and ``-``.
+  """
+  if not isinstance(name, str) or not _NAME_RE.match(name):
+    raise PusherError(
+      f"Invalid {what} {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a "
+      "letter or digit (no slashes, no '..', no absolute paths)."
+    )
+  return name
+
+
+def parse_version(text: str | int) -> int:
+  """Parses a version number as TF Serving understands it (an all-digit folder name).
+
+  Args:
+    text: The version, e.g. ``"3"`` or ``3``.
+
+  Returns:
+    The version as an int.
+
+  Raises:
+    PusherError: If the version is not a non-negative integer written with digits only.
+  """
+  if isinstance(text, bool):
+    raise PusherError(f"Invalid version {text!r}: pass a non-negative integer such as 3.")
+  if isinstance(text, int):
+    if text < 0:
+      raise PusherError(f"Invalid version {text!r}: pass a non-negative integer such as 3.")
+    return text
+  if not isinstance(text, str) or not _VERSION_RE.match(text):
+    raise PusherError(
+      f"Invalid version {text!r}: pass a non-negative integer such as 3 (digits only)."
+    )
+  return int(text)
+
+
+def validate_serving_dir(serving_dir: str) -> str:
+  """Checks that the serving root is a local absolute path and returns it normalised.
+
+  Args:
+    serving_dir: Root folder that TF Serving watches (one sub-folder per model).
+
+  Returns:
+    The normalised absolute path.
+
+  Raises:
+    PusherError: If the path is empty, relative, or a URL such as ``gs://...``.
+  """
+  if not isinstance(serving_dir, str) or not serving_dir:
+    raise PusherError("serving_dir is empty: pass an absolute local path such as /srv/models.")
+  if "://" in serving_dir:
+    raise PusherError(
+      f"serving_dir {serving_dir!r} is a URL; atomic rename and file locks need a local or "
+      "mounted POSIX file system, so pass its mount point instead."
+    )
+  if not os.path.isabs(serving_dir):
+    raise PusherError(
+      f"serving_dir {serving_dir!r} is relative; pass an absolute path such as /srv/models."
+    )
+  return os.path.normpath(serving_dir)
+
+
+def model_dir(serving_dir: str, model_name: str) -> str:
+  """Returns ``<serving_dir>/<model_name>`` after validating both parts.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name (one path component).
+
+  Returns:
+    The model's base path, the folder TF Serving is pointed at.
+
+  Raises:
+    PusherError: If either part is invalid.
+  """
+  root = validate_serving_dir(serving_dir)
+  path = os.path.join(root, validate_model_name(model_name))
+  # Belt and braces: the name regex already forbids separators and dot-dot.
+  if os.path.dirname(path) != root:
+    raise PusherError(f"Model name {model_name!r} would escape the serving root {root!r}.")
+  return path
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def list_versions(serving_dir: str, model_name: str) -> list[int]:
+  """Lists the numeric version folders that TF Serving would consider, ascending.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+
+  Returns:
+    Sorted version numbers; empty if the model folder does not exist.
+  """
+  base = model_dir(serving_dir, model_name)
+  if not os.path.isdir(base):
+    return []
+  versions = []
+  for entry in os.scandir(base):
+    if entry.is_dir(follow_symlinks=False) and entry.name.isdigit():
+      versions.append(int(entry.name))
+  return sorted(versions)
+
+
+def live_version(serving_dir: str, model_name: str) -> int | None:
+  """Returns the version TF Serving's default ``latest`` policy serves: the highest number.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+
+  Returns:
+    The highest version, or None when there is none.
+  """
+  versions = list_versions(serving_dir, model_name)
+  return versions[-1] if versions else None
+
+
+def version_path(serving_dir: str, model_name: str, version: int | str) -> str:
+  """Returns the folder of one version after validating all parts.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+    version: Version number.
+
+  Returns:
+    ``<serving_dir>/<model_name>/<version>``.
+
+  Raises:
+    PusherError: If any part is invalid.
+  """
+  return os.path.join(model_dir(serving_dir, model_name), str(parse_version(version)))
+
+
+def read_manifest(path: str) -> dict[str, Any]:
+  """Reads ``manifest.json`` of a version folder.
+
+  Args:
+    path: The version folder.
+
+  Returns:
+    The manifest as a dict.
+
+  Raises:
+    PusherError: If the manifest is missing or not valid JSON.
+  """
+  manifest_path = os.path.join(path, MANIFEST_FILE)
+  try:
+    with open(manifest_path, encoding="utf-8") as f:
+      manifest = json.load(f)
+  except FileNotFoundError as e:
+    raise PusherError(
+      f"{manifest_path} is missing; this folder was not written by the Pusher."
+    ) from e
+  except json.JSONDecodeError as e:
+    raise PusherError(f"{manifest_path} is not valid JSON ({e}).") from e
+  if not isinstance(manifest, dict):
+    raise PusherError(f"{manifest_path} does not hold a JSON object.")
+  return manifest
+
+
+def verify_version(path: str) -> list[str]:
+  """Checks that a version folder is complete and that every file matches its sha256.
+
+  Args:
+    path: The version folder.
+
+  Returns:
+    A list of problems; empty when the version is complete and intact.
+  """
+  problems = []
+  if not os.path.isfile(os.path.join(path, "saved_model.pb")) and not os.path.isfile(
+    os.path.join(path, "saved_model.pbtxt")
+  ):
+    problems.append("saved_model.pb is missing")
+  try:
+    manifest = read_manifest(path)
+  except PusherError as e:
+    return [*problems, str(e)]
+  files = manifest.get("files", {})
+  for rel, info in sorted(files.items()):
+    full = os.path.join(path, rel)
+    if not os.path.isfile(full):
+      problems.append(f"{rel} is missing")
+      continue
+    digest, _ = _sha256_file(full)
+    if digest != info.get("sha256"):
+      problems.append(f"{rel} has sha256 {digest}, manifest says {info.get('sha256')}")
+  on_disk = set(_walk_files(path)) - {MANIFEST_FILE}
+  for extra in sorted(on_disk - set(files)):
+    problems.append(f"{extra} is not listed in the manifest")
+  if files and manifest.get("content_sha256") != _content_digest(files):
+    problems.append("content_sha256 does not match the listed files")
+  return problems
+
+
+def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
+  """Reads the push/rollback/prune history, skipping a line torn by a crash.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+
+  Returns:
+    The history entries, oldest first.
+  """
+  path = os.path.join(model_dir(serving_dir, model_name), HISTORY_FILE)
+  if not os.path.exists(path):
+    return []
+  entries = []
+  with open(path, encoding="utf-8") as f:
+    for raw in f:
+      line = raw.strip()
+      if not line:
+        continue
+      try:
+        entry = json.loads(line)
+      except json.JSONDecodeError:
+        continue  # A kill -9 during an append can leave one partial line.
+      if isinstance(entry, dict):
+        entries.append(entry)
+  return entries
+
+
+def describe_versions(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
+  """Summarises every version for listing: live marker, event, variants and their metrics.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+
+  Returns:
+    One dict per version, ascending, with keys ``version``, ``live``, ``created_at``,
+    ``event``, ``republished_from``, ``content_sha256``, ``problems`` and ``variants``.
+  """
+  versions = list_versions(serving_dir, model_name)
+  live = versions[-1] if versions else None
+  rows = []
+  for version in versions:
+    path = version_path(serving_dir, model_name, version)
+    try:
+      manifest = read_manifest(path)
+    except PusherError:
+      manifest = {}
+    rows.append(
+      {
+        "version": version,
+        "live": version == live,
+        "created_at": manifest.get("created_at"),
+        "event": manifest.get("event"),
+        "republished_from": (manifest.get("republished_from") or {}).get("version"),
+        "content_sha256": manifest.get("content_sha256"),
+        "data_spans": manifest.get("data_spans"),
+        "problems": verify_version(path),
+        "variants": {
+          name: info.get("metrics", {}) for name, info in manifest.get("variants", {}).items()
+        },
+      }
+    )
+  return rows
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def push_version(
+  serving_dir: str,
+  model_name: str,
+  saved_model_dir: str,
+  *,
+  variants: Mapping[str, str] | None = None,
+  variant_metrics: Mapping[str, Mapping[str, Any]] | None = None,
+  manifest_extra: Mapping[str, Any] | None = None,
+  keep_versions: int = 5,
+  skip_if_identical: bool = True,
+  lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> PushResult:
+  """Publishes a SavedModel and its variants as the next version, atomically.
+
+  The whole call holds an exclusive lock on the model folder, so concurrent pushes get
+  distinct, increasing versions. Files are copied (and hashed) into a dot-prefixed staging
+  folder, fsynced, and the staging folder is renamed to the numeric version: TF Serving never
+  sees a half-written version, and a crash leaves only a staging folder that the next call
+  removes.
+
+  Args:
+    serving_dir: Absolute serving root that TF Serving watches.
+    model_name: Model name; the model's base path is ``<serving_dir>/<model_name>``.
+    saved_model_dir: SavedModel folder (holds ``saved_model.pb``) to serve.
+    variants: Optimized variants to ship alongside, name -> folder (or single file).
+    variant_metrics: Metrics per variant name, recorded in the manifest.
+    manifest_extra: More JSON-serialisable manifest entries (data spans, lineage, ...).
+    keep_versions: How many of the newest versions to keep; the live one is never deleted.
+    skip_if_identical: Push nothing when the content equals the live version's, or equals
+      content that a rollback moved away from (so a nightly rerun does not undo a rollback).
+    lock_timeout_s: How long to wait for another push holding the lock.
+
+  Returns:
+    A `PushResult`.
+
+  Raises:
+    PusherError: On invalid names, a missing SavedModel or variant, or a lock timeout.
+  """
+  base = model_dir(serving_dir, model_name)
+  keep_versions = _check_keep_versions(keep_versions)
+  if not _has_saved_model(saved_model_dir):
+    raise PusherError(
+      f"No SavedModel at {saved_model_dir!r} (saved_model.pb missing); check that the Trainer "
+      "exported its model to Format-Serving."
+    )
+  variants = dict(variants or {})
+  for name, src in variants.items():
+    validate_model_name(name, "variant name")
+    if not os.path.exists(src):
+      raise PusherError(f"Variant {name!r} source {src!r} does not exist.")
+  metrics = {name: dict((variant_metrics or {}).get(name, {})) for name in variants}
+  extra = dict(manifest_extra or {})
+  clash = _RESERVED_MANIFEST_KEYS.intersection(extra)
+  if clash:
+    raise ValueError(f"manifest_extra may not set reserved keys {sorted(clash)}")
+
+  os.makedirs(base, exist_ok=True)
+  with _locked(base, lock_timeout_s):
+    _clean_leftovers(base)
+    staging = os.path.join(base, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    os.mkdir(staging)
+    files: dict[str, dict[str, Any]] = {}
+    _copy_tree(saved_model_dir, staging, "", files)
+    variant_entries = {}
+    for name in sorted(variants):
+      rel = os.path.join(VARIANTS_SUBDIR, name)
+      src = variants[name]
+      if os.path.isdir(src):
+        _copy_tree(src, staging, rel, files)
+      else:
+        _copy_tree_file(src, staging, os.path.join(rel, os.path.basename(src)), files)
+      variant_entries[name] = {"path": rel, "metrics": metrics[name]}
+    content = _content_digest(files)
+
+    history = read_history(serving_dir, model_name)
+    live = _highest(base)
+    skip_reason = ""
+    if skip_if_identical:
+      skip_reason = _identical_reason(base, live, content, history)
+    if skip_reason:
+      shutil.rmtree(staging)
+      live_manifest = _safe_manifest(os.path.join(base, str(live))) if live is not None else None
+      return PushResult(False, None, None, skip_reason, live, content, (), live_manifest)
+
+    version = _next_version(base, history)
+    manifest = {
+      "format": MANIFEST_FORMAT,
+      "model_name": model_name,
+      "version": version,
+      "created_at": _utc_now(),
+      "event": "push",
+      "content_sha256": content,
+      "files": files,
+      "variants": variant_entries,
+      "source": {
+        "saved_model": os.path.abspath(saved_model_dir),
+        "variants": {k: os.path.abspath(v) for k, v in variants.items()},
+      },
+      **extra,
+    }
+    path = _publish(base, staging, version, manifest)
+    _append_history(
+      base,
+      {
+        "time": manifest["created_at"],
+        "event": "push",
+        "version": version,
+        "previous_live": live,
+        "content_sha256": content,
+      },
+    )
+    removed = _prune(base, keep_versions)
+  return PushResult(True, version, path, "", version, content, tuple(removed), manifest)
+
+
+def rollback(
+  serving_dir: str,
+  model_name: str,
+  *,
+  to_version: int | str | None = None,
+  previous: bool = False,
+  reason: str = "",
+  keep_versions: int | None = None,
+  lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> PushResult:
+  """Makes an earlier version live by re-publishing its files as a new highest version.
+
+  TF Serving's default ``latest`` version policy serves the highest version number, so
+  re-publishing (rather than deleting newer versions or renaming folders) is the only change
+  it picks up without a config change, and it keeps every version for audit and roll-forward.
+  The copy is verified against the source manifest while it is written, and goes through the
+  same staging + rename path as a push.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+    to_version: The version to restore. Exactly one of `to_version` and `previous` is needed.
+    previous: Restore the newest version older than the live one whose content differs from
+      the live content and was not itself rolled back from.
+    reason: Free text recorded in the history.
+    keep_versions: When given, apply retention after the rollback; by default nothing is
+      deleted.
+    lock_timeout_s: How long to wait for another push holding the lock.
+
+  Returns:
+    A `PushResult` for the new version.
+
+  Raises:
+    PusherError: If there is nothing to roll back to, the target is missing, already live or
+      fails verification, or the arguments are inconsistent.
+  """
+  base = model_dir(serving_dir, model_name)
+  if (to_version is None) == (not previous):
+    raise PusherError("Pass exactly one of --to VERSION and --previous.")
+  target_arg = None if to_version is None else parse_version(to_version)
+  if keep_versions is not None:
+    keep_versions = _check_keep_versions(keep_versions)
+  if not os.path.isdir(base):
+    raise PusherError(f"No model folder at {base}; nothing has been pushed for {model_name!r}.")
+
+  with _locked(base, lock_timeout_s):
+    _clean_leftovers(base)
+    history = read_history(serving_dir, model_name)
+    versions = _versions_in(base)
+    if not versions:
+      raise PusherError(f"{base} holds no versions; nothing to roll back.")
+    live = versions[-1]
+    live_content = _safe_manifest(os.path.join(base, str(live))).get("content_sha256")
+    if previous:
+      target = _previous_version(base, versions, live_content, history)
+      if target is None:
+        raise PusherError(
+          f"No earlier version of {model_name!r} differs from live version {live}; "
+          "use --list to see the versions."
+        )
+    else:
+      target = target_arg
+      if target not in versions:
+        raise PusherError(
+          f"Version {target} of {model_name!r} does not exist (have {versions}); "
+          "use --list to see the versions."
+        )
+      if target == live:
+        raise PusherError(f"Version {target} of {model_name!r} is already live.")
+    source = os.path.join(base, str(target))
+    problems = verify_version(source)
+    if problems:
+      raise PusherError(f"Version {target} fails verification ({problems[0]}); not restoring it.")
+    source_manifest = read_manifest(source)
+    if source_manifest.get("content_sha256") == live_content:
+      raise PusherError(
+        f"Version {target} has the same content as live version {live}; nothing to roll back."
+      )
+
+    staging = os.path.join(base, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    os.mkdir(staging)
+    files: dict[str, dict[str, Any]] = {}
+    _copy_tree(source, staging, "", files, skip={MANIFEST_FILE})
+    if files != source_manifest["files"]:
+      shutil.rmtree(staging)
+      raise PusherError(f"Version {target} changed while it was being copied; try again.")
+    version = _next_version(base, history)
+    now = _utc_now()
+    manifest = dict(source_manifest)
+    manifest.update(
+      {
+        "version": version,
+        "created_at": now,
+        "event": "rollback",
+        "republished_from": {
+          "version": target,
+          "created_at": source_manifest.get("created_at"),
+          "event": source_manifest.get("event"),
+        },
+        "rollback": {"from": live, "to": target, "reason": reason},
+      }
+    )
+    path = _publish(base, staging, version, manifest)
+    _append_history(
+      base,
+      {
+        "time": now,
+        "event": "rollback",
+        "from": live,
+        "to": target,
+        "version": version,
+        "reason": reason,
+        "from_content_sha256": live_content,
+        "to_content_sha256": manifest["content_sha256"],
+      },
+    )
+    removed = _prune(base, keep_versions) if keep_versions is not None else []
+  return PushResult(
+    True, version, path, "", version, manifest["content_sha256"], tuple(removed), manifest
+  )
+
+
+def prune_versions(
+  serving_dir: str,
+  model_name: str,
+  keep_versions: int,
+  lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> list[int]:
+  """Deletes all but the newest `keep_versions` versions; never the live one.
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name.
+    keep_versions: How many of the newest versions to keep (at least 1).
+    lock_timeout_s: How long to wait for another push holding the lock.
+
+  Returns:
+    The versions deleted.
+  """
+  base = model_dir(serving_dir, model_name)
+  keep_versions = _check_keep_versions(keep_versions)
+  if not os.path.isdir(base):
+    return []
+  with _locked(base, lock_timeout_s):
+    _clean_leftovers(base)
+    return _prune(base, keep_versions)
+
+
+# ----------------------------------------------------------------------------- internals
+
+
+def _check_keep_versions(keep_versions: int) -> int:
+  if isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1:
+    raise PusherError(
+      f"keep_versions must be an integer >= 1 (got {keep_versions!r}); keep at least 2 to be "
+      "able to roll back."
+    )
+  return keep_versions
+
+
+class _locked:
+  """Exclusive inter-process lock on a model folder (flock; released by the kernel on kill)."""
+
+  def __init__(self, base: str, timeout_s: float):
+    self._path = os.path.join(base, LOCK_FILE)
+    self._timeout_s = timeout_s
+    self._lock = filelock.FileLock(self._path, timeout=timeout_s)
+
+  def __enter__(self) -> None:
+    try:
+      self._lock.acquire()
+    except filelock.Timeout as e:
+      raise PusherError(
+        f"Another push or rollback has held {self._path} for over {self._timeout_s:.0f} s; "
+        "wait for it to finish (or stop it) and retry."
+      ) from e
+
+  def __exit__(self, *exc: object) -> None:
+    self._lock.release()
+
+
+def _utc_now() -> str:
+  return (
+    datetime.datetime.now(datetime.timezone.utc)
+    .isoformat(timespec="seconds")
+    .replace("+00:00", "Z")
+  )
+
+
+def _has_saved_model(path: str) -> bool:
+  return os.path.isfile(os.path.join(path, "saved_model.pb")) or os.path.isfile(
+    os.path.join(path, "saved_model.pbtxt")
+  )
+
+
+def _versions_in(base: str) -> list[int]:
+  return sorted(
+    int(e.name) for e in os.scandir(base) if e.is_dir(follow_symlinks=False) and e.name.isdigit()
+  )
+
+
+def _highest(base: str) -> int | None:
+  versions = _versions_in(base)
+  return versions[-1] if versions else None
+
+
+def _safe_manifest(path: str) -> dict[str, Any]:
+  try:
+    return read_manifest(path)
+  except PusherError:
+    return {}
+
+
+def _next_version(base: str, history: list[dict[str, Any]]) -> int:
+  # History remembers versions deleted by hand too, so a number is never reused.
+  seen = [0, *_versions_in(base)]
+  for entry in history:
+    if isinstance(entry.get("version"), int):
+      seen.append(entry["version"])
+  return max(seen) + 1
+
+
+def _rejected_contents(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+  rejected: dict[str, dict[str, Any]] = {}
+  for entry in history:
+    if entry.get("event") == "rollback":
+      if entry.get("from_content_sha256"):
+        rejected[entry["from_content_sha256"]] = entry
+      rejected.pop(entry.get("to_content_sha256"), None)
+  return rejected
+
+
+def _identical_reason(
+  base: str, live: int | None, content: str, history: list[dict[str, Any]]
+) -> str:
+  live_manifest = _safe_manifest(os.path.join(base, str(live))) if live is not None else {}
+  if live_manifest.get("content_sha256") == content:
+    return f"identical to live version {live} (same sha256 of every file); nothing pushed"
+  rejected = _rejected_contents(history).get(content)
+  if rejected:
+    return (
+      f"identical to version {rejected.get('from')}, which was rolled back at "
+      f"{rejected.get('time')} ({rejected.get('reason') or 'no reason given'}); not re-pushing "
+      "it (use rollback --to to restore it deliberately)"
+    )
+  return ""
+
+
+def _previous_version(
+  base: str, versions: list[int], live_content: str | None, history: list[dict[str, Any]]
+) -> int | None:
+  rejected = _rejected_contents(history)
+  for version in reversed(versions[:-1]):
+    content = _safe_manifest(os.path.join(base, str(version))).get("content_sha256")
+    if content and content != live_content and content not in rejected:
+      return version
+  return None
+
+
+def _walk_files(root: str) -> Iterator[str]:
+  for dirpath, dirnames, filenames in os.walk(root):
+    dirnames.sort()
+    for name in sorted(filenames):
+      yield os.path.relpath(os.path.join(dirpath, name), root)
+
+
+def _sha256_file(path: str) -> tuple[str, int]:
+  digest = hashlib.sha256()
+  size = 0
+  with open(path, "rb") as f:
+    while chunk := f.read(_COPY_CHUNK):
+      digest.update(chunk)
+      size += len(chunk)
+  return digest.hexdigest(), size
+
+
+def _content_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
+  digest = hashlib.sha256()
+  for rel in sorted(files):
+    digest.update(f"{rel}\0{files[rel]['sha256']}\n".encode())
+  return digest.hexdigest()
+
+
+def _fsync_dir(path: str) -> None:
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    os.fsync(fd)
+  finally:
+    os.close(fd)
+
+
+def _copy_file(src: str, dst: str) -> tuple[str, int]:
+  """Copies one file, fsyncs it and returns (sha256, size) of what was written."""
+  digest = hashlib.sha256()
+  size = 0
+  with open(src, "rb") as fin, open(dst, "xb") as fout:
+    while chunk := fin.read(_COPY_CHUNK):
+      fout.write(chunk)
+      digest.update(chunk)
+      size += len(chunk)
+    fout.flush()
+    os.fsync(fout.fileno())
+  shutil.copymode(src, dst)
+  return digest.hexdigest(), size
+
+
+def _copy_tree_file(src: str, staging: str, rel: str, files: dict[str, dict[str, Any]]) -> None:
+  dst = os.path.join(staging, rel)
+  os.makedirs(os.path.dirname(dst), exist_ok=True)
+  digest, size = _copy_file(src, dst)
+  files[rel] = {"sha256": digest, "size": size}
+
+
+def _copy_tree(
+  src_root: str,
+  staging: str,
+  rel_root: str,
+  files: dict[str, dict[str, Any]],
+  skip: frozenset[str] | set[str] = frozenset(),
+) -> None:
+  rels = [rel for rel in _walk_files(src_root) if rel not in skip]
+  # TF tooling treats saved_model.pb as "the model is complete"; copy it last for the same
+  # reason stock TFX does, although only the final rename makes the version visible.
+  rels.sort(key=lambda r: (r in ("saved_model.pb", "saved_model.pbtxt"), r))
+  for rel in rels:
+    _copy_tree_file(os.path.join(src_root, rel), staging, os.path.join(rel_root, rel), files)
+  # Empty folders (e.g. an empty assets/) are part of a SavedModel too.
+  for dirpath, _, _ in os.walk(src_root):
+    os.makedirs(os.path.join(staging, rel_root, os.path.relpath(dirpath, src_root)), exist_ok=True)
+
+
+def _publish(base: str, staging: str, version: int, manifest: Mapping[str, Any]) -> str:
+  manifest_path = os.path.join(staging, MANIFEST_FILE)
+  with open(manifest_path, "x", encoding="utf-8") as f:
+    json.dump(manifest, f, indent=2, sort_keys=True)
+    f.write("\n")
+    f.flush()
+    os.fsync(f.fileno())
+  for dirpath, _, _ in os.walk(staging, topdown=False):
+    _fsync_dir(dirpath)
+  target = os.path.join(base, str(version))
+  # os.rename silently replaces an *empty* target folder; the lock makes this check race-free
+  # among pushers, and it stops us from ever replacing something we did not create.
+  if os.path.lexists(target):
+    raise RuntimeError(f"version folder {target} already exists; refusing to overwrite it")
+  os.rename(staging, target)
+  _fsync_dir(base)
+  return target
+
+
+def _append_history(base: str, entry: Mapping[str, Any]) -> None:
+  path = os.path.join(base, HISTORY_FILE)
+  line = json.dumps(entry, sort_keys=True) + "\n"
+  with open(path, "a+b") as f:
+    # A kill -9 mid-append can leave a line without its newline; start a fresh line so the
+    # torn fragment stays on its own (read_history skips it).
+    f.seek(0, os.SEEK_END)
+    if f.tell() > 0:
+      f.seek(-1, os.SEEK_END)
+      if f.read(1) != b"\n":
+        f.write(b"\n")
+    f.write(line.encode())
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _clean_leftovers(base: str) -> None:
+  # Only called under the lock, so any staging/trash folder belongs to a dead process.
+  for entry in os.scandir(base):
+    if entry.is_dir(follow_symlinks=False) and entry.name.startswith(
+      (STAGING_PREFIX, TRASH_PREFIX)
+    ):
+      shutil.rmtree(entry.path)
+
+
+def _prune(base: str, keep_versions: int) -> list[int]:
+  versions = _versions_in(base)
+  if not versions:
+    return []
+  live = versions[-1]
+  doomed = [v for v in versions[:-keep_versions] if v != live]
+  for version in doomed:
+    # Rename first so a crash mid-delete never leaves a half-deleted numeric folder that TF
+    # Serving could try to load.
+    trash = os.path.join(base, f"{TRASH_PREFIX}{version}-{uuid.uuid4().hex}")
+    os.rename(os.path.join(base, str(version)), trash)
+    shutil.rmtree(trash)
+  if doomed:
+    _fsync_dir(base)
+    _append_history(base, {"time": _utc_now(), "event": "prune", "versions": doomed})
+  return doomed

@@ -1,0 +1,58 @@
+"""Spec keys and ComponentSpec of the atomic versioned Pusher."""
+
+from tfx.types import artifact, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+# Input keys. The first two match stock TFX's standard_component_specs values.
+MODEL_KEY = "model"
+MODEL_BLESSING_KEY = "model_blessing"
+OPTIMIZED_MODEL_KEY = "optimized_model"
+EXAMPLES_KEY = "examples"
+# Output key (stock value, so tools that look for "pushed_model" find it).
+PUSHED_MODEL_KEY = "pushed_model"
+# Execution parameter keys.
+SERVING_DIR_KEY = "serving_dir"
+MODEL_NAME_KEY = "model_name"
+KEEP_VERSIONS_KEY = "keep_versions"
+
+# Custom properties written on the PushedModel artifact (stock names for the first three).
+PUSHED_PROPERTY = "pushed"
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+PUSHED_VERSION_PROPERTY = "pushed_version"
+PUSHED_REASON_PROPERTY = "pushed_reason"
+CONTENT_SHA256_PROPERTY = "content_sha256"
+LIVE_VERSION_PROPERTY = "live_version"
+
+# Properties read from upstream artifacts.
+BLESSED_PROPERTY = "blessed"
+BLESSED_VARIANTS_PROPERTY = "blessed_variants"
+DATA_SPANS_PROPERTY = "data_spans"
+
+
+class OptimizedModel(artifact.Artifact):
+  """The Optimizer's output: one sub-folder per variant under its uri.
+
+  TFX type-checks channels by class name, so this accepts the Optimizer's own
+  `OptimizedModel` class as well; the Pusher only reads the uri and custom properties.
+  """
+
+  TYPE_NAME = "OptimizedModel"
+
+
+class PusherSpec(ComponentSpec):
+  """Spec of the atomic versioned Pusher."""
+
+  PARAMETERS = {
+    SERVING_DIR_KEY: ExecutionParameter(type=str),
+    MODEL_NAME_KEY: ExecutionParameter(type=str),
+    KEEP_VERSIONS_KEY: ExecutionParameter(type=int),
+  }
+  INPUTS = {
+    MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
+    MODEL_BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing),
+    OPTIMIZED_MODEL_KEY: ChannelParameter(type=OptimizedModel, optional=True),
+    EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+  }
+  OUTPUTS = {
+    PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel),
+  }
