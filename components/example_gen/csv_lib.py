@@ -25,6 +25,8 @@ import pyarrow.csv as pa_csv
 import tensorflow as tf
 from tfx_bsl.coders import example_coder
 
+from components.errors import UserInputError
+
 INT = "int"
 FLOAT = "float"
 STRING = "string"
@@ -38,7 +40,7 @@ _QUARANTINE_FIELDS = ("file", "line", "reason", "row")
 _MAX_QUARANTINED_TEXT = 500
 
 
-class CsvInputError(ValueError):
+class CsvInputError(UserInputError):
   """The CSV input cannot be ingested; the message names the file and the fix."""
 
 
@@ -198,6 +200,7 @@ class _BatchVerdict:
   table: pa.RecordBatch | None
   bad_index: np.ndarray
   bad_reason: list[str]
+  keep: np.ndarray
 
 
 def convert_batch(raw: pa.RecordBatch, options: ConvertOptions) -> _BatchVerdict:
@@ -252,20 +255,33 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions) -> _BatchVerdict
       names=raw.schema.names,
     )
   bad_index = np.flatnonzero(bad)
-  return _BatchVerdict(good, bad_index, [reasons[i] or "rejected" for i in bad_index])
+  return _BatchVerdict(good, bad_index, [reasons[i] or "rejected" for i in bad_index], keep)
 
 
-def assign_splits(serialized: Sequence[bytes], keys: Sequence[bytes] | None, plan: SplitPlan):
-  """Returns the split index of every example, deterministically.
+def row_keys(raw: pa.RecordBatch, keep: np.ndarray, column: str | None = None) -> list[bytes]:
+  """Canonical bytes of each kept row (or of one column) for deterministic splitting.
+
+  Serialized tf.Examples are not canonical (map order may differ between
+  encodings), so the split hashes the row's cells as read instead.
+  """
+  mask = pa.array(keep)
+  cols = [raw.column(column)] if column else raw.columns
+  cells = [c.filter(mask).fill_null(b"") for c in cols]
+  if len(cells) == 1:
+    return cells[0].to_pylist()
+  return pc.binary_join_element_wise(*cells, b"\x1f").to_pylist()
+
+
+def assign_splits(keys: Sequence[bytes], plan: SplitPlan) -> np.ndarray:
+  """Returns the split index of every row, deterministically.
 
   Args:
-    serialized: Serialized examples.
-    keys: Per-row partition keys, or None to hash the serialized example itself.
+    keys: Per-row canonical bytes (see `row_keys`).
     plan: The split plan.
   """
   if plan.fixed is not None:
-    return np.full(len(serialized), plan.names.index(plan.fixed), dtype=np.int64)
-  source = serialized if keys is None else keys
+    return np.full(len(keys), plan.names.index(plan.fixed), dtype=np.int64)
+  source = keys
   fingerprints = np.frombuffer(
     b"".join(hashlib.blake2b(s, digest_size=8).digest() for s in source), dtype="<u8"
   )
@@ -374,7 +390,7 @@ def convert_file(
     }
 
   next_record = 2  # record 1 is the header
-  partition_column = plan.partition_column
+  partition_column = plan.partition_column if plan.fixed is None else None
   try:
     for raw in iter_raw_batches(path, names, options, on_ragged):
       numbers, next_record = _record_numbers(next_record, raw.num_rows, set(ragged))
@@ -390,11 +406,7 @@ def convert_file(
       if verdict.table is None:
         continue
       serialized = example_coder.RecordBatchToExamples(verdict.table)
-      keys = None
-      if partition_column is not None:
-        col = verdict.table.column(partition_column).flatten()
-        keys = [str(v).encode() for v in col.to_pylist()]
-      split_of = assign_splits(serialized, keys, plan)
+      split_of = assign_splits(row_keys(raw, verdict.keep, partition_column), plan)
       for s_index, split in enumerate(plan.names):
         writer = writers[split]
         for j in np.flatnonzero(split_of == s_index):
@@ -435,9 +447,10 @@ def infer_column_types(
 
   Types are decided once, before any data is converted, so every shard and
   every worker uses the same ones. A column is an int column when at least 99%
-  of its sampled non-empty values are integers, a float column when at least
-  99% are numbers, and a string column otherwise. Columns with no sampled
-  values are floats.
+  of its sampled non-empty values are integers (one bad cell is tolerated in
+  small samples, as long as the good ones are the majority), a float column
+  when that holds for numbers, and a string column otherwise. The rejected
+  cells are quarantined later. Columns with no sampled values are floats.
 
   Args:
     paths: Input files; sampled in order until `sample_rows` rows are seen.
@@ -473,11 +486,13 @@ def infer_column_types(
     if len(text) == 0:
       types[c] = FLOAT
       continue
+    # Tolerate 1% of bad cells, and at least one in small samples.
+    tolerated = min(max(1, int(len(text) * (1 - _NUMERIC_SHARE))), (len(text) - 1) // 2)
     _, int_failed = _parse_numeric(text, INT)
     _, float_failed = _parse_numeric(text, FLOAT)
-    if int_failed.mean() <= 1 - _NUMERIC_SHARE:
+    if int_failed.sum() <= tolerated:
       types[c] = INT
-    elif float_failed.mean() <= 1 - _NUMERIC_SHARE:
+    elif float_failed.sum() <= tolerated:
       types[c] = FLOAT
     else:
       types[c] = STRING

@@ -215,10 +215,18 @@ class Executor(BaseExampleGenExecutor):
     rows = sum(r.rows_read for r in results)
     bad = sum(r.bad_rows for r in results)
     per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
+    max_bad = float(exec_properties.get(MAX_BAD_ROW_FRACTION_KEY) or 0.0)
+    failing = rows == 0 or bad / rows > max_bad
     quarantine_uri = ""
     parts = sorted(r.quarantine_file for r in results if r.quarantine_file)
     if parts:
-      quarantine_uri = os.path.join(quarantine_dir, QUARANTINE_FILE)
+      # A failed execution's output folder is deleted by the launcher, so the bad
+      # rows of a failing run are kept beside it for the user to inspect.
+      quarantine_uri = (
+        examples.uri.rstrip("/") + ".quarantine.csv"
+        if failing
+        else os.path.join(quarantine_dir, QUARANTINE_FILE)
+      )
       csv_lib.write_quarantine(quarantine_uri, list(csv_lib.iter_quarantine_rows(parts)))
       for p in parts:
         tf.io.gfile.remove(p)
@@ -227,8 +235,7 @@ class Executor(BaseExampleGenExecutor):
         f"the input has a header but no data rows ({', '.join(r.file for r in results)}); "
         "add rows or point the data root at the right files."
       )
-    max_bad = float(exec_properties.get(MAX_BAD_ROW_FRACTION_KEY) or 0.0)
-    if bad / rows > max_bad:
+    if failing:
       raise csv_lib.CsvInputError(
         f"{bad} of {rows} rows ({bad / rows:.2%}) are malformed, more than the allowed "
         f"{max_bad:.2%}; see {quarantine_uri} and fix those rows or raise the bad-row fraction."

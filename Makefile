@@ -1,0 +1,51 @@
+# Two commands a new user needs: `make run` and `make test`. Both build .venv/ from
+# requirements.lock on first use (about 3 minutes), then reuse it.
+
+SHELL := /bin/bash
+# pyenv reads .python-version (3.10.13); fall back to any python3.10 on PATH.
+PYTHON ?= $(shell command -v python3.10 2>/dev/null || echo python3.10)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: run test test-fast lint format bench lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24,<27"
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python pipeline/run_local.py $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e and not multiprocess" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py $(ARGS)
+
+# Re-resolve the lock from pyproject.toml (needs the package registry).
+lock:
+	rm -rf /tmp/tfxkit-lock-venv && $(PYTHON) -m venv /tmp/tfxkit-lock-venv
+	/tmp/tfxkit-lock-venv/bin/pip install --quiet --upgrade "pip>=24,<27"
+	/tmp/tfxkit-lock-venv/bin/pip install --quiet ".[test]"
+	/tmp/tfxkit-lock-venv/bin/pip freeze --exclude-editable | grep -v '^tfx-pipeline-kit' > requirements.lock
+
+clean:
+	rm -rf $(VENV) output

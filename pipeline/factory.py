@@ -1,0 +1,153 @@
+"""`create_pipeline`: the one pipeline that both orchestrators run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow_model_analysis as tfma
+from ml_metadata.proto import metadata_store_pb2
+from tfx import v1 as tfx
+from tfx.proto import example_gen_pb2
+
+from components.distributed_trainer import DistributedTrainer
+from components.example_gen import CsvExampleGen
+from components.optimizer import Optimizer
+from components.pusher import Pusher
+from pipeline.config import PipelineConfig
+
+
+def make_eval_config(label_key: str, min_accuracy: float, max_accuracy_drop: float):
+  """TFMA config: accuracy above a floor, and not worse than the baseline by more than a delta.
+
+  On the first run there is no baseline and TFMA applies the value threshold alone.
+  """
+  threshold = tfma.MetricThreshold(
+    value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
+    change_threshold=tfma.GenericChangeThreshold(
+      direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+      absolute={"value": -max_accuracy_drop},
+    ),
+  )
+  return tfma.EvalConfig(
+    model_specs=[tfma.ModelSpec(label_key=label_key, signature_name="serving_default")],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[
+      tfma.MetricsSpec(
+        metrics=[
+          tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold),
+          tfma.MetricConfig(class_name="ExampleCount"),
+        ]
+      )
+    ],
+  )
+
+
+def create_pipeline(
+  config: PipelineConfig,
+  metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
+  beam_pipeline_args: Sequence[str] = (),
+) -> tfx.dsl.Pipeline:
+  """Builds ExampleGen -> validation -> DistributedTrainer -> Evaluator -> Optimizer -> Pusher.
+
+  Args:
+    config: Paths and options; see `PipelineConfig`.
+    metadata_connection_config: ML Metadata store; None on Kubeflow, where the
+      cluster provides it.
+    beam_pipeline_args: Options for every Beam-based component (DirectRunner
+      flags locally; Dataflow, Flink or Spark flags to scale out).
+
+  Returns:
+    The pipeline, not yet run or compiled.
+  """
+  input_config = example_gen_pb2.Input(
+    splits=[example_gen_pb2.Input.Split(name="single_split", pattern=config.input_pattern)]
+  )
+  output_config = example_gen_pb2.Output(
+    split_config=example_gen_pb2.SplitConfig(
+      splits=[
+        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_hash_buckets),
+        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_hash_buckets),
+      ]
+    )
+  )
+  example_gen = CsvExampleGen(
+    input_base=config.data_root,
+    input_config=input_config,
+    output_config=output_config,
+    label_key=config.label_key,
+    max_bad_row_fraction=config.max_bad_row_fraction,
+    schema_path=config.schema_path,
+    rolling_spans=config.rolling_spans,
+  )
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+  if config.schema_path:
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
+  else:
+    schema_gen = tfx.components.SchemaGen(
+      statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
+    )
+  example_validator = tfx.components.ExampleValidator(
+    statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+  )
+
+  latest_blessed = tfx.dsl.Resolver(
+    strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+    model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+    model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+  ).with_id("latest_blessed_model_resolver")
+
+  trainer = DistributedTrainer(
+    examples=example_gen.outputs["examples"],
+    schema=schema_gen.outputs["schema"],
+    anomalies=example_validator.outputs["anomalies"],
+    module_file=config.module_file,
+    train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
+    eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+    strategy=config.strategy,
+    local_workers=config.local_workers,
+    local_ps=config.local_ps,
+    custom_config={"label_key": config.label_key},
+    base_model=latest_blessed.outputs["model"] if config.warm_start else None,
+  )
+
+  evaluator = tfx.components.Evaluator(
+    examples=example_gen.outputs["examples"],
+    model=trainer.outputs["model"],
+    baseline_model=latest_blessed.outputs["model"],
+    eval_config=make_eval_config(config.label_key, config.min_accuracy, config.max_accuracy_drop),
+  )
+  optimizer = Optimizer(
+    model=trainer.outputs["model"],
+    examples=example_gen.outputs["examples"],
+    schema=schema_gen.outputs["schema"],
+    variants=list(config.optimizer_variants),
+    max_accuracy_drop=config.variant_max_accuracy_drop,
+    tensorrt=config.tensorrt,
+  )
+  pusher = Pusher(
+    model=trainer.outputs["model"],
+    model_blessing=evaluator.outputs["blessing"],
+    optimized_model=optimizer.outputs["optimized_model"],
+    examples=example_gen.outputs["examples"],
+    serving_dir=config.serving_dir,
+    model_name=config.model_name,
+    keep_versions=config.keep_versions,
+  )
+  return tfx.dsl.Pipeline(
+    pipeline_name=config.pipeline_name,
+    pipeline_root=config.pipeline_root,
+    components=[
+      example_gen,
+      statistics_gen,
+      schema_gen,
+      example_validator,
+      latest_blessed,
+      trainer,
+      evaluator,
+      optimizer,
+      pusher,
+    ],
+    enable_cache=config.enable_cache,
+    metadata_connection_config=metadata_connection_config,
+    beam_pipeline_args=list(beam_pipeline_args),
+  )

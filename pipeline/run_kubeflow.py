@@ -1,0 +1,90 @@
+"""Compiles the pipeline into a Kubeflow Pipelines v2 package with KubeflowV2DagRunner."""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+
+from pipeline import cli  # noqa: E402
+from pipeline.config import DEFAULT_IMAGE, PipelineConfig  # noqa: E402
+
+# Where the Dockerfile puts the repository inside the image.
+IMAGE_REPO_ROOT = "/pipeline"
+
+
+def compile_pipeline(output_file: str, config: PipelineConfig, image: str = DEFAULT_IMAGE,
+                     beam_pipeline_args=()) -> str:
+  """Writes the KFP v2 package for `config` and returns its path.
+
+  Args:
+    output_file: The .json package to write.
+    config: Pipeline configuration; paths must be valid inside the image or
+      on shared storage (gs://, s3://, a mounted volume).
+    image: Container image every step runs in (see the Dockerfile).
+    beam_pipeline_args: Beam options for data components, e.g. Dataflow flags.
+
+  Returns:
+    output_file.
+  """
+  from tfx import v1 as tfx
+
+  from pipeline.factory import create_pipeline
+
+  pipeline = create_pipeline(config, metadata_connection_config=None,
+                             beam_pipeline_args=beam_pipeline_args)
+  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
+    config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(default_image=image),
+    output_dir=os.path.dirname(os.path.abspath(output_file)),
+    output_filename=os.path.basename(output_file),
+  )
+  runner.run(pipeline, write_out=True)
+  return output_file
+
+
+def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
+  """Adds the options that only exist for compiled pipelines."""
+  parser.add_argument("--image", default=DEFAULT_IMAGE,
+                      help="container image built from the Dockerfile (default: %(default)s)")
+  parser.add_argument("--pipeline-root", default="gs://YOUR_BUCKET/tfx-pipeline-kit/root",
+                      help="artifact storage the cluster can write (default: %(default)s)")
+  parser.add_argument("--serving-dir", default="gs://YOUR_BUCKET/tfx-pipeline-kit/serving",
+                      help="where the Pusher writes versions (default: %(default)s)")
+  parser.add_argument("--beam-arg", action="append", default=[],
+                      help="Beam option for data components, repeatable, e.g. --beam-arg=--runner=DataflowRunner")
+
+
+def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
+  """A PipelineConfig whose default local paths are swapped for paths inside the image."""
+  defaults = PipelineConfig()
+  if str(args.data_root) == defaults.data_root:
+    args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
+  if str(args.module_file) == defaults.module_file:
+    args.module_file = f"{IMAGE_REPO_ROOT}/components/distributed_trainer/default_module.py"
+  config = cli.config_from_args(args, output_dir="/unused", local_paths=False)
+  return dataclasses.replace(config, pipeline_root=args.pipeline_root, serving_dir=args.serving_dir)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--output", required=True, type=pathlib.Path,
+                      help="package file to write, e.g. digits_pipeline.json")
+  add_kubeflow_args(parser)
+  cli.add_pipeline_args(parser)
+  args = parser.parse_args(argv)
+  try:
+    config = kubeflow_config(args)
+  except ValueError as e:
+    return cli.fail(str(e))
+  cli.quiet_logs(True)
+  path = compile_pipeline(str(args.output), config, image=args.image, beam_pipeline_args=args.beam_arg)
+  print(f"wrote {path} (image {args.image})")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

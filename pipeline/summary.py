@@ -1,0 +1,174 @@
+"""Builds run_summary.json from ML Metadata after a LocalDagRunner run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+_STATES = {
+  metadata_store_pb2.Execution.COMPLETE: "ran",
+  metadata_store_pb2.Execution.CACHED: "cached",
+  metadata_store_pb2.Execution.FAILED: "failed",
+  metadata_store_pb2.Execution.RUNNING: "failed",  # killed or interrupted
+  metadata_store_pb2.Execution.CANCELED: "failed",
+}
+
+
+def _prop(message, key: str):
+  """Returns a custom property's Python value, or None."""
+  if key not in message.custom_properties:
+    return None
+  v = message.custom_properties[key]
+  kind = v.WhichOneof("value")
+  if kind == "struct_value":
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(v.struct_value)
+  return getattr(v, kind) if kind else None
+
+
+def component_runs(
+  store: metadata_store.MetadataStore, pipeline_name: str, since_ms: int
+) -> list[dict[str, Any]]:
+  """Executions of this pipeline started at or after `since_ms`, one per component.
+
+  Returns:
+    Dicts with name, state (ran, cached or failed), seconds and execution id,
+    in start order.
+  """
+  runs = []
+  for ctx in store.get_contexts_by_type("node"):
+    if not ctx.name.startswith(pipeline_name + "."):
+      continue
+    node = ctx.name[len(pipeline_name) + 1 :]
+    execs = [e for e in store.get_executions_by_context(ctx.id) if e.create_time_since_epoch >= since_ms]
+    if not execs:
+      continue
+    e = max(execs, key=lambda x: x.id)
+    runs.append(
+      {
+        "name": node,
+        "state": _STATES.get(e.last_known_state, "unknown"),
+        "seconds": round((e.last_update_time_since_epoch - e.create_time_since_epoch) / 1000, 2),
+        "execution_id": e.id,
+        "_start": e.create_time_since_epoch,
+      }
+    )
+  runs.sort(key=lambda r: (r["_start"], r["execution_id"]))
+  for r in runs:
+    del r["_start"]
+  return runs
+
+
+def _outputs(store, execution_id: int) -> list:
+  events = store.get_events_by_execution_ids([execution_id])
+  ids = [e.artifact_id for e in events if e.type in (e.OUTPUT, e.DECLARED_OUTPUT)]
+  return store.get_artifacts_by_id(ids) if ids else []
+
+
+def _output_of_type(store, execution_id: int, type_name: str):
+  type_id = store.get_artifact_type(type_name).id
+  arts = [a for a in _outputs(store, execution_id) if a.type_id == type_id]
+  return arts[0] if arts else None
+
+
+def _inputs(store, execution_id: int) -> list:
+  events = store.get_events_by_execution_ids([execution_id])
+  ids = [e.artifact_id for e in events if e.type in (e.INPUT, e.DECLARED_INPUT)]
+  return store.get_artifacts_by_id(ids) if ids else []
+
+
+def build_summary(
+  store: metadata_store.MetadataStore, pipeline_name: str, since_ms: int, error: str | None
+) -> dict[str, Any]:
+  """Assembles status, per-component states, eval metrics and the push result."""
+  runs = component_runs(store, pipeline_name, since_ms)
+  by_name = {r["name"]: r for r in runs}
+  summary: dict[str, Any] = {
+    "status": "failed" if error or any(r["state"] == "failed" for r in runs) else "succeeded",
+    "error": error,
+    "components": runs,
+    "eval_metrics": {},
+    "blessed": None,
+    "pushed": None,
+    "optimizer": None,
+  }
+  trainer = by_name.get("DistributedTrainer")
+  if trainer:
+    model = _output_of_type(store, trainer["execution_id"], "Model")
+    if model is not None:
+      summary["strategy"] = {
+        k: _prop(model, k) for k in ("strategy", "num_replicas_in_sync", "strategy_reason")
+      }
+      acc = _prop(model, "eval_accuracy")
+      if acc is not None:
+        summary["eval_metrics"]["trainer_eval_accuracy"] = acc
+  evaluator = by_name.get("Evaluator")
+  if evaluator:
+    blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
+    evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
+    if blessing is not None:
+      summary["blessed"] = bool(_prop(blessing, "blessed"))
+    if evaluation is not None:
+      summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
+  optimizer = by_name.get("Optimizer")
+  if optimizer:
+    report = _output_of_type(store, optimizer["execution_id"], "OptimizationReport")
+    if report is not None:
+      summary["optimizer"] = read_optimizer_report(report.uri)
+  pusher = by_name.get("Pusher")
+  if pusher:
+    pushed = _output_of_type(store, pusher["execution_id"], "PushedModel")
+    if pushed is not None:
+      summary["pushed"] = {
+        "pushed": bool(_prop(pushed, "pushed")),
+        "version": _prop(pushed, "pushed_version"),
+        "path": _prop(pushed, "pushed_destination"),
+        "reason": _prop(pushed, "pushed_reason"),
+      }
+  examples_gen = by_name.get("CsvExampleGen")
+  if examples_gen:
+    summary["new_data"] = examples_gen["state"] == "ran"
+  return summary
+
+
+def read_tfma_metrics(uri: str) -> dict[str, float]:
+  """Overall-slice metrics of the candidate model in a TFMA evaluation folder."""
+  import tensorflow_model_analysis as tfma
+
+  out: dict[str, float] = {}
+  try:
+    results = tfma.load_metrics(uri)
+  except (OSError, ValueError):
+    return out
+  for metrics_for_slice in results:
+    if metrics_for_slice.slice_key.single_slice_keys:
+      continue
+    for kv in metrics_for_slice.metric_keys_and_values:
+      key = kv.key
+      if key.is_diff:
+        name = key.name + "_diff_vs_baseline"
+      elif key.model_name and key.model_name not in ("candidate", ""):
+        continue
+      else:
+        name = key.name
+      value = kv.value
+      if value.HasField("double_value"):
+        out[name] = round(value.double_value.value, 6)
+  return out
+
+
+def read_optimizer_report(uri: str) -> dict[str, Any] | None:
+  """The Optimizer's report.json, or None if it is not there."""
+  import os
+
+  import tensorflow as tf
+
+  path = os.path.join(uri, "report.json")
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
