@@ -35,8 +35,9 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   g.add_argument("--max-bad-row-fraction", type=float, default=d.max_bad_row_fraction,
                  help="share of malformed rows tolerated, quarantined (default: %(default)s)")
   g = parser.add_argument_group("training")
-  g.add_argument("--module-file", type=pathlib.Path, default=pathlib.Path(d.module_file),
-                 help="trainer module: stock TFX run_fn(fn_args) or build_model(hparams)")
+  g.add_argument("--module-file", type=pathlib.Path, default=None,
+                 help="trainer module: stock TFX run_fn(fn_args) or build_model(hparams) "
+                 "(default: the bundled digits module)")
   g.add_argument("--train-steps", type=int, default=d.train_steps, help="(default: %(default)s)")
   g.add_argument("--eval-steps", type=int, default=d.eval_steps, help="(default: %(default)s)")
   g.add_argument("--strategy", choices=_STRATEGIES, default=d.strategy,
@@ -92,7 +93,7 @@ def config_from_args(
     has_spans = local and any(re.fullmatch(r"span-\d+", p) for p in os.listdir(data_root))
     pattern = "span-{SPAN}/*.csv" if has_spans else "*.csv"
   module_file = resolve(args.module_file)
-  if local_paths and "://" not in module_file and not os.path.isfile(module_file):
+  if local_paths and module_file and "://" not in module_file and not os.path.isfile(module_file):
     raise ValueError(f"--module-file {module_file} does not exist; pass a Python trainer module.")
   schema = resolve(args.schema)
   if local_paths and schema and "://" not in schema and not os.path.isfile(schema):
@@ -223,11 +224,11 @@ def _variant_table(variants):
     table.add_column(c)
   for v in rows:
     size = v.get("size_bytes")
-    gz = v.get("gzip_bytes")
-    p50 = v.get("latency_p50_ms")
+    gz = v.get("gzipped_size_bytes")
+    p50 = v.get("latency_ms_p50")
     table.add_row(
       str(v.get("name")), str(v.get("status")), _fmt(v.get("accuracy")),
-      _fmt(v.get("agreement")), _fmt(size / 1024 if size else None),
+      _fmt(v.get("top1_agreement")), _fmt(size / 1024 if size else None),
       _fmt(gz / 1024 if gz else None), _fmt(p50), "yes" if v.get("blessed") else "no",
     )
   return table

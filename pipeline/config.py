@@ -7,7 +7,6 @@ import pathlib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "digits"
-DEFAULT_MODULE_FILE = REPO_ROOT / "components" / "distributed_trainer" / "default_module.py"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "output"
 DEFAULT_IMAGE = "ghcr.io/tfx-pipeline-kit/tfx-pipeline-kit:0.1.0"
 
@@ -32,7 +31,8 @@ class PipelineConfig:
   data_root: str = str(DEFAULT_DATA_ROOT)
   pipeline_root: str = str(DEFAULT_OUTPUT_DIR / "pipeline_root")
   serving_dir: str = str(DEFAULT_OUTPUT_DIR / "serving")
-  module_file: str = str(DEFAULT_MODULE_FILE)
+  # None trains the bundled digits module, imported from the installed package.
+  module_file: str | None = None
   label_key: str = "label"
   # Input: a glob under data_root, with `{SPAN}` for nightly span folders.
   input_pattern: str = "*.csv"

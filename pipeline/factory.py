@@ -99,7 +99,6 @@ def create_pipeline(
   trainer = DistributedTrainer(
     examples=example_gen.outputs["examples"],
     schema=schema_gen.outputs["schema"],
-    anomalies=example_validator.outputs["anomalies"],
     module_file=config.module_file,
     train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
     eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),

@@ -52,19 +52,22 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
                       help="container image built from the Dockerfile (default: %(default)s)")
   parser.add_argument("--pipeline-root", default="gs://YOUR_BUCKET/tfx-pipeline-kit/root",
                       help="artifact storage the cluster can write (default: %(default)s)")
-  parser.add_argument("--serving-dir", default="gs://YOUR_BUCKET/tfx-pipeline-kit/serving",
-                      help="where the Pusher writes versions (default: %(default)s)")
+  parser.add_argument("--serving-dir", default="/gcs/YOUR_BUCKET/tfx-pipeline-kit/serving",
+                      help="POSIX path inside the step container where the Pusher writes versions: a mounted volume, or Vertex AI's /gcs/BUCKET fuse mount (default: %(default)s)")
   parser.add_argument("--beam-arg", action="append", default=[],
                       help="Beam option for data components, repeatable, e.g. --beam-arg=--runner=DataflowRunner")
 
 
 def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
-  """A PipelineConfig whose default local paths are swapped for paths inside the image."""
+  """A PipelineConfig whose default data path is the copy inside the image.
+
+  A --module-file must exist on this machine: TFX packages it into a wheel
+  under the pipeline root at compile time. Without one, the bundled module is
+  imported from the installed package inside the image.
+  """
   defaults = PipelineConfig()
   if str(args.data_root) == defaults.data_root:
     args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
-  if str(args.module_file) == defaults.module_file:
-    args.module_file = f"{IMAGE_REPO_ROOT}/components/distributed_trainer/default_module.py"
   config = cli.config_from_args(args, output_dir="/unused", local_paths=False)
   return dataclasses.replace(config, pipeline_root=args.pipeline_root, serving_dir=args.serving_dir)
 

@@ -13,10 +13,10 @@ class OptimizedModel(types.Artifact):
     <variant>_path: the variant's model file relative to the artifact uri.
   """
 
-  TYPE_NAME = "OptimizedModel"
+  TYPE_NAME = "tfxkit.OptimizedModel"
 
 
 class OptimizationReport(types.Artifact):
   """The Optimizer's measurements: report.json, report.md and report.png."""
 
-  TYPE_NAME = "OptimizationReport"
+  TYPE_NAME = "tfxkit.OptimizationReport"

@@ -36,7 +36,7 @@ class OptimizedModel(artifact.Artifact):
   `OptimizedModel` class as well; the Pusher only reads the uri and custom properties.
   """
 
-  TYPE_NAME = "OptimizedModel"
+  TYPE_NAME = "tfxkit.OptimizedModel"
 
 
 class PusherSpec(ComponentSpec):

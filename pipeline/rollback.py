@@ -1,0 +1,140 @@
+"""List, verify and roll back the versions the Pusher published for TF Serving.
+
+Usage:
+  python pipeline/rollback.py --serving-dir D --model-name M --list [--json]
+  python pipeline/rollback.py --serving-dir D --model-name M --previous [--reason TEXT]
+  python pipeline/rollback.py --serving-dir D --model-name M --to VERSION [--reason TEXT]
+
+TF Serving's default version policy (`latest`) serves the highest version number, so a
+rollback re-publishes the chosen version's files (verified against its manifest) as a new,
+highest version through the same staging-and-rename path as a push; TF Serving picks it up on
+its next file-system poll without a config change. Every rollback is recorded in
+`<serving-dir>/<model-name>/history.jsonl` with time, from, to and reason.
+"""
+
+import argparse
+import json
+import os
+import sys
+from typing import NoReturn
+
+from components.pusher import pusher_lib
+
+
+class _Parser(argparse.ArgumentParser):
+  """An argument parser whose errors are one line (no usage block)."""
+
+  def error(self, message: str) -> NoReturn:
+    self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+  parser = _Parser(prog="rollback.py", description=__doc__.splitlines()[0])
+  parser.add_argument(
+    "--serving-dir", required=True, help="TF Serving root (one folder per model)."
+  )
+  parser.add_argument("--model-name", required=True, help="Model name (folder under the root).")
+  action = parser.add_mutually_exclusive_group(required=True)
+  action.add_argument("--list", action="store_true", help="Show versions, live marker, metrics.")
+  action.add_argument("--to", metavar="VERSION", help="Make this version live again.")
+  action.add_argument(
+    "--previous",
+    action="store_true",
+    help="Make the newest earlier version with different content live again.",
+  )
+  parser.add_argument("--reason", default="", help="Why; recorded in history.jsonl.")
+  parser.add_argument(
+    "--keep-versions",
+    type=int,
+    default=None,
+    help="Also delete all but this many newest versions (default: delete nothing).",
+  )
+  parser.add_argument("--json", action="store_true", help="With --list: print JSON.")
+  return parser
+
+
+def _format_metrics(metrics: dict) -> str:
+  parts = []
+  for key, value in sorted(metrics.items()):
+    if isinstance(value, float):
+      parts.append(f"{key}={value:.4g}")
+    elif isinstance(value, int | str):
+      parts.append(f"{key}={value}")
+  return ",".join(parts)
+
+
+def _print_list(serving_dir: str, model_name: str, as_json: bool) -> None:
+  rows = pusher_lib.describe_versions(serving_dir, model_name)
+  history = pusher_lib.read_history(serving_dir, model_name)
+  if as_json:
+    print(json.dumps({"versions": rows, "history": history}, indent=2, sort_keys=True))
+    return
+  if not rows:
+    print(f"No versions under {pusher_lib.model_dir(serving_dir, model_name)}.")
+    return
+  print(f"{'':2}{'VERSION':>8}  {'CREATED (UTC)':20}  {'EVENT':18}  {'STATUS':8}  VARIANTS")
+  for row in rows:
+    event = row["event"] or "?"
+    if row["republished_from"] is not None:
+      event = f"rollback of {row['republished_from']}"
+    status = "ok" if not row["problems"] else "BROKEN"
+    variants = "; ".join(
+      f"{name}({_format_metrics(metrics)})" if metrics else name
+      for name, metrics in sorted(row["variants"].items())
+    )
+    print(
+      f"{'*' if row['live'] else '':2}{row['version']:>8}  {row['created_at'] or '?':20}  "
+      f"{event:18}  {status:8}  {variants or '-'}"
+    )
+  print("Live (*) = the highest version, which TF Serving's default 'latest' policy serves.")
+  rollbacks = [h for h in history if h.get("event") == "rollback"]
+  for entry in rollbacks[-5:]:
+    print(
+      f"rollback at {entry.get('time')}: {entry.get('from')} -> {entry.get('to')} "
+      f"(published as {entry.get('version')}): {entry.get('reason') or 'no reason given'}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+  """Runs the CLI.
+
+  Args:
+    argv: Arguments without the program name; defaults to sys.argv[1:].
+
+  Returns:
+    The process exit status.
+  """
+  args = _build_parser().parse_args(argv)
+  serving_dir = os.path.abspath(args.serving_dir)
+  try:
+    if args.list:
+      _print_list(serving_dir, args.model_name, args.json)
+      return 0
+    before = pusher_lib.live_version(serving_dir, args.model_name)
+    result = pusher_lib.rollback(
+      serving_dir,
+      args.model_name,
+      to_version=args.to,
+      previous=args.previous,
+      reason=args.reason or "manual rollback",
+      keep_versions=args.keep_versions,
+    )
+  except pusher_lib.PusherError as e:
+    print(f"rollback.py: error: {e}", file=sys.stderr)
+    return 1
+  except OSError as e:
+    # Permissions or a full disk on the serving volume: the user's to fix, not a bug.
+    print(f"rollback.py: error: {e.strerror}: {e.filename}", file=sys.stderr)
+    return 1
+  restored = result.manifest["republished_from"]["version"]
+  print(
+    f"Rolled back {args.model_name}: version {restored} is live again as version "
+    f"{result.version} (was {before}); TF Serving loads it on its next poll."
+  )
+  if result.removed_versions:
+    print(f"Deleted old versions: {', '.join(map(str, result.removed_versions))}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,62 @@
+"""run_local.py as a user meets it: help, flag errors, bad data and a busy output folder."""
+
+import pytest
+from filelock import FileLock
+
+from tests.pipeline_utils import load_summary, run_script
+
+
+def test_help_lists_every_option_with_defaults():
+  proc = run_script("run_local.py", "--help", timeout=120)
+  assert proc.returncode == 0
+  for flag in ("--data-root", "--label-key", "--module-file", "--output-dir", "--train-steps",
+               "--strategy", "--local-workers", "--input-pattern", "--rolling-spans"):
+    assert flag in proc.stdout
+  assert "default" in proc.stdout
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--data-root", "/nonexistent/folder"], "is not a folder"),
+    (["--module-file", "/nonexistent/module.py"], "does not exist"),
+    (["--train-steps", "0"], "--train-steps must be at least 1"),
+    (["--optimizer-variants", "tflite_int4"], "unknown optimizer variants"),
+  ],
+)
+def test_bad_flags_fail_in_one_line_before_running(tmp_path, args, message):
+  proc = run_script("run_local.py", "--output-dir", tmp_path / "out", *args, timeout=120)
+  assert proc.returncode == 2
+  assert message in proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(300)
+def test_bad_csv_fails_with_one_line_and_pushes_nothing(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = "".join(f"{i % 7},{i % 10}\n" for i in range(50))
+  (data / "d.csv").write_text("x,label\n" + rows + "oops,3\n")
+  out = tmp_path / "out"
+  proc = run_script("run_local.py", "--data-root", data, "--output-dir", out, "--quiet")
+  assert proc.returncode == 1
+  assert "Traceback" not in proc.stderr
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors) == 1
+  assert "1 of 51 rows" in errors[0] and "'oops' is not an integer" not in errors[0]
+  summary = load_summary(out)
+  assert summary["status"] == "failed"
+  assert summary["components"][0] == {**summary["components"][0], "name": "CsvExampleGen",
+                                      "state": "failed"}
+  assert not (out / "serving").exists()
+
+
+def test_second_run_on_a_busy_output_folder_is_refused(tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  with FileLock(str(out / ".run.lock")):
+    proc = run_script("run_local.py", "--output-dir", out, timeout=120)
+  assert proc.returncode == 2
+  assert "another run_local.py is already using" in proc.stderr
+  assert "Traceback" not in proc.stderr
