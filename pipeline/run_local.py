@@ -68,7 +68,7 @@ def _run(args, config, out: pathlib.Path) -> int:
 
   metadata_path = out / "metadata.sqlite"
   connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata_path))
-  beam_args = ["--direct_running_mode=in_memory"]
+  beam_args = []
   if args.direct_workers:
     beam_args = ["--direct_running_mode=multi_processing", f"--direct_num_workers={args.direct_workers}"]
   pipeline = create_pipeline(config, connection, beam_args)

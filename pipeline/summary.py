@@ -125,7 +125,7 @@ def build_summary(
     if pushed is not None:
       summary["pushed"] = {
         "pushed": bool(_prop(pushed, "pushed")),
-        "version": _prop(pushed, "pushed_version"),
+        "version": _version(_prop(pushed, "pushed_version")),
         "path": _prop(pushed, "pushed_destination"),
         "reason": _prop(pushed, "pushed_reason"),
       }
@@ -133,6 +133,11 @@ def build_summary(
   if examples_gen:
     summary["new_data"] = examples_gen["state"] == "ran"
   return summary
+
+
+def _version(value):
+  """Pushed versions are numeric folder names; report them as integers."""
+  return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
 def read_tfma_metrics(uri: str) -> dict[str, float]:

@@ -228,3 +228,42 @@ def test_infer_column_types_tolerates_one_bad_sample_cell(tmp_path):
   rows = [[i, i * 0.5, "s"] for i in range(300)] + [["oops", 1.0, "s"]]
   path = _write_csv(tmp_path / "a.csv", ["i", "f", "s"], rows)
   assert csv_lib.infer_column_types([str(path)]) == {"i": "int", "f": "float", "s": "string"}
+
+
+class TestChunks:
+  def test_plan_chunks_cuts_at_line_ends_and_covers_the_file(self, tmp_path):
+    path = _write_csv(tmp_path / "a.csv", HEADER[:2] + ["label"],
+                      [[i, i * 0.5, i % 10] for i in range(5000)])
+    chunks = csv_lib.plan_chunks(str(path), target_bytes=10_000)
+    data = path.read_bytes()
+    assert len(chunks) > 3
+    assert chunks[0].start == data.index(b"\n") + 1
+    assert chunks[-1].end == len(data)
+    for a, b in zip(chunks, chunks[1:]):
+      assert a.end == b.start and data[b.start - 1 : b.start] == b"\n"
+
+  def test_quoted_files_stay_whole(self, tmp_path):
+    path = _write_csv(tmp_path / "a.csv", ["s", "label"], [[f"a,{i}", i % 3] for i in range(5000)])
+    assert csv_lib.plan_chunks(str(path), target_bytes=10_000) == [csv_lib.Chunk(str(path))]
+
+  def test_chunked_conversion_matches_whole_file_and_keeps_line_numbers(self, tmp_path,
+                                                                         monkeypatch):
+    rows = [[i % 17, i / 7, i % 10] for i in range(6000)]
+    rows[4321][0] = "bad"
+    _write_csv(tmp_path / "in" / "a.csv", ["pix", "score", "label"], rows)
+    props = exec_properties(tmp_path / "in", label_key="label",
+                            **{MAX_BAD_ROW_FRACTION_KEY: 0.01})
+    whole = run_executor(fast_executor.Executor, props, tmp_path / "whole")
+    monkeypatch.setattr(fast_executor, "_MIN_CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(fast_executor, "_MAX_CHUNK_BYTES", 20_000)
+    chunked = run_executor(fast_executor.Executor, props, tmp_path / "chunked")
+    assert len(os.listdir(os.path.join(chunked.uri, "Split-train"))) > 3
+
+    def bag(uri):
+      return collections.Counter(tuple(sorted(r.items())) for r in read_examples(uri))
+
+    assert bag(chunked.uri) == bag(whole.uri)
+    assert sum(bag(chunked.uri).values()) == 5999
+    for ex in (whole, chunked):
+      q = list(csv.DictReader(open(ex.get_string_custom_property("quarantine_uri"))))
+      assert [r["line"] for r in q] == ["4323"]  # header is line 1, rows[0] line 2

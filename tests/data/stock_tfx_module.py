@@ -27,10 +27,12 @@ def _input_fn(file_pattern, data_accessor, schema, batch_size):
   ).repeat()
 
 
-def _build_keras_model(feature_keys: List[str]) -> tf.keras.Model:
+def _build_keras_model(feature_keys: List[str], sample: tf.Tensor) -> tf.keras.Model:
   inputs = [tf.keras.layers.Input(shape=(1,), name=k) for k in feature_keys]
   d = tf.keras.layers.concatenate(inputs)
-  d = tf.keras.layers.BatchNormalization()(d)
+  norm = tf.keras.layers.Normalization()
+  norm.adapt(sample)
+  d = norm(d)
   d = tf.keras.layers.Dense(16, activation="relu")(d)
   outputs = tf.keras.layers.Dense(2, activation="softmax")(d)
   model = tf.keras.Model(inputs=inputs, outputs=outputs)
@@ -59,7 +61,10 @@ def run_fn(fn_args: tfx.components.FnArgs):
   schema = tfx.utils.parse_pbtxt_file(fn_args.schema_path, schema_pb2.Schema())
   train = _input_fn(fn_args.train_files, fn_args.data_accessor, schema, _BATCH_SIZE)
   evals = _input_fn(fn_args.eval_files, fn_args.data_accessor, schema, _BATCH_SIZE)
-  model = _build_keras_model(_feature_keys(schema))
+  keys = _feature_keys(schema)
+  features, _ = next(iter(_input_fn(fn_args.train_files, fn_args.data_accessor, schema, 256)))
+  sample = tf.concat([tf.cast(features[k], tf.float32) for k in keys], axis=1)
+  model = _build_keras_model(keys, sample)
   model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evals,
             validation_steps=fn_args.eval_steps)
   model.save(fn_args.serving_model_dir, save_format="tf",

@@ -1,0 +1,97 @@
+"""Shared pieces of the benchmarks: machine facts, child processes with peak RSS, tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+import psutil
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(REPO_ROOT, "bench", "results")
+
+
+def machine() -> dict:
+  """What the figures were measured on."""
+  return {
+    "cpus": len(os.sched_getaffinity(0)),
+    "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+    "python": platform.python_version(),
+    "platform": platform.platform(),
+  }
+
+
+def child_env() -> dict[str, str]:
+  env = dict(os.environ)
+  env.update({"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"})
+  return env
+
+
+def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
+  """Runs a command, sampling the summed RSS of its whole process tree every 50 ms.
+
+  Returns:
+    wall seconds, peak RSS in MB, the exit code, and the last line of stdout
+    parsed as JSON when it is JSON (the child's own measurements).
+  """
+  start = time.monotonic()
+  proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=child_env(), cwd=REPO_ROOT)
+  peak = 0
+  stop = threading.Event()
+
+  def sample():
+    nonlocal peak
+    try:
+      parent = psutil.Process(proc.pid)
+    except psutil.NoSuchProcess:
+      return
+    while not stop.is_set():
+      try:
+        procs = [parent, *parent.children(recursive=True)]
+        peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+      except psutil.Error:
+        pass
+      time.sleep(0.05)
+
+  sampler = threading.Thread(target=sample, daemon=True)
+  sampler.start()
+  out, err = proc.communicate(timeout=timeout)
+  stop.set()
+  sampler.join()
+  wall = time.monotonic() - start
+  result = {"wall_s": wall, "peak_rss_mb": peak / 2**20, "returncode": proc.returncode}
+  lines = [line for line in out.strip().splitlines() if line.startswith("{")]
+  if lines:
+    result.update(json.loads(lines[-1]))
+  if proc.returncode != 0:
+    result["stderr_tail"] = err[-2000:]
+  return result
+
+
+def median(values: Sequence[float]) -> float:
+  return statistics.median(values) if values else float("nan")
+
+
+def python() -> str:
+  return sys.executable
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+  def cell(v):
+    if isinstance(v, float):
+      return f"{v:,.2f}"
+    if isinstance(v, int):
+      return f"{v:,}"
+    return str(v)
+
+  lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+  lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+  return "\n".join(lines)

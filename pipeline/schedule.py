@@ -1,0 +1,288 @@
+"""Schedules the pipeline nightly: a KFP recurring run, or a local crontab entry.
+
+Usage:
+  python pipeline/schedule.py kubeflow --cron "0 2 * * *" --experiment E --job-name J \\
+      (--package pipeline.json | --compile [run_kubeflow.py options: --image, --pipeline-root,
+      --serving-dir, pipeline flags ...]) [--host URL] [--token-file F] [--namespace NS] \\
+      [--seconds-field] [--dry-run]
+  python pipeline/schedule.py local install --cron "0 2 * * *" --output-dir D \\
+      [--job-name J] [--crontab-file F] [-- run_local.py args ...]
+  python pipeline/schedule.py local list|remove --output-dir D [--job-name J] [--crontab-file F]
+
+KFP reads cron as six fields, seconds first (robfig/cron v1); the standard five-field form
+given here is converted (``0 2 * * *`` -> ``0 0 2 * * *``) and the next run times are printed.
+KFP host: --host, $KFP_HOST, else kfp's defaults ($KF_PIPELINES_ENDPOINT, in-cluster, kube
+config). Credentials: --token-file, $KFP_TOKEN, $KF_PIPELINES_SA_TOKEN_PATH, else kfp's
+defaults. Tokens are never printed nor written to the package.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from pipeline import scheduling_lib as sl
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
+
+
+class _Parser(argparse.ArgumentParser):
+  """An argument parser whose errors are one line (no usage block)."""
+
+  def error(self, message: str) -> NoReturn:
+    self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+  parser = _Parser(prog="schedule.py", description=__doc__.splitlines()[0], allow_abbrev=False)
+  targets = parser.add_subparsers(dest="target", required=True, parser_class=_Parser)
+
+  kfp = targets.add_parser("kubeflow", help="Create or replace a KFP recurring run.")
+  _add_cron_flags(kfp, required=True)
+  kfp.add_argument("--experiment", required=True, help="Experiment name (created if missing).")
+  kfp.add_argument("--job-name", required=True, help="Recurring run name; rerun replaces it.")
+  source = kfp.add_mutually_exclusive_group(required=True)
+  source.add_argument("--package", help="Compiled pipeline (.json from TFX, or KFP .yaml).")
+  source.add_argument(
+    "--compile",
+    action="store_true",
+    help="Compile with pipeline/run_kubeflow.py first; its options (--image, --pipeline-root, "
+    "--serving-dir, pipeline flags) may follow.",
+  )
+  kfp.add_argument("--host", help="KFP API endpoint (default: $KFP_HOST or kfp's defaults).")
+  kfp.add_argument("--token-file", help="File holding a bearer token (never pass the token).")
+  kfp.add_argument("--namespace", help="Kubernetes namespace (multi-user KFP).")
+  kfp.add_argument(
+    "--build-dir", default=str(DEFAULT_BUILD_DIR), help="Where compiled packages are written."
+  )
+  kfp.add_argument(
+    "--dry-run", action="store_true", help="Compile/convert and print; contact no server."
+  )
+
+  local = targets.add_parser("local", help="Manage a crontab entry running run_local.py.")
+  local.add_argument("action", choices=["install", "list", "remove"])
+  _add_cron_flags(local, required=False)
+  local.add_argument("--output-dir", required=True, help="Pipeline output folder (lock, logs).")
+  local.add_argument("--job-name", help="Entry name (default: derived from --output-dir).")
+  local.add_argument("--crontab-file", help="Edit this file instead of the user's crontab.")
+  local.add_argument(
+    "--python",
+    default=str(REPO_ROOT / ".venv" / "bin" / "python"),
+    help="Interpreter for the job (default: the repo's .venv).",
+  )
+  return parser
+
+
+def _add_cron_flags(parser: argparse.ArgumentParser, required: bool) -> None:
+  parser.add_argument(
+    "--cron", required=required, help="Five-field cron ('0 2 * * *') or @daily etc."
+  )
+  parser.add_argument(
+    "--seconds-field",
+    action="store_true",
+    help="--cron has six fields, seconds first (KFP's own form).",
+  )
+
+
+def _print_schedule(spec: sl.CronSpec, where: str, local_cron: bool = False) -> None:
+  print(f"Schedule {spec.source!r}: {where}")
+  print("Next runs:")
+  for line in sl.describe_next_runs(spec, local_cron=local_cron):
+    print(f"  {line}")
+
+
+def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
+  try:
+    from pipeline import cli, run_kubeflow
+  except ImportError as e:
+    raise sl.ScheduleError(
+      f"Cannot import pipeline/run_kubeflow.py ({e}); compile the pipeline yourself and pass "
+      "--package FILE."
+    ) from e
+  # run_kubeflow.py's own flags, so `schedule.py kubeflow --compile` accepts what it accepts.
+  parser = _Parser(prog="schedule.py kubeflow --compile")
+  run_kubeflow.add_kubeflow_args(parser)
+  cli.add_pipeline_args(parser)
+  compile_args = parser.parse_args(list(compile_argv))
+  try:
+    config = run_kubeflow.kubeflow_config(compile_args)
+  except ValueError as e:
+    raise sl.ScheduleError(str(e)) from e
+  cli.quiet_logs(True)
+  os.makedirs(args.build_dir, exist_ok=True)
+  output = os.path.join(os.path.abspath(args.build_dir), f"{args.job_name}.json")
+  run_kubeflow.compile_pipeline(
+    output, config, image=compile_args.image, beam_pipeline_args=compile_args.beam_arg
+  )
+  print(f"Compiled {output} (image {compile_args.image})")
+  return output
+
+
+def _make_client(args: argparse.Namespace) -> Any:
+  import kfp
+  from kfp.client import set_volume_credentials
+
+  host = sl.resolve_host(args.host, os.environ)
+  creds = sl.resolve_credentials(args.token_file, os.environ)
+  print(f"KFP host: {sl.redact_host(host)}; credentials: {creds.describe()}")
+  credentials = None
+  if creds.token_path:
+    credentials = set_volume_credentials.ServiceAccountTokenVolumeCredentials(creds.token_path)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP >= 2.0.0-beta.2"
+    try:
+      return kfp.Client(
+        host=host,
+        existing_token=creds.existing_token,
+        credentials=credentials,
+        namespace=args.namespace or "kubeflow",
+      )
+    except TimeoutError as e:  # kfp gives up on /healthz after 5 tries.
+      raise sl.ScheduleError(
+        f"KFP at {sl.redact_host(host)} did not answer its health check ({e}); check --host, "
+        "the credentials and that the API server is up."
+      ) from e
+
+
+def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
+  spec = sl.parse_cron(args.cron, seconds_field=args.seconds_field)
+  sl.validate_job_name(args.job_name)
+  _print_schedule(
+    spec,
+    f"KFP cron {spec.kfp!r} (six fields, seconds first, as robfig/cron v1 reads them; "
+    "KFP evaluates it in its controller's time zone, UTC by default)",
+  )
+  compiled = _compile(args, compile_argv) if args.compile else args.package
+  package, runtime = sl.kfp_package_from_tfx(compiled, args.build_dir)
+  print(f"Pipeline package: {package}")
+  if args.dry_run:
+    print("Dry run: no recurring run created.")
+    return 0
+  client = _make_client(args)
+  run = sl.upsert_recurring_run(
+    client,
+    experiment=args.experiment,
+    job_name=args.job_name,
+    cron=spec,
+    package_path=package,
+    namespace=args.namespace,
+    pipeline_root=runtime.get("pipeline_root"),
+    params=runtime.get("params"),
+  )
+  print(
+    f"Recurring run {args.job_name!r} ({run.recurring_run_id}) scheduled in experiment "
+    f"{args.experiment!r}: cron {spec.kfp!r}, max_concurrency=1, no catch-up."
+  )
+  return 0
+
+
+def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
+  output_dir = os.path.abspath(args.output_dir)
+  job = sl.validate_job_name(args.job_name or sl.default_job_name(output_dir))
+  text = sl.read_crontab(args.crontab_file)
+  where = args.crontab_file or "your crontab"
+  if args.action == "list":
+    entries = sl.list_entries(text)
+    if not entries:
+      print(f"No tfx-pipeline-kit entries in {where}.")
+    for name, schedule, line in entries:
+      print(f"{'*' if name == job else ' '} {name}: {schedule}")
+      print(f"    {line}")
+    return 0
+  if args.action == "remove":
+    new_text, removed = sl.remove_entry(text, job)
+    if removed:
+      sl.write_crontab(args.crontab_file, new_text)
+    print(f"Removed {removed} entr{'y' if removed == 1 else 'ies'} for {job!r} from {where}.")
+    return 0
+  if not args.cron:
+    raise sl.ScheduleError("local install needs --cron, e.g. --cron '0 2 * * *'.")
+  spec = sl.parse_cron(args.cron, seconds_field=args.seconds_field)
+  if spec.five_field is None:
+    raise sl.ScheduleError(
+      f"{args.cron!r} needs a seconds field other than 0, which the system cron lacks."
+    )
+  if not os.access(args.python, os.X_OK):
+    raise sl.ScheduleError(
+      f"Interpreter {args.python} not found; create the repo's .venv or pass --python PATH."
+    )
+  if not (REPO_ROOT / "pipeline" / "run_local.py").is_file():
+    print("warning: pipeline/run_local.py does not exist yet; the entry will fail until it does.")
+  command = sl.crontab_command(
+    repo_root=str(REPO_ROOT),
+    python=args.python,
+    output_dir=output_dir,
+    job_name=job,
+    run_local_args=run_local_args,
+  )
+  sl.write_crontab(args.crontab_file, sl.install_entry(text, spec.five_field, command, job))
+  _print_schedule(
+    spec, f"cron {spec.five_field!r} in the system's local time zone", local_cron=True
+  )
+  print(f"Installed {job!r} in {where}; logs go to {output_dir}/logs/nightly.log.")
+  return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """Runs the CLI.
+
+  Args:
+    argv: Arguments without the program name; defaults to sys.argv[1:]. For `local`,
+      arguments after ``--`` are passed to run_local.py.
+
+  Returns:
+    The process exit status.
+  """
+  argv = list(sys.argv[1:] if argv is None else argv)
+  extra: list[str] = []
+  if "--" in argv:
+    at = argv.index("--")
+    argv, extra = argv[:at], argv[at + 1 :]
+  parser = _build_parser()
+  args, unknown = parser.parse_known_args(argv)
+  if unknown and not (args.target == "kubeflow" and args.compile):
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+  if extra and args.target != "local":
+    parser.error("arguments after -- are only for 'local' (run_local.py options)")
+  try:
+    if args.target == "kubeflow":
+      return _kubeflow(args, unknown)
+    return _local(args, extra)
+  except sl.ScheduleError as e:
+    print(f"schedule.py: error: {e}", file=sys.stderr)
+    return 1
+  except OSError as e:
+    print(f"schedule.py: error: {e.strerror}: {e.filename}", file=sys.stderr)
+    return 1
+  except Exception as e:  # Server and network errors from the KFP client; others re-raise.
+    message = _kfp_error_message(e)
+    if message is None:
+      raise
+    print(f"schedule.py: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _kfp_error_message(error: Exception) -> str | None:
+  """One line for errors a KFP server or the network caused; None for anything else."""
+  kfp_server_api = sys.modules.get("kfp_server_api")
+  if kfp_server_api is not None and isinstance(error, kfp_server_api.ApiException):
+    detail = ""
+    try:
+      detail = json.loads(error.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+      detail = ""
+    hint = " (check --token-file / $KFP_TOKEN)" if error.status in (401, 403) else ""
+    return f"KFP API returned {error.status} {error.reason}{hint}: {detail}".rstrip(": ")
+  urllib3 = sys.modules.get("urllib3")
+  if urllib3 is not None and isinstance(error, urllib3.exceptions.HTTPError):
+    return f"cannot reach KFP ({type(error).__name__}); check --host or $KFP_HOST."
+  return None
+
+
+if __name__ == "__main__":
+  sys.exit(main())
