@@ -116,7 +116,7 @@ def build_summary(
       summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
   optimizer = by_name.get("Optimizer")
   if optimizer:
-    report = _output_of_type(store, optimizer["execution_id"], "tfxkit.OptimizationReport")
+    report = _output_of_type(store, optimizer["execution_id"], "components.OptimizationReport")
     if report is not None:
       summary["optimizer"] = read_optimizer_report(report.uri)
   pusher = by_name.get("Pusher")

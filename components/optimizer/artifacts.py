@@ -13,10 +13,10 @@ class OptimizedModel(types.Artifact):
     <variant>_path: the variant's model file relative to the artifact uri.
   """
 
-  TYPE_NAME = "tfxkit.OptimizedModel"
+  TYPE_NAME = "components.OptimizedModel"
 
 
 class OptimizationReport(types.Artifact):
   """The Optimizer's measurements: report.json, report.md and report.png."""
 
-  TYPE_NAME = "tfxkit.OptimizationReport"
+  TYPE_NAME = "components.OptimizationReport"

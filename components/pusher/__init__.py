@@ -1,6 +1,18 @@
 """Atomic versioned Pusher: blessed SavedModel + optimizer variants into a TF Serving tree."""
 
-from components.pusher.component import Pusher
-from components.pusher.spec import OptimizedModel
+from typing import Any
 
 __all__ = ["OptimizedModel", "Pusher"]
+
+
+def __getattr__(name: str) -> Any:
+  # Lazy so that `pusher_lib` (used by the rollback CLI and crash tests) loads without TFX.
+  if name == "Pusher":
+    from components.pusher.component import Pusher
+
+    return Pusher
+  if name == "OptimizedModel":
+    from components.optimizer.artifacts import OptimizedModel
+
+    return OptimizedModel
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,13 +2,15 @@
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
-from tfx.utils import path_utils
+from tfx.utils import io_utils, path_utils
 
 from components.pusher import pusher_lib
 from components.pusher import spec as s
@@ -52,7 +54,7 @@ class Executor(base_executor.BaseExecutor):
         "the Evaluator ran without thresholds; add value or change thresholds to its EvalConfig"
       )
     details = [f"blessed={blessing.get_int_custom_property(s.BLESSED_PROPERTY)}"]
-    if os.path.exists(os.path.join(blessing.uri, "NOT_BLESSED")):
+    if fileio.exists(os.path.join(blessing.uri, "NOT_BLESSED")):
       details.append(f"NOT_BLESSED marker in {blessing.uri}")
     for key in ("blessing_message", "current_model_id", "baseline_model_id", "baseline_model"):
       if blessing.has_custom_property(key):
@@ -91,15 +93,16 @@ class Executor(base_executor.BaseExecutor):
     artifact = artifact_utils.get_single_instance(optimized)
     names = _blessed_variant_names(artifact)
     report = _variant_report(artifact.uri)
+    property_metrics = _variant_property_metrics(artifact, names)
     paths, metrics = {}, {}
     for name in names:
       path = os.path.join(artifact.uri, name)
-      if not os.path.exists(path):
+      if not fileio.exists(path):
         raise RuntimeError(
           f"OptimizedModel {artifact.uri} lists blessed variant {name!r} but has no such folder"
         )
       paths[name] = path
-      metrics[name] = report.get(name, {})
+      metrics[name] = {**report.get(name, {}), **property_metrics.get(name, {})}
     return paths, metrics
 
   def Do(
@@ -123,19 +126,25 @@ class Executor(base_executor.BaseExecutor):
       self._MarkNotPushed(pushed_model, reason)
       return
     variants, variant_metrics = self.GetVariants(input_dict)
-    result = pusher_lib.push_version(
-      serving_dir=exec_properties[s.SERVING_DIR_KEY],
-      model_name=exec_properties[s.MODEL_NAME_KEY],
-      saved_model_dir=self.GetModelPath(input_dict),
-      variants=variants,
-      variant_metrics=variant_metrics,
-      manifest_extra=self._manifest_extra(input_dict, output_dict),
-      keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
-    )
+    model_path = self.GetModelPath(input_dict)
+    with tempfile.TemporaryDirectory(prefix="pusher-") as local_dir:
+      result = pusher_lib.push_version(
+        serving_dir=exec_properties[s.SERVING_DIR_KEY],
+        model_name=exec_properties[s.MODEL_NAME_KEY],
+        saved_model_dir=_localize(model_path, os.path.join(local_dir, "model")),
+        variants={
+          name: _localize(path, os.path.join(local_dir, "variants", name))
+          for name, path in variants.items()
+        },
+        variant_metrics=variant_metrics,
+        manifest_extra=self._manifest_extra(input_dict, output_dict),
+        keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
+        source={"saved_model": model_path, "variants": variants},
+      )
     if result.manifest is not None:
-      os.makedirs(pushed_model.uri, exist_ok=True)
-      with open(os.path.join(pushed_model.uri, pusher_lib.MANIFEST_FILE), "w") as f:
-        json.dump(result.manifest, f, indent=2, sort_keys=True)
+      fileio.makedirs(pushed_model.uri)
+      with fileio.open(os.path.join(pushed_model.uri, pusher_lib.MANIFEST_FILE), "w") as f:
+        f.write(json.dumps(result.manifest, indent=2, sort_keys=True))
     pushed_model.set_string_custom_property(s.CONTENT_SHA256_PROPERTY, result.content_sha256)
     if result.live_version is not None:
       pushed_model.set_int_custom_property(s.LIVE_VERSION_PROPERTY, result.live_version)
@@ -196,6 +205,21 @@ class Executor(base_executor.BaseExecutor):
     pushed_model.set_string_custom_property(s.PUSHED_REASON_PROPERTY, reason)
 
 
+def _localize(path: str, local_copy: str) -> str:
+  """Returns `path` if it is local, else copies it (gs://, s3://, ...) to `local_copy`."""
+  # pusher_lib works with plain POSIX calls (rename, flock, fsync); remote artifact stores
+  # such as a gs:// pipeline root on Kubeflow are read through TFX's fileio first.
+  if "://" not in path:
+    return path
+  if fileio.isdir(path):
+    io_utils.copy_dir(path, local_copy)
+    return local_copy
+  os.makedirs(local_copy, exist_ok=True)
+  target = os.path.join(local_copy, os.path.basename(path.rstrip("/")))
+  io_utils.copy_file(path, target)
+  return target
+
+
 def _artifact_ref(artifact: types.Artifact) -> dict[str, Any]:
   # id is 0 for an artifact not (yet) registered in MLMD, e.g. outputs during Do.
   return {"id": artifact.id or None, "type": artifact.type_name, "uri": artifact.uri}
@@ -214,12 +238,33 @@ def _blessed_variant_names(artifact: types.Artifact) -> list[str]:
   return names
 
 
+def _variant_property_metrics(
+  artifact: types.Artifact, blessed: list[str]
+) -> dict[str, dict[str, Any]]:
+  """Reads ``<variant>_<metric>`` custom properties, as the Optimizer writes them."""
+  # Variant names can prefix each other (tflite, tflite_int8): attribute each property to the
+  # longest known name. Names are known from the blessed list and from <name>_status.
+  names = set(blessed)
+  keys = list(artifact.mlmd_artifact.custom_properties)
+  names.update(k[: -len("_status")] for k in keys if k.endswith("_status") and k != "_status")
+  metrics: dict[str, dict[str, Any]] = {}
+  for key in keys:
+    owners = [n for n in names if key.startswith(n + "_")]
+    if not owners:
+      continue
+    owner = max(owners, key=len)
+    value = artifact.get_custom_property(key)
+    if isinstance(value, int | float | str):
+      metrics.setdefault(owner, {})[key[len(owner) + 1 :]] = value
+  return metrics
+
+
 def _variant_report(uri: str) -> dict[str, dict[str, Any]]:
   for name in _VARIANT_REPORT_FILES:
     path = os.path.join(uri, name)
-    if not os.path.isfile(path):
+    if not fileio.exists(path):
       continue
-    with open(path, encoding="utf-8") as f:
+    with fileio.open(path, "r") as f:
       report = json.load(f)
     variants = report.get("variants", report) if isinstance(report, dict) else report
     if isinstance(variants, list):

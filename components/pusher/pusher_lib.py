@@ -389,6 +389,7 @@ def push_version(
   keep_versions: int = 5,
   skip_if_identical: bool = True,
   lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+  source: Mapping[str, Any] | None = None,
 ) -> PushResult:
   """Publishes a SavedModel and its variants as the next version, atomically.
 
@@ -409,6 +410,8 @@ def push_version(
     skip_if_identical: Push nothing when the content equals the live version's, or equals
       content that a rollback moved away from (so a nightly rerun does not undo a rollback).
     lock_timeout_s: How long to wait for another push holding the lock.
+    source: What to record as the origin in the manifest (e.g. the artifact URIs when the
+      files were first copied from remote storage); defaults to the given local paths.
 
   Returns:
     A `PushResult`.
@@ -472,7 +475,9 @@ def push_version(
       "content_sha256": content,
       "files": files,
       "variants": variant_entries,
-      "source": {
+      "source": dict(source)
+      if source is not None
+      else {
         "saved_model": os.path.abspath(saved_model_dir),
         "variants": {k: os.path.abspath(v) for k, v in variants.items()},
       },

@@ -1,7 +1,9 @@
 """Spec keys and ComponentSpec of the atomic versioned Pusher."""
 
-from tfx.types import artifact, standard_artifacts
+from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.optimizer.artifacts import OptimizedModel
 
 # Input keys. The first two match stock TFX's standard_component_specs values.
 MODEL_KEY = "model"
@@ -27,16 +29,6 @@ LIVE_VERSION_PROPERTY = "live_version"
 BLESSED_PROPERTY = "blessed"
 BLESSED_VARIANTS_PROPERTY = "blessed_variants"
 DATA_SPANS_PROPERTY = "data_spans"
-
-
-class OptimizedModel(artifact.Artifact):
-  """The Optimizer's output: one sub-folder per variant under its uri.
-
-  TFX type-checks channels by class name, so this accepts the Optimizer's own
-  `OptimizedModel` class as well; the Pusher only reads the uri and custom properties.
-  """
-
-  TYPE_NAME = "tfxkit.OptimizedModel"
 
 
 class PusherSpec(ComponentSpec):

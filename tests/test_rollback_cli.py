@@ -1,0 +1,122 @@
+"""Tests of `python pipeline/rollback.py`: --list, --to, --previous, history and clean errors."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from components.pusher import pusher_lib
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(REPO_ROOT))
+  return subprocess.run(
+    [sys.executable, "pipeline/rollback.py", *args],
+    cwd=REPO_ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=60,
+    check=False,
+  )
+
+
+@pytest.fixture
+def serving(tmp_path: pathlib.Path) -> pathlib.Path:
+  """A serving tree with versions 1 (good), 2 (good, tflite variant), 3 (bad)."""
+  root = tmp_path / "serving"
+  for name in ("good1", "good2", "bad3"):
+    src = tmp_path / name
+    (src / "variables").mkdir(parents=True)
+    (src / "saved_model.pb").write_bytes(name.encode())
+    (src / "variables" / "variables.index").write_bytes(name.encode() * 3)
+    variants, metrics = {}, {}
+    if name == "good2":
+      (tmp_path / "tfl").mkdir()
+      (tmp_path / "tfl" / "model.tflite").write_bytes(b"t")
+      variants, metrics = {"tflite": str(tmp_path / "tfl")}, {"tflite": {"accuracy": 0.9312}}
+    pusher_lib.push_version(
+      str(root), "digits", str(src), variants=variants, variant_metrics=metrics
+    )
+  return root
+
+
+def _pb(serving: pathlib.Path, version: int) -> bytes:
+  return (serving / "digits" / str(version) / "saved_model.pb").read_bytes()
+
+
+def test_list_shows_versions_live_marker_and_metrics(serving):
+  result = _cli("--serving-dir", str(serving), "--model-name", "digits", "--list")
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  [live] = [line for line in lines if line.startswith("*")]
+  assert live.split()[1] == "3"
+  [v2] = [line for line in lines if line.split()[:1] == ["2"]]
+  assert "tflite(accuracy=0.9312)" in v2 and " ok " in v2
+
+  as_json = _cli("--serving-dir", str(serving), "--model-name", "digits", "--list", "--json")
+  data = json.loads(as_json.stdout)
+  assert [(v["version"], v["live"]) for v in data["versions"]] == [
+    (1, False),
+    (2, False),
+    (3, True),
+  ]
+  assert [h["event"] for h in data["history"]] == ["push", "push", "push"]
+
+
+def test_rollback_to_and_previous_record_history(serving):
+  result = _cli(
+    "--serving-dir", str(serving), "--model-name", "digits", "--to", "1", "--reason", "drift"
+  )
+  assert result.returncode == 0, result.stderr
+  assert "version 1 is live again as version 4 (was 3)" in result.stdout
+  assert pusher_lib.live_version(str(serving), "digits") == 4
+  assert _pb(serving, 4) == b"good1"
+  assert pusher_lib.verify_version(str(serving / "digits" / "4")) == []
+
+  # --previous from live 4 (= good1): 3 was rolled back from, 2 is the newest other content.
+  result = _cli("--serving-dir", str(serving), "--model-name", "digits", "--previous")
+  assert result.returncode == 0, result.stderr
+  assert pusher_lib.live_version(str(serving), "digits") == 5
+  assert _pb(serving, 5) == b"good2"
+  assert (serving / "digits" / "5" / "assets.extra" / "variants" / "tflite").is_dir()
+
+  rollbacks = [
+    h for h in pusher_lib.read_history(str(serving), "digits") if h["event"] == "rollback"
+  ]
+  assert [(h["from"], h["to"], h["version"], h["reason"]) for h in rollbacks] == [
+    (3, 1, 4, "drift"),
+    (4, 2, 5, "manual rollback"),
+  ]
+  listing = _cli("--serving-dir", str(serving), "--model-name", "digits", "--list").stdout
+  assert "rollback of 2" in listing and "3 -> 1 (published as 4): drift" in listing
+
+
+@pytest.mark.parametrize(
+  ("args", "message"),
+  [
+    (["--model-name", "../etc", "--list"], "Invalid model name '../etc'"),
+    (["--model-name", "/abs", "--previous"], "Invalid model name '/abs'"),
+    (["--model-name", "digits", "--to", "../1"], "Invalid version '../1'"),
+    (["--model-name", "digits", "--to", "-2"], "Invalid version '-2'"),
+    (["--model-name", "digits", "--to", "3"], "already live"),
+    (["--model-name", "digits", "--to", "99"], "does not exist"),
+    (["--model-name", "other", "--previous"], "nothing has been pushed"),
+    (["--model-name", "digits", "--to", "1", "--keep-versions", "0"], "keep_versions"),
+    (["--model-name", "digits", "--to", "1", "--previous"], "not allowed with argument"),
+    (["--model-name", "digits"], "one of the arguments"),
+  ],
+)
+def test_user_errors_are_one_line_without_traceback(serving, args, message):
+  result = _cli("--serving-dir", str(serving), *args)
+  assert result.returncode != 0
+  assert message in result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+  assert "Traceback" not in result.stderr
+  assert pusher_lib.list_versions(str(serving), "digits") == [1, 2, 3]
+  assert not (serving / "etc").exists() and not (serving.parent / "etc").exists()

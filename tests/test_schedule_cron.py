@@ -1,0 +1,177 @@
+"""Cron conversion for KFP (robfig/cron v1, seconds first), including the five-field trap."""
+
+import datetime
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import schedule, scheduling_lib
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+START = datetime.datetime(2026, 11, 22, 4, 0, tzinfo=datetime.timezone.utc)
+
+
+@pytest.mark.parametrize(
+  ("given", "seconds_field", "kfp", "five"),
+  [
+    ("0 2 * * *", False, "0 0 2 * * *", "0 2 * * *"),
+    ("  0   2 *  * * ", False, "0 0 2 * * *", "0 2 * * *"),
+    ("30 4 * * 1-5", False, "0 30 4 * * 1-5", "30 4 * * 1-5"),
+    ("*/15 * * * *", False, "0 */15 * * * *", "*/15 * * * *"),
+    ("0 2 1,15 JUL MON-FRI", False, "0 0 2 1,15 JUL MON-FRI", "0 2 1,15 JUL MON-FRI"),
+    ("0 2 ? * *", False, "0 0 2 ? * *", "0 2 ? * *"),
+    ("@daily", False, "0 0 0 * * *", "0 0 * * *"),
+    ("@midnight", False, "0 0 0 * * *", "0 0 * * *"),
+    ("@hourly", False, "0 0 * * * *", "0 * * * *"),
+    ("@weekly", False, "0 0 0 * * 0", "0 0 * * 0"),
+    ("@monthly", False, "0 0 0 1 * *", "0 0 1 * *"),
+    ("@yearly", False, "0 0 0 1 1 *", "0 0 1 1 *"),
+    ("@annually", False, "0 0 0 1 1 *", "0 0 1 1 *"),
+    ("@DAILY", False, "0 0 0 * * *", "0 0 * * *"),
+    ("0 0 2 * * *", True, "0 0 2 * * *", "0 2 * * *"),
+    ("30 0 2 * * *", True, "30 0 2 * * *", None),
+  ],
+)
+def test_conversion_table(given, seconds_field, kfp, five):
+  spec = scheduling_lib.parse_cron(given, seconds_field=seconds_field)
+  assert spec.kfp == kfp
+  assert spec.five_field == five
+
+
+def test_five_field_trap_is_converted_to_daily_at_two():
+  spec = scheduling_lib.parse_cron("0 2 * * *")
+  assert spec.kfp == "0 0 2 * * *"
+  runs = scheduling_lib.next_runs(spec, 3, start=START)
+  assert [r.isoformat() for r in runs] == [
+    "2026-11-23T02:00:00+00:00",
+    "2026-11-24T02:00:00+00:00",
+    "2026-11-25T02:00:00+00:00",
+  ]
+  # What KFP does with the string it gets: the converted one reads as intended...
+  assert scheduling_lib.robfig_reading_next_runs(spec.kfp, 3, start=START) == runs
+  # ...while the naive five-field string is read as second 0 of minute 2 of every hour.
+  naive = scheduling_lib.robfig_reading_next_runs("0 2 * * *", 3, start=START)
+  assert [r.isoformat() for r in naive] == [
+    "2026-11-22T04:02:00+00:00",
+    "2026-11-22T05:02:00+00:00",
+    "2026-11-22T06:02:00+00:00",
+  ]
+
+
+def test_descriptor_and_six_field_next_runs():
+  weekly = scheduling_lib.parse_cron("@weekly")
+  runs = scheduling_lib.next_runs(weekly, 2, start=START)  # 2026-11-22 is a Sunday.
+  assert [r.isoformat() for r in runs] == ["2026-11-29T00:00:00+00:00", "2026-12-06T00:00:00+00:00"]
+  every_30s = scheduling_lib.parse_cron("*/30 * * * * *", seconds_field=True)
+  runs = scheduling_lib.next_runs(every_30s, 2, start=START)
+  assert [r.isoformat() for r in runs] == ["2026-11-22T04:00:30+00:00", "2026-11-22T04:01:00+00:00"]
+
+
+def test_local_cron_is_evaluated_in_local_time(monkeypatch):
+  monkeypatch.setenv("TZ", "America/New_York")
+  import time
+
+  time.tzset()
+  try:
+    spec = scheduling_lib.parse_cron("0 2 * * *")
+    local_runs = scheduling_lib.next_runs(spec, 1, start=START, tz=None)
+    assert local_runs[0].astimezone(datetime.timezone.utc).hour == 7  # 02:00 EST = 07:00 UTC
+    lines = scheduling_lib.describe_next_runs(spec, 1, local_cron=True)
+    assert "07:00:00 UTC" in lines[0] and "02:00:00 EST local" in lines[0]
+  finally:
+    monkeypatch.delenv("TZ")
+    time.tzset()
+
+
+@pytest.mark.parametrize(
+  ("given", "seconds_field", "message"),
+  [
+    ("", False, "Empty cron expression"),
+    ("0 2 * *", False, "has 4 fields"),
+    ("0 0 2 * * * *", False, "has 7 fields"),
+    ("0 0 2 * * *", False, "add --seconds-field"),
+    ("0 2 * * * 2026", False, "add --seconds-field"),
+    ("0 2 * * *", True, "expects six fields"),
+    ("61 2 * * *", False, "Invalid cron expression"),
+    ("0 25 * * *", False, "Invalid cron expression"),
+    ("a b c d e", False, "unknown name"),
+    ("0 2 L * *", False, "L, W, #"),
+    ("0 2 * * 5#3", False, "L, W, #"),
+    ("0 2 15W * *", False, "L, W, #"),
+    ("H 2 * * *", False, "L, W, #"),
+    ("0 2 * * 7", False, "use 0 for Sunday"),
+    ("0 2 * * 5-7", False, "use 0 for Sunday"),
+    ("0 2 * * $(reboot)", False, "Invalid cron field"),
+    ("@every 1h", False, "Unsupported cron descriptor"),
+    ("@reboot", False, "Unsupported cron descriptor"),
+    ("@daily", True, "does not apply"),
+  ],
+)
+def test_invalid_cron_raises_one_clear_error(given, seconds_field, message):
+  with pytest.raises(scheduling_lib.ScheduleError) as info:
+    scheduling_lib.parse_cron(given, seconds_field=seconds_field)
+  assert message in str(info.value)
+  assert "\n" not in str(info.value)
+
+
+def test_weekday_step_of_seven_is_allowed():
+  assert scheduling_lib.parse_cron("0 2 * * */7").kfp == "0 0 2 * * */7"
+
+
+def test_cli_prints_kfp_cron_and_next_runs_in_dry_run(tmp_path, capsys):
+  package = tmp_path / "p.yaml"
+  package.write_text("{}")
+  status = schedule.main(
+    [
+      "kubeflow",
+      "--cron",
+      "0 2 * * *",
+      "--experiment",
+      "e",
+      "--job-name",
+      "j",
+      "--package",
+      str(package),
+      "--dry-run",
+    ]
+  )
+  out = capsys.readouterr().out
+  assert status == 0
+  assert "KFP cron '0 0 2 * * *'" in out
+  runs = [line for line in out.splitlines() if line.strip().endswith("UTC")]
+  assert len(runs) == 3 and all("02:00:00 UTC" in r for r in runs)
+  assert "Dry run" in out
+
+
+def test_cli_invalid_cron_is_one_line_without_traceback():
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(REPO_ROOT))
+  result = subprocess.run(
+    [
+      sys.executable,
+      "pipeline/schedule.py",
+      "kubeflow",
+      "--cron",
+      "0 2 * *",
+      "--experiment",
+      "e",
+      "--job-name",
+      "j",
+      "--package",
+      "x.json",
+    ],
+    cwd=REPO_ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=60,
+    check=False,
+  )
+  assert result.returncode == 1
+  assert result.stderr.strip() == (
+    "schedule.py: error: '0 2 * *' has 4 fields; pass five (minute hour day month weekday), "
+    "e.g. '0 2 * * *'."
+  )
+  assert result.stdout == ""

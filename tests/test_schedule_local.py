@@ -1,0 +1,184 @@
+"""The local crontab target: install/list/remove on a crontab file, and the entry really runs."""
+
+import fcntl
+import os
+import pathlib
+import stat
+import subprocess
+
+import pytest
+
+from pipeline import schedule, scheduling_lib
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+USER_LINES = (
+  "MAILTO=ops@example.com\n"
+  "# my own jobs\n"
+  "\n"
+  "*/5 * * * * /usr/local/bin/backup --quiet\n"
+  "0 3 * * 0 echo '50% done' > /tmp/x\n"
+)
+
+
+def _executable(path: pathlib.Path, text: str) -> str:
+  path.write_text(text)
+  path.chmod(path.stat().st_mode | stat.S_IXUSR)
+  return str(path)
+
+
+def _main(*args: str) -> int:
+  return schedule.main(list(args))
+
+
+def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
+  crontab = tmp_path / "crontab"
+  crontab.write_text(USER_LINES)
+  out_a, out_b = tmp_path / "out-a", tmp_path / "out-b"
+  common = ["--crontab-file", str(crontab)]
+
+  assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(out_a), *common) == 0
+  first = crontab.read_text()
+  assert first.startswith(USER_LINES)
+  [entry] = [line for line in first.splitlines() if line not in USER_LINES.splitlines()]
+  assert entry.startswith("0 2 * * * cd ")
+  assert "flock -n -E 75" in entry and f"{out_a}/.cron.lock" in entry
+  assert f"{REPO_ROOT}/.venv/bin/python pipeline/run_local.py --output-dir {out_a}" in entry
+  assert "TF_USE_LEGACY_KERAS=1" in entry and f">> {out_a}/logs/nightly.log 2>&1" in entry
+  job_a = scheduling_lib.default_job_name(str(out_a))
+  assert entry.endswith(f"# tfx-pipeline-kit job={job_a}")
+
+  # Idempotent: the same install again changes nothing.
+  assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(out_a), *common) == 0
+  assert crontab.read_text() == first
+  # A new schedule replaces the entry in place.
+  assert _main("local", "install", "--cron", "@daily", "--output-dir", str(out_a), *common) == 0
+  assert crontab.read_text() == first.replace(entry, "0 0 * * *" + entry[len("0 2 * * *") :])
+  # Another output folder is another job.
+  assert _main("local", "install", "--cron", "30 1 * * *", "--output-dir", str(out_b), *common) == 0
+  entries = scheduling_lib.list_entries(crontab.read_text())
+  assert [(job, sched) for job, sched, _ in entries] == [
+    (job_a, "0 0 * * *"),
+    (scheduling_lib.default_job_name(str(out_b)), "30 1 * * *"),
+  ]
+  capsys.readouterr()
+  assert _main("local", "list", "--output-dir", str(out_a), *common) == 0
+  listed = capsys.readouterr().out
+  assert f"* {job_a}: 0 0 * * *" in listed and "30 1 * * *" in listed
+
+  assert _main("local", "remove", "--output-dir", str(out_a), *common) == 0
+  assert "Removed 1 entry" in capsys.readouterr().out
+  remaining = crontab.read_text()
+  assert remaining.startswith(USER_LINES)
+  assert [job for job, _, _ in scheduling_lib.list_entries(remaining)] == [
+    scheduling_lib.default_job_name(str(out_b))
+  ]
+  assert _main("local", "remove", "--output-dir", str(out_a), *common) == 0
+  assert "Removed 0 entries" in capsys.readouterr().out
+  assert crontab.read_text() == remaining
+  assert _main("local", "remove", "--output-dir", str(out_b), *common) == 0
+  assert crontab.read_text() == USER_LINES
+
+
+def test_run_local_args_and_job_name_are_passed_through(tmp_path):
+  crontab = tmp_path / "crontab"
+  status = _main(
+    "local", "install", "--cron", "0 2 * * *", "--output-dir", str(tmp_path / "o"),
+    "--job-name", "digits-nightly", "--crontab-file", str(crontab),
+    "--", "--train-steps", "50", "--data-root", "/data/my digits",
+  )  # fmt: skip
+  assert status == 0
+  [(job, _, line)] = scheduling_lib.list_entries(crontab.read_text())
+  assert job == "digits-nightly"
+  assert "--train-steps 50 --data-root '/data/my digits' >>" in line
+
+
+def test_percent_signs_are_escaped_for_cron(tmp_path):
+  command = scheduling_lib.crontab_command(
+    repo_root="/repo", python="/repo/.venv/bin/python", output_dir="/out/100%",
+    job_name="j", run_local_args=["--note", "50%"],
+  )  # fmt: skip
+  assert "%" not in command.replace("\\%", "")
+  assert "/out/100\\%/.cron.lock" in command
+
+
+def test_entry_runs_under_flock_and_skips_while_a_run_holds_the_lock(tmp_path):
+  out = tmp_path / "out"
+  fake_python = _executable(
+    tmp_path / "fake-python",
+    '#!/bin/sh\necho "ran: $* | cwd=$(pwd) | TF_USE_LEGACY_KERAS=$TF_USE_LEGACY_KERAS"\n',
+  )
+  command = scheduling_lib.crontab_command(
+    repo_root=str(REPO_ROOT), python=fake_python, output_dir=str(out), job_name="j",
+    run_local_args=["--quiet"],
+  )  # fmt: skip
+  env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}  # cron's sparse environment
+  subprocess.run(["sh", "-c", command], env=env, cwd=tmp_path, check=True, timeout=30)
+  log = out / "logs" / "nightly.log"
+  assert log.read_text().splitlines() == [
+    f"ran: pipeline/run_local.py --output-dir {out} --quiet | cwd={REPO_ROOT} "
+    "| TF_USE_LEGACY_KERAS=1"
+  ]
+  # While another run holds the lock, the next one does not start and says so in the log.
+  with open(out / ".cron.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    subprocess.run(["sh", "-c", command], env=env, cwd=tmp_path, check=True, timeout=30)
+  lines = log.read_text().splitlines()
+  assert len(lines) == 2
+  assert lines[1].endswith("j: skipped, the previous run still holds the lock")
+
+
+def test_default_crontab_goes_through_the_crontab_command(tmp_path, monkeypatch, capsys):
+  # A stand-in `crontab` on PATH keeps the real user crontab out of reach.
+  store = tmp_path / "store"
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  _executable(
+    bin_dir / "crontab",
+    "#!/bin/sh\n"
+    f'STORE="{store}"\n'
+    'if [ "$1" = "-l" ]; then\n'
+    '  [ -f "$STORE" ] || { echo "no crontab for $(id -un)" >&2; exit 1; }\n'
+    '  cat "$STORE"\n'
+    'elif [ "$1" = "-" ]; then cat > "$STORE"\n'
+    "else exit 2; fi\n",
+  )
+  monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+  assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(tmp_path / "o")) == 0
+  assert len(scheduling_lib.list_entries(store.read_text())) == 1
+  assert _main("local", "remove", "--output-dir", str(tmp_path / "o")) == 0
+  assert store.read_text() == ""
+
+
+def test_missing_crontab_command_names_the_fix(tmp_path, monkeypatch, capsys):
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  monkeypatch.setenv("PATH", str(empty))
+  assert _main("local", "list", "--output-dir", str(tmp_path / "o")) == 1
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("schedule.py: error: crontab: command not found")
+  assert "--crontab-file" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+  ("args", "message"),
+  [
+    (["--cron", "0 0 2 * * *", "--seconds-field"], None),  # seconds 0: fine for cron
+    (["--cron", "30 0 2 * * *", "--seconds-field"], "seconds field"),
+    (["--cron", "0 2 * *"], "has 4 fields"),
+    ([], "needs --cron"),
+    (["--cron", "@daily", "--job-name", "bad name"], "Invalid job name"),
+    (["--cron", "@daily", "--python", "/nonexistent/python"], "Interpreter"),
+  ],
+)
+def test_install_errors(tmp_path, capsys, args, message):
+  crontab = tmp_path / "crontab"
+  crontab.write_text(USER_LINES)
+  status = _main(
+    "local", "install", "--output-dir", str(tmp_path / "o"), "--crontab-file", str(crontab), *args
+  )
+  err = capsys.readouterr().err
+  if message is None:
+    assert status == 0
+    return
+  assert status == 1 and message in err and len(err.strip().splitlines()) == 1
+  assert crontab.read_text() == USER_LINES
