@@ -5,20 +5,21 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import pathlib  # noqa: E402
-import sys  # noqa: E402
+import argparse
+import dataclasses
+import pathlib
+import sys
 
-from pipeline import cli  # noqa: E402
-from pipeline.config import DEFAULT_IMAGE, PipelineConfig  # noqa: E402
+from pipeline import cli
+from pipeline.config import DEFAULT_IMAGE, PipelineConfig
 
 # Where the Dockerfile puts the repository inside the image.
 IMAGE_REPO_ROOT = "/pipeline"
 
 
-def compile_pipeline(output_file: str, config: PipelineConfig, image: str = DEFAULT_IMAGE,
-                     beam_pipeline_args=()) -> str:
+def compile_pipeline(
+  output_file: str, config: PipelineConfig, image: str = DEFAULT_IMAGE, beam_pipeline_args=()
+) -> str:
   """Writes the KFP v2 package for `config` and returns its path.
 
   Args:
@@ -35,8 +36,9 @@ def compile_pipeline(output_file: str, config: PipelineConfig, image: str = DEFA
 
   from pipeline.factory import create_pipeline
 
-  pipeline = create_pipeline(config, metadata_connection_config=None,
-                             beam_pipeline_args=beam_pipeline_args)
+  pipeline = create_pipeline(
+    config, metadata_connection_config=None, beam_pipeline_args=beam_pipeline_args
+  )
   runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
     config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(default_image=image),
     output_dir=os.path.dirname(os.path.abspath(output_file)),
@@ -48,14 +50,28 @@ def compile_pipeline(output_file: str, config: PipelineConfig, image: str = DEFA
 
 def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   """Adds the options that only exist for compiled pipelines."""
-  parser.add_argument("--image", default=DEFAULT_IMAGE,
-                      help="container image built from the Dockerfile (default: %(default)s)")
-  parser.add_argument("--pipeline-root", default="gs://YOUR_BUCKET/tfx-pipeline-kit/root",
-                      help="artifact storage the cluster can write (default: %(default)s)")
-  parser.add_argument("--serving-dir", default="/gcs/YOUR_BUCKET/tfx-pipeline-kit/serving",
-                      help="POSIX path inside the step container where the Pusher writes versions: a mounted volume, or Vertex AI's /gcs/BUCKET fuse mount (default: %(default)s)")
-  parser.add_argument("--beam-arg", action="append", default=[],
-                      help="Beam option for data components, repeatable, e.g. --beam-arg=--runner=DataflowRunner")
+  parser.add_argument(
+    "--image",
+    default=DEFAULT_IMAGE,
+    help="container image built from the Dockerfile (default: %(default)s)",
+  )
+  parser.add_argument(
+    "--pipeline-root",
+    default="gs://YOUR_BUCKET/tfx-pipeline-kit/root",
+    help="artifact storage the cluster can write (default: %(default)s)",
+  )
+  parser.add_argument(
+    "--serving-dir",
+    default="/mnt/serving",
+    help="POSIX path inside the step container where the Pusher writes versions, "
+    "normally a mounted volume (default: %(default)s)",
+  )
+  parser.add_argument(
+    "--beam-arg",
+    action="append",
+    default=[],
+    help="Beam option for data components, repeatable, e.g. --beam-arg=--runner=DataflowRunner",
+  )
 
 
 def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
@@ -74,8 +90,12 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--output", required=True, type=pathlib.Path,
-                      help="package file to write, e.g. digits_pipeline.json")
+  parser.add_argument(
+    "--output",
+    required=True,
+    type=pathlib.Path,
+    help="package file to write, e.g. digits_pipeline.json",
+  )
   add_kubeflow_args(parser)
   cli.add_pipeline_args(parser)
   args = parser.parse_args(argv)
@@ -84,7 +104,9 @@ def main(argv=None) -> int:
   except ValueError as e:
     return cli.fail(str(e))
   cli.quiet_logs(True)
-  path = compile_pipeline(str(args.output), config, image=args.image, beam_pipeline_args=args.beam_arg)
+  path = compile_pipeline(
+    str(args.output), config, image=args.image, beam_pipeline_args=args.beam_arg
+  )
   print(f"wrote {path} (image {args.image})")
   return 0
 

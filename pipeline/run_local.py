@@ -5,15 +5,15 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import pathlib  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+import time
 
-from pipeline import cli  # noqa: E402
-from pipeline.config import DEFAULT_OUTPUT_DIR  # noqa: E402
+from pipeline import cli
+from pipeline.config import DEFAULT_OUTPUT_DIR
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -22,12 +22,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     "With no options it runs on the bundled digits data."
   )
   parser.add_argument(
-    "--output-dir", type=pathlib.Path, default=DEFAULT_OUTPUT_DIR,
-    help="pipeline root, metadata.sqlite, serving/ and run_summary.json go here (default: %(default)s)",
+    "--output-dir",
+    type=pathlib.Path,
+    default=DEFAULT_OUTPUT_DIR,
+    help="pipeline root, metadata.sqlite, serving/ and run_summary.json go here "
+    "(default: %(default)s)",
   )
   cli.add_pipeline_args(parser)
   parser.add_argument(
-    "--direct-workers", type=int, default=0,
+    "--direct-workers",
+    type=int,
+    default=0,
     help="Beam DirectRunner worker processes for Beam components (0: in-process, the default)",
   )
   parser.add_argument("--quiet", action="store_true", help="only print the summary")
@@ -50,7 +55,8 @@ def main(argv=None) -> int:
     lock.acquire(timeout=0)
   except Timeout:
     return cli.fail(
-      f"another run_local.py is already using {out}; wait for it to finish or pass another --output-dir."
+      f"another run_local.py is already using {out}; wait for it to finish or pass another "
+      "--output-dir."
     )
   try:
     return _run(args, config, out)
@@ -70,7 +76,10 @@ def _run(args, config, out: pathlib.Path) -> int:
   connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata_path))
   beam_args = []
   if args.direct_workers:
-    beam_args = ["--direct_running_mode=multi_processing", f"--direct_num_workers={args.direct_workers}"]
+    beam_args = [
+      "--direct_running_mode=multi_processing",
+      f"--direct_num_workers={args.direct_workers}",
+    ]
   pipeline = create_pipeline(config, connection, beam_args)
 
   started_ms = int(time.time() * 1000) - 1
@@ -78,21 +87,32 @@ def _run(args, config, out: pathlib.Path) -> int:
   error = None
   try:
     tfx.orchestration.LocalDagRunner().run(pipeline)
-  except Exception as e:  # noqa: BLE001 - classified below; our own bugs re-raise
+  except Exception as e:
     error = cli.user_error_message(e)
     if error is None:
-      _write_summary(out, summary_lib, connection, metadata_store, config, started_ms,
-                     started, "internal error, see traceback")
+      _write_summary(
+        out,
+        summary_lib,
+        connection,
+        metadata_store,
+        config,
+        started_ms,
+        started,
+        "internal error, see traceback",
+      )
       raise
-  summary = _write_summary(out, summary_lib, connection, metadata_store, config, started_ms,
-                           started, error)
+  summary = _write_summary(
+    out, summary_lib, connection, metadata_store, config, started_ms, started, error
+  )
   cli.print_summary(summary, out)
   if error:
     print(f"error: {error}", file=sys.stderr)
   return 0 if summary["status"] == "succeeded" else 1
 
 
-def _write_summary(out, summary_lib, connection, metadata_store, config, started_ms, started, error):
+def _write_summary(
+  out, summary_lib, connection, metadata_store, config, started_ms, started, error
+):
   store = metadata_store.MetadataStore(connection)
   summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)
   summary["seconds"] = round(time.monotonic() - started, 2)

@@ -22,8 +22,12 @@ def run_script(script: str, *args: str, timeout: int = 600, env=None, cwd=None):
   """Runs pipeline/<script> with the test interpreter and returns the CompletedProcess."""
   return subprocess.run(
     [sys.executable, str(REPO_ROOT / "pipeline" / script), *map(str, args)],
-    capture_output=True, text=True, timeout=timeout, env=env or project_env(),
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=env or project_env(),
     cwd=cwd or REPO_ROOT,
+    check=False,
   )
 
 

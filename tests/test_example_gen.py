@@ -2,8 +2,11 @@
 
 import collections
 import csv
+import io
+import itertools
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -33,8 +36,10 @@ def _write_csv(path, header, rows, newline="\n"):
 
 def _good_rows(n, seed=0):
   rng = np.random.default_rng(seed)
-  return [[int(rng.integers(0, 17)), float(np.round(rng.normal(), 4)), f"c{i % 3}", i % 10]
-          for i in range(n)]
+  return [
+    [int(rng.integers(0, 17)), float(np.round(rng.normal(), 4)), f"c{i % 3}", i % 10]
+    for i in range(n)
+  ]
 
 
 HEADER = ["pix", "score", "cat", "label"]
@@ -52,6 +57,7 @@ class TestComponent:
     assert c.executor_spec.executor_class is fast_executor.Executor
     # Keeps the FileBasedExampleGen driver, so {SPAN} resolves on every orchestrator.
     from tfx.components.example_gen.component import FileBasedExampleGen
+
     assert isinstance(c, FileBasedExampleGen)
 
   @pytest.mark.parametrize(
@@ -72,8 +78,9 @@ class TestComponent:
 class TestExecutor:
   def test_writes_gzipped_splits_with_counts_and_types(self, tmp_path):
     _write_csv(tmp_path / "in" / "a.csv", HEADER, _good_rows(300))
-    ex = run_executor(fast_executor.Executor,
-                      exec_properties(tmp_path / "in", label_key="label"), tmp_path / "out")
+    ex = run_executor(
+      fast_executor.Executor, exec_properties(tmp_path / "in", label_key="label"), tmp_path / "out"
+    )
     train = read_examples(ex.uri, "train")
     evals = read_examples(ex.uri, "eval")
     assert len(train) + len(evals) == 300
@@ -114,9 +121,11 @@ class TestExecutor:
       'feature { name: "pix" type: FLOAT }\nfeature { name: "score" type: FLOAT }\n'
       'feature { name: "cat" type: BYTES }\nfeature { name: "label" type: INT }\n'
     )
-    ex = run_executor(fast_executor.Executor,
-                      exec_properties(tmp_path / "in", **{SCHEMA_PATH_KEY: str(schema)}),
-                      tmp_path / "out")
+    ex = run_executor(
+      fast_executor.Executor,
+      exec_properties(tmp_path / "in", **{SCHEMA_PATH_KEY: str(schema)}),
+      tmp_path / "out",
+    )
     assert json.loads(ex.get_string_custom_property("column_types"))["pix"] == "float"
     assert isinstance(read_examples(ex.uri)[0]["pix"][0], float)
 
@@ -124,9 +133,11 @@ class TestExecutor:
     for span in (1, 2, 3):
       _write_csv(tmp_path / "in" / f"span-{span}" / "d.csv", HEADER, _good_rows(30, seed=span))
     raw = exec_properties(tmp_path / "in", pattern="span-{SPAN}/*")
-    props = exec_properties(tmp_path / "in", pattern="span-3/*",
-                            **{ROLLING_SPANS_KEY: 2,
-                               UNRESOLVED_INPUT_CONFIG_KEY: raw["input_config"]})
+    props = exec_properties(
+      tmp_path / "in",
+      pattern="span-3/*",
+      **{ROLLING_SPANS_KEY: 2, UNRESOLVED_INPUT_CONFIG_KEY: raw["input_config"]},
+    )
     props["span"] = 3
     ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
     assert len(read_examples(ex.uri)) == 60
@@ -162,7 +173,7 @@ class TestBadInput:
     assert len(read_examples(ex.uri)) == 21
     assert ex.get_int_custom_property("num_bad_rows") == 1
     q = ex.get_string_custom_property("quarantine_uri")
-    rows = list(csv.DictReader(open(q)))
+    rows = list(csv.DictReader(io.StringIO(pathlib.Path(q).read_text())))
     assert len(rows) == 1
     assert rows[0]["line"] == "22"
     assert rows[0]["file"].endswith("data.csv")
@@ -175,13 +186,14 @@ class TestBadInput:
       run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), out)
     msg = str(err.value)
     assert "1 of 21 rows" in msg and "more than the allowed 0.00%" in msg
-    kept = msg.split("see ")[1].split(" and fix")[0]
+    kept = msg.split("see ")[1].split(" and fix", maxsplit=1)[0]
     assert os.path.exists(kept)  # survives the launcher deleting the failed output
 
   def test_non_finite_allowed_when_asked(self, tmp_path):
     d = _bad_csv(tmp_path, b"1,nan,3\n")
-    ex = run_executor(fast_executor.Executor,
-                      exec_properties(d, allow_non_finite=1), tmp_path / "out")
+    ex = run_executor(
+      fast_executor.Executor, exec_properties(d, allow_non_finite=1), tmp_path / "out"
+    )
     assert ex.get_int_custom_property("num_bad_rows") == 0
 
   @pytest.mark.parametrize(
@@ -217,8 +229,9 @@ class TestBadInput:
       b'"a, b",%d\r\n"multi\nline",%d\r\n"say ""hi""",%d\r\n' % (i, i, i) for i in range(10)
     )
     (d / "data.csv").write_bytes(b"\xef\xbb\xbfname,label\r\n" + body)
-    ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="label"),
-                      tmp_path / "out")
+    ex = run_executor(
+      fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "out"
+    )
     names = sorted({r["name"][0] for r in read_examples(ex.uri)})
     assert names == [b"a, b", b"multi\nline", b'say "hi"']
     assert ex.get_int_custom_property("num_bad_rows") == 0
@@ -232,27 +245,28 @@ def test_infer_column_types_tolerates_one_bad_sample_cell(tmp_path):
 
 class TestChunks:
   def test_plan_chunks_cuts_at_line_ends_and_covers_the_file(self, tmp_path):
-    path = _write_csv(tmp_path / "a.csv", HEADER[:2] + ["label"],
-                      [[i, i * 0.5, i % 10] for i in range(5000)])
+    path = _write_csv(
+      tmp_path / "a.csv", [*HEADER[:2], "label"], [[i, i * 0.5, i % 10] for i in range(5000)]
+    )
     chunks = csv_lib.plan_chunks(str(path), target_bytes=10_000)
     data = path.read_bytes()
     assert len(chunks) > 3
     assert chunks[0].start == data.index(b"\n") + 1
     assert chunks[-1].end == len(data)
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in itertools.pairwise(chunks):
       assert a.end == b.start and data[b.start - 1 : b.start] == b"\n"
 
   def test_quoted_files_stay_whole(self, tmp_path):
     path = _write_csv(tmp_path / "a.csv", ["s", "label"], [[f"a,{i}", i % 3] for i in range(5000)])
     assert csv_lib.plan_chunks(str(path), target_bytes=10_000) == [csv_lib.Chunk(str(path))]
 
-  def test_chunked_conversion_matches_whole_file_and_keeps_line_numbers(self, tmp_path,
-                                                                         monkeypatch):
+  def test_chunked_conversion_matches_whole_file_and_keeps_line_numbers(
+    self, tmp_path, monkeypatch
+  ):
     rows = [[i % 17, i / 7, i % 10] for i in range(6000)]
     rows[4321][0] = "bad"
     _write_csv(tmp_path / "in" / "a.csv", ["pix", "score", "label"], rows)
-    props = exec_properties(tmp_path / "in", label_key="label",
-                            **{MAX_BAD_ROW_FRACTION_KEY: 0.01})
+    props = exec_properties(tmp_path / "in", label_key="label", **{MAX_BAD_ROW_FRACTION_KEY: 0.01})
     whole = run_executor(fast_executor.Executor, props, tmp_path / "whole")
     monkeypatch.setattr(fast_executor, "_MIN_CHUNK_BYTES", 20_000)
     monkeypatch.setattr(fast_executor, "_MAX_CHUNK_BYTES", 20_000)
@@ -265,5 +279,9 @@ class TestChunks:
     assert bag(chunked.uri) == bag(whole.uri)
     assert sum(bag(chunked.uri).values()) == 5999
     for ex in (whole, chunked):
-      q = list(csv.DictReader(open(ex.get_string_custom_property("quarantine_uri"))))
+      q = list(
+        csv.DictReader(
+          io.StringIO(pathlib.Path(ex.get_string_custom_property("quarantine_uri")).read_text())
+        )
+      )
       assert [r["line"] for r in q] == ["4323"]  # header is line 1, rows[0] line 2

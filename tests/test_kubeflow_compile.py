@@ -14,10 +14,14 @@ SENTINEL = "sentinel-secret-7f3a9c"
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
   out = tmp_path_factory.mktemp("kfp") / "pipeline.json"
-  env = project_env(KFP_TOKEN=SENTINEL, KF_PIPELINES_SA_TOKEN_PATH=f"/tmp/{SENTINEL}",
-                    AWS_SECRET_ACCESS_KEY=SENTINEL)
-  proc = run_script("run_kubeflow.py", "--output", out, "--image", "registry.example/kit:test",
-                    timeout=300, env=env)
+  env = project_env(
+    KFP_TOKEN=SENTINEL,
+    KF_PIPELINES_SA_TOKEN_PATH=f"/tmp/{SENTINEL}",
+    AWS_SECRET_ACCESS_KEY=SENTINEL,
+  )
+  proc = run_script(
+    "run_kubeflow.py", "--output", out, "--image", "registry.example/kit:test", timeout=300, env=env
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return out, proc
 
@@ -26,11 +30,20 @@ def test_package_parses_into_pipeline_spec(compiled):
   out, _ = compiled
   doc = json.loads(out.read_text())
   assert set(doc) >= {"displayName", "pipelineSpec", "runtimeConfig"}
-  spec = json_format.ParseDict(doc["pipelineSpec"], pipeline_spec_pb2.PipelineSpec(),
-                               ignore_unknown_fields=True)
+  spec = json_format.ParseDict(
+    doc["pipelineSpec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=True
+  )
   tasks = spec.root.dag.tasks
-  expected = {"CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator",
-              "DistributedTrainer", "Evaluator", "Optimizer", "Pusher"}
+  expected = {
+    "CsvExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "DistributedTrainer",
+    "Evaluator",
+    "Optimizer",
+    "Pusher",
+  }
   assert expected <= set(tasks)
   deps = {name: set(t.dependent_tasks) for name, t in tasks.items()}
   assert deps["StatisticsGen"] == {"CsvExampleGen"}

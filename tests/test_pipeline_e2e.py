@@ -14,7 +14,9 @@ pytestmark = pytest.mark.e2e
 
 
 def _eval_records(pipeline_root):
-  files = glob.glob(os.path.join(pipeline_root, "CsvExampleGen", "examples", "*", "Split-eval", "*.gz"))
+  files = glob.glob(
+    os.path.join(pipeline_root, "CsvExampleGen", "examples", "*", "Split-eval", "*.gz")
+  )
   assert files, "no eval split written"
   return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
 
@@ -24,7 +26,10 @@ def _accuracy_of_pushed_model(version_dir, records, label_key):
   serve = model.signatures["serving_default"]
   probs = serve(examples=tf.constant(records))["outputs"].numpy()
   labels = np.array(
-    [tf.train.Example.FromString(r).features.feature[label_key].int64_list.value[0] for r in records]
+    [
+      tf.train.Example.FromString(r).features.feature[label_key].int64_list.value[0]
+      for r in records
+    ]
   )
   return float(np.mean(probs.argmax(axis=1) == labels))
 
@@ -78,9 +83,21 @@ def test_other_csv_with_unseen_stock_tfx_module(tmp_path):
       f.write(",".join(f"{v:.6g}" for v in row) + f",{label}\n")
   out = tmp_path / "out"
   proc = run_script(
-    "run_local.py", "--data-root", root, "--label-key", "diagnosis",
-    "--module-file", REPO_ROOT / "tests" / "data" / "stock_tfx_module.py",
-    "--output-dir", out, "--train-steps", "150", "--eval-steps", "5", "--min-accuracy", "0.8",
+    "run_local.py",
+    "--data-root",
+    root,
+    "--label-key",
+    "diagnosis",
+    "--module-file",
+    REPO_ROOT / "tests" / "data" / "stock_tfx_module.py",
+    "--output-dir",
+    out,
+    "--train-steps",
+    "150",
+    "--eval-steps",
+    "5",
+    "--min-accuracy",
+    "0.8",
     "--quiet",
   )
   assert proc.returncode == 0, proc.stderr[-3000:]

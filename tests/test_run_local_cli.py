@@ -9,8 +9,17 @@ from tests.pipeline_utils import load_summary, run_script
 def test_help_lists_every_option_with_defaults():
   proc = run_script("run_local.py", "--help", timeout=120)
   assert proc.returncode == 0
-  for flag in ("--data-root", "--label-key", "--module-file", "--output-dir", "--train-steps",
-               "--strategy", "--local-workers", "--input-pattern", "--rolling-spans"):
+  for flag in (
+    "--data-root",
+    "--label-key",
+    "--module-file",
+    "--output-dir",
+    "--train-steps",
+    "--strategy",
+    "--local-workers",
+    "--input-pattern",
+    "--rolling-spans",
+  ):
     assert flag in proc.stdout
   assert "default" in proc.stdout
 
@@ -47,8 +56,11 @@ def test_bad_csv_fails_with_one_line_and_pushes_nothing(tmp_path):
   assert "1 of 51 rows" in errors[0] and "'oops' is not an integer" not in errors[0]
   summary = load_summary(out)
   assert summary["status"] == "failed"
-  assert summary["components"][0] == {**summary["components"][0], "name": "CsvExampleGen",
-                                      "state": "failed"}
+  assert summary["components"][0] == {
+    **summary["components"][0],
+    "name": "CsvExampleGen",
+    "state": "failed",
+  }
   assert not (out / "serving").exists()
 
 

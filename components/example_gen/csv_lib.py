@@ -13,6 +13,7 @@ import csv
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import uuid
@@ -158,7 +159,7 @@ def plan_chunks(path: str, target_bytes: int) -> list[Chunk]:
         break
       cuts.append(pos)
   cuts.append(size)
-  return [Chunk(path, i, a, b) for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))]
+  return [Chunk(path, i, a, b) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
 
 
 def _chunk_source(chunk: Chunk):
@@ -300,7 +301,9 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions) -> _BatchVerdict
     if failed.any():
       cells = text.to_pylist()
       for i in np.flatnonzero(failed & ~bad):
-        reasons[i] = f"column {name!r}: {cells[i]!r} is not {'an integer' if kind == INT else 'a number'}"
+        reasons[i] = (
+          f"column {name!r}: {cells[i]!r} is not {'an integer' if kind == INT else 'a number'}"
+        )
       bad |= failed
     if kind == FLOAT:
       if not options.allow_non_finite and values.null_count < len(values):
@@ -363,7 +366,11 @@ def _record_numbers(start: int, count: int, skipped: set[int]) -> tuple[np.ndarr
 
 
 def iter_raw_batches(
-  path: str, column_names: Sequence[str], options: ConvertOptions, on_ragged, source=None,
+  path: str,
+  column_names: Sequence[str],
+  options: ConvertOptions,
+  on_ragged,
+  source=None,
   has_header: bool = True,
 ):
   """Yields raw binary record batches of a CSV file (or chunk) after its header.
@@ -389,7 +396,9 @@ def iter_raw_batches(
   reader = pa_csv.open_csv(
     _open_binary(path) if source is None else source,
     read_options=pa_csv.ReadOptions(
-      column_names=list(column_names), skip_rows=int(has_header), block_size=options.block_size,
+      column_names=list(column_names),
+      skip_rows=int(has_header),
+      block_size=options.block_size,
       use_threads=False,
     ),
     parse_options=pa_csv.ParseOptions(
@@ -397,7 +406,9 @@ def iter_raw_batches(
     ),
     convert_options=pa_csv.ConvertOptions(
       column_types={c: pa.binary() for c in column_names},
-      null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
+      null_values=[""],
+      strings_can_be_null=True,
+      quoted_strings_can_be_null=True,
     ),
   )
   try:
@@ -410,8 +421,12 @@ def iter_raw_batches(
 
 
 def convert_file(
-  chunk: Chunk, options: ConvertOptions, plan: SplitPlan, output_dirs: dict[str, str],
-  shard_name: str, quarantine_dir: str,
+  chunk: Chunk,
+  options: ConvertOptions,
+  plan: SplitPlan,
+  output_dirs: dict[str, str],
+  shard_name: str,
+  quarantine_dir: str,
 ) -> UnitResult:
   """Converts one CSV file (or chunk of one) into one gzipped TFRecord shard per split.
 
@@ -457,7 +472,9 @@ def convert_file(
 
   def on_ragged(number, text, expected, actual):
     ragged[number] = {
-      "file": path, "chunk": chunk.index, "line": number,
+      "file": path,
+      "chunk": chunk.index,
+      "line": number,
       "reason": f"expected {expected} fields, found {actual}",
       "row": (text or "")[:_MAX_QUARANTINED_TEXT],
     }
@@ -473,8 +490,13 @@ def convert_file(
         row = [raw.column(c)[i].as_py() for c in names]
         text = ",".join("" if v is None else v.decode("utf-8", "replace") for v in row)
         quarantined.append(
-          {"file": path, "chunk": chunk.index, "line": int(numbers[i]), "reason": why,
-           "row": text[:_MAX_QUARANTINED_TEXT]}
+          {
+            "file": path,
+            "chunk": chunk.index,
+            "line": int(numbers[i]),
+            "reason": why,
+            "row": text[:_MAX_QUARANTINED_TEXT],
+          }
         )
       result.rows_read += raw.num_rows
       if verdict.table is None:
@@ -552,8 +574,9 @@ def infer_column_types(
   names = read_header(paths[0], delimiter)
   samples: dict[str, list[pa.Array]] = {c: [] for c in names}
   seen = 0
-  options = ConvertOptions(column_types={c: STRING for c in names}, delimiter=delimiter,
-                           block_size=1 << 20)
+  options = ConvertOptions(
+    column_types={c: STRING for c in names}, delimiter=delimiter, block_size=1 << 20
+  )
   for path in paths:
     if read_header(path, delimiter) != names:
       continue

@@ -11,13 +11,11 @@ import apache_beam as beam
 import tensorflow as tf
 from absl import logging
 from tfx import types
-from tfx.components.example_gen import utils
-from tfx.components.example_gen import write_split
+from tfx.components.example_gen import utils, write_split
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.components.util import examples_utils
 from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components.example_gen import csv_lib
@@ -59,7 +57,7 @@ def _with_parallel_direct_runner(args: list[str], num_units: int) -> list[str]:
   when there is more than one unit: worker processes cost a few seconds to start.
   """
   joined = " ".join(args)
-  if num_units < 2 or "--runner" in joined and "DirectRunner" not in joined:
+  if num_units < 2 or ("--runner" in joined and "DirectRunner" not in joined):
     return args
   if "direct_running_mode" in joined:
     return args
@@ -80,8 +78,12 @@ class _ConvertUnit(beam.DoFn):
     index, (path, chunk, start, end), fixed = unit
     plan = csv_lib.SplitPlan(**{**self._plan_kwargs, "fixed": fixed})
     result = csv_lib.convert_file(
-      csv_lib.Chunk(path, chunk, start, end), self._options, plan, self._output_dirs,
-      f"data-{index:05d}", self._quarantine_dir,
+      csv_lib.Chunk(path, chunk, start, end),
+      self._options,
+      plan,
+      self._output_dirs,
+      f"data-{index:05d}",
+      self._quarantine_dir,
     )
     yield result.to_json()
 
@@ -122,10 +124,16 @@ class Executor(BaseExampleGenExecutor):
   ) -> None:
     self._log_startup(input_dict, output_dict, exec_properties)
     input_config = example_gen_pb2.Input()
-    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+    proto_utils.json_to_proto(
+      exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+    )
     output_config = example_gen_pb2.Output()
-    proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
-    examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+    proto_utils.json_to_proto(
+      exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
+    )
+    examples = artifact_utils.get_single_instance(
+      output_dict[standard_component_specs.EXAMPLES_KEY]
+    )
     split_names = utils.generate_output_split_names(input_config, output_config)
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
 
@@ -167,8 +175,12 @@ class Executor(BaseExampleGenExecutor):
     self._beam_pipeline_args = _with_parallel_direct_runner(
       list(self._beam_pipeline_args or []), len(units)
     )
-    logging.info("Converting %d CSV file(s) in %d unit(s) with column types %s.", len(files),
-                 len(units), types_)
+    logging.info(
+      "Converting %d CSV file(s) in %d unit(s) with column types %s.",
+      len(files),
+      len(units),
+      types_,
+    )
     with self._make_beam_pipeline() as pipeline:
       _ = (
         pipeline
@@ -310,7 +322,7 @@ class Executor(BaseExampleGenExecutor):
 @beam.ptransform_fn
 @beam.typehints.with_input_types(beam.Pipeline)
 @beam.typehints.with_output_types(bytes)
-def _CsvToSerializedExamples(  # noqa: N802 - Beam transform naming, as in TFX
+def _CsvToSerializedExamples(
   pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str
 ) -> beam.pvalue.PCollection:
   """Per-record form for callers of the base `GenerateExamplesByBeam`.
@@ -322,7 +334,8 @@ def _CsvToSerializedExamples(  # noqa: N802 - Beam transform naming, as in TFX
   files = _glob(input_base, split_pattern)
   delimiter = exec_properties.get(DELIMITER_KEY) or ","
   options = csv_lib.ConvertOptions(
-    column_types=csv_lib.infer_column_types(files, delimiter), delimiter=delimiter,
+    column_types=csv_lib.infer_column_types(files, delimiter),
+    delimiter=delimiter,
     label_key=exec_properties.get(LABEL_KEY_KEY) or None,
   )
 
@@ -336,5 +349,3 @@ def _CsvToSerializedExamples(  # noqa: N802 - Beam transform naming, as in TFX
         yield from example_coder.RecordBatchToExamples(verdict.table)
 
   return pipeline | "Files" >> beam.Create(files) | "ToExamples" >> beam.FlatMap(to_examples)
-
-

@@ -3,8 +3,6 @@
 The project never imports it; tests hand it to DistributedTrainer unchanged.
 """
 
-from typing import List
-
 import tensorflow as tf
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
@@ -15,7 +13,7 @@ _LABEL_KEY = "diagnosis"
 _BATCH_SIZE = 32
 
 
-def _feature_keys(schema: schema_pb2.Schema) -> List[str]:
+def _feature_keys(schema: schema_pb2.Schema) -> list[str]:
   return sorted(f.name for f in schema.feature if f.name != _LABEL_KEY)
 
 
@@ -27,7 +25,7 @@ def _input_fn(file_pattern, data_accessor, schema, batch_size):
   ).repeat()
 
 
-def _build_keras_model(feature_keys: List[str], sample: tf.Tensor) -> tf.keras.Model:
+def _build_keras_model(feature_keys: list[str], sample: tf.Tensor) -> tf.keras.Model:
   inputs = [tf.keras.layers.Input(shape=(1,), name=k) for k in feature_keys]
   d = tf.keras.layers.concatenate(inputs)
   norm = tf.keras.layers.Normalization()
@@ -65,7 +63,14 @@ def run_fn(fn_args: tfx.components.FnArgs):
   features, _ = next(iter(_input_fn(fn_args.train_files, fn_args.data_accessor, schema, 256)))
   sample = tf.concat([tf.cast(features[k], tf.float32) for k in keys], axis=1)
   model = _build_keras_model(keys, sample)
-  model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evals,
-            validation_steps=fn_args.eval_steps)
-  model.save(fn_args.serving_model_dir, save_format="tf",
-             signatures={"serving_default": _serve_fn(model, schema)})
+  model.fit(
+    train,
+    steps_per_epoch=fn_args.train_steps,
+    validation_data=evals,
+    validation_steps=fn_args.eval_steps,
+  )
+  model.save(
+    fn_args.serving_model_dir,
+    save_format="tf",
+    signatures={"serving_default": _serve_fn(model, schema)},
+  )
