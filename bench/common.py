@@ -42,8 +42,14 @@ def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
     parsed as JSON when it is JSON (the child's own measurements).
   """
   start = time.monotonic()
-  proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=child_env(), cwd=REPO_ROOT)
+  proc = subprocess.Popen(
+    list(cmd),
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    env=child_env(),
+    cwd=REPO_ROOT,
+  )
   peak = 0
   stop = threading.Event()
 

@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 NUM_FEATURES = 64
 
@@ -46,19 +46,31 @@ def bench(rows: int, repeats: int, stock_repeats: int, data_root: str) -> dict:
   runs = {"ours": [], "stock": []}
   for i in range(max(repeats, stock_repeats)):
     for impl in ("stock", "ours"):
-      if impl == "stock" and i >= stock_repeats or impl == "ours" and i >= repeats:
+      if (impl == "stock" and i >= stock_repeats) or (impl == "ours" and i >= repeats):
         continue
       out = tempfile.mkdtemp(prefix=f"bench-eg-{impl}-")
       try:
-        r = common.run_measured([common.python(), os.path.join(common.REPO_ROOT, "bench",
-                                 "example_gen_once.py"), "--impl", impl, "--data", data,
-                                 "--out", out])
+        r = common.run_measured(
+          [
+            common.python(),
+            os.path.join(common.REPO_ROOT, "bench", "example_gen_once.py"),
+            "--impl",
+            impl,
+            "--data",
+            data,
+            "--out",
+            out,
+          ]
+        )
       finally:
         shutil.rmtree(out, ignore_errors=True)
       if r["returncode"] != 0:
         raise RuntimeError(f"{impl} ExampleGen failed:\n{r.get('stderr_tail')}")
-      print(f"  rows={rows} {impl} run {i + 1}: {r['pipeline_s']:.1f} s, "
-            f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+      print(
+        f"  rows={rows} {impl} run {i + 1}: {r['pipeline_s']:.1f} s, "
+        f"peak RSS {r['peak_rss_mb']:.0f} MB",
+        flush=True,
+      )
       runs[impl].append(r)
   size_mb = os.path.getsize(csv_path) / 2**20
   out = {"rows": rows, "csv_mb": round(size_mb, 1)}
@@ -81,20 +93,46 @@ def to_markdown(results: list[dict]) -> str:
   for r in results:
     for impl in ("stock", "ours"):
       x = r[impl]
-      rows.append([f"{r['rows']:,}", f"{r['csv_mb']} MB", impl, x["runs"], x["median_s"],
-                   f"{x['rows_per_s']:,.0f}", f"{x['median_peak_rss_mb']:,.0f}",
-                   f"{x['output_mb']:.1f}", f"{r['speedup']:.2f}x" if impl == "ours" else ""])
+      rows.append(
+        [
+          f"{r['rows']:,}",
+          f"{r['csv_mb']} MB",
+          impl,
+          x["runs"],
+          x["median_s"],
+          f"{x['rows_per_s']:,.0f}",
+          f"{x['median_peak_rss_mb']:,.0f}",
+          f"{x['output_mb']:.1f}",
+          f"{r['speedup']:.2f}x" if impl == "ours" else "",
+        ]
+      )
   return common.markdown_table(
-    ["rows", "CSV", "ExampleGen", "runs", "median s", "rows/s", "peak RSS MB", "output MB",
-     "speed-up vs stock"], rows)
+    [
+      "rows",
+      "CSV",
+      "ExampleGen",
+      "runs",
+      "median s",
+      "rows/s",
+      "peak RSS MB",
+      "output MB",
+      "speed-up vs stock",
+    ],
+    rows,
+  )
 
 
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
   parser.add_argument("--repeats", type=int, default=3, help="runs of ours per size")
-  parser.add_argument("--stock-repeats", type=int, nargs="+", default=[3, 1],
-                      help="runs of stock per size (stock takes minutes at 1M rows)")
+  parser.add_argument(
+    "--stock-repeats",
+    type=int,
+    nargs="+",
+    default=[3, 1],
+    help="runs of stock per size (stock takes minutes at 1M rows)",
+  )
   parser.add_argument("--data-root", default=os.path.join(tempfile.gettempdir(), "tfxkit-bench"))
   parser.add_argument("--json", help="also write the results here")
   args = parser.parse_args(argv)

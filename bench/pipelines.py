@@ -18,15 +18,23 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
 DIGITS = os.path.join(common.REPO_ROOT, "data", "digits")
 
 
 def _ours(out: str, train_steps: int, eval_steps: int) -> dict:
-  cmd = [common.python(), os.path.join(common.REPO_ROOT, "pipeline", "run_local.py"),
-         "--output-dir", out, "--train-steps", str(train_steps), "--eval-steps", str(eval_steps),
-         "--quiet"]
+  cmd = [
+    common.python(),
+    os.path.join(common.REPO_ROOT, "pipeline", "run_local.py"),
+    "--output-dir",
+    out,
+    "--train-steps",
+    str(train_steps),
+    "--eval-steps",
+    str(eval_steps),
+    "--quiet",
+  ]
   r = common.run_measured(cmd)
   if r["returncode"] != 0:
     raise RuntimeError(f"run_local.py failed:\n{r.get('stderr_tail')}")
@@ -38,9 +46,18 @@ def _ours(out: str, train_steps: int, eval_steps: int) -> dict:
 
 
 def _stock(out: str, train_steps: int, eval_steps: int) -> dict:
-  cmd = [common.python(), os.path.join(common.REPO_ROOT, "bench", "stock_pipeline_once.py"),
-         "--data", DIGITS, "--out", out, "--train-steps", str(train_steps),
-         "--eval-steps", str(eval_steps)]
+  cmd = [
+    common.python(),
+    os.path.join(common.REPO_ROOT, "bench", "stock_pipeline_once.py"),
+    "--data",
+    DIGITS,
+    "--out",
+    out,
+    "--train-steps",
+    str(train_steps),
+    "--eval-steps",
+    str(eval_steps),
+  ]
   r = common.run_measured(cmd)
   if r["returncode"] != 0:
     raise RuntimeError(f"stock pipeline failed:\n{r.get('stderr_tail')}")
@@ -57,8 +74,11 @@ def run(repeats: int, train_steps: int, eval_steps: int) -> dict:
         rerun = fn(out, train_steps, eval_steps)
       finally:
         shutil.rmtree(out, ignore_errors=True)
-      print(f"  {name} run {i + 1}: first {first['pipeline_s']:.1f} s, "
-            f"re-run {rerun['pipeline_s']:.1f} s", flush=True)
+      print(
+        f"  {name} run {i + 1}: first {first['pipeline_s']:.1f} s, "
+        f"re-run {rerun['pipeline_s']:.1f} s",
+        flush=True,
+      )
       runs[name].append((first, rerun))
   result = {"train_steps": train_steps, "eval_steps": eval_steps, "repeats": repeats}
   for name, pairs in runs.items():
@@ -80,7 +100,8 @@ def run(repeats: int, train_steps: int, eval_steps: int) -> dict:
       per_component[c["name"]].append(c["seconds"])
   result["ours"]["components_s"] = {k: common.median(v) for k, v in per_component.items()}
   result["ours"]["eval_accuracy"] = common.median(
-    [s["eval_metrics"].get("sparse_categorical_accuracy", float("nan")) for s in ours])
+    [s["eval_metrics"].get("sparse_categorical_accuracy", float("nan")) for s in ours]
+  )
   result["ours"]["rerun_pushed"] = [p[1]["summary"]["pushed"]["pushed"] for p in runs["ours"]]
   result["ratio_first"] = result["ours"]["first_s"] / result["stock"]["first_s"]
   return result
@@ -90,13 +111,15 @@ def to_markdown(r: dict) -> str:
   rows = []
   for name in ("stock", "ours"):
     x = r[name]
-    rows.append([name, x["first_s"], x["rerun_s"], f"{x['rerun_ratio']:.2f}x",
-                 f"{x['peak_rss_mb']:,.0f}"])
+    rows.append(
+      [name, x["first_s"], x["rerun_s"], f"{x['rerun_ratio']:.2f}x", f"{x['peak_rss_mb']:,.0f}"]
+    )
   table = common.markdown_table(
-    ["pipeline", "first run s (median)", "cached re-run s", "re-run / first", "peak RSS MB"], rows)
+    ["pipeline", "first run s (median)", "cached re-run s", "re-run / first", "peak RSS MB"], rows
+  )
   comp = common.markdown_table(
-    ["component (ours)", "median s"],
-    [[k, v] for k, v in r["ours"]["components_s"].items()])
+    ["component (ours)", "median s"], [[k, v] for k, v in r["ours"]["components_s"].items()]
+  )
   return (
     f"{table}\n\nOurs / stock, first run: **{r['ratio_first']:.2f}x** the time "
     f"({r['repeats']} runs each, {r['train_steps']} train steps). "

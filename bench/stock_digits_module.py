@@ -34,8 +34,12 @@ def run_fn(fn_args: tfx.components.FnArgs):
   outputs = tf.keras.layers.Dense(10, activation="softmax")(x)
   model = tf.keras.Model(inputs, outputs)
   model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-  model.fit(_dataset(fn_args.train_files), steps_per_epoch=fn_args.train_steps,
-            validation_data=_dataset(fn_args.eval_files), validation_steps=fn_args.eval_steps)
+  model.fit(
+    _dataset(fn_args.train_files),
+    steps_per_epoch=fn_args.train_steps,
+    validation_data=_dataset(fn_args.eval_files),
+    validation_steps=fn_args.eval_steps,
+  )
   spec = {k: _SPEC[k] for k in _FEATURES}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
