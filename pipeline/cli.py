@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import pathlib
@@ -15,50 +16,106 @@ from pipeline.config import OPTIMIZER_VARIANTS, PipelineConfig
 _DEFAULTS = PipelineConfig()
 _STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
 # Error types raised for bad user input by libraries we build on.
-_USER_ERROR_NAMES = {"UserInputError", "CsvInputError", "StrategyUnavailableError"}
+_USER_ERROR_NAMES = {"UserInputError", "StrategyUnavailableError"}
+# How a full disk reads once TensorFlow, Beam or SQLite (ML Metadata) have wrapped the OSError.
+_DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), "database or disk is full")
 
 
 def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   """Adds the options that describe a pipeline run, each defaulting to the digits example."""
   d = _DEFAULTS
   g = parser.add_argument_group("data")
-  g.add_argument("--data-root", type=pathlib.Path, default=pathlib.Path(d.data_root),
-                 help="folder of CSV files, or of span-N/ folders (default: bundled digits)")
-  g.add_argument("--input-pattern", default=None,
-                 help="glob under --data-root; use {SPAN} for span folders (default: "
-                 "'span-{SPAN}/*.csv' if --data-root has span-N folders, else '*.csv')")
-  g.add_argument("--rolling-spans", type=int, default=d.rolling_spans,
-                 help="train on the newest N spans (default: %(default)s)")
+  g.add_argument(
+    "--data-root",
+    type=pathlib.Path,
+    default=pathlib.Path(d.data_root),
+    help="folder of CSV files, or of span-N/ folders (default: bundled digits)",
+  )
+  g.add_argument(
+    "--input-pattern",
+    default=None,
+    help="glob under --data-root; use {SPAN} for span folders (default: "
+    "'span-{SPAN}/*.csv' if --data-root has span-N folders, else '*.csv')",
+  )
+  g.add_argument(
+    "--rolling-spans",
+    type=int,
+    default=d.rolling_spans,
+    help="train on the newest N spans (default: %(default)s)",
+  )
   g.add_argument("--label-key", default=d.label_key, help="label column (default: %(default)s)")
-  g.add_argument("--schema", type=pathlib.Path, default=None,
-                 help="schema.pbtxt to use instead of the inferred one")
-  g.add_argument("--max-bad-row-fraction", type=float, default=d.max_bad_row_fraction,
-                 help="share of malformed rows tolerated, quarantined (default: %(default)s)")
+  g.add_argument(
+    "--schema",
+    type=pathlib.Path,
+    default=None,
+    help="schema.pbtxt to use instead of the inferred one",
+  )
+  g.add_argument(
+    "--max-bad-row-fraction",
+    type=float,
+    default=d.max_bad_row_fraction,
+    help="share of malformed rows tolerated, quarantined (default: %(default)s)",
+  )
   g = parser.add_argument_group("training")
-  g.add_argument("--module-file", type=pathlib.Path, default=None,
-                 help="trainer module: stock TFX run_fn(fn_args) or build_model(hparams) "
-                 "(default: the bundled digits module)")
+  g.add_argument(
+    "--module-file",
+    type=pathlib.Path,
+    default=None,
+    help="trainer module: stock TFX run_fn(fn_args) or build_model(hparams) "
+    "(default: the bundled digits module)",
+  )
   g.add_argument("--train-steps", type=int, default=d.train_steps, help="(default: %(default)s)")
   g.add_argument("--eval-steps", type=int, default=d.eval_steps, help="(default: %(default)s)")
-  g.add_argument("--strategy", choices=_STRATEGIES, default=d.strategy,
-                 help="tf.distribute strategy (default: %(default)s, chosen from the hardware)")
-  g.add_argument("--local-workers", type=int, default=d.local_workers,
-                 help="launch N local worker processes on loopback (multi-worker test runs)")
-  g.add_argument("--local-ps", type=int, default=d.local_ps,
-                 help="parameter-server processes for --strategy parameter_server")
+  g.add_argument(
+    "--strategy",
+    choices=_STRATEGIES,
+    default=d.strategy,
+    help="tf.distribute strategy (default: %(default)s, chosen from the hardware)",
+  )
+  g.add_argument(
+    "--local-workers",
+    type=int,
+    default=d.local_workers,
+    help="launch N local worker processes on loopback (multi-worker test runs)",
+  )
+  g.add_argument(
+    "--local-ps",
+    type=int,
+    default=d.local_ps,
+    help="parameter-server processes for --strategy parameter_server",
+  )
   g.add_argument("--warm-start", action="store_true", help="start from the last blessed model")
   g = parser.add_argument_group("blessing, optimization and push")
-  g.add_argument("--min-accuracy", type=float, default=d.min_accuracy,
-                 help="Evaluator's accuracy floor (default: %(default)s)")
-  g.add_argument("--max-accuracy-drop", type=float, default=d.max_accuracy_drop,
-                 help="largest accuracy drop against the last blessed model (default: %(default)s)")
-  g.add_argument("--optimizer-variants", default=",".join(d.optimizer_variants),
-                 help=f"comma-separated, from {', '.join(OPTIMIZER_VARIANTS)}; 'none' for none")
-  g.add_argument("--tensorrt", choices=("off", "auto", "required"), default=d.tensorrt,
-                 help="TensorRT FP16 engine build (default: %(default)s)")
+  g.add_argument(
+    "--min-accuracy",
+    type=float,
+    default=d.min_accuracy,
+    help="Evaluator's accuracy floor (default: %(default)s)",
+  )
+  g.add_argument(
+    "--max-accuracy-drop",
+    type=float,
+    default=d.max_accuracy_drop,
+    help="largest accuracy drop against the last blessed model (default: %(default)s)",
+  )
+  g.add_argument(
+    "--optimizer-variants",
+    default=",".join(d.optimizer_variants),
+    help=f"comma-separated, from {', '.join(OPTIMIZER_VARIANTS)}; 'none' for none",
+  )
+  g.add_argument(
+    "--tensorrt",
+    choices=("off", "auto", "required"),
+    default=d.tensorrt,
+    help="TensorRT FP16 engine build (default: %(default)s)",
+  )
   g.add_argument("--model-name", default=d.model_name, help="(default: %(default)s)")
-  g.add_argument("--keep-versions", type=int, default=d.keep_versions,
-                 help="pushed versions kept (default: %(default)s)")
+  g.add_argument(
+    "--keep-versions",
+    type=int,
+    default=d.keep_versions,
+    help="pushed versions kept (default: %(default)s)",
+  )
   g.add_argument("--no-cache", action="store_true", help="rerun every component")
 
 
@@ -103,11 +160,17 @@ def config_from_args(
     variants = ()
   unknown = [v for v in variants if v not in OPTIMIZER_VARIANTS]
   if unknown:
-    raise ValueError(f"unknown optimizer variants {unknown}; choose from {list(OPTIMIZER_VARIANTS)}.")
-  for flag, value, low in (("--train-steps", args.train_steps, 1), ("--eval-steps", args.eval_steps, 1),
-                           ("--keep-versions", args.keep_versions, 1),
-                           ("--rolling-spans", args.rolling_spans, 1),
-                           ("--local-workers", args.local_workers, 0), ("--local-ps", args.local_ps, 0)):
+    raise ValueError(
+      f"unknown optimizer variants {unknown}; choose from {list(OPTIMIZER_VARIANTS)}."
+    )
+  for flag, value, low in (
+    ("--train-steps", args.train_steps, 1),
+    ("--eval-steps", args.eval_steps, 1),
+    ("--keep-versions", args.keep_versions, 1),
+    ("--rolling-spans", args.rolling_spans, 1),
+    ("--local-workers", args.local_workers, 0),
+    ("--local-ps", args.local_ps, 0),
+  ):
     if value < low:
       raise ValueError(f"{flag} must be at least {low}, got {value}.")
   out = str(output_dir)
@@ -143,8 +206,18 @@ def fail(message: str) -> int:
   return 2
 
 
-def user_error_message(exc: BaseException) -> str | None:
-  """The one-line message of a user-caused error anywhere in the cause chain, else None."""
+def user_error_message(
+  exc: BaseException, output_dir: pathlib.Path | str | None = None
+) -> str | None:
+  """The one-line message of a user-caused error anywhere in the cause chain, else None.
+
+  Args:
+    exc: The exception that stopped the run.
+    output_dir: Named in the message when the disk is full and the error names no file.
+
+  Returns:
+    One line naming the fix, or None for errors that are our own bugs.
+  """
   seen = set()
   e: BaseException | None = exc
   while e is not None and id(e) not in seen:
@@ -155,8 +228,21 @@ def user_error_message(exc: BaseException) -> str | None:
       msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
       # Beam appends the failing step to re-raised errors.
       return re.sub(r"\s*\[while running '.*'\]\s*$", "", msg)
+    if is_disk_full(e):
+      where = getattr(e, "filename", None) or output_dir
+      return (
+        f"no space left on device{f' under {where}' if where else ''}; "
+        "free space or use another --output-dir."
+      )
     e = e.__cause__ or e.__context__
   return None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+  """Whether an error says the disk is full (ENOSPC, possibly wrapped by another library)."""
+  if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+    return True
+  return any(text in str(exc) for text in _DISK_FULL_TEXTS)
 
 
 def quiet_logs(quiet: bool) -> None:
@@ -167,6 +253,11 @@ def quiet_logs(quiet: bool) -> None:
   absl_logging.set_verbosity(absl_logging.WARNING if quiet else absl_logging.INFO)
   logging.getLogger().setLevel(level)
   logging.getLogger("apache_beam").setLevel(logging.WARNING)
+  # Beam logs a failing step's exception with its traceback (in-process, or forwarded from a
+  # worker process) and then raises it; the runner reports it once, in one line if the user
+  # can fix it, with the traceback if it is our bug.
+  for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
+    logging.getLogger(name).setLevel(logging.CRITICAL)
   import warnings
 
   warnings.filterwarnings("ignore")
@@ -194,24 +285,32 @@ def print_summary(summary: dict[str, Any], out: pathlib.Path) -> None:
   console.print(table)
   if summary.get("strategy"):
     s = summary["strategy"]
-    console.print(f"strategy: {s.get('strategy')} ({s.get('num_replicas_in_sync')} replica(s)): "
-                  f"{s.get('strategy_reason')}")
+    console.print(
+      f"strategy: {s.get('strategy')} ({s.get('num_replicas_in_sync')} replica(s)): "
+      f"{s.get('strategy_reason')}"
+    )
   metrics = summary.get("eval_metrics") or {}
   if metrics:
-    console.print("eval metrics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items())))
+    console.print(
+      "eval metrics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
+    )
   report = summary.get("optimizer") or {}
   variants = report.get("variants") if isinstance(report, dict) else None
   if variants:
     console.print(_variant_table(variants))
-  if summary.get("new_data") is False:
+  # new_data is False for a failed ExampleGen too; only a cached one reused its output.
+  example_gen = [r for r in summary["components"] if r["name"] == "CsvExampleGen"]
+  if summary.get("new_data") is False and example_gen and example_gen[0]["state"] == "cached":
     console.print("no new data: ExampleGen reused its cached output.")
   pushed = summary.get("pushed") or {}
   if pushed.get("pushed"):
     console.print(f"pushed version {pushed.get('version')} to {pushed.get('path')}")
   elif pushed:
     console.print(f"not pushed: {pushed.get('reason')}")
-  console.print(f"status: {summary['status']} in {summary.get('seconds', 0):.1f} s; "
-                f"details in {out / 'run_summary.json'}")
+  console.print(
+    f"status: {summary['status']} in {summary.get('seconds', 0):.1f} s; "
+    f"details in {out / 'run_summary.json'}"
+  )
 
 
 def _variant_table(variants):
@@ -227,8 +326,13 @@ def _variant_table(variants):
     gz = v.get("gzipped_size_bytes")
     p50 = v.get("latency_ms_p50")
     table.add_row(
-      str(v.get("name")), str(v.get("status")), _fmt(v.get("accuracy")),
-      _fmt(v.get("top1_agreement")), _fmt(size / 1024 if size else None),
-      _fmt(gz / 1024 if gz else None), _fmt(p50), "yes" if v.get("blessed") else "no",
+      str(v.get("name")),
+      str(v.get("status")),
+      _fmt(v.get("accuracy")),
+      _fmt(v.get("top1_agreement")),
+      _fmt(size / 1024 if size else None),
+      _fmt(gz / 1024 if gz else None),
+      _fmt(p50),
+      "yes" if v.get("blessed") else "no",
     )
   return table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ml_metadata import metadata_store
+from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 _STATES = {
@@ -44,7 +44,9 @@ def component_runs(
     if not ctx.name.startswith(pipeline_name + "."):
       continue
     node = ctx.name[len(pipeline_name) + 1 :]
-    execs = [e for e in store.get_executions_by_context(ctx.id) if e.create_time_since_epoch >= since_ms]
+    execs = [
+      e for e in store.get_executions_by_context(ctx.id) if e.create_time_since_epoch >= since_ms
+    ]
     if not execs:
       continue
     e = max(execs, key=lambda x: x.id)
@@ -70,7 +72,10 @@ def _outputs(store, execution_id: int) -> list:
 
 
 def _output_of_type(store, execution_id: int, type_name: str):
-  type_id = store.get_artifact_type(type_name).id
+  try:
+    type_id = store.get_artifact_type(type_name).id
+  except errors.NotFoundError:  # no artifact of that type was ever registered
+    return None
   arts = [a for a in _outputs(store, execution_id) if a.type_id == type_id]
   return arts[0] if arts else None
 
@@ -93,6 +98,7 @@ def build_summary(
     "components": runs,
     "eval_metrics": {},
     "blessed": None,
+    "validation": None,
     "pushed": None,
     "optimizer": None,
   }
@@ -114,6 +120,7 @@ def build_summary(
       summary["blessed"] = bool(_prop(blessing, "blessed"))
     if evaluation is not None:
       summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
+      summary["validation"] = read_tfma_validation(evaluation.uri)
   optimizer = by_name.get("Optimizer")
   if optimizer:
     report = _output_of_type(store, optimizer["execution_id"], "components.OptimizationReport")
@@ -129,6 +136,13 @@ def build_summary(
         "path": _prop(pushed, "pushed_destination"),
         "reason": _prop(pushed, "pushed_reason"),
       }
+      failures = (summary["validation"] or {}).get("failures")
+      if not summary["pushed"]["pushed"] and summary["blessed"] is False and failures:
+        # The Pusher only sees the blessing; the Evaluator's validation result says why.
+        summary["pushed"]["pusher_reason"] = summary["pushed"]["reason"]
+        summary["pushed"]["reason"] = "the Evaluator did not bless the model: " + "; ".join(
+          failures
+        )
   examples_gen = by_name.get("CsvExampleGen")
   if examples_gen:
     summary["new_data"] = examples_gen["state"] == "ran"
@@ -164,6 +178,67 @@ def read_tfma_metrics(uri: str) -> dict[str, float]:
       if value.HasField("double_value"):
         out[name] = round(value.double_value.value, 6)
   return out
+
+
+def read_tfma_validation(uri: str) -> dict[str, Any] | None:
+  """Whether the candidate passed the Evaluator's thresholds and, if not, why.
+
+  Args:
+    uri: The ModelEvaluation artifact folder.
+
+  Returns:
+    ``{"ok": bool, "failures": [one sentence per failed check]}``, or None when the
+    evaluation holds no validation result.
+  """
+  import os
+
+  import tensorflow as tf
+  import tensorflow_model_analysis as tfma
+
+  if not tf.io.gfile.glob(os.path.join(uri, "validations*")):
+    return None
+  result = tfma.load_validation_result(uri)
+  failures = []
+  for per_slice in result.metric_validations_per_slice:
+    columns = [
+      f"{k.column}={getattr(k, k.WhichOneof('kind'))}"
+      for k in per_slice.slice_key.single_slice_keys
+    ]
+    where = f" (slice {', '.join(columns)})" if columns else ""
+    failures.extend(_failure_text(f) + where for f in per_slice.failures)
+  failures.extend(f"no examples in slice {m}".strip() for m in result.missing_slices)
+  if not result.validation_ok and not failures:
+    failures.append("TFMA validation failed without a metric failure; see validations.tfrecord")
+  return {"ok": bool(result.validation_ok), "failures": failures}
+
+
+def _failure_text(failure) -> str:
+  """One sentence for a failed TFMA threshold, naming the metric, its value and the bound."""
+  import tensorflow_model_analysis as tfma
+
+  name = failure.metric_key.name
+  value = failure.metric_value.double_value.value
+  threshold = failure.metric_threshold
+  if threshold.HasField("value_threshold"):
+    bounds = threshold.value_threshold
+    parts = []
+    if bounds.HasField("lower_bound"):
+      parts.append(f"lower bound {bounds.lower_bound.value:.4g}")
+    if bounds.HasField("upper_bound"):
+      parts.append(f"upper bound {bounds.upper_bound.value:.4g}")
+    return f"{name} = {value:.4g} is outside the value threshold ({', '.join(parts)})"
+  change = threshold.change_threshold
+  higher = change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
+  parts = []
+  if change.HasField("absolute"):
+    parts.append(f"absolute {change.absolute.value:+.4g}")
+  if change.HasField("relative"):
+    parts.append(f"relative {change.relative.value:+.4g}")
+  better = "higher" if higher else "lower"
+  return (
+    f"{name} changed by {value:+.4g} against the last blessed model, beyond the change "
+    f"threshold ({', '.join(parts)}; {better} is better)"
+  )
 
 
 def read_optimizer_report(uri: str) -> dict[str, Any] | None:

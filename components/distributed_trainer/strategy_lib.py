@@ -49,6 +49,7 @@ class ClusterEnv:
 
   num_workers: int  # chief + worker tasks in TF_CONFIG; 0 without a cluster.
   num_ps: int
+  num_worker_tasks: int  # tasks of the 'worker' job only (PS clusters add a chief).
   has_tf_config: bool
   num_gpus: int
   tpu_available: bool
@@ -63,6 +64,7 @@ class ClusterEnv:
     return cls(
       num_workers=sum(len(cluster.get(job) or ()) for job in _TRAINING_JOBS),
       num_ps=len(cluster.get("ps") or ()),
+      num_worker_tasks=len(cluster.get("worker") or ()),
       has_tf_config=bool(cluster),
       num_gpus=int(num_gpus),
       tpu_available=bool(tpu_available),
@@ -117,7 +119,7 @@ def _missing_for_parameter_server(env: ClusterEnv) -> str | None:
       "local_ps=M and local_workers=N to launch them locally, or run under a launcher that sets "
       "TF_CONFIG"
     )
-  if env.num_workers == 0:
+  if env.num_worker_tasks == 0:
     return f"strategy '{PARAMETER_SERVER}' needs at least one 'worker' task in TF_CONFIG"
   return None
 
@@ -139,7 +141,7 @@ _RULES: tuple[_Rule, ...] = (
     name=PARAMETER_SERVER,
     auto_when=lambda env: env.num_ps > 0,
     reason=lambda env: (
-      f"TF_CONFIG has {env.num_ps} ps task(s) and {env.num_workers} worker(s): "
+      f"TF_CONFIG has {env.num_ps} ps task(s) and {env.num_worker_tasks} worker(s): "
       "ParameterServerStrategy with a ClusterCoordinator"
     ),
     missing=_missing_for_parameter_server,
@@ -336,6 +338,7 @@ class BuiltStrategy:
     is_chief: whether this process exports.
     task_type: TF_CONFIG task type ('chief' without a cluster).
     task_index: TF_CONFIG task index.
+    num_workers: training processes in the cluster (chief + workers; 1 without a cluster).
   """
 
   strategy: Any
@@ -344,6 +347,7 @@ class BuiltStrategy:
   is_chief: bool = True
   task_type: str = "chief"
   task_index: int = 0
+  num_workers: int = 1
 
   @property
   def num_replicas_in_sync(self) -> int:
@@ -452,6 +456,7 @@ def build_strategy(
     is_chief=is_chief(config),
     task_type=task_type,
     task_index=task_index,
+    num_workers=max(1, ClusterEnv.from_inputs(config, gpus, tpu_available).num_workers),
   )
   _LOG.info(
     "DistributedTrainer strategy=%s num_replicas_in_sync=%d task=%s:%d reason=%s",

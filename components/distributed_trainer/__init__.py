@@ -1,0 +1,15 @@
+"""DistributedTrainer component: TFX Trainer with tf.distribute strategies and local clusters."""
+
+from typing import Any
+
+__all__ = ["DistributedTrainer", "DistributedTrainerSpec"]
+
+
+def __getattr__(name: str) -> Any:
+  # Imported on first use so that `python -m ...launch` and ps/worker server processes
+  # start without loading TFX.
+  if name in __all__:
+    from components.distributed_trainer import component
+
+    return getattr(component, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,69 @@
+"""MirroredStrategy over two logical CPU devices vs OneDeviceStrategy on the digits model."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from components.distributed_trainer import examples_lib
+
+# Logical devices must be configured before TensorFlow initialises its devices, so this runs
+# in a fresh interpreter.
+SCRIPT = textwrap.dedent("""
+  import dataclasses, json, os, sys
+  import tensorflow as tf
+
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+
+  from components.distributed_trainer import default_module, strategy_lib
+  from components.distributed_trainer import distributed_trainer_lib as lib
+
+  root = sys.argv[1]
+  results = {}
+  for name in ("mirrored", "one_device"):
+    built = strategy_lib.build_strategy(name, tf_config={}, tpu_available=False)
+    config = lib.TrainConfig(
+        train_files=[os.path.join(root, "examples", "Split-train", "*")],
+        eval_files=[os.path.join(root, "examples", "Split-eval", "*")],
+        schema_path=os.path.join(root, "schema", "schema.pbtxt"),
+        model_dir=os.path.join(root, name, "model"),
+        model_run_dir=os.path.join(root, name, "model_run"),
+        train_steps=300, global_batch_size=64)
+    result = dataclasses.asdict(lib.train_build_model(default_module.build_model, config, built))
+    result["devices"] = list(built.strategy.extended.worker_devices)
+    results[name] = result
+  print("RESULTS=" + json.dumps(results))
+""")
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(240)
+def test_mirrored_two_logical_cpus_matches_one_device(tmp_path, digits_csv, repo_root):
+  examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONPATH": str(repo_root)}
+  env.pop("TF_CONFIG", None)  # a single-process run
+  done = subprocess.run(
+    [sys.executable, "-c", SCRIPT, str(tmp_path)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=220,
+    check=False,
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+  line = next(x for x in done.stdout.splitlines() if x.startswith("RESULTS="))
+  results = json.loads(line[len("RESULTS=") :])
+  mirrored, single = results["mirrored"], results["one_device"]
+  assert mirrored["strategy"] == "mirrored"
+  assert mirrored["num_replicas_in_sync"] == 2
+  assert len(mirrored["devices"]) == 2 and all("CPU" in d for d in mirrored["devices"])
+  assert single["num_replicas_in_sync"] == 1
+  assert single["eval_accuracy"] >= 0.9
+  assert abs(mirrored["eval_accuracy"] - single["eval_accuracy"]) <= 0.01
+  for name in ("mirrored", "one_device"):
+    assert os.path.exists(tmp_path / name / "model" / "Format-Serving" / "saved_model.pb")

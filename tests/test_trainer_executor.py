@@ -1,0 +1,265 @@
+"""Executor.Do tests of the DistributedTrainer on tiny digits Examples (in-process path)."""
+
+import json
+import os
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tfx.proto import trainer_pb2
+from tfx.types import standard_component_specs as sc
+from tfx.utils import json_utils, proto_utils
+
+from components.distributed_trainer import constants, examples_lib, executor
+from components.distributed_trainer import distributed_trainer_lib as lib
+
+STOCK_MODULE = textwrap.dedent('''
+  """A module written for the stock TFX Trainer (penguin example style)."""
+
+  import json
+  import os
+  from typing import List
+
+  import tensorflow as tf
+  from tensorflow_metadata.proto.v0 import schema_pb2
+  from tensorflow_transform.tf_metadata import schema_utils
+  from tfx import v1 as tfx
+  from tfx_bsl.public import tfxio
+
+  _FEATURE_KEYS = [f"pixel_{i}" for i in range(64)]
+  _LABEL_KEY = "label"
+
+
+  def _input_fn(file_pattern: List[str], data_accessor, schema, batch_size: int):
+    return data_accessor.tf_dataset_factory(
+        file_pattern,
+        tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=_LABEL_KEY),
+        schema=schema).repeat()
+
+
+  def _build_keras_model():
+    inputs = [tf.keras.layers.Input(shape=(1,), name=f, dtype=tf.int64) for f in _FEATURE_KEYS]
+    x = tf.keras.layers.concatenate([tf.cast(i, tf.float32) / 16.0 for i in inputs])
+    x = tf.keras.layers.Dense(32, activation="relu")(x)
+    outputs = tf.keras.layers.Dense(10, activation="softmax")(x)
+    model = tf.keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(optimizer=tf.keras.optimizers.Adam(1e-2),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                  metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+    return model
+
+
+  def _serve_fn(model, schema):
+    feature_spec = schema_utils.schema_as_feature_spec(schema).feature_spec
+    feature_spec.pop(_LABEL_KEY)
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    def serve_tf_examples_fn(serialized_tf_examples):
+      return {"outputs": model(tf.io.parse_example(serialized_tf_examples, feature_spec))}
+
+    return serve_tf_examples_fn
+
+
+  # TFX Trainer will call this function.
+  def run_fn(fn_args: tfx.components.FnArgs):
+    schema = tfx.utils.parse_pbtxt_file(fn_args.schema_path, schema_pb2.Schema())
+    train_dataset = _input_fn(fn_args.train_files, fn_args.data_accessor, schema, 32)
+    eval_dataset = _input_fn(fn_args.eval_files, fn_args.data_accessor, schema, 32)
+    model = _build_keras_model()
+    history = model.fit(train_dataset, steps_per_epoch=fn_args.train_steps,
+                        validation_data=eval_dataset, validation_steps=fn_args.eval_steps,
+                        callbacks=[tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir)],
+                        verbose=0)
+    signatures = {"serving_default": _serve_fn(model, schema)}
+    model.save(fn_args.serving_model_dir, save_format="tf", signatures=signatures)
+    # Only for the test: what the DistributedTrainer handed over beyond the stock FnArgs.
+    with open(os.path.join(fn_args.model_run_dir, "seen.json"), "w") as f:
+      json.dump({"strategy": type(getattr(fn_args, "strategy", None)).__name__,
+                 "in_scope": tf.distribute.has_strategy(),
+                 "custom_config": fn_args.custom_config,
+                 "val_accuracy": history.history["val_sparse_categorical_accuracy"][-1]}, f)
+''')
+
+COMPILED_BUILD_MODEL = textwrap.dedent('''
+  """build_model module that compiles its own model."""
+
+  import tensorflow as tf
+
+
+  def build_model(hparams):
+    inputs = tf.keras.Input(shape=(hparams["num_features"],))
+    x = tf.keras.layers.Rescaling(1.0 / 16)(inputs)
+    x = tf.keras.layers.Dense(hparams["units"], activation="relu")(x)
+    x = tf.keras.layers.Dense(hparams["num_classes"])(x)
+    outputs = tf.keras.layers.Activation("softmax", dtype="float32")(x)
+    model = tf.keras.Model(inputs, outputs)
+    model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
+    return model
+''')
+
+
+def _props(module_file=None, module_path=None, steps=300, eval_steps=0, custom_config=None, **kw):
+  props = {
+    sc.TRAIN_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=steps)),
+    sc.EVAL_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.EvalArgs(num_steps=eval_steps)),
+    sc.MODULE_FILE_KEY: module_file,
+    sc.MODULE_PATH_KEY: module_path,
+    sc.CUSTOM_CONFIG_KEY: json_utils.dumps(custom_config),
+    constants.STRATEGY_KEY: "auto",
+    constants.LOCAL_WORKERS_KEY: 0,
+    constants.LOCAL_PS_KEY: 0,
+  }
+  props.update(kw)
+  return props
+
+
+def _serialized_eval_examples(input_dict, limit=50):
+  files = tf.io.gfile.glob(os.path.join(input_dict[sc.EXAMPLES_KEY][0].uri, "Split-eval", "*"))
+  ds = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit)
+  return [r.numpy() for r in ds]
+
+
+def _dense_rows(serialized, feature_keys):
+  rows = []
+  for record in serialized:
+    example = tf.train.Example.FromString(record)
+    rows.append([float(example.features.feature[k].int64_list.value[0]) for k in feature_keys])
+  return np.array(rows, dtype=np.float32)
+
+
+def _props_of(artifact):
+  return {k: v for k, v in artifact.mlmd_artifact.custom_properties.items()}
+
+
+def test_do_default_build_model_module_trains_exports_and_records(tmp_path, digits_csv):
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  executor.Executor().Do(inputs, outputs, _props(module_path=constants.DEFAULT_MODULE_PATH))
+
+  model = outputs[sc.MODEL_KEY][0]
+  props = _props_of(model)
+  assert props[constants.STRATEGY_PROPERTY].string_value == "one_device"
+  assert props[constants.NUM_REPLICAS_PROPERTY].int_value == 1
+  assert "OneDeviceStrategy" in props[constants.STRATEGY_REASON_PROPERTY].string_value
+  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "build_model"
+  accuracy = props[constants.EVAL_ACCURACY_PROPERTY].double_value
+  assert accuracy >= 0.90
+
+  # Keras copy: h5 + input_spec.json in the layout the Optimizer reads.
+  keras_dir = os.path.join(model.uri, "Format-Keras")
+  with open(os.path.join(keras_dir, "input_spec.json")) as f:
+    spec = json.load(f)
+  assert spec == {
+    "feature_keys": sorted(f"pixel_{i}" for i in range(64)),
+    "label_key": "label",
+    "num_classes": 10,
+  }
+  keras_model = tf.keras.models.load_model(os.path.join(keras_dir, "model.h5"), compile=False)
+  assert keras_model.inputs[0].shape.as_list() == [None, 64]
+  assert keras_model.inputs[0].dtype == tf.float32
+
+  # Serving SavedModel: serialized tf.Example in (named `examples`), probabilities out.
+  serialized = _serialized_eval_examples(inputs)
+  loaded = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
+  serve = loaded.signatures["serving_default"]
+  assert list(serve.structured_input_signature[1]) == ["examples"]
+  probs = serve(examples=tf.constant(serialized))["outputs"].numpy()
+  assert probs.shape == (len(serialized), 10) and probs.dtype == np.float32
+  np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+  # Both exports are the same model, fed by the documented dense row layout.
+  keras_probs = keras_model.predict(_dense_rows(serialized, spec["feature_keys"]), verbose=0)
+  np.testing.assert_allclose(probs, keras_probs, atol=1e-5)
+
+  # No staging leftovers, TensorBoard logs in model_run.
+  assert sorted(os.listdir(model.uri)) == ["Format-Keras", "Format-Serving"]
+  run_dir = outputs[sc.MODEL_RUN_KEY][0].uri
+  assert tf.io.gfile.glob(os.path.join(run_dir, "logs", "train", "events.out.tfevents.*"))
+
+
+def test_do_runs_stock_run_fn_module_unchanged(tmp_path, digits_csv):
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "stock_module.py"
+  module.write_text(STOCK_MODULE)
+  executor.Executor().Do(
+    inputs,
+    outputs,
+    _props(module_file=str(module), steps=150, eval_steps=5, custom_config={"k": 1}),
+  )
+
+  model = outputs[sc.MODEL_KEY][0]
+  props = _props_of(model)
+  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "run_fn"
+  assert props[constants.STRATEGY_PROPERTY].string_value == "one_device"
+  assert constants.EVAL_ACCURACY_PROPERTY not in props
+  with open(os.path.join(outputs[sc.MODEL_RUN_KEY][0].uri, "seen.json")) as f:
+    seen = json.load(f)
+  assert seen["strategy"] == "OneDeviceStrategy"
+  assert seen["in_scope"] is True
+  assert seen["custom_config"] == {"k": 1}
+  assert seen["val_accuracy"] >= 0.85
+  serve = tf.saved_model.load(os.path.join(model.uri, "Format-Serving")).signatures[
+    "serving_default"
+  ]
+  probs = serve(examples=tf.constant(_serialized_eval_examples(inputs)))["outputs"].numpy()
+  assert probs.shape == (50, 10)
+  # A stock module writes no Keras copy; consumers must skip, so none may appear.
+  assert not os.path.exists(os.path.join(model.uri, "Format-Keras"))
+
+
+def test_do_user_compiled_model_mixed_precision_and_warm_start(tmp_path, digits_csv):
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path / "a"), str(digits_csv))
+  module = tmp_path / "compiled_module.py"
+  module.write_text(COMPILED_BUILD_MODEL)
+  props = _props(
+    module_file=str(module),
+    steps=200,
+    custom_config={"hparams": {"units": 48}},
+    **{constants.MIXED_PRECISION_KEY: "mixed_bfloat16", constants.NUM_EPOCHS_KEY: 2},
+  )
+  executor.Executor().Do(inputs, outputs, props)
+  first = outputs[sc.MODEL_KEY][0]
+  first_accuracy = _props_of(first)[constants.EVAL_ACCURACY_PROPERTY].double_value
+  assert first_accuracy >= 0.85
+  keras_model = tf.keras.models.load_model(
+    os.path.join(first.uri, "Format-Keras", "model.h5"), compile=False
+  )
+  assert keras_model.layers[2].units == 48  # hparams from custom_config reached build_model.
+  assert keras_model.layers[2].dtype_policy.name == "mixed_bfloat16"
+  assert tf.keras.mixed_precision.global_policy().name == "float32"  # restored afterwards
+
+  # Warm start: 1 step from the first model keeps its accuracy; from scratch it is near chance.
+  inputs_b, outputs_b = examples_lib.trainer_artifacts(str(tmp_path / "b"), str(digits_csv))
+  inputs_b[sc.BASE_MODEL_KEY] = [first]
+  props_b = _props(module_file=str(module), steps=1, custom_config={"hparams": {"units": 48}})
+  executor.Executor().Do(inputs_b, outputs_b, props_b)
+  warm = _props_of(outputs_b[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
+  assert warm >= first_accuracy - 0.05
+  inputs_c, outputs_c = examples_lib.trainer_artifacts(str(tmp_path / "c"), str(digits_csv))
+  executor.Executor().Do(inputs_c, outputs_c, props_b)
+  cold = _props_of(outputs_c[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
+  assert cold < 0.5
+
+
+def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "empty_module.py"
+  module.write_text('"""Nothing to train."""\n')
+  with pytest.raises(ValueError, match="neither run_fn"):
+    executor.Executor().Do(inputs, outputs, _props(module_file=str(module)))
+  assert not os.path.exists(os.path.join(outputs[sc.MODEL_KEY][0].uri, "Format-Serving"))
+
+
+def test_do_rejects_unknown_label_with_fix(tmp_path, digits_csv):
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  props = _props(module_path=constants.DEFAULT_MODULE_PATH, custom_config={"label_key": "digit"})
+  with pytest.raises(lib.TrainerInputError, match="label_key"):
+    executor.Executor().Do(inputs, outputs, props)
+
+
+def test_do_explicit_tpu_without_tpu_fails_with_clear_error(tmp_path, digits_csv, monkeypatch):
+  for var in ("TPU_NAME", "TPU_WORKER_HOSTNAMES", "COLAB_TPU_ADDR"):
+    monkeypatch.delenv(var, raising=False)
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  props = _props(module_path=constants.DEFAULT_MODULE_PATH, **{constants.STRATEGY_KEY: "tpu"})
+  with pytest.raises(ValueError, match="needs a reachable TPU"):
+    executor.Executor().Do(inputs, outputs, props)
