@@ -18,8 +18,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 import components
-from components.distributed_trainer import anomalies_lib
-from components.distributed_trainer import constants, launch, strategy_lib
+from components.distributed_trainer import anomalies_lib, constants, launch, strategy_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
 
 _LOG = logging.getLogger(__name__)
