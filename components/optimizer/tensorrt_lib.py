@@ -1,0 +1,180 @@
+"""TensorRT FP16 engine building and execution; `tensorrt` and `pycuda` are imported lazily."""
+
+import ctypes
+import importlib.util
+
+import numpy as np
+
+from components.errors import UserInputError
+from components.optimizer import runtimes
+
+INSTALL_HINT = "tensorrt Python package not installed: pip install .[tensorrt]"
+PYCUDA_HINT = "pycuda not installed: pip install .[tensorrt]"
+WORKSPACE_BYTES = 1 << 30
+
+
+class TensorRTUnavailableError(UserInputError):
+  """tensorrt='required' on a host without the tensorrt package or a CUDA GPU."""
+
+
+def cuda_gpu_problem() -> str | None:
+  """Checks through the CUDA driver API whether a CUDA GPU is visible to this process.
+
+  Uses libcuda directly so the answer does not depend on which Python packages are installed
+  (TensorFlow's pip wheel, for one, may not see a GPU that TensorRT can use).
+
+  Returns:
+    None if at least one device is visible, else a short reason.
+  """
+  try:
+    libcuda = ctypes.CDLL("libcuda.so.1")
+  except OSError:
+    return "no CUDA GPU visible (NVIDIA driver library libcuda.so.1 not found)"
+  status = libcuda.cuInit(0)
+  if status != 0:
+    return f"no CUDA GPU visible (cuInit returned CUDA error {status})"
+  count = ctypes.c_int(0)
+  status = libcuda.cuDeviceGetCount(ctypes.byref(count))
+  if status != 0 or count.value == 0:
+    return "no CUDA GPU visible (cuDeviceGetCount found no device)"
+  return None
+
+
+def unavailable_reason() -> str | None:
+  """Says why a TensorRT engine cannot be built and run here, or None if it can.
+
+  Returns:
+    None when the `tensorrt` and `pycuda` packages are importable and a CUDA GPU is visible;
+    otherwise every problem found, joined by "; ".
+  """
+  problems = []
+  if importlib.util.find_spec("tensorrt") is None:
+    problems.append(INSTALL_HINT)
+  elif importlib.util.find_spec("pycuda") is None:
+    problems.append(PYCUDA_HINT)
+  gpu_problem = cuda_gpu_problem()
+  if gpu_problem:
+    problems.append(gpu_problem)
+  return "; ".join(problems) or None
+
+
+def build_fp16_engine(onnx_path: str, plan_path: str, max_batch: int = runtimes.MAX_BATCH) -> dict:
+  """Builds a serialized TensorRT engine from an ONNX model with the FP16 builder flag.
+
+  Args:
+    onnx_path: the ONNX model; its first input is [batch, num_features] with a dynamic batch.
+    plan_path: where to write the serialized engine.
+    max_batch: the largest batch the engine's optimization profile accepts.
+
+  Returns:
+    Build details: TensorRT version and the optimization profile's batch range.
+
+  Raises:
+    RuntimeError: if TensorRT cannot parse the model or the build fails.
+  """
+  import tensorrt as trt
+
+  logger = trt.Logger(trt.Logger.WARNING)
+  builder = trt.Builder(logger)
+  flags = 0
+  # EXPLICIT_BATCH is required before TensorRT 10 and deprecated (always on) from 10.
+  if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):
+    flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+  network = builder.create_network(flags)
+  parser = trt.OnnxParser(network, logger)
+  with open(onnx_path, "rb") as f:
+    if not parser.parse(f.read()):
+      errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+      raise RuntimeError(f"TensorRT could not parse {onnx_path}: {errors}")
+  config = builder.create_builder_config()
+  config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
+  config.set_flag(trt.BuilderFlag.FP16)
+  network_input = network.get_input(0)
+  num_features = int(network_input.shape[-1])
+  profile = builder.create_optimization_profile()
+  profile.set_shape(
+    network_input.name, (1, num_features), (1, num_features), (max_batch, num_features)
+  )
+  config.add_optimization_profile(profile)
+  serialized = builder.build_serialized_network(network, config)
+  if serialized is None:
+    raise RuntimeError("TensorRT build_serialized_network returned no engine; see its log.")
+  with open(plan_path, "wb") as f:
+    f.write(serialized)
+  return {"tensorrt_version": trt.__version__, "profile_batch": [1, 1, max_batch]}
+
+
+class TensorRTRuntime(runtimes.Runtime):
+  """A serialized TensorRT engine run on GPU 0 with pycuda buffers (TensorRT 10 tensor API)."""
+
+  name = "tensorrt"
+
+  def __init__(self, plan_path: str, max_batch: int = runtimes.MAX_BATCH):
+    import pycuda.driver as cuda
+    import tensorrt as trt
+
+    self._cuda = cuda
+    cuda.init()
+    # The primary context is shared with other CUDA users in the process (TensorFlow,
+    # onnxruntime) instead of creating a competing one.
+    self._context_cuda = cuda.Device(0).retain_primary_context()
+    self._context_cuda.push()
+    try:
+      self._trt_runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+      with open(plan_path, "rb") as f:
+        self._engine = self._trt_runtime.deserialize_cuda_engine(f.read())
+      if self._engine is None:
+        raise RuntimeError(f"TensorRT could not deserialize the engine {plan_path}.")
+      self._context = self._engine.create_execution_context()
+      names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
+      inputs = [n for n in names if self._engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+      outputs = [n for n in names if self._engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
+      self._input_name, self._output_name = inputs[0], outputs[0]
+      self._output_dtype = np.dtype(trt.nptype(self._engine.get_tensor_dtype(self._output_name)))
+      self._num_features = int(self._engine.get_tensor_shape(self._input_name)[-1])
+      self._num_classes = int(self._engine.get_tensor_shape(self._output_name)[-1])
+      self._max_batch = max_batch
+      self._stream = cuda.Stream()
+      # Page-locked host buffers make the async copies truly asynchronous on the stream.
+      self._host_input = cuda.pagelocked_empty((max_batch, self._num_features), np.float32)
+      self._host_output = cuda.pagelocked_empty((max_batch, self._num_classes), self._output_dtype)
+      self._device_input = cuda.mem_alloc(self._host_input.nbytes)
+      self._device_output = cuda.mem_alloc(self._host_output.nbytes)
+      self._context.set_tensor_address(self._input_name, int(self._device_input))
+      self._context.set_tensor_address(self._output_name, int(self._device_output))
+    finally:
+      self._context_cuda.pop()
+
+  def predict(self, batch: np.ndarray) -> np.ndarray:
+    rows = batch.shape[0]
+    if rows > self._max_batch:
+      raise ValueError(f"TensorRT engine accepts at most {self._max_batch} rows, got {rows}.")
+    host_input = self._host_input[:rows]
+    host_input[...] = batch
+    host_output = self._host_output[:rows]
+    self._context_cuda.push()
+    try:
+      self._context.set_input_shape(self._input_name, (rows, self._num_features))
+      self._cuda.memcpy_htod_async(self._device_input, host_input, self._stream)
+      if not self._context.execute_async_v3(self._stream.handle):
+        raise RuntimeError("TensorRT execute_async_v3 failed.")
+      self._cuda.memcpy_dtoh_async(host_output, self._device_output, self._stream)
+      self._stream.synchronize()
+    finally:
+      self._context_cuda.pop()
+    return host_output.astype(np.float32)
+
+  def close(self) -> None:
+    if getattr(self, "_engine", None) is None:
+      return
+    self._context_cuda.push()
+    try:
+      self._device_input.free()
+      self._device_output.free()
+      del self._context
+      del self._engine
+      del self._trt_runtime
+      self._engine = None
+    finally:
+      self._context_cuda.pop()
+      self._context_cuda.detach()
