@@ -18,9 +18,13 @@ OPTIMIZER_VARIANTS = (
   "tflite_int8",
   "pruned_int8",
   "qat",
+  "onnx",
   "tensorrt_fp16",
 )
-DEFAULT_OPTIMIZER_VARIANTS = tuple(v for v in OPTIMIZER_VARIANTS if v != "qat")
+# QAT retrains, so it is opt-in; TensorRT is switched by the `tensorrt` option (off/auto/required).
+DEFAULT_OPTIMIZER_VARIANTS = tuple(
+  v for v in OPTIMIZER_VARIANTS if v not in ("qat", "tensorrt_fp16")
+)
 
 
 @dataclasses.dataclass(frozen=True)

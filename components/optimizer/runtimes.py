@@ -57,8 +57,11 @@ class KerasRuntime(Runtime):
     num_features = int(self._model.inputs[0].shape[-1])
     spec = tf.TensorSpec([None, num_features], tf.float32)
     # A traced function measures TensorFlow's graph runtime, not eager per-layer Python calls,
-    # so latency comparisons against TFLite and ONNX Runtime are fair.
-    self._fn = tf.function(lambda x: self._model(x, training=False), input_signature=[spec])
+    # so latency comparisons against TFLite and ONNX Runtime are fair. Keras layers need no
+    # autograph, and transpiling them would cost seconds per model on a small CPU.
+    self._fn = tf.function(
+      lambda x: self._model(x, training=False), input_signature=[spec], autograph=False
+    )
 
   def predict(self, batch: np.ndarray) -> np.ndarray:
     return self._fn(tf.constant(batch, tf.float32)).numpy()
