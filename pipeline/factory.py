@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ml_metadata as mlmd
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
+from tfx import types
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
@@ -14,6 +16,61 @@ from components.example_gen import CsvExampleGen
 from components.optimizer import Optimizer
 from components.pusher import Pusher
 from pipeline.config import PipelineConfig
+
+
+class LatestBlessedModelFromEarlierDataStrategy(tfx.dsl.experimental.ResolverStrategy):
+  """The latest blessed model that was not trained on the current Examples (warm-start base).
+
+  With the stock `LatestBlessedModelStrategy` as the Trainer's base model, a rerun without new
+  data would see a new base (the model the previous run just blessed), miss the Trainer's cache
+  and retrain on the same data. Skipping models trained on this run's Examples keeps the base
+  of such a rerun what it was, so the Trainer is cached; a run with new Examples starts from the
+  latest blessed model, as usual. Inputs: `model`, `model_blessing` and `examples` (the
+  ExampleGen output of this run).
+  """
+
+  def resolve_artifacts(
+    self, store: mlmd.MetadataStore, input_dict: dict[str, list[types.Artifact]]
+  ) -> dict[str, list[types.Artifact]]:
+    """Picks the model; see the class docstring.
+
+    Args:
+      store: ML Metadata, for the lineage of each candidate model.
+      input_dict: `model`, `model_blessing` and `examples` artifacts.
+
+    Returns:
+      `model` and `model_blessing` with one artifact each, or empty lists when no blessed
+      model was trained on other data; `examples` unchanged.
+    """
+    current = {a.id for a in input_dict["examples"]}
+    blessings = {
+      b.get_int_custom_property("current_model_id"): b
+      for b in input_dict["model_blessing"]
+      if b.get_int_custom_property("blessed") == 1
+    }
+    result = {"model": [], "model_blessing": [], "examples": list(input_dict["examples"])}
+    for model in sorted(input_dict["model"], key=lambda a: a.id, reverse=True):
+      if model.id in blessings and not current & _trained_on(store, model.id):
+        result["model"] = [model]
+        result["model_blessing"] = [blessings[model.id]]
+        break
+    return result
+
+
+def _trained_on(store: mlmd.MetadataStore, model_id: int) -> set[int]:
+  """Ids of the input artifacts of the execution that produced a model."""
+  producers = {
+    e.execution_id
+    for e in store.get_events_by_artifact_ids([model_id])
+    if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+  }
+  if not producers:
+    return set()
+  return {
+    e.artifact_id
+    for e in store.get_events_by_execution_ids(list(producers))
+    if e.type in (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
+  }
 
 
 def make_eval_config(label_key: str, min_accuracy: float, max_accuracy_drop: float):
@@ -95,10 +152,23 @@ def create_pipeline(
     model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
     model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
   ).with_id("latest_blessed_model_resolver")
+  warm_start_base = None
+  if config.warm_start and metadata_connection_config is not None:
+    # KubeflowV2DagRunner compiles only the two stock strategies, so on Kubeflow the base is
+    # the stock latest blessed model (a run without new data then retrains).
+    warm_start_base = tfx.dsl.Resolver(
+      strategy_class=LatestBlessedModelFromEarlierDataStrategy,
+      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+      model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+      examples=example_gen.outputs["examples"],
+    ).with_id("warm_start_model_resolver")
+  elif config.warm_start:
+    warm_start_base = latest_blessed
 
   trainer = DistributedTrainer(
     examples=example_gen.outputs["examples"],
     schema=schema_gen.outputs["schema"],
+    anomalies=example_validator.outputs["anomalies"],
     module_file=config.module_file,
     train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
     eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
@@ -106,7 +176,7 @@ def create_pipeline(
     local_workers=config.local_workers,
     local_ps=config.local_ps,
     custom_config={"label_key": config.label_key},
-    base_model=latest_blessed.outputs["model"] if config.warm_start else None,
+    base_model=warm_start_base.outputs["model"] if warm_start_base else None,
   )
 
   evaluator = tfx.components.Evaluator(
@@ -141,6 +211,7 @@ def create_pipeline(
       schema_gen,
       example_validator,
       latest_blessed,
+      *([warm_start_base] if warm_start_base not in (None, latest_blessed) else []),
       trainer,
       evaluator,
       optimizer,

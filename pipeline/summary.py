@@ -194,6 +194,7 @@ def read_tfma_validation(uri: str) -> dict[str, Any] | None:
 
   import tensorflow as tf
   import tensorflow_model_analysis as tfma
+  from google.protobuf import text_format
 
   if not tf.io.gfile.glob(os.path.join(uri, "validations*")):
     return None
@@ -206,7 +207,10 @@ def read_tfma_validation(uri: str) -> dict[str, Any] | None:
     ]
     where = f" (slice {', '.join(columns)})" if columns else ""
     failures.extend(_failure_text(f) + where for f in per_slice.failures)
-  failures.extend(f"no examples in slice {m}".strip() for m in result.missing_slices)
+  failures.extend(
+    f"no examples in slice {text_format.MessageToString(m, as_one_line=True) or 'overall'}"
+    for m in result.missing_slices
+  )
   if not result.validation_ok and not failures:
     failures.append("TFMA validation failed without a metric failure; see validations.tfrecord")
   return {"ok": bool(result.validation_ok), "failures": failures}
