@@ -57,6 +57,44 @@ class LatestBlessedModelFromEarlierDataStrategy(tfx.dsl.experimental.ResolverStr
     return result
 
 
+class LatestBlessedModelOtherThanCandidateStrategy(tfx.dsl.experimental.ResolverStrategy):
+  """The Evaluator's baseline: the latest blessed model that is not the candidate itself.
+
+  With the stock `LatestBlessedModelStrategy`, a rerun whose Trainer is cached gets as baseline
+  the very model it evaluates (blessed by the previous run), so the Evaluator and Pusher run
+  again to compare a model with itself. Excluding the candidate gives such a rerun the same
+  baseline as the first evaluation of that model, so both stay cached. Inputs: `model`,
+  `model_blessing` and `candidate` (this run's Trainer output).
+  """
+
+  def resolve_artifacts(
+    self, store: mlmd.MetadataStore, input_dict: dict[str, list[types.Artifact]]
+  ) -> dict[str, list[types.Artifact]]:
+    """Picks the baseline; see the class docstring.
+
+    Args:
+      store: ML Metadata (unused: the blessings carry the model ids).
+      input_dict: `model`, `model_blessing` and `candidate` artifacts.
+
+    Returns:
+      `model` and `model_blessing` with at most one artifact each; `candidate` unchanged.
+    """
+    del store
+    candidates = {a.id for a in input_dict["candidate"]}
+    blessings = {
+      b.get_int_custom_property("current_model_id"): b
+      for b in input_dict["model_blessing"]
+      if b.get_int_custom_property("blessed") == 1
+    }
+    result = {"model": [], "model_blessing": [], "candidate": list(input_dict["candidate"])}
+    for model in sorted(input_dict["model"], key=lambda a: a.id, reverse=True):
+      if model.id in blessings and model.id not in candidates:
+        result["model"] = [model]
+        result["model_blessing"] = [blessings[model.id]]
+        break
+    return result
+
+
 def _trained_on(store: mlmd.MetadataStore, model_id: int) -> set[int]:
   """Ids of the input artifacts of the execution that produced a model."""
   producers = {
@@ -71,6 +109,16 @@ def _trained_on(store: mlmd.MetadataStore, model_id: int) -> set[int]:
     for e in store.get_events_by_execution_ids(list(producers))
     if e.type in (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
   }
+
+
+def _resolver(node_id: str, strategy, **channels) -> tfx.dsl.Resolver:
+  """A Resolver over all blessed models (plus `channels`) with the given strategy."""
+  return tfx.dsl.Resolver(
+    strategy_class=strategy,
+    model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+    model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    **channels,
+  ).with_id(node_id)
 
 
 def make_eval_config(label_key: str, min_accuracy: float, max_accuracy_drop: float):
@@ -147,23 +195,22 @@ def create_pipeline(
     statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
   )
 
-  latest_blessed = tfx.dsl.Resolver(
-    strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-    model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-    model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-  ).with_id("latest_blessed_model_resolver")
+  # KubeflowV2DagRunner compiles only TFX's stock resolver strategies, so the lineage-aware
+  # ones below are used where a metadata connection is given (local runs). See their docstrings
+  # for what they keep cached on a rerun without new data.
+  local = metadata_connection_config is not None
+  latest_blessed = (
+    None
+    if local
+    else _resolver("latest_blessed_model_resolver", tfx.dsl.experimental.LatestBlessedModelStrategy)
+  )
   warm_start_base = None
-  if config.warm_start and metadata_connection_config is not None:
-    # KubeflowV2DagRunner compiles only the two stock strategies, so on Kubeflow the base is
-    # the stock latest blessed model (a run without new data then retrains).
-    warm_start_base = tfx.dsl.Resolver(
-      strategy_class=LatestBlessedModelFromEarlierDataStrategy,
-      model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-      model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+  if config.warm_start:
+    warm_start_base = latest_blessed or _resolver(
+      "warm_start_model_resolver",
+      LatestBlessedModelFromEarlierDataStrategy,
       examples=example_gen.outputs["examples"],
-    ).with_id("warm_start_model_resolver")
-  elif config.warm_start:
-    warm_start_base = latest_blessed
+    )
 
   trainer = DistributedTrainer(
     examples=example_gen.outputs["examples"],
@@ -179,10 +226,15 @@ def create_pipeline(
     base_model=warm_start_base.outputs["model"] if warm_start_base else None,
   )
 
+  baseline = latest_blessed or _resolver(
+    "baseline_model_resolver",
+    LatestBlessedModelOtherThanCandidateStrategy,
+    candidate=trainer.outputs["model"],
+  )
   evaluator = tfx.components.Evaluator(
     examples=example_gen.outputs["examples"],
     model=trainer.outputs["model"],
-    baseline_model=latest_blessed.outputs["model"],
+    baseline_model=baseline.outputs["model"],
     eval_config=make_eval_config(config.label_key, config.min_accuracy, config.max_accuracy_drop),
   )
   optimizer = Optimizer(
@@ -210,8 +262,7 @@ def create_pipeline(
       statistics_gen,
       schema_gen,
       example_validator,
-      latest_blessed,
-      *([warm_start_base] if warm_start_base not in (None, latest_blessed) else []),
+      *{id(r): r for r in (warm_start_base, baseline) if r is not None}.values(),
       trainer,
       evaluator,
       optimizer,

@@ -88,7 +88,7 @@ def _run(args, config, out: pathlib.Path) -> int:
   try:
     tfx.orchestration.LocalDagRunner().run(pipeline)
   except Exception as e:
-    error = cli.user_error_message(e)
+    error = cli.user_error_message(e, out)
     if error is None:
       _write_summary(
         out,
@@ -118,8 +118,14 @@ def _write_summary(
   summary["seconds"] = round(time.monotonic() - started, 2)
   summary["config"] = dataclasses.asdict(config)
   tmp = out / "run_summary.json.tmp"
-  tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-  tmp.replace(out / "run_summary.json")
+  try:
+    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    tmp.replace(out / "run_summary.json")
+  except OSError as e:
+    if not cli.is_disk_full(e):
+      raise
+    # The run's error line already says the disk is full; leave no half-written summary.
+    tmp.unlink(missing_ok=True)
   return summary
 
 

@@ -129,7 +129,17 @@ def build_summary(
   pusher = by_name.get("Pusher")
   if pusher:
     pushed = _output_of_type(store, pusher["execution_id"], "PushedModel")
-    if pushed is not None:
+    if pushed is not None and pusher["state"] == "cached":
+      # Same model, same blessing, same variants as a run that already pushed (or declined).
+      was = _version(_prop(pushed, "pushed_version")) if _prop(pushed, "pushed") else None
+      summary["pushed"] = {
+        "pushed": False,
+        "version": None,
+        "path": None,
+        "reason": "nothing new to push: the Pusher's inputs are unchanged since an earlier run"
+        + (f" (which pushed version {was})" if was else ""),
+      }
+    elif pushed is not None:
       summary["pushed"] = {
         "pushed": bool(_prop(pushed, "pushed")),
         "version": _version(_prop(pushed, "pushed_version")),

@@ -115,8 +115,8 @@ def test_three_nights_push_improvements_reject_bad_labels_and_skip_reruns(tmp_pa
   assert night2["pushed"]["pushed"] is True and night2["pushed"]["version"] == 2
   assert pusher_lib.live_version(serving, "digits") == 2
 
-  # Night 2 again, no new data: nothing is retrained and nothing is pushed. The Evaluator
-  # reruns because its baseline (the latest blessed model) is now version 2 itself.
+  # Night 2 again, no new data: nothing is retrained, re-evaluated or pushed. The Evaluator's
+  # baseline excludes the candidate itself, so its inputs are those of night 2.
   rerun, rerun_stdout = _night(data_root, out)
   rerun_states = states(rerun)
   assert {name: rerun_states[name] for name in CACHED_ON_RERUN} == dict.fromkeys(
@@ -124,7 +124,9 @@ def test_three_nights_push_improvements_reject_bad_labels_and_skip_reruns(tmp_pa
   )
   assert rerun["new_data"] is False and "no new data" in rerun_stdout
   assert rerun["pushed"]["pushed"] is False
-  assert "identical to live version 2" in rerun["pushed"]["reason"]
+  assert rerun_states["Evaluator"] == rerun_states["Pusher"] == "cached"
+  assert "inputs are unchanged" in rerun["pushed"]["reason"]
+  assert "pushed version 2" in rerun["pushed"]["reason"]
   assert pusher_lib.list_versions(serving, "digits") == [1, 2]
 
   # Night 3: shuffled labels. Trained and evaluated, not blessed, not pushed; 2 stays live.
