@@ -16,10 +16,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
-ALL_VARIANTS = ("pruned,tflite_float32,tflite_dynamic_range,tflite_float16,tflite_int8,"
-                "pruned_int8,qat,tensorrt_fp16")
+ALL_VARIANTS = (
+  "pruned,tflite_float32,tflite_dynamic_range,tflite_float16,tflite_int8,"
+  "pruned_int8,qat,tensorrt_fp16"
+)
 
 
 def _by_name(report: dict) -> dict:
@@ -38,16 +40,29 @@ def targets(report: dict) -> list[list]:
   if ok("tflite_int8") and ok("tflite_float32"):
     ratio = v["tflite_int8"]["size_bytes"] / v["tflite_float32"]["size_bytes"]
     drop = v["tflite_int8"].get("accuracy_drop_pp")
-    rows.append(["int8 TFLite size / float32 TFLite size", "<= 0.30x, drop <= 1 pp",
-                 f"{ratio:.3f}x, drop {drop:+.2f} pp", ratio <= 0.30 and drop <= 1.0])
+    rows.append(
+      [
+        "int8 TFLite size / float32 TFLite size",
+        "<= 0.30x, drop <= 1 pp",
+        f"{ratio:.3f}x, drop {drop:+.2f} pp",
+        ratio <= 0.30 and drop <= 1.0,
+      ]
+    )
   if ok("pruned_int8"):
     ratio = v["pruned_int8"]["gzipped_size_bytes"] / base["gzipped_size_bytes"]
-    rows.append(["pruned+int8 gzipped / baseline gzipped", "<= 0.10x", f"{ratio:.3f}x",
-                 ratio <= 0.10])
+    rows.append(
+      ["pruned+int8 gzipped / baseline gzipped", "<= 0.10x", f"{ratio:.3f}x", ratio <= 0.10]
+    )
   if ok("tflite_int8"):
     ratio = v["tflite_int8"]["latency_ms_p50"] / base["latency_ms_p50"]
-    rows.append(["int8 p50 latency / TensorFlow p50 latency (batch 1)", "<= 0.5x",
-                 f"{ratio:.3f}x", ratio <= 0.5])
+    rows.append(
+      [
+        "int8 p50 latency / TensorFlow p50 latency (batch 1)",
+        "<= 0.5x",
+        f"{ratio:.3f}x",
+        ratio <= 0.5,
+      ]
+    )
   return rows
 
 
@@ -58,9 +73,17 @@ def main(argv=None) -> dict:
   args = parser.parse_args(argv)
   out = tempfile.mkdtemp(prefix="bench-opt-")
   try:
-    r = common.run_measured([common.python(), os.path.join(common.REPO_ROOT, "pipeline",
-                             "run_local.py"), "--output-dir", out, "--optimizer-variants",
-                             args.variants, "--quiet"])
+    r = common.run_measured(
+      [
+        common.python(),
+        os.path.join(common.REPO_ROOT, "pipeline", "run_local.py"),
+        "--output-dir",
+        out,
+        "--optimizer-variants",
+        args.variants,
+        "--quiet",
+      ]
+    )
     if r["returncode"] != 0:
       raise RuntimeError(f"run_local.py failed:\n{r.get('stderr_tail')}")
     with open(os.path.join(out, "run_summary.json")) as f:
@@ -71,9 +94,14 @@ def main(argv=None) -> dict:
 
   table = report_lib.markdown(report).replace("# Optimizer report\n", "")
   checks = targets(report)
-  md = table + "\n" + common.markdown_table(
-    ["target", "goal", "measured", "met"], [[*row[:3], "yes" if row[3] else "**no**"]
-                                            for row in checks])
+  md = (
+    table
+    + "\n"
+    + common.markdown_table(
+      ["target", "goal", "measured", "met"],
+      [[*row[:3], "yes" if row[3] else "**no**"] for row in checks],
+    )
+  )
   result = {"machine": common.machine(), "report": report, "targets": checks, "markdown": md}
   print(md)
   if args.json:

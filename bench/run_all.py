@@ -17,11 +17,11 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
-import example_gen  # noqa: E402
-import optimizer  # noqa: E402
-import pipelines  # noqa: E402
-import strategies  # noqa: E402
+import common
+import example_gen
+import optimizer
+import pipelines
+import strategies
 
 
 def _section(title: str, fn, *args) -> tuple[str, dict | None]:
@@ -29,7 +29,7 @@ def _section(title: str, fn, *args) -> tuple[str, dict | None]:
   try:
     result = fn(*args)
     return f"## {title}\n\n{result['markdown']}\n", result
-  except Exception:  # noqa: BLE001 - one failing benchmark must not hide the others
+  except Exception:
     tb = traceback.format_exc()
     print(tb, file=sys.stderr)
     return f"## {title}\n\nFAILED:\n\n```\n{tb[-3000:]}\n```\n", None
@@ -37,17 +37,24 @@ def _section(title: str, fn, *args) -> tuple[str, dict | None]:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true",
-                      help="one run each and 200,000 rows only (for a smoke test)")
+  parser.add_argument(
+    "--quick", action="store_true", help="one run each and 200,000 rows only (for a smoke test)"
+  )
   args = parser.parse_args(argv)
-  eg_args = (["--rows", "200000", "--repeats", "1", "--stock-repeats", "1"] if args.quick
-             else ["--rows", "200000", "1000000", "--repeats", "3", "--stock-repeats", "3", "1"])
+  eg_args = (
+    ["--rows", "200000", "--repeats", "1", "--stock-repeats", "1"]
+    if args.quick
+    else ["--rows", "200000", "1000000", "--repeats", "3", "--stock-repeats", "3", "1"]
+  )
   pipe_args = ["--repeats", "1" if args.quick else "3"]
   started = datetime.datetime.now(datetime.timezone.utc)
   sections = [
     _section("ExampleGen: ours vs stock CsvExampleGen", example_gen.main, eg_args),
-    _section("Full pipeline vs stock CsvExampleGen -> Trainer -> Pusher, and cached re-run",
-             pipelines.main, pipe_args),
+    _section(
+      "Full pipeline vs stock CsvExampleGen -> Trainer -> Pusher, and cached re-run",
+      pipelines.main,
+      pipe_args,
+    ),
     _section("Optimizer variants on the digits model", optimizer.main, []),
     _section("DistributedTrainer strategies", strategies.main, []),
   ]
