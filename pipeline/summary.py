@@ -155,7 +155,8 @@ def build_summary(
         )
   examples_gen = by_name.get("CsvExampleGen")
   if examples_gen:
-    summary["new_data"] = examples_gen["state"] == "ran"
+    # Unknown (None) when ExampleGen failed: nothing was read, new or not.
+    summary["new_data"] = {"ran": True, "cached": False}.get(examples_gen["state"])
   return summary
 
 

@@ -5,9 +5,9 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pathlib  # noqa: E402
+import pathlib
 
-import pytest  # noqa: E402
+import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DIGITS_CSV = REPO_ROOT / "data" / "digits" / "digits.csv"

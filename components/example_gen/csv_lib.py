@@ -9,6 +9,7 @@ example and written as gzipped TFRecords.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
 import hashlib
@@ -40,6 +41,10 @@ _NUMERIC_SHARE = 0.99
 _QUARANTINE_FIELDS = ("file", "line", "reason", "row")
 _CHUNK_FIELDS = ("file", "chunk", "line", "reason", "row")
 _MAX_QUARANTINED_TEXT = 500
+_MAX_CELL_IN_REASON = 60
+# Stand-ins for undecodable bytes while Arrow parses input that is not UTF-8, and back.
+_REPLACEMENT = "\ufffd".encode()
+_UNDECODABLE = b"\xff"
 
 
 class CsvInputError(UserInputError):
@@ -97,6 +102,8 @@ class UnitResult:
   rows_per_split: dict[str, int] = dataclasses.field(default_factory=dict)
   shards: dict[str, str] = dataclasses.field(default_factory=dict)
   quarantine_file: str | None = None
+  # Message of the CsvInputError that stopped this unit, if any.
+  error: str | None = None
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -162,14 +169,38 @@ def plan_chunks(path: str, target_bytes: int) -> list[Chunk]:
   return [Chunk(path, i, a, b) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
 
 
-def _chunk_source(chunk: Chunk):
-  """Something Arrow can read for a chunk, and the number of lines it holds (or 0)."""
+def _chunk_source(chunk: Chunk) -> tuple[bytes | None, int]:
+  """The bytes of a chunk (None for a whole file) and the number of lines it holds (or 0)."""
   if chunk.end is None:
-    return _open_binary(chunk.path), 0
+    return None, 0
   with tf.io.gfile.GFile(chunk.path, "rb") as f:
     f.seek(chunk.start)
     data = f.read(chunk.end - chunk.start)
-  return pa.BufferReader(pa.py_buffer(data)), data.count(b"\n")
+  return data, data.count(b"\n")
+
+
+def _is_utf8(path: str, data: bytes | None) -> bool:
+  """Whether a file (or a chunk's bytes) decodes as UTF-8; ASCII decodes at memcpy speed."""
+  decoder = codecs.getincrementaldecoder("utf-8")()
+  try:
+    if data is not None:
+      decoder.decode(data, final=True)
+      return True
+    with tf.io.gfile.GFile(path, "rb") as f:
+      while block := f.read(16 << 20):
+        decoder.decode(block)
+    decoder.decode(b"", final=True)
+  except UnicodeDecodeError:
+    return False
+  return True
+
+
+def _mark_undecodable(batch: pa.RecordBatch) -> pa.RecordBatch:
+  """Turns the U+FFFD of a repaired input back into bytes that are not UTF-8."""
+  return pa.RecordBatch.from_arrays(
+    [pc.replace_substring(c, _REPLACEMENT, _UNDECODABLE) for c in batch.columns],
+    names=batch.schema.names,
+  )
 
 
 def read_header(path: str, delimiter: str = ",") -> list[str]:
@@ -183,12 +214,13 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
     head = f.read(1 << 20)
   if not head.strip():
     raise CsvInputError(f"{path} is empty; give a CSV file whose first line is a header.")
+  head = head.removeprefix(codecs.BOM_UTF8)
   try:
-    text = head.decode("utf-8-sig")
+    text = head.decode("utf-8")
   except UnicodeDecodeError as e:
     # The cut at 1 MiB may split a character; only a failure before it counts.
-    text = head[: e.start].decode("utf-8-sig")
-    if "\n" not in text:
+    text = head[: e.start].decode("utf-8")
+    if "\n" not in text and "\r" not in text:
       raise CsvInputError(
         f"{path}: the header line is not valid UTF-8; save the file as UTF-8."
       ) from None
@@ -301,8 +333,14 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions) -> _BatchVerdict
     if failed.any():
       cells = text.to_pylist()
       for i in np.flatnonzero(failed & ~bad):
+        # A huge cell in the reason would exceed the csv module's field limit on read-back.
+        cell = (
+          cells[i]
+          if len(cells[i]) <= _MAX_CELL_IN_REASON
+          else cells[i][:_MAX_CELL_IN_REASON] + "..."
+        )
         reasons[i] = (
-          f"column {name!r}: {cells[i]!r} is not {'an integer' if kind == INT else 'a number'}"
+          f"column {name!r}: {cell!r} is not {'an integer' if kind == INT else 'a number'}"
         )
       bad |= failed
     if kind == FLOAT:
@@ -381,7 +419,7 @@ def iter_raw_batches(
     options: Conversion options.
     on_ragged: Called with (record_number, text, expected, actual) for rows with
       a wrong number of fields; those rows are skipped.
-    source: What to read instead of `path` (a chunk's bytes).
+    source: Bytes to read instead of `path` (a chunk's).
     has_header: Whether the first record is the header (false for later chunks).
 
   Raises:
@@ -393,29 +431,45 @@ def iter_raw_batches(
     on_ragged(row.number, row.text, row.expected_columns, row.actual_columns)
     return "skip"
 
-  reader = pa_csv.open_csv(
-    _open_binary(path) if source is None else source,
-    read_options=pa_csv.ReadOptions(
-      column_names=list(column_names),
-      skip_rows=int(has_header),
-      block_size=options.block_size,
-      use_threads=False,
-    ),
-    parse_options=pa_csv.ParseOptions(
-      delimiter=options.delimiter, newlines_in_values=True, invalid_row_handler=handler
-    ),
-    convert_options=pa_csv.ConvertOptions(
-      column_types={c: pa.binary() for c in column_names},
-      null_values=[""],
-      strings_can_be_null=True,
-      quoted_strings_can_be_null=True,
-    ),
-  )
+  data = source
+  repaired = not _is_utf8(path, data)
+  if repaired:
+    # pyarrow decodes a ragged row's text as strict UTF-8 before calling the handler, so
+    # undecodable bytes in a ragged row stop the parser (and print a traceback). Such input
+    # is parsed from a copy with U+FFFD in their place: ASCII bytes, hence rows and fields,
+    # are unchanged, and `_mark_undecodable` restores undecodable cells for quarantine.
+    if data is None:
+      with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    data = data.decode("utf-8", "replace").encode("utf-8")
   try:
-    yield from reader
+    reader = pa_csv.open_csv(
+      _open_binary(path) if data is None else pa.BufferReader(pa.py_buffer(data)),
+      read_options=pa_csv.ReadOptions(
+        column_names=list(column_names),
+        skip_rows=int(has_header),
+        block_size=options.block_size,
+        use_threads=False,
+      ),
+      parse_options=pa_csv.ParseOptions(
+        delimiter=options.delimiter, newlines_in_values=True, invalid_row_handler=handler
+      ),
+      convert_options=pa_csv.ConvertOptions(
+        column_types={c: pa.binary() for c in column_names},
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=True,
+      ),
+    )
+    for batch in reader:
+      yield _mark_undecodable(batch) if repaired else batch
   except pa.ArrowInvalid as e:
+    size = len(data) if data is not None else tf.io.gfile.stat(path).length
+    if has_header and size <= options.block_size and "skip initial" in str(e):
+      return  # A header without a line end and nothing after it: no data rows.
+    reason = " ".join(str(e).split())[:_MAX_QUARANTINED_TEXT]
     raise CsvInputError(
-      f"{path}: the CSV parser stopped ({e}); if a row is longer than "
+      f"{path}: the CSV parser stopped ({reason}); if a row is longer than "
       f"{options.block_size} bytes, raise the block size."
     ) from None
 
@@ -545,7 +599,10 @@ def write_quarantine(path: str, rows: list[dict], with_chunk: bool = False) -> N
   fields = _CHUNK_FIELDS if with_chunk else _QUARANTINE_FIELDS
   writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
   writer.writeheader()
-  writer.writerows(rows)
+  # Python 3.10's csv module can neither write nor read a NUL character.
+  writer.writerows(
+    {k: v.replace("\0", "\\0") if isinstance(v, str) else v for k, v in row.items()} for row in rows
+  )
   tf.io.gfile.makedirs(os.path.dirname(path))
   with tf.io.gfile.GFile(path, "w") as f:
     f.write(buf.getvalue())

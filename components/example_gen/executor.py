@@ -77,14 +77,19 @@ class _ConvertUnit(beam.DoFn):
   def process(self, unit):
     index, (path, chunk, start, end), fixed = unit
     plan = csv_lib.SplitPlan(**{**self._plan_kwargs, "fixed": fixed})
-    result = csv_lib.convert_file(
-      csv_lib.Chunk(path, chunk, start, end),
-      self._options,
-      plan,
-      self._output_dirs,
-      f"data-{index:05d}",
-      self._quarantine_dir,
-    )
+    try:
+      result = csv_lib.convert_file(
+        csv_lib.Chunk(path, chunk, start, end),
+        self._options,
+        plan,
+        self._output_dirs,
+        f"data-{index:05d}",
+        self._quarantine_dir,
+      )
+    except csv_lib.CsvInputError as e:
+      # DirectRunner worker processes hand exceptions back as RuntimeErrors holding a
+      # traceback, so a user error travels as data and `Do` raises it again.
+      result = csv_lib.UnitResult(file=path, chunk=chunk, error=str(e))
     yield result.to_json()
 
 
@@ -265,6 +270,9 @@ class Executor(BaseExampleGenExecutor):
     return results
 
   def _finish(self, examples, results, split_names, quarantine_dir, exec_properties, types_, spans):
+    errors = sorted((r.file, r.chunk, r.error) for r in results if r.error)
+    if errors:
+      raise csv_lib.CsvInputError(errors[0][2])
     rows = sum(r.rows_read for r in results)
     bad = sum(r.bad_rows for r in results)
     per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
