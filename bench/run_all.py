@@ -44,9 +44,9 @@ def main(argv=None) -> int:
   eg_args = (
     ["--rows", "200000", "--repeats", "1", "--stock-repeats", "1"]
     if args.quick
-    else ["--rows", "200000", "1000000", "--repeats", "3", "--stock-repeats", "3", "1"]
+    else ["--rows", "200000", "1000000", "--repeats", "2", "--stock-repeats", "2", "1"]
   )
-  pipe_args = ["--repeats", "1" if args.quick else "3"]
+  pipe_args = ["--repeats", "1" if args.quick else "2"]
   started = datetime.datetime.now(datetime.timezone.utc)
   sections = [
     _section("ExampleGen: ours vs stock CsvExampleGen", example_gen.main, eg_args),
