@@ -43,18 +43,9 @@ class LatestBlessedModelFromEarlierDataStrategy(tfx.dsl.experimental.ResolverStr
       model was trained on other data; `examples` unchanged.
     """
     current = {a.id for a in input_dict["examples"]}
-    blessings = {
-      b.get_int_custom_property("current_model_id"): b
-      for b in input_dict["model_blessing"]
-      if b.get_int_custom_property("blessed") == 1
-    }
-    result = {"model": [], "model_blessing": [], "examples": list(input_dict["examples"])}
-    for model in sorted(input_dict["model"], key=lambda a: a.id, reverse=True):
-      if model.id in blessings and not current & _trained_on(store, model.id):
-        result["model"] = [model]
-        result["model_blessing"] = [blessings[model.id]]
-        break
-    return result
+    return _latest_blessed(
+      input_dict, "examples", lambda model: not current & _trained_on(store, model.id)
+    )
 
 
 class LatestBlessedModelOtherThanCandidateStrategy(tfx.dsl.experimental.ResolverStrategy):
@@ -81,18 +72,32 @@ class LatestBlessedModelOtherThanCandidateStrategy(tfx.dsl.experimental.Resolver
     """
     del store
     candidates = {a.id for a in input_dict["candidate"]}
-    blessings = {
-      b.get_int_custom_property("current_model_id"): b
-      for b in input_dict["model_blessing"]
-      if b.get_int_custom_property("blessed") == 1
-    }
-    result = {"model": [], "model_blessing": [], "candidate": list(input_dict["candidate"])}
-    for model in sorted(input_dict["model"], key=lambda a: a.id, reverse=True):
-      if model.id in blessings and model.id not in candidates:
-        result["model"] = [model]
-        result["model_blessing"] = [blessings[model.id]]
-        break
-    return result
+    return _latest_blessed(input_dict, "candidate", lambda model: model.id not in candidates)
+
+
+def _latest_blessed(input_dict, passthrough: str, eligible) -> dict[str, list[types.Artifact]]:
+  """The newest blessed `model` for which `eligible(model)` holds, with its blessing.
+
+  Args:
+    input_dict: Resolver inputs: `model`, `model_blessing` and the `passthrough` key.
+    passthrough: Input key returned unchanged.
+    eligible: Predicate on a blessed model.
+
+  Returns:
+    `model` and `model_blessing` with at most one artifact each, and the passthrough input.
+  """
+  blessings = {
+    b.get_int_custom_property("current_model_id"): b
+    for b in input_dict["model_blessing"]
+    if b.get_int_custom_property("blessed") == 1
+  }
+  result = {"model": [], "model_blessing": [], passthrough: list(input_dict[passthrough])}
+  for model in sorted(input_dict["model"], key=lambda a: a.id, reverse=True):
+    if model.id in blessings and eligible(model):
+      result["model"] = [model]
+      result["model_blessing"] = [blessings[model.id]]
+      break
+  return result
 
 
 def _trained_on(store: mlmd.MetadataStore, model_id: int) -> set[int]:

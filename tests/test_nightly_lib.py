@@ -11,7 +11,10 @@ from tensorflow_model_analysis.proto import validation_result_pb2
 from tfx.types import standard_artifacts
 
 from pipeline import summary
-from pipeline.factory import LatestBlessedModelFromEarlierDataStrategy
+from pipeline.factory import (
+  LatestBlessedModelFromEarlierDataStrategy,
+  LatestBlessedModelOtherThanCandidateStrategy,
+)
 
 
 class _Store:
@@ -86,6 +89,26 @@ def test_warm_start_base_is_empty_when_only_models_of_this_data_are_blessed():
   result = _resolve(s, [m1], [s.blessing(m1, True)], e1)
   assert result["model"] == [] and result["model_blessing"] == []
   assert _resolve(s, [], [], e1)["model"] == []
+
+
+def test_evaluator_baseline_is_latest_blessed_model_other_than_the_candidate():
+  s = _Store()
+  e1 = s.artifact(standard_artifacts.Examples)
+  m1, m2, m3 = s.trained(e1), s.trained(e1), s.trained(e1)
+  b1, b2, b3 = s.blessing(m1, True), s.blessing(m2, True), s.blessing(m3, False)
+
+  def baseline(candidate):
+    out = LatestBlessedModelOtherThanCandidateStrategy().resolve_artifacts(
+      s.store, {"model": [m1, m2, m3], "model_blessing": [b1, b2, b3], "candidate": [candidate]}
+    )
+    assert out["candidate"] == [candidate]
+    return [a.id for a in out["model"]], [a.id for a in out["model_blessing"]]
+
+  # A new candidate on the same data is still judged against the live model (m2)...
+  assert baseline(m3) == ([m2.id], [b2.id])
+  # ...and a cached rerun of m2 gets the baseline m2 had when it was first evaluated.
+  assert baseline(m2) == ([m1.id], [b1.id])
+  assert baseline(m1) == ([m2.id], [b2.id])
 
 
 def _failure(name, value, threshold, is_diff=False):
