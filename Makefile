@@ -45,7 +45,7 @@ lock:
 	rm -rf /tmp/tfxkit-lock-venv && $(PYTHON) -m venv /tmp/tfxkit-lock-venv
 	/tmp/tfxkit-lock-venv/bin/pip install --quiet --upgrade "pip>=24,<27"
 	/tmp/tfxkit-lock-venv/bin/pip install --quiet ".[test]"
-	/tmp/tfxkit-lock-venv/bin/pip freeze --exclude-editable | grep -v '^tfx-pipeline-kit' > requirements.lock
+	/tmp/tfxkit-lock-venv/bin/pip freeze --all --exclude-editable | grep -vE '^(tfx-pipeline-kit|pip)==' > requirements.lock
 
 clean:
 	rm -rf $(VENV) output

@@ -65,7 +65,7 @@ def test_construct_with_the_pipeline_call(monkeypatch):
 def test_spec_extends_stock_trainer_spec():
   spec = DistributedTrainer.SPEC_CLASS
   assert set(sc.TrainerSpec.PARAMETERS) < set(spec.PARAMETERS)
-  assert set(spec.INPUTS) == set(sc.TrainerSpec.INPUTS)
+  assert set(spec.INPUTS) == set(sc.TrainerSpec.INPUTS) | {"anomalies"}
   assert set(spec.OUTPUTS) == set(sc.TrainerSpec.OUTPUTS)
   for key in (constants.STRATEGY_KEY, constants.LOCAL_WORKERS_KEY, constants.LOCAL_PS_KEY):
     assert key in spec.PARAMETERS
