@@ -234,17 +234,19 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
   return names
 
 
-def _parse_numeric(values: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
-  """Casts a string array to int64 or float64.
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError)
+
+
+def _cast_cells(values: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+  """Casts an array with Arrow, marking the cells that cannot be cast.
 
   Returns:
-    The cast array (nulls where parsing failed) and a boolean mask of failures
+    The cast array (nulls where casting failed) and a boolean mask of failures
     among non-null inputs.
   """
-  target = pa.int64() if kind == INT else pa.float64()
   try:
     return pc.cast(values, target), np.zeros(len(values), dtype=bool)
-  except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+  except _CAST_ERRORS:
     pass
   # Slow path, only for arrays holding at least one bad cell.
   out, failed = [], np.zeros(len(values), dtype=bool)
@@ -253,30 +255,21 @@ def _parse_numeric(values: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
       out.append(None)
       continue
     try:
-      out.append(pc.cast(pa.array([v]), target)[0].as_py())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+      out.append(pc.cast(pa.array([v], type=values.type), target)[0].as_py())
+    except _CAST_ERRORS:
       out.append(None)
       failed[i] = True
   return pa.array(out, type=target), failed
 
 
+def _parse_numeric(values: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
+  """Casts a string array to int64 or float64; see `_cast_cells`."""
+  return _cast_cells(values, pa.int64() if kind == INT else pa.float64())
+
+
 def _to_utf8(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
   """Validates binary cells as UTF-8; returns strings and a mask of undecodable cells."""
-  try:
-    return pc.cast(values, pa.string()), np.zeros(len(values), dtype=bool)
-  except pa.ArrowInvalid:
-    pass
-  out, failed = [], np.zeros(len(values), dtype=bool)
-  for i, v in enumerate(values.to_pylist()):
-    if v is None:
-      out.append(None)
-      continue
-    try:
-      out.append(v.decode("utf-8"))
-    except UnicodeDecodeError:
-      out.append(None)
-      failed[i] = True
-  return pa.array(out, type=pa.string()), failed
+  return _cast_cells(values, pa.string())
 
 
 def _as_list_array(values: pa.Array) -> pa.Array:
