@@ -80,12 +80,6 @@ def _output_of_type(store, execution_id: int, type_name: str):
   return arts[0] if arts else None
 
 
-def _inputs(store, execution_id: int) -> list:
-  events = store.get_events_by_execution_ids([execution_id])
-  ids = [e.artifact_id for e in events if e.type in (e.INPUT, e.DECLARED_INPUT)]
-  return store.get_artifacts_by_id(ids) if ids else []
-
-
 def build_summary(
   store: metadata_store.MetadataStore, pipeline_name: str, since_ms: int, error: str | None
 ) -> dict[str, Any]:
