@@ -1,5 +1,57 @@
-"""Errors a user can cause and fix; runners print them as one line instead of a traceback."""
+"""The one error contract: what a user caused (one line) and what their module code raised."""
+
+from __future__ import annotations
 
 
 class UserInputError(ValueError):
-  """Bad data, a wrong option or missing hardware; the message names the fix."""
+  """Bad data, a wrong option, a missing file or missing hardware; the message names the fix.
+
+  Every component error a user can fix derives from this class. Runners recognise it with
+  `isinstance` anywhere in an exception's cause chain and print its first line, without a
+  traceback.
+  """
+
+
+class UserCodeError(RuntimeError):
+  """An exception raised inside the user's own module code (run_fn, preprocessing_fn, ...).
+
+  Its traceback is the user's to read, so runners print it, and then one last line naming
+  the module file and the function (`str(error)`).
+
+  Attributes:
+    module: the module file (or module path) the function came from.
+    function: the function's name.
+  """
+
+  def __init__(self, module: str, function: str, cause: BaseException):
+    self.module = module
+    self.function = function
+    super().__init__(
+      f"{function} in {module} raised {type(cause).__name__}: {_first_line(cause)}; the "
+      "traceback above points into that function."
+    )
+
+
+def _first_line(error: BaseException) -> str:
+  text = str(error).strip()
+  return text.splitlines()[0] if text else "(no message)"
+
+
+def find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+  """The first exception of type `kind` in the cause/context chain of `error`, or None.
+
+  Args:
+    error: the exception that stopped a run.
+    kind: the class to look for (instances of subclasses match too).
+
+  Returns:
+    The matching exception, or None.
+  """
+  seen: set[int] = set()
+  current: BaseException | None = error
+  while current is not None and id(current) not in seen:
+    seen.add(id(current))
+    if isinstance(current, kind):
+      return current
+    current = current.__cause__ or current.__context__
+  return None

@@ -1,5 +1,7 @@
 """Spec keys, custom_config keys and artifact property names of the DistributedTrainer."""
 
+from components import defaults
+
 # Execution parameters added to the stock TrainerSpec.
 STRATEGY_KEY = "strategy"
 LOCAL_WORKERS_KEY = "local_workers"
@@ -13,28 +15,36 @@ MAX_RESTARTS_KEY = "max_restarts"
 # Optional input: ExampleValidator output; anomalies stop training before it starts.
 ANOMALIES_KEY = "anomalies"
 
-# Keys of `custom_config` that the build_model path reads (run_fn modules get the whole dict).
+# Keys of `custom_config` that the default module reads (run_fn modules get the whole dict).
 LABEL_KEY_CONFIG = "label_key"
-NUM_CLASSES_CONFIG = "num_classes"
+TASK_CONFIG = "task"
+EXCLUDE_COLUMNS_CONFIG = "exclude_columns"
 HPARAMS_CONFIG = "hparams"
-LEARNING_RATE_CONFIG = "learning_rate"
 SEED_CONFIG = "seed"
+PROFILE_STEPS_CONFIG = "profile_steps"
+TUNE_TRIALS_CONFIG = "tune_trials"
 
 # Names of the module functions of the two module styles.
-RUN_FN = "run_fn"
-BUILD_MODEL_FN = "build_model"
-DEFAULT_MODULE_PATH = "components.distributed_trainer.default_module"
+RUN_FN = defaults.RUN_FN
+BUILD_MODEL_FN = defaults.BUILD_MODEL_FN
+DEFAULT_MODULE_PATH = defaults.DEFAULT_MODULE_PATH
 
 # Custom properties written on the Model artifact.
 STRATEGY_PROPERTY = "strategy"
 NUM_REPLICAS_PROPERTY = "num_replicas_in_sync"
 STRATEGY_REASON_PROPERTY = "strategy_reason"
 EVAL_ACCURACY_PROPERTY = "eval_accuracy"
+EVAL_METRICS_PROPERTY = "eval_metrics"
 MODULE_STYLE_PROPERTY = "module_style"
 NUM_WORKERS_PROPERTY = "num_workers"
 RESTARTS_PROPERTY = "restarts"
 INITIAL_EPOCH_PROPERTY = "initial_epoch"
+STEPS_RUN_PROPERTY = "steps_run"
 EXAMPLES_PER_SEC_PROPERTY = "train_examples_per_sec"
+TASK_PROPERTY = "task"
+LABEL_CLASSES_PROPERTY = "label_classes"
+HPARAMS_PROPERTY = "hparams"
+PROFILE_DIR_PROPERTY = "profile_dir"
 
-DEFAULT_WORKER_TIMEOUT_S = 1800
-DEFAULT_MAX_RESTARTS = 0
+DEFAULT_WORKER_TIMEOUT_S = defaults.WORKER_TIMEOUT_S
+DEFAULT_MAX_RESTARTS = defaults.MAX_RESTARTS

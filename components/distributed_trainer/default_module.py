@@ -1,28 +1,36 @@
-"""Default DistributedTrainer module: a small dense classifier for the 8x8 digits data."""
+"""Default trainer module: a tabular model for any CSV, written to the stock TFX module contract.
+
+Copy this file to start a module of your own: `run_fn` and `tuner_fn` are what TFX's Trainer,
+this project's DistributedTrainer and TFX's Tuner call. The network on top of the model's
+preprocessing is `_body`; change it, and keep its inputs and outputs:
+
+  - in: the preprocessed float32 [batch, hparams['num_features']] vector (numbers imputed,
+    missing indicators added and standardized; text one-hot encoded, see tabular_lib);
+  - out: softmax probabilities over the classes (multiclass), one sigmoid probability
+    (binary) or the value (regression), as `tabular_lib.default_body` returns them.
+
+Hyper-parameters come from the pipeline's `--hparams key=value,...` (custom_config['hparams'])
+and, with `--tune`, from the Tuner's best trial.
+"""
 
 from typing import Any
 
-import tensorflow as tf
-
-# Digits pixels are integer intensities 0..16.
-_PIXEL_SCALE = 16.0
+from components.distributed_trainer import tabular_lib
+from components.distributed_trainer.distributed_trainer_lib import manages_strategy
 
 
-# DistributedTrainer will call this function inside strategy.scope(); it compiles the model.
-def build_model(hparams: dict[str, Any]) -> tf.keras.Model:
-  """Builds an uncompiled MLP taking float32 [batch, num_features], returning probabilities.
+def _body(x, hparams: dict[str, Any]):
+  return tabular_lib.default_body(x, hparams)
 
-  Args:
-    hparams: trainer-provided `num_features` and `num_classes`, plus optional
-      `hidden_units` (default 64) and `input_scale` (default 16.0).
 
-  Returns:
-    An uncompiled tf.keras.Model.
-  """
-  inputs = tf.keras.Input(shape=(hparams["num_features"],), dtype=tf.float32, name="features")
-  x = tf.keras.layers.Rescaling(1.0 / float(hparams.get("input_scale", _PIXEL_SCALE)))(inputs)
-  x = tf.keras.layers.Dense(int(hparams.get("hidden_units", 64)), activation="relu")(x)
-  logits = tf.keras.layers.Dense(hparams["num_classes"])(x)
-  # Softmax in float32 keeps probabilities exact under mixed precision policies.
-  outputs = tf.keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
-  return tf.keras.Model(inputs, outputs)
+# TFX Trainer (and the DistributedTrainer) will call this function.
+@manages_strategy
+def run_fn(fn_args) -> None:
+  """Profiles the training split, builds preprocessing + network, trains and exports."""
+  tabular_lib.run(fn_args, _body)
+
+
+# TFX Tuner will call this function.
+def tuner_fn(fn_args):
+  """Searches width, depth and learning rate; `--tune-trials` bounds the trials."""
+  return tabular_lib.tuner_fn(fn_args, _body)

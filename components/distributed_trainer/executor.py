@@ -18,8 +18,10 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 import components
-from components.distributed_trainer import anomalies_lib, constants, launch, strategy_lib
+from components import defaults, model_contract
+from components.distributed_trainer import anomalies_lib, constants, launch, strategy_lib, tabular_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
+from components.errors import UserCodeError, UserInputError
 
 _LOG = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
   """Stock FnArgs plus the strategy built for this process.
 
   Attributes:
-    strategy: the tf.distribute.Strategy (run_fn runs inside its scope).
+    strategy: the tf.distribute.Strategy (stock run_fns run inside its scope).
     cluster_coordinator: ClusterCoordinator under parameter_server, else None.
     strategy_name: chosen strategy name.
     strategy_reason: why it was chosen.
@@ -37,7 +39,11 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
     task_type: TF_CONFIG task type ('chief' without a cluster).
     task_index: TF_CONFIG task index.
     global_batch_size: examples per step over all replicas.
+    num_epochs: epochs the training steps are split into (a backup is saved after each).
+    steps_per_execution: steps per compiled call.
     mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
+    built_strategy: the strategy_lib.BuiltStrategy (for modules that manage the strategy).
+    attempt: restart count of the surrounding local cluster.
   """
 
   strategy = attr.ib(type=Any, default=None)
@@ -47,13 +53,32 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
   is_chief = attr.ib(type=bool, default=True)
   task_type = attr.ib(type=str, default="chief")
   task_index = attr.ib(type=int, default=0)
-  global_batch_size = attr.ib(type=int, default=lib.DEFAULT_GLOBAL_BATCH_SIZE)
+  global_batch_size = attr.ib(type=int, default=defaults.GLOBAL_BATCH_SIZE)
+  num_epochs = attr.ib(type=int, default=defaults.NUM_EPOCHS)
+  steps_per_execution = attr.ib(type=int, default=defaults.STEPS_PER_EXECUTION)
   mixed_precision = attr.ib(type=str, default="")
+  built_strategy = attr.ib(type=Any, default=None)
+  attempt = attr.ib(type=int, default=0)
 
 
 def _prop(exec_properties: dict[str, Any], key: str, default: Any) -> Any:
   value = exec_properties.get(key)
   return default if value in (None, "") else value
+
+
+def _module_name(exec_properties: dict[str, Any]) -> str:
+  return (
+    exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+    or exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+    or exec_properties.get(standard_component_specs.RUN_FN_KEY)
+    or "the trainer module"
+  )
+
+
+def _is_own_module(exec_properties: dict[str, Any]) -> bool:
+  return exec_properties.get(standard_component_specs.MODULE_PATH_KEY) == (
+    defaults.DEFAULT_MODULE_PATH
+  ) and not exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
 
 
 class Executor(trainer_executor.GenericExecutor):
@@ -87,10 +112,13 @@ class Executor(trainer_executor.GenericExecutor):
     else:
       result = self.train(input_dict, output_dict, exec_properties)
     model = artifact_utils.get_single_instance(output_dict[standard_component_specs.MODEL_KEY])
-    _record(model, result, num_workers=max(workers, 1), restarts=restarts)
-    serving_dir = os.path.join(model.uri, lib.SERVING_DIR)
+    serving_dir = model_contract.serving_dir(model.uri)
     if not fileio.exists(serving_dir):
-      raise RuntimeError(f"training finished without writing a serving model to {serving_dir}.")
+      raise RuntimeError(
+        f"{_module_name(exec_properties)} finished without writing a serving model to "
+        f"{serving_dir}; its run_fn must save the model to fn_args.serving_model_dir."
+      )
+    _record(model, result, num_workers=max(workers, 1), restarts=restarts)
     _LOG.info("Training complete. Model written to %s.", serving_dir)
 
   def train(
@@ -112,9 +140,12 @@ class Executor(trainer_executor.GenericExecutor):
       This process's TrainResult.
 
     Raises:
-      ValueError: when the module defines neither run_fn nor build_model.
+      UserInputError: when the module defines neither run_fn nor build_model.
+      UserCodeError: when the user's module code raises.
     """
-    lib.skip_autograph_for_tf_keras()
+    from components import tf_compat
+
+    tf_compat.apply()
     built = strategy_lib.build_strategy(
       _prop(exec_properties, constants.STRATEGY_KEY, strategy_lib.AUTO)
     )
@@ -129,21 +160,39 @@ class Executor(trainer_executor.GenericExecutor):
       task_type=built.task_type,
       task_index=built.task_index,
       global_batch_size=int(
-        _prop(exec_properties, constants.GLOBAL_BATCH_SIZE_KEY, lib.DEFAULT_GLOBAL_BATCH_SIZE)
+        _prop(exec_properties, constants.GLOBAL_BATCH_SIZE_KEY, defaults.GLOBAL_BATCH_SIZE)
+      ),
+      num_epochs=int(_prop(exec_properties, constants.NUM_EPOCHS_KEY, defaults.NUM_EPOCHS)),
+      steps_per_execution=int(
+        _prop(exec_properties, constants.STEPS_PER_EXECUTION_KEY, defaults.STEPS_PER_EXECUTION)
       ),
       mixed_precision=_prop(exec_properties, constants.MIXED_PRECISION_KEY, ""),
+      built_strategy=built,
+      attempt=attempt,
     )
+    own = _is_own_module(exec_properties)
     run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
     if run_fn is not None:
-      return _train_run_fn(run_fn, fn_args, built, attempt)
+      try:
+        return _call_user_code(
+          own, _module_name(exec_properties), constants.RUN_FN, _train_run_fn, run_fn, fn_args
+        )
+      except UserCodeError as e:
+        _check_transform(fn_args, exec_properties, e)
+        raise
     build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
     if build_model is None:
-      raise ValueError(
-        "the trainer module defines neither run_fn(fn_args) nor build_model(hparams); add one "
-        "of them to the module_file"
+      raise UserInputError(
+        f"{_module_name(exec_properties)} defines neither run_fn(fn_args) nor "
+        "build_model(hparams); add one of them."
       )
-    config = _train_config(fn_args, exec_properties, output_dict)
-    return lib.train_build_model(build_model, config, built, attempt=attempt)
+    body = tabular_lib.build_model_adapter(build_model)
+    return _call_user_code(
+      own,
+      _module_name(exec_properties),
+      constants.BUILD_MODEL_FN,
+      lambda: tabular_lib.run(fn_args, body, module_style=constants.BUILD_MODEL_FN),
+    )
 
   def _run_local_cluster(
     self,
@@ -157,15 +206,16 @@ class Executor(trainer_executor.GenericExecutor):
       output_dict[standard_component_specs.MODEL_RUN_KEY]
     )
     spec_path = lib.run_state_dir(model_run_dir, "spec.json")
-    os.makedirs(os.path.dirname(spec_path), exist_ok=True)
-    with open(spec_path, "w") as f:
-      json.dump(
-        {
-          "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
-          "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
-          "exec_properties": exec_properties,
-        },
-        f,
+    fileio.makedirs(os.path.dirname(spec_path))
+    with fileio.open(spec_path, "w") as f:
+      f.write(
+        json.dumps(
+          {
+            "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
+            "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
+            "exec_properties": exec_properties,
+          }
+        )
       )
     # The workers import this package by module path, so they need its parent on their path.
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
@@ -176,11 +226,9 @@ class Executor(trainer_executor.GenericExecutor):
       num_ps=num_ps,
       log_dir=lib.run_state_dir(model_run_dir, "cluster_logs"),
       timeout_s=float(
-        _prop(exec_properties, constants.WORKER_TIMEOUT_KEY, constants.DEFAULT_WORKER_TIMEOUT_S)
+        _prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S)
       ),
-      max_restarts=int(
-        _prop(exec_properties, constants.MAX_RESTARTS_KEY, constants.DEFAULT_MAX_RESTARTS)
-      ),
+      max_restarts=int(_prop(exec_properties, constants.MAX_RESTARTS_KEY, defaults.MAX_RESTARTS)),
       env={"PYTHONPATH": python_path, "TF_USE_LEGACY_KERAS": "1"},
     )
     chief_type = "chief" if num_ps else "worker"
@@ -188,8 +236,47 @@ class Executor(trainer_executor.GenericExecutor):
     return result, run.restarts
 
 
-def _train_run_fn(run_fn, fn_args: DistributedFnArgs, built, attempt: int) -> lib.TrainResult:
-  """Runs a stock run_fn inside the strategy scope; non-chiefs save to a scratch folder."""
+def _call_user_code(own: bool, module: str, function: str, call, *args):
+  """Calls user module code; its own failures become UserCodeError naming module and function.
+
+  User input errors keep their one-line form, and the project's own default module is not
+  user code, so its errors stay what they are.
+  """
+  try:
+    return call(*args)
+  except (UserInputError, UserCodeError):
+    raise
+  except Exception as e:
+    if own:
+      raise
+    raise UserCodeError(module, function, e) from e
+
+
+def _check_transform(fn_args, exec_properties: dict[str, Any], error: UserCodeError) -> None:
+  """Explains a run_fn failure that comes from reading `transform_output` without Transform."""
+  if fn_args.transform_output:
+    return
+  module_file = exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+  if not module_file or not fileio.exists(module_file):
+    return
+  with fileio.open(module_file, "r") as f:
+    text = f.read()
+  if "transform_output" in text or "transform_graph_path" in text:
+    raise UserInputError(
+      f"run_fn in {module_file} reads fn_args.transform_output, but the pipeline has no "
+      "Transform; define preprocessing_fn in the module (or pass --transform-module FILE) so "
+      "the pipeline adds one."
+    ) from error
+
+
+def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
+  """Runs a run_fn: inside the strategy scope for stock ones; non-chiefs save to scratch."""
+  from components import tf_compat
+
+  built = fn_args.built_strategy
+  if getattr(run_fn, "manages_strategy", False):
+    run_fn(fn_args)
+    return lib.read_result(lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index))
   scratch = None
   if not built.is_chief:
     # Stock modules save unconditionally, and a distributed save must run on every worker,
@@ -197,7 +284,7 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs, built, attempt: int) -> li
     scratch = lib.run_state_dir(
       fn_args.model_run_dir, "scratch", f"{built.task_type}-{built.task_index}"
     )
-    fn_args.serving_model_dir = os.path.join(scratch, lib.SERVING_DIR)
+    fn_args.serving_model_dir = os.path.join(scratch, model_contract.SERVING_DIR)
   if built.choice.name == strategy_lib.MULTI_WORKER_MIRRORED:
     files = min(len(lib.list_files(fn_args.train_files)), len(lib.list_files(fn_args.eval_files)))
     if files < built.num_workers:
@@ -206,8 +293,8 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs, built, attempt: int) -> li
         files,
         built.num_workers,
       )
-      lib.shard_user_datasets_by_data(built.strategy)
-  _LOG.info("Training with run_fn under %s (attempt %d).", built.choice.name, attempt)
+      tf_compat.shard_by_record(built.strategy)
+  _LOG.info("Training with run_fn under %s (attempt %d).", built.choice.name, fn_args.attempt)
   try:
     with built.strategy.scope():
       run_fn(fn_args)
@@ -227,64 +314,47 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs, built, attempt: int) -> li
   return result
 
 
-def _train_config(
-  fn_args: DistributedFnArgs,
-  exec_properties: dict[str, Any],
-  output_dict: dict[str, list[types.Artifact]],
-) -> lib.TrainConfig:
-  """Maps FnArgs and execution properties to the plain TrainConfig of the library."""
-  custom = dict(fn_args.custom_config or {})
-  hparams = dict(custom.get(constants.HPARAMS_CONFIG) or {})
-  if fn_args.hyperparameters:
-    # Tuner output: keras_tuner.HyperParameters config; its 'values' are the chosen ones.
-    hparams.update(fn_args.hyperparameters.get("values", {}))
-  if not fn_args.schema_path:
-    raise ValueError(
-      "a build_model module needs the schema; pass schema=schema_gen.outputs['schema']"
-    )
-  return lib.TrainConfig(
-    train_files=list(fn_args.train_files),
-    eval_files=list(fn_args.eval_files),
-    schema_path=fn_args.schema_path,
-    model_dir=artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY]),
-    model_run_dir=fn_args.model_run_dir,
-    train_steps=fn_args.train_steps,
-    eval_steps=fn_args.eval_steps,
-    label_key=custom.get(constants.LABEL_KEY_CONFIG, lib.DEFAULT_LABEL_KEY),
-    num_classes=custom.get(constants.NUM_CLASSES_CONFIG),
-    global_batch_size=fn_args.global_batch_size,
-    num_epochs=int(_prop(exec_properties, constants.NUM_EPOCHS_KEY, lib.DEFAULT_NUM_EPOCHS)),
-    steps_per_execution=int(
-      _prop(exec_properties, constants.STEPS_PER_EXECUTION_KEY, lib.DEFAULT_STEPS_PER_EXECUTION)
-    ),
-    mixed_precision=fn_args.mixed_precision,
-    learning_rate=float(custom.get(constants.LEARNING_RATE_CONFIG, lib.DEFAULT_LEARNING_RATE)),
-    hparams=hparams,
-    base_model_dir=fn_args.base_model,
-    seed=int(custom.get(constants.SEED_CONFIG, lib.DEFAULT_SHUFFLE_SEED)),
-  )
-
-
 def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, restarts: int):
-  """Writes the strategy and the evaluation onto the Model artifact."""
+  """Writes the strategy, the task and the evaluation onto the Model artifact."""
   model.set_string_custom_property(constants.STRATEGY_PROPERTY, result.strategy)
   model.set_int_custom_property(constants.NUM_REPLICAS_PROPERTY, result.num_replicas_in_sync)
   model.set_string_custom_property(constants.STRATEGY_REASON_PROPERTY, result.strategy_reason)
   model.set_string_custom_property(constants.MODULE_STYLE_PROPERTY, result.module_style)
   model.set_int_custom_property(constants.NUM_WORKERS_PROPERTY, num_workers)
   model.set_int_custom_property(constants.RESTARTS_PROPERTY, restarts)
+  contract = model_contract.read_contract(model_contract.serving_dir(model.uri))
+  if contract is not None:
+    model.set_string_custom_property(constants.TASK_PROPERTY, contract.task)
+    model.set_string_custom_property(
+      constants.LABEL_CLASSES_PROPERTY, json.dumps(contract.label.get("classes", []))
+    )
+  elif result.task:
+    model.set_string_custom_property(constants.TASK_PROPERTY, result.task)
+  if result.hparams:
+    model.set_string_custom_property(
+      constants.HPARAMS_PROPERTY, json.dumps(result.hparams, sort_keys=True)
+    )
+  if result.eval_metrics:
+    model.set_string_custom_property(
+      constants.EVAL_METRICS_PROPERTY, json.dumps(result.eval_metrics, sort_keys=True)
+    )
   if result.eval_accuracy is not None:
     model.set_float_custom_property(constants.EVAL_ACCURACY_PROPERTY, result.eval_accuracy)
   if result.initial_epoch is not None:
     model.set_int_custom_property(constants.INITIAL_EPOCH_PROPERTY, result.initial_epoch)
+  if result.steps_run is not None:
+    model.set_int_custom_property(constants.STEPS_RUN_PROPERTY, result.steps_run)
   if result.train_examples_per_sec is not None:
     model.set_float_custom_property(
       constants.EXAMPLES_PER_SEC_PROPERTY, result.train_examples_per_sec
     )
+  if result.profile_dir:
+    model.set_string_custom_property(constants.PROFILE_DIR_PROPERTY, result.profile_dir)
   _LOG.info(
-    "DistributedTrainer result: strategy=%s replicas=%d reason=%s eval_accuracy=%s",
+    "DistributedTrainer result: strategy=%s replicas=%d reason=%s task=%s eval=%s",
     result.strategy,
     result.num_replicas_in_sync,
     result.strategy_reason,
-    result.eval_accuracy,
+    result.task,
+    result.eval_metrics or result.eval_accuracy,
   )

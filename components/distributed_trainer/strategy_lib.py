@@ -9,16 +9,20 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components import defaults
+from components.errors import UserInputError
+
 _LOG = logging.getLogger(__name__)
 
-AUTO = "auto"
-ONE_DEVICE = "one_device"
-MIRRORED = "mirrored"
-MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
-PARAMETER_SERVER = "parameter_server"
-TPU = "tpu"
-
-STRATEGY_NAMES = (AUTO, ONE_DEVICE, MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TPU)
+AUTO = defaults.AUTO
+ONE_DEVICE = defaults.ONE_DEVICE
+MIRRORED = defaults.MIRRORED
+MULTI_WORKER_MIRRORED = defaults.MULTI_WORKER_MIRRORED
+PARAMETER_SERVER = defaults.PARAMETER_SERVER
+TPU = defaults.TPU
+STRATEGY_NAMES = defaults.STRATEGY_NAMES
+# The strategy of a process that nobody chose one for (the stock TFX Trainer).
+DEFAULT = "default"
 
 # TF_CONFIG job names that take part in training (the 'evaluator' job does not).
 _TRAINING_JOBS = ("chief", "master", "worker")
@@ -26,7 +30,7 @@ _TRAINING_JOBS = ("chief", "master", "worker")
 _TPU_ENV_VARS = ("TPU_NAME", "TPU_WORKER_HOSTNAMES", "COLAB_TPU_ADDR")
 
 
-class StrategyUnavailableError(ValueError):
+class StrategyUnavailableError(UserInputError):
   """A requested strategy cannot run here; the message names what is missing."""
 
 
@@ -467,3 +471,13 @@ def build_strategy(
     choice.reason,
   )
   return built
+
+
+def default_strategy() -> BuiltStrategy:
+  """The strategy in effect when no DistributedTrainer built one (e.g. the stock Trainer)."""
+  import tensorflow as tf
+
+  return BuiltStrategy(
+    strategy=tf.distribute.get_strategy(),
+    choice=StrategyChoice(DEFAULT, "no strategy was chosen: TensorFlow's default strategy"),
+  )

@@ -1,0 +1,74 @@
+"""Every default value and name list the components and runners share, in one place.
+
+Plain Python: no TensorFlow or TFX imports, so runners can read it before anything heavy loads.
+"""
+
+# Label and task.
+LABEL_KEY = "label"
+TASK = "auto"
+MAX_CLASSES = 1000
+# Fewer eval rows than this and nothing is blessed: a metric on a handful of rows says little.
+MIN_EVAL_EXAMPLES = 50
+
+# Training.
+TRAIN_STEPS = 600
+EVAL_STEPS = 0  # 0: the whole eval split.
+GLOBAL_BATCH_SIZE = 64
+NUM_EPOCHS = 5
+STEPS_PER_EXECUTION = 10
+WORKER_TIMEOUT_S = 1800
+MAX_RESTARTS = 0
+
+# Module styles, as recorded on the Model artifact.
+RUN_FN = "run_fn"
+BUILD_MODEL_FN = "build_model"
+PREPROCESSING_FN = "preprocessing_fn"
+TUNER_FN = "tuner_fn"
+MODULE_STYLE_TABULAR = "tabular"
+DEFAULT_MODULE_PATH = "components.distributed_trainer.default_module"
+
+# tf.distribute strategies.
+AUTO = "auto"
+ONE_DEVICE = "one_device"
+MIRRORED = "mirrored"
+MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+PARAMETER_SERVER = "parameter_server"
+TPU = "tpu"
+STRATEGY_NAMES = (AUTO, ONE_DEVICE, MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TPU)
+
+# Optimizer variants, in report order.
+PRUNED = "pruned"
+TFLITE_FLOAT32 = "tflite_float32"
+TFLITE_DYNAMIC_RANGE = "tflite_dynamic_range"
+TFLITE_FLOAT16 = "tflite_float16"
+TFLITE_INT8 = "tflite_int8"
+PRUNED_INT8 = "pruned_int8"
+QAT = "qat"
+ONNX = "onnx"
+TENSORRT_FP16 = "tensorrt_fp16"
+VARIANTS = (
+  PRUNED,
+  TFLITE_FLOAT32,
+  TFLITE_DYNAMIC_RANGE,
+  TFLITE_FLOAT16,
+  TFLITE_INT8,
+  PRUNED_INT8,
+  QAT,
+  ONNX,
+  TENSORRT_FP16,
+)
+# QAT retrains, so it is opt-in; TensorRT is switched by the `tensorrt` option alone.
+DEFAULT_VARIANTS = tuple(v for v in VARIANTS if v not in (QAT, TENSORRT_FP16))
+TENSORRT_OFF = "off"
+TENSORRT_AUTO = "auto"
+TENSORRT_REQUIRED = "required"
+TENSORRT_MODES = (TENSORRT_OFF, TENSORRT_AUTO, TENSORRT_REQUIRED)
+TARGET_SPARSITY = 0.8
+# A variant is blessed if its metric is at most this many points (percent) worse.
+VARIANT_MAX_DROP = 1.0
+
+# Blessing.
+MAX_ACCURACY_DROP = 0.01
+
+# Pusher.
+KEEP_VERSIONS = 5

@@ -1,0 +1,268 @@
+"""The model artifact contract: where a trained model lives, what it takes, what it returns.
+
+One owner for three things every component reads:
+  - the layout of a Model artifact (`Format-Serving/`, TFX's own path, and the contract file
+    the trainer writes beside the SavedModel, `Format-Serving/assets.extra/contract.json`);
+  - the raw columns of a schema and how a serialized tf.Example becomes model inputs
+    (one [batch, 1] tensor per column; a missing value is NaN for numbers, '' for text);
+  - Keras input names for columns (columns may hold characters TensorFlow rejects in names).
+
+TensorFlow is imported lazily, so the pipeline's runners can import this module cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from components.errors import UserInputError
+
+SERVING_DIR = "Format-Serving"
+CONTRACT_FILE = os.path.join("assets.extra", "contract.json")
+CONTRACT_FORMAT = "tfx-pipeline-kit.model-contract/1"
+SERVING_INPUT = "examples"
+SERVING_OUTPUT = "outputs"
+TRANSFORM_SIGNATURE = "transform_features"
+
+NUMERIC = "numeric"
+CATEGORICAL = "categorical"
+# Column dtypes as stored in the tf.Examples.
+INT64 = "int64"
+FLOAT32 = "float32"
+STRING = "string"
+
+_NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+class ContractError(UserInputError):
+  """A model, schema or column set does not fit the contract; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+  """One raw column as stored in the Examples.
+
+  Attributes:
+    name: the column (feature) name.
+    dtype: INT64, FLOAT32 or STRING.
+  """
+
+  name: str
+  dtype: str
+
+  @property
+  def kind(self) -> str:
+    return CATEGORICAL if self.dtype == STRING else NUMERIC
+
+  @property
+  def input_name(self) -> str:
+    return input_name(self.name)
+
+
+def input_name(column: str) -> str:
+  """A Keras/TensorFlow-safe input name for a column (letters, digits, '_', '.', '-')."""
+  name = _NAME_OK.sub("_", column)
+  return name if re.match(r"[A-Za-z]", name) else f"f_{name}"
+
+
+def serving_dir(model_uri: str) -> str:
+  """The SavedModel folder of a Model artifact (TFX's `Format-Serving`)."""
+  from tfx.utils import path_utils
+
+  return path_utils.serving_model_dir(model_uri)
+
+
+def read_schema(schema_path: str):
+  """Parses a schema.pbtxt (local path or any file-system URI TensorFlow reads)."""
+  from tensorflow_metadata.proto.v0 import schema_pb2
+  from tfx.utils import io_utils
+
+  return io_utils.parse_pbtxt_file(schema_path, schema_pb2.Schema())
+
+
+def schema_file(schema_uri: str) -> str:
+  """The schema.pbtxt inside a Schema artifact folder."""
+  from tfx.utils import io_utils
+
+  return io_utils.get_only_uri_in_dir(schema_uri)
+
+
+def columns_from_schema(
+  schema, label_key: str | None = None, exclude: Sequence[str] = ()
+) -> list[Column]:
+  """The model's raw columns: every typed schema feature except the label and `exclude`.
+
+  Args:
+    schema: a tensorflow_metadata Schema.
+    label_key: the label column, left out (and required to be in the schema), or None.
+    exclude: columns left out (`--exclude-columns`); each must be in the schema.
+
+  Returns:
+    Columns sorted by name (a stable input order for every converted model).
+
+  Raises:
+    ContractError: when the label or an excluded column is not in the schema, or nothing is
+      left to learn from.
+  """
+  from tensorflow_metadata.proto.v0 import schema_pb2
+
+  kinds = {schema_pb2.INT: INT64, schema_pb2.FLOAT: FLOAT32, schema_pb2.BYTES: STRING}
+  typed = {f.name: kinds[f.type] for f in schema.feature if f.type in kinds}
+  names = sorted(f.name for f in schema.feature)
+  for key, what in [(label_key, "label"), *((c, "excluded column") for c in exclude)]:
+    if key is not None and key not in names:
+      raise ContractError(
+        f"{what} {key!r} is not a column of the data; columns are {_short_list(names)}."
+      )
+  skip = {label_key, *exclude}
+  columns = [Column(n, typed[n]) for n in sorted(typed) if n not in skip]
+  if not columns:
+    raise ContractError(
+      f"no feature columns are left besides the label {label_key!r}; keep at least one column "
+      "(check --exclude-columns)."
+    )
+  clashes = _clashes(columns)
+  if clashes:
+    raise ContractError(
+      f"columns {clashes} map to the same model input name; rename one of them in the CSV "
+      "header."
+    )
+  return columns
+
+
+def _clashes(columns: Sequence[Column]) -> list[str]:
+  seen: dict[str, str] = {}
+  for c in columns:
+    if c.input_name in seen:
+      return [seen[c.input_name], c.name]
+    seen[c.input_name] = c.name
+  return []
+
+
+def _short_list(names: Sequence[str], limit: int = 12) -> str:
+  shown = ", ".join(repr(n) for n in names[:limit])
+  return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def label_dtype(schema, label_key: str) -> str:
+  """INT64, FLOAT32 or STRING: how the label is stored."""
+  from tensorflow_metadata.proto.v0 import schema_pb2
+
+  kinds = {schema_pb2.INT: INT64, schema_pb2.FLOAT: FLOAT32, schema_pb2.BYTES: STRING}
+  for f in schema.feature:
+    if f.name == label_key:
+      if f.type not in kinds:
+        raise ContractError(f"label {label_key!r} has no values in the data; check --label-key.")
+      return kinds[f.type]
+  raise ContractError(f"label {label_key!r} is not a column of the data; check --label-key.")
+
+
+def _tf_dtype(dtype: str):
+  import tensorflow as tf
+
+  return {INT64: tf.int64, FLOAT32: tf.float32, STRING: tf.string}[dtype]
+
+
+def parse_columns(serialized, columns: Sequence[Column]) -> dict[str, Any]:
+  """Parses serialized tf.Examples into one [batch, 1] model input per column.
+
+  Numbers become float32 with NaN where a value is missing (absent, or an empty list as the
+  stock CsvExampleGen writes an empty cell); text becomes tf.string with '' where missing.
+  Only the first value of a multi-valued feature is kept.
+
+  Args:
+    serialized: a [batch] tf.string tensor of serialized tf.Examples.
+    columns: the model's columns.
+
+  Returns:
+    Input name -> [batch, 1] tensor.
+  """
+  import tensorflow as tf
+
+  spec = {c.name: tf.io.RaggedFeature(_tf_dtype(c.dtype)) for c in columns}
+  parsed = tf.io.parse_example(serialized, spec)
+  out = {}
+  for c in columns:
+    ragged = parsed[c.name]
+    if c.dtype == STRING:
+      out[c.input_name] = ragged.to_tensor(default_value="", shape=[None, 1])
+    else:
+      values = tf.cast(ragged, tf.float32) if c.dtype == INT64 else ragged
+      out[c.input_name] = values.to_tensor(default_value=float("nan"), shape=[None, 1])
+  return out
+
+
+def parse_label(serialized, label_key: str, dtype: str):
+  """Parses the label column into a [batch] tensor (0, NaN or '' where it is missing)."""
+  import tensorflow as tf
+
+  parsed = tf.io.parse_example(serialized, {label_key: tf.io.RaggedFeature(_tf_dtype(dtype))})
+  ragged = parsed[label_key]
+  default = "" if dtype == STRING else (0 if dtype == INT64 else float("nan"))
+  return ragged.to_tensor(default_value=default, shape=[None, 1])[:, 0]
+
+
+# ----------------------------------------------------------------------------- contract file
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelContract:
+  """What the trainer's default model takes and returns, written beside its SavedModel.
+
+  Attributes:
+    task: 'binary', 'multiclass' or 'regression'.
+    label: {"key", "task", "classes"}; class index i stands for classes[i].
+    inputs: one dict per model input: name, column, dtype ('float32' or 'string'), kind,
+      may_be_missing, and for categorical columns vocabulary_size.
+    output: what the `outputs` tensor means.
+    preprocessing_included: whether the model takes raw columns (its own preprocessing).
+  """
+
+  task: str
+  label: dict
+  inputs: list[dict]
+  output: str
+  preprocessing_included: bool = True
+
+  def to_json(self) -> dict:
+    return {"format": CONTRACT_FORMAT, **dataclasses.asdict(self)}
+
+  @classmethod
+  def from_json(cls, data: dict) -> ModelContract:
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def output_meaning(task: str, classes: Sequence) -> str:
+  """One sentence saying what the model's output tensor holds."""
+  if task == "multiclass":
+    return f"probabilities [batch, {len(classes)}] over label.classes, in that order"
+  if task == "binary":
+    return f"probability [batch, 1] that the label is {classes[-1]!r} (label.classes[1])"
+  return "predicted value [batch, 1] of the label"
+
+
+def write_contract(saved_model_dir: str, contract: ModelContract) -> str:
+  """Writes contract.json into a SavedModel folder and returns its path."""
+  import tensorflow as tf
+
+  path = os.path.join(saved_model_dir, CONTRACT_FILE)
+  tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(json.dumps(contract.to_json(), indent=2, sort_keys=True))
+  return path
+
+
+def read_contract(saved_model_dir: str) -> ModelContract | None:
+  """The contract of a SavedModel folder, or None for a model that has none (stock modules)."""
+  import tensorflow as tf
+
+  path = os.path.join(saved_model_dir, CONTRACT_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return ModelContract.from_json(json.loads(f.read()))

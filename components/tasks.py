@@ -1,0 +1,130 @@
+"""What a label asks for: binary, multiclass or regression, decided once from the label column.
+
+Plain Python (no TensorFlow), shared by the runners, which decide before the pipeline is
+built, and by the default trainer module, which checks the same rule on the data it trains on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from components.errors import UserInputError
+
+AUTO = "auto"
+BINARY = "binary"
+MULTICLASS = "multiclass"
+REGRESSION = "regression"
+TASKS = (BINARY, MULTICLASS, REGRESSION)
+
+# Column kinds, as the ExampleGen types a CSV column.
+INT = "int"
+FLOAT = "float"
+STRING = "string"
+
+DEFAULT_MAX_CLASSES = 1000
+
+
+class LabelError(UserInputError):
+  """The label column cannot be learned as asked; the message names the column and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelInfo:
+  """The label as a model sees it.
+
+  Attributes:
+    key: the label column.
+    task: one of TASKS.
+    classes: the class vocabulary (sorted distinct values) for binary and multiclass; the
+      model's class index i stands for classes[i]. Empty for regression.
+  """
+
+  key: str
+  task: str
+  classes: tuple = ()
+
+  def to_json(self) -> dict:
+    return {"key": self.key, "task": self.task, "classes": list(self.classes)}
+
+  @classmethod
+  def from_json(cls, data: dict) -> LabelInfo:
+    return cls(data["key"], data["task"], tuple(data.get("classes") or ()))
+
+
+def infer_task(
+  label_key: str,
+  kind: str | None,
+  distinct: Sequence,
+  distinct_count: int,
+  requested: str = AUTO,
+  max_classes: int = DEFAULT_MAX_CLASSES,
+) -> str:
+  """Decides the task from the label column, or checks a requested one.
+
+  Two distinct values make a binary task; int or string values make a multiclass task;
+  floats make a regression.
+
+  Args:
+    label_key: the label column, for messages.
+    kind: the column kind (INT, FLOAT, STRING), None when every label is empty.
+    distinct: the distinct non-empty label values seen (possibly capped).
+    distinct_count: how many distinct values there are (at least len(distinct)).
+    requested: AUTO or one of TASKS (the `--task` flag).
+    max_classes: the largest class count accepted for a classification task.
+
+  Returns:
+    One of TASKS.
+
+  Raises:
+    LabelError: when the label is empty, has one value, is not numeric for a regression, or
+      has more classes than `max_classes`.
+  """
+  if requested not in (AUTO, *TASKS):
+    raise LabelError(f"--task {requested!r} is unknown; pass one of auto, {', '.join(TASKS)}.")
+  if kind is None or distinct_count == 0:
+    raise LabelError(
+      f"label column {label_key!r} is empty in every row; pass the column that holds the "
+      "label with --label-key."
+    )
+  if requested == REGRESSION:
+    if kind == STRING:
+      raise LabelError(
+        f"label column {label_key!r} holds text, so it cannot be a regression target; pass "
+        "--task multiclass or --task binary, or another --label-key."
+      )
+    return REGRESSION
+  if distinct_count < 2:
+    raise LabelError(
+      f"label column {label_key!r} has one value only ({distinct[0]!r}); a model needs at "
+      "least two classes, or use another --label-key."
+    )
+  if requested == BINARY and distinct_count != 2:
+    raise LabelError(
+      f"--task binary needs exactly two label values, but {label_key!r} has {distinct_count}; "
+      "pass --task multiclass."
+    )
+  if requested == AUTO:
+    if distinct_count == 2:
+      return BINARY
+    if kind == FLOAT:
+      return REGRESSION
+    task = MULTICLASS
+  else:
+    task = requested
+  if distinct_count > max_classes:
+    more = "more than " if distinct_count > len(distinct) else ""
+    raise LabelError(
+      f"label column {label_key!r} has {more}{distinct_count} distinct values, over the "
+      f"{max_classes}-class cap; pass --task regression if it is a quantity, or --max-classes "
+      "N to allow more classes."
+    )
+  return task
+
+
+def label_info(label_key: str, task: str, distinct: Sequence) -> LabelInfo:
+  """The LabelInfo for a decided task: classes are the sorted distinct values (none for
+  regression)."""
+  if task == REGRESSION:
+    return LabelInfo(label_key, task, ())
+  return LabelInfo(label_key, task, tuple(sorted(distinct)))
