@@ -95,6 +95,59 @@ def _print_list(serving_dir: str, model_name: str, as_json: bool) -> None:
     )
 
 
+_SERVING_DIR_HINT = (
+  "pass the --serving-dir the pipeline pushes to (run_local.py's is <output-dir>/serving)."
+)
+_MAX_MODELS_SHOWN = 20
+
+
+def _shown(path: str) -> str:
+  # A path with a line feed or escape sequence must not break the one-line message.
+  return path if path.isprintable() else repr(path)
+
+
+def _check_model_folder(serving_dir: str, model_name: str) -> None:
+  """Says clearly when the serving dir or the model's folder in it does not exist.
+
+  Without this, a misspelt --serving-dir or --model-name reads as "no versions".
+
+  Args:
+    serving_dir: Absolute serving root.
+    model_name: Model name (already validated).
+
+  Raises:
+    PusherError: If the serving dir is missing or not a folder, or has no folder for the
+      model (the message lists the models it has).
+  """
+  if not os.path.exists(serving_dir):
+    raise pusher_lib.PusherError(
+      f"serving dir {_shown(serving_dir)} does not exist; {_SERVING_DIR_HINT}"
+    )
+  if not os.path.isdir(serving_dir):
+    raise pusher_lib.PusherError(
+      f"serving dir {_shown(serving_dir)} is not a folder; {_SERVING_DIR_HINT}"
+    )
+  if os.path.isdir(os.path.join(serving_dir, model_name)):
+    return
+  models = sorted(
+    entry.name
+    for entry in os.scandir(serving_dir)
+    if entry.is_dir() and not entry.name.startswith(".") and entry.name.isprintable()
+  )
+  if not models:
+    raise pusher_lib.PusherError(
+      f"serving dir {_shown(serving_dir)} has no model {model_name!r}, and no models at all: "
+      f"nothing has been pushed there yet; {_SERVING_DIR_HINT}"
+    )
+  listed = ", ".join(models[:_MAX_MODELS_SHOWN])
+  if len(models) > _MAX_MODELS_SHOWN:
+    listed += f" and {len(models) - _MAX_MODELS_SHOWN} more"
+  raise pusher_lib.PusherError(
+    f"serving dir {_shown(serving_dir)} has no model {model_name!r}; the models there are: "
+    f"{listed}. Pass one of them as --model-name."
+  )
+
+
 def main(argv: list[str] | None = None) -> int:
   """Runs the CLI.
 
@@ -107,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
   args = _build_parser().parse_args(argv)
   serving_dir = os.path.abspath(args.serving_dir)
   try:
+    # Arguments first, then the file system: a bad name is reported as such wherever it points.
+    if "://" in args.serving_dir:
+      pusher_lib.validate_serving_dir(args.serving_dir)
+    pusher_lib.validate_model_name(args.model_name)
+    if args.to is not None:
+      pusher_lib.parse_version(args.to)
+    _check_model_folder(serving_dir, args.model_name)
     if args.list:
       _print_list(serving_dir, args.model_name, args.json)
       return 0

@@ -106,7 +106,7 @@ def test_rollback_to_and_previous_record_history(serving):
     (["--model-name", "digits", "--to", "-2"], "Invalid version '-2'"),
     (["--model-name", "digits", "--to", "3"], "already live"),
     (["--model-name", "digits", "--to", "99"], "does not exist"),
-    (["--model-name", "other", "--previous"], "nothing has been pushed"),
+    (["--model-name", "other", "--previous"], "has no model 'other'; the models there are"),
     (["--model-name", "digits", "--to", "1", "--keep-versions", "0"], "keep_versions"),
     (["--model-name", "digits", "--to", "1", "--previous"], "not allowed with argument"),
     (["--model-name", "digits"], "one of the arguments"),
@@ -120,3 +120,68 @@ def test_user_errors_are_one_line_without_traceback(serving, args, message):
   assert "Traceback" not in result.stderr
   assert pusher_lib.list_versions(str(serving), "digits") == [1, 2, 3]
   assert not (serving / "etc").exists() and not (serving.parent / "etc").exists()
+
+
+HINT = "pass the --serving-dir the pipeline pushes to (run_local.py's is <output-dir>/serving)."
+
+
+@pytest.mark.parametrize(
+  "action", [["--list"], ["--list", "--json"], ["--previous"], ["--to", "1"]]
+)
+def test_missing_serving_dir_is_named_with_the_fix(tmp_path, action):
+  # A misspelt --serving-dir used to list as "No versions" with no hint.
+  missing = tmp_path / "servng"
+  result = _cli("--serving-dir", str(missing), "--model-name", "digits", *action)
+  assert result.returncode == 1
+  assert result.stderr == f"rollback.py: error: serving dir {missing} does not exist; {HINT}\n"
+  assert result.stdout == ""
+  assert not missing.exists()
+
+
+def test_relative_serving_dir_is_shown_absolute(tmp_path):
+  result = _cli("--serving-dir", "no/such/serving", "--model-name", "digits", "--list")
+  assert result.returncode == 1
+  shown = REPO_ROOT / "no" / "such" / "serving"
+  assert result.stderr == f"rollback.py: error: serving dir {shown} does not exist; {HINT}\n"
+
+
+def test_serving_dir_that_is_a_file(tmp_path):
+  file = tmp_path / "serving"
+  file.write_text("")
+  result = _cli("--serving-dir", str(file), "--model-name", "digits", "--list")
+  assert result.returncode == 1
+  assert result.stderr == f"rollback.py: error: serving dir {file} is not a folder; {HINT}\n"
+
+
+@pytest.mark.parametrize("action", [["--list"], ["--previous"], ["--to", "2"]])
+def test_missing_model_folder_lists_the_models_there(serving, action):
+  (serving / "mnist").mkdir()
+  (serving / ".hidden").mkdir()
+  (serving / "notes.txt").write_text("")
+  result = _cli("--serving-dir", str(serving), "--model-name", "digts", *action)
+  assert result.returncode == 1
+  assert result.stderr == (
+    f"rollback.py: error: serving dir {serving} has no model 'digts'; the models there are: "
+    "digits, mnist. Pass one of them as --model-name.\n"
+  )
+  assert pusher_lib.list_versions(str(serving), "digits") == [1, 2, 3]
+  assert not (serving / "digts").exists()
+
+
+def test_empty_serving_dir_says_nothing_was_pushed(tmp_path):
+  empty = tmp_path / "serving"
+  empty.mkdir()
+  result = _cli("--serving-dir", str(empty), "--model-name", "digits", "--list")
+  assert result.returncode == 1
+  assert result.stderr == (
+    f"rollback.py: error: serving dir {empty} has no model 'digits', and no models at all: "
+    f"nothing has been pushed there yet; {HINT}\n"
+  )
+  assert os.listdir(empty) == []
+
+
+def test_existing_model_folder_without_versions_still_lists(tmp_path):
+  (tmp_path / "serving" / "digits").mkdir(parents=True)
+  result = _cli("--serving-dir", str(tmp_path / "serving"), "--model-name", "digits", "--list")
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.startswith("No versions under ")
