@@ -185,3 +185,10 @@ def test_existing_model_folder_without_versions_still_lists(tmp_path):
   result = _cli("--serving-dir", str(tmp_path / "serving"), "--model-name", "digits", "--list")
   assert result.returncode == 0, result.stderr
   assert result.stdout.startswith("No versions under ")
+
+
+def test_url_serving_dir_is_refused_as_a_url():
+  result = _cli("--serving-dir", "gs://bucket/serving", "--model-name", "digits", "--list")
+  assert result.returncode == 1
+  assert result.stderr.startswith("rollback.py: error: serving_dir 'gs://bucket/serving' is a URL")
+  assert len(result.stderr.splitlines()) == 1
