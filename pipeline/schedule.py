@@ -13,16 +13,24 @@ KFP reads cron as six fields, seconds first (robfig/cron v1); the standard five-
 given here is converted (``0 2 * * *`` -> ``0 0 2 * * *``) and the next run times are printed.
 KFP host: --host, $KFP_HOST, else kfp's defaults ($KF_PIPELINES_ENDPOINT, in-cluster, kube
 config). Credentials: --token-file, $KFP_TOKEN, $KF_PIPELINES_SA_TOKEN_PATH, else kfp's
-defaults. Tokens are never printed nor written to the package.
+defaults. Tokens are never printed nor written to the package. Before the kfp client is built,
+``<host>/apis/v2beta1/healthz`` is asked once (5 s timeout), so that a wrong host is one line.
+
+`local install` writes one block, ``# BEGIN tfx-pipeline-kit <job>`` / the cron line /
+``# END tfx-pipeline-kit <job>``, replacing that job's block and keeping every other line;
+`local remove` deletes exactly that block. A value with a control character (a line feed would
+start another crontab line) is refused, for both targets, before anything is read or written.
 """
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import pathlib
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from pipeline import scheduling_lib as sl
@@ -124,34 +132,57 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
 
 
 def _make_client(args: argparse.Namespace) -> Any:
-  import kfp
-  from kfp.client import set_volume_credentials
-
-  host = sl.resolve_host(args.host, os.environ)
+  host, what = sl.host_source(args.host, os.environ)
   creds = sl.resolve_credentials(args.token_file, os.environ)
   print(f"KFP host: {sl.redact_host(host)}; credentials: {creds.describe()}")
+  if host:
+    token = creds.existing_token
+    if creds.token_path and os.path.isfile(creds.token_path):
+      with open(creds.token_path, encoding="utf-8") as f:
+        token = f.read().strip()
+    sl.check_kfp_health(host, what=what, token=token)
+  import kfp  # After the check: a wrong host fails before this slow import.
+  from kfp.client import set_volume_credentials
+
+  class _Client(kfp.Client):
+    """kfp.Client whose constructor asks /healthz once instead of 5 times, 5 s apart."""
+
+    def get_kfp_healthz(self, sleep_duration: int = 5) -> Any:
+      del sleep_duration  # No retries: check_kfp_health has already waited for an answer.
+      return self._healthz_api.get_healthz()
+
   credentials = None
   if creds.token_path:
     credentials = set_volume_credentials.ServiceAccountTokenVolumeCredentials(creds.token_path)
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP >= 2.0.0-beta.2"
-    try:
-      return kfp.Client(
-        host=host,
-        existing_token=creds.existing_token,
-        credentials=credentials,
-        namespace=args.namespace or "kubeflow",
-      )
-    except TimeoutError as e:  # kfp gives up on /healthz after 5 tries.
-      raise sl.ScheduleError(
-        f"KFP at {sl.redact_host(host)} did not answer its health check ({e}); check --host, "
-        "the credentials and that the API server is up."
-      ) from e
+    return _Client(
+      host=sl.resolve_host(args.host, os.environ),
+      existing_token=creds.existing_token,
+      credentials=credentials,
+      namespace=args.namespace or "kubeflow",
+    )
+
+
+@contextlib.contextmanager
+def _quiet_kfp_logs() -> Iterator[None]:
+  """Keeps urllib3's connection-retry warnings off the terminal; errors are reported once."""
+  logger = logging.getLogger("urllib3")
+  level = logger.level
+  logger.setLevel(logging.ERROR)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
   spec = sl.parse_cron(args.cron, seconds_field=args.seconds_field)
   sl.validate_job_name(args.job_name)
+  if not args.dry_run:
+    # Settings from the environment, checked before anything is compiled or written.
+    sl.host_source(args.host, os.environ)
+    sl.resolve_credentials(args.token_file, os.environ)
   _print_schedule(
     spec,
     f"KFP cron {spec.kfp!r} (six fields, seconds first, as robfig/cron v1 reads them; "
@@ -163,17 +194,18 @@ def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
   if args.dry_run:
     print("Dry run: no recurring run created.")
     return 0
-  client = _make_client(args)
-  run = sl.upsert_recurring_run(
-    client,
-    experiment=args.experiment,
-    job_name=args.job_name,
-    cron=spec,
-    package_path=package,
-    namespace=args.namespace,
-    pipeline_root=runtime.get("pipeline_root"),
-    params=runtime.get("params"),
-  )
+  with _quiet_kfp_logs():
+    client = _make_client(args)
+    run = sl.upsert_recurring_run(
+      client,
+      experiment=args.experiment,
+      job_name=args.job_name,
+      cron=spec,
+      package_path=package,
+      namespace=args.namespace,
+      pipeline_root=runtime.get("pipeline_root"),
+      params=runtime.get("params"),
+    )
   print(
     f"Recurring run {args.job_name!r} ({run.recurring_run_id}) scheduled in experiment "
     f"{args.experiment!r}: cron {spec.kfp!r}, max_concurrency=1, no catch-up."
@@ -184,22 +216,31 @@ def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
 def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
   output_dir = os.path.abspath(args.output_dir)
   job = sl.validate_job_name(args.job_name or sl.default_job_name(output_dir))
-  text = sl.read_crontab(args.crontab_file)
   where = args.crontab_file or "your crontab"
+  if args.action == "install":
+    return _local_install(args, run_local_args, output_dir, job, where)
+  text = sl.read_crontab(args.crontab_file)
   if args.action == "list":
     entries = sl.list_entries(text)
     if not entries:
       print(f"No tfx-pipeline-kit entries in {where}.")
-    for name, schedule, line in entries:
-      print(f"{'*' if name == job else ' '} {name}: {schedule}")
-      print(f"    {line}")
+    for entry in entries:
+      old = " (old one-line entry: run install again to turn it into a block)"
+      print(f"{'*' if entry.job == job else ' '} {entry.job}: {entry.schedule}{old * entry.legacy}")
+      print(f"    {entry.line}")
     return 0
-  if args.action == "remove":
-    new_text, removed = sl.remove_entry(text, job)
-    if removed:
-      sl.write_crontab(args.crontab_file, new_text)
-    print(f"Removed {removed} entr{'y' if removed == 1 else 'ies'} for {job!r} from {where}.")
+  new_text, removed = sl.remove_entry(text, job)
+  if not removed:
+    print(f"Nothing to remove: {where} has no {job!r} entry.")
     return 0
+  sl.write_crontab(args.crontab_file, new_text)
+  print(f"Removed {job!r} from {where}.")
+  return 0
+
+
+def _local_install(
+  args: argparse.Namespace, run_local_args: list[str], output_dir: str, job: str, where: str
+) -> int:
   if not args.cron:
     raise sl.ScheduleError("local install needs --cron, e.g. --cron '0 2 * * *'.")
   spec = sl.parse_cron(args.cron, seconds_field=args.seconds_field)
@@ -211,8 +252,6 @@ def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
     raise sl.ScheduleError(
       f"Interpreter {args.python} not found; create the repo's .venv or pass --python PATH."
     )
-  if not (REPO_ROOT / "pipeline" / "run_local.py").is_file():
-    print("warning: pipeline/run_local.py does not exist yet; the entry will fail until it does.")
   command = sl.crontab_command(
     repo_root=str(REPO_ROOT),
     python=args.python,
@@ -220,11 +259,20 @@ def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
     job_name=job,
     run_local_args=run_local_args,
   )
-  sl.write_crontab(args.crontab_file, sl.install_entry(text, spec.five_field, command, job))
+  text = sl.read_crontab(args.crontab_file)
+  new_text = sl.install_entry(text, spec.five_field, command, job)
+  if not (REPO_ROOT / "pipeline" / "run_local.py").is_file():
+    print("warning: pipeline/run_local.py does not exist yet; the entry will fail until it does.")
+  if new_text != text:
+    sl.write_crontab(args.crontab_file, new_text)
   _print_schedule(
     spec, f"cron {spec.five_field!r} in the system's local time zone", local_cron=True
   )
-  print(f"Installed {job!r} in {where}; logs go to {output_dir}/logs/nightly.log.")
+  state = "Installed" if new_text != text else "Already installed, unchanged:"
+  print(
+    f"{state} {job!r} in {where} (the lines from '{sl.BLOCK_BEGIN}{job}' to "
+    f"'{sl.BLOCK_END}{job}'); logs go to {output_dir}/logs/nightly.log."
+  )
   return 0
 
 
@@ -239,6 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     The process exit status.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    _reject_control_chars_in_argv(argv)
+  except sl.ScheduleError as e:
+    print(f"schedule.py: error: {e}", file=sys.stderr)
+    return 1
   extra: list[str] = []
   if "--" in argv:
     at = argv.index("--")
@@ -254,17 +307,44 @@ def main(argv: Sequence[str] | None = None) -> int:
       return _kubeflow(args, unknown)
     return _local(args, extra)
   except sl.ScheduleError as e:
-    print(f"schedule.py: error: {e}", file=sys.stderr)
-    return 1
+    message = str(e)
   except OSError as e:
-    print(f"schedule.py: error: {e.strerror}: {e.filename}", file=sys.stderr)
-    return 1
+    message = f"{e.strerror}: {e.filename}"
   except Exception as e:  # Server and network errors from the KFP client; others re-raise.
     message = _kfp_error_message(e)
     if message is None:
       raise
-    print(f"schedule.py: error: {message}", file=sys.stderr)
-    return 1
+  print(f"schedule.py: error: {' '.join(message.splitlines())}", file=sys.stderr)
+  return 1
+
+
+def _reject_control_chars_in_argv(argv: Sequence[str]) -> None:
+  """Refuses any argument with a control character, naming the flag it belongs to.
+
+  Every value may end up in a crontab line (where a line feed starts a new job) or in a KFP
+  request, so all of them are checked, before anything is read, written or sent.
+  """
+  dashdash = None
+  for index, arg in enumerate(argv):
+    if arg == "--" and dashdash is None:
+      dashdash = index
+      continue
+    if sl.control_char_problem(arg) is None:
+      continue
+    flag, _, value = arg.partition("=")
+    previous = argv[index - 1] if index > 0 else ""
+    what = None
+    if arg.startswith("--") and value and sl.control_char_problem(flag) is None:
+      what = flag  # --flag=value: positions are counted in the value.
+    else:
+      value = arg
+      if previous.startswith("-") and "=" not in previous and not arg.startswith("-"):
+        what = previous
+    if dashdash is None:
+      what = what or f"argument {index + 1}"
+    else:
+      what = f"{what} (after --)" if what else f"argument {index - dashdash} after --"
+    sl.reject_control_chars(value, what)
 
 
 def _kfp_error_message(error: Exception) -> str | None:

@@ -16,7 +16,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from tfx.types import standard_artifacts
 
 from components.pusher import Pusher
-from pipeline import schedule
+from pipeline import schedule, scheduling_lib
 
 SENTINEL = "sentinel-token-3f9a1c7e"
 HOST = "http://kfp.test:8888"
@@ -119,6 +119,11 @@ class FakeKfpServer:
     return [r for r in self.recurring_runs.values() if r["display_name"] == name]
 
 
+def _healthy(url, headers, timeout_s):
+  """schedule.py's own health check (plain urllib, before kfp.Client), answered as KFP would."""
+  return scheduling_lib.HttpAnswer(200, "application/json", b'{"multi_user": false}', url)
+
+
 @pytest.fixture
 def fake_kfp(monkeypatch, tmp_path):
   server = FakeKfpServer()
@@ -127,6 +132,7 @@ def fake_kfp(monkeypatch, tmp_path):
     "request",
     lambda self, method, url, *a, **kw: server.handle(method, url, *a, **kw),
   )
+  monkeypatch.setattr(scheduling_lib, "_http_get", _healthy)
   # kfp.Client reads ~/.config/kfp/context.json; keep the real home out of the test.
   monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
   for name in ("KFP_HOST", "KFP_TOKEN", "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
@@ -272,8 +278,9 @@ def test_token_never_appears_in_output_or_written_files(
     assert SENTINEL not in json.dumps(request["body"] or {})
 
 
-def test_unreachable_host_is_one_line(tmp_path, tfx_package, monkeypatch, capsys):
+def test_host_lost_after_the_health_check_is_one_line(tmp_path, tfx_package, monkeypatch, capsys):
   monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+  monkeypatch.setattr(scheduling_lib, "_http_get", _healthy)
   monkeypatch.setenv("KFP_TOKEN", SENTINEL)
 
   def refuse(self, method, url, *args, **kwargs):

@@ -39,13 +39,13 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(out_a), *common) == 0
   first = crontab.read_text()
   assert first.startswith(USER_LINES)
-  [entry] = [line for line in first.splitlines() if line not in USER_LINES.splitlines()]
+  job_a = scheduling_lib.default_job_name(str(out_a))
+  begin, entry, end = first[len(USER_LINES) :].splitlines()
+  assert (begin, end) == (f"# BEGIN tfx-pipeline-kit {job_a}", f"# END tfx-pipeline-kit {job_a}")
   assert entry.startswith("0 2 * * * cd ")
   assert "flock -n -E 75" in entry and f"{out_a}/.cron.lock" in entry
   assert f"{REPO_ROOT}/.venv/bin/python pipeline/run_local.py --output-dir {out_a}" in entry
   assert "TF_USE_LEGACY_KERAS=1" in entry and f">> {out_a}/logs/nightly.log 2>&1" in entry
-  job_a = scheduling_lib.default_job_name(str(out_a))
-  assert entry.endswith(f"# tfx-pipeline-kit job={job_a}")
 
   # Idempotent: the same install again changes nothing.
   assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(out_a), *common) == 0
@@ -56,7 +56,7 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   # Another output folder is another job.
   assert _main("local", "install", "--cron", "30 1 * * *", "--output-dir", str(out_b), *common) == 0
   entries = scheduling_lib.list_entries(crontab.read_text())
-  assert [(job, sched) for job, sched, _ in entries] == [
+  assert [(e.job, e.schedule) for e in entries] == [
     (job_a, "0 0 * * *"),
     (scheduling_lib.default_job_name(str(out_b)), "30 1 * * *"),
   ]
@@ -66,14 +66,14 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   assert f"* {job_a}: 0 0 * * *" in listed and "30 1 * * *" in listed
 
   assert _main("local", "remove", "--output-dir", str(out_a), *common) == 0
-  assert "Removed 1 entry" in capsys.readouterr().out
+  assert f"Removed {job_a!r}" in capsys.readouterr().out
   remaining = crontab.read_text()
   assert remaining.startswith(USER_LINES)
-  assert [job for job, _, _ in scheduling_lib.list_entries(remaining)] == [
+  assert [e.job for e in scheduling_lib.list_entries(remaining)] == [
     scheduling_lib.default_job_name(str(out_b))
   ]
   assert _main("local", "remove", "--output-dir", str(out_a), *common) == 0
-  assert "Removed 0 entries" in capsys.readouterr().out
+  assert f"Nothing to remove: {crontab} has no {job_a!r} entry." in capsys.readouterr().out
   assert crontab.read_text() == remaining
   assert _main("local", "remove", "--output-dir", str(out_b), *common) == 0
   assert crontab.read_text() == USER_LINES
@@ -87,9 +87,9 @@ def test_run_local_args_and_job_name_are_passed_through(tmp_path):
     "--", "--train-steps", "50", "--data-root", "/data/my digits",
   )  # fmt: skip
   assert status == 0
-  [(job, _, line)] = scheduling_lib.list_entries(crontab.read_text())
-  assert job == "digits-nightly"
-  assert "--train-steps 50 --data-root '/data/my digits' >>" in line
+  [entry] = scheduling_lib.list_entries(crontab.read_text())
+  assert entry.job == "digits-nightly"
+  assert "--train-steps 50 --data-root '/data/my digits' >>" in entry.line
 
 
 def test_percent_signs_are_escaped_for_cron(tmp_path):
