@@ -42,6 +42,11 @@ class ContractError(UserInputError):
   """A model, schema or column set does not fit the contract; the message names the fix."""
 
 
+# The model input holding every numeric column, [batch, n]; text columns are one input each.
+NUMERIC_INPUT = "numeric"
+TEXT_PREFIX = "text_"
+
+
 @dataclasses.dataclass(frozen=True)
 class Column:
   """One raw column as stored in the Examples.
@@ -60,13 +65,18 @@ class Column:
 
   @property
   def input_name(self) -> str:
-    return input_name(self.name)
+    """The model input the column feeds (all numeric columns share NUMERIC_INPUT)."""
+    return NUMERIC_INPUT if self.kind == NUMERIC else TEXT_PREFIX + safe_name(self.name)
 
 
-def input_name(column: str) -> str:
-  """A Keras/TensorFlow-safe input name for a column (letters, digits, '_', '.', '-')."""
-  name = _NAME_OK.sub("_", column)
-  return name if re.match(r"[A-Za-z]", name) else f"f_{name}"
+def safe_name(column: str) -> str:
+  """A TensorFlow-safe name for a column (letters, digits, '_', '.', '-')."""
+  return _NAME_OK.sub("_", column)
+
+
+def numeric_columns(columns: Sequence[Column]) -> list[Column]:
+  """The numeric columns in the order they sit in the NUMERIC_INPUT vector."""
+  return [c for c in columns if c.kind == NUMERIC]
 
 
 def serving_dir(model_uri: str) -> str:
@@ -96,6 +106,9 @@ def columns_from_schema(
 ) -> list[Column]:
   """The model's raw columns: every typed schema feature except the label and `exclude`.
 
+  Numeric columns are ordered by name (their order in the NUMERIC_INPUT vector), then text
+  columns by name.
+
   Args:
     schema: a tensorflow_metadata Schema.
     label_key: the label column, left out (and required to be in the schema), or None.
@@ -120,6 +133,7 @@ def columns_from_schema(
       )
   skip = {label_key, *exclude}
   columns = [Column(n, typed[n]) for n in sorted(typed) if n not in skip]
+  columns.sort(key=lambda c: (c.kind != NUMERIC, c.name))
   if not columns:
     raise ContractError(
       f"no feature columns are left besides the label {label_key!r}; keep at least one column "
@@ -137,6 +151,8 @@ def columns_from_schema(
 def _clashes(columns: Sequence[Column]) -> list[str]:
   seen: dict[str, str] = {}
   for c in columns:
+    if c.kind == NUMERIC:
+      continue
     if c.input_name in seen:
       return [seen[c.input_name], c.name]
     seen[c.input_name] = c.name
@@ -168,31 +184,35 @@ def _tf_dtype(dtype: str):
 
 
 def parse_columns(serialized, columns: Sequence[Column]) -> dict[str, Any]:
-  """Parses serialized tf.Examples into one [batch, 1] model input per column.
+  """Parses serialized tf.Examples into the model's inputs.
 
-  Numbers become float32 with NaN where a value is missing (absent, or an empty list as the
-  stock CsvExampleGen writes an empty cell); text becomes tf.string with '' where missing.
-  Only the first value of a multi-valued feature is kept.
+  Numbers become one float32 [batch, n] tensor, NUMERIC_INPUT, in `numeric_columns` order,
+  with NaN where a value is missing (absent, or an empty list as the stock CsvExampleGen
+  writes an empty cell); each text column becomes a tf.string [batch, 1] tensor with '' where
+  missing. Only the first value of a multi-valued feature is kept.
 
   Args:
     serialized: a [batch] tf.string tensor of serialized tf.Examples.
     columns: the model's columns.
 
   Returns:
-    Input name -> [batch, 1] tensor.
+    Input name -> tensor.
   """
   import tensorflow as tf
 
   spec = {c.name: tf.io.RaggedFeature(_tf_dtype(c.dtype)) for c in columns}
   parsed = tf.io.parse_example(serialized, spec)
   out = {}
+  numbers = []
   for c in columns:
     ragged = parsed[c.name]
     if c.dtype == STRING:
       out[c.input_name] = ragged.to_tensor(default_value="", shape=[None, 1])
     else:
       values = tf.cast(ragged, tf.float32) if c.dtype == INT64 else ragged
-      out[c.input_name] = values.to_tensor(default_value=float("nan"), shape=[None, 1])
+      numbers.append(values.to_tensor(default_value=float("nan"), shape=[None, 1]))
+  if numbers:
+    out[NUMERIC_INPUT] = numbers[0] if len(numbers) == 1 else tf.concat(numbers, axis=1)
   return out
 
 
@@ -216,8 +236,9 @@ class ModelContract:
   Attributes:
     task: 'binary', 'multiclass' or 'regression'.
     label: {"key", "task", "classes"}; class index i stands for classes[i].
-    inputs: one dict per model input: name, column, dtype ('float32' or 'string'), kind,
-      may_be_missing, and for categorical columns vocabulary_size.
+    inputs: one dict per model input: name, dtype ('float32' or 'string'), shape, columns
+      (the columns it holds, in order), and per column its kind, how it is stored, whether it
+      may be missing, the missing value, and for text columns the vocabulary size.
     output: what the `outputs` tensor means.
     preprocessing_included: whether the model takes raw columns (its own preprocessing).
   """

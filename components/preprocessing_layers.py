@@ -17,12 +17,19 @@ import tensorflow as tf
 _PACKAGE = "tfx_pipeline_kit"
 
 
+# Standardized values are clipped to this many standard deviations. Every column then spans
+# the same range, which an int8 tensor shared by all columns needs (one scale for all), and a
+# rare extreme value cannot dominate the first layer.
+CLIP_SIGMA = 5.0
+
+
 @tf.keras.utils.register_keras_serializable(package=_PACKAGE)
 class NumericPreprocessing(tf.keras.layers.Layer):
   """Imputes missing numbers (NaN) with the mean, adds missing indicators, standardizes.
 
   Input: float32 [batch, n]. Output: float32 [batch, n + m], the n standardized values
-  followed by one 0/1 indicator for each of the m columns marked `may_be_missing`.
+  (clipped to +-CLIP_SIGMA) followed by one 0/1 indicator for each of the m columns marked
+  `may_be_missing`.
   """
 
   def __init__(
@@ -44,12 +51,13 @@ class NumericPreprocessing(tf.keras.layers.Layer):
     mean = tf.constant(np.asarray(self.mean, np.float32))
     scale = tf.constant(1.0 / np.asarray(self.std, np.float32))
     if not self._missing_index:
-      return (x - mean) * scale
+      return tf.clip_by_value((x - mean) * scale, -CLIP_SIGMA, CLIP_SIGMA)
     # x != x holds exactly for NaN; unlike is_nan it is a builtin op of every runtime.
     missing = tf.math.not_equal(x, x)
     filled = tf.where(missing, mean, x)
     indicators = tf.cast(tf.gather(missing, self._missing_index, axis=1), tf.float32)
-    return tf.concat([(filled - mean) * scale, indicators], axis=1)
+    values = tf.clip_by_value((filled - mean) * scale, -CLIP_SIGMA, CLIP_SIGMA)
+    return tf.concat([values, indicators], axis=1)
 
   def compute_output_shape(self, input_shape):
     return tf.TensorShape([input_shape[0], len(self.mean) + len(self._missing_index)])

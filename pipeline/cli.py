@@ -1,24 +1,57 @@
-"""Command-line plumbing shared by the runners: flags, user errors and the printed summary."""
+"""Command-line plumbing shared by the runners: flags, the resolved config and user errors."""
 
 from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 import pathlib
 import re
 import sys
-from typing import Any
+import traceback
 
-from pipeline.config import OPTIMIZER_VARIANTS, PipelineConfig
+from components import defaults, tasks
+from components.errors import UserCodeError, UserInputError, find
+from pipeline import checks
+from pipeline.config import PipelineConfig
 
 _DEFAULTS = PipelineConfig()
-_STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
-# Error types raised for bad user input by libraries we build on.
-_USER_ERROR_NAMES = {"UserInputError", "StrategyUnavailableError"}
 # How a full disk reads once TensorFlow, Beam or SQLite (ML Metadata) have wrapped the OSError.
 _DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), "database or disk is full")
+_FILE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+
+
+def _hparams(text: str) -> dict:
+  """Parses `key=value,key=value`; numbers become numbers."""
+  out = {}
+  for part in filter(None, (p.strip() for p in text.split(","))):
+    key, sep, value = part.partition("=")
+    if not sep or not key.strip():
+      raise argparse.ArgumentTypeError(f"{part!r} is not key=value (e.g. hidden_units=128)")
+    for cast in (int, float):
+      try:
+        out[key.strip()] = cast(value)
+        break
+      except ValueError:
+        continue
+    else:
+      out[key.strip()] = value.strip()
+  return out
+
+
+def _steps(text: str) -> tuple[int, int]:
+  start, sep, end = text.partition(",")
+  try:
+    a, b = int(start), int(end)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"{text!r} is not START,END (e.g. 10,20)") from None
+  if not sep or a < 1 or b < a:
+    raise argparse.ArgumentTypeError(f"{text!r}: pass START,END with 1 <= START <= END")
+  return a, b
+
+
+def _columns(text: str) -> tuple[str, ...]:
+  return tuple(c.strip() for c in text.split(",") if c.strip())
 
 
 def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
@@ -27,16 +60,17 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   g = parser.add_argument_group("data")
   g.add_argument(
     "--data-root",
-    type=pathlib.Path,
-    default=pathlib.Path(d.data_root),
-    help="folder of CSV files, or of span-N/ folders (default: bundled digits)",
+    default=d.data_root,
+    help="folder (or gs://, s3:// prefix) of CSV files, plain or .csv.gz, or of span-N/ "
+    "folders (default: bundled digits)",
   )
   g.add_argument(
     "--input-pattern",
     default=None,
-    help="glob under --data-root; use {SPAN} for span folders (default: "
-    "'span-{SPAN}/*.csv' if --data-root has span-N folders, else '*.csv')",
+    help="glob under --data-root; use {SPAN} for span folders (default: 'span-{SPAN}/*.csv' "
+    "if --data-root has span-N folders, else '*.csv'; '.csv.gz' files are found too)",
   )
+  g.add_argument("--delimiter", default=d.delimiter, help="field delimiter (default: ',')")
   g.add_argument(
     "--rolling-spans",
     type=int,
@@ -45,11 +79,12 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   )
   g.add_argument("--label-key", default=d.label_key, help="label column (default: %(default)s)")
   g.add_argument(
-    "--schema",
-    type=pathlib.Path,
-    default=None,
-    help="schema.pbtxt to use instead of the inferred one",
+    "--exclude-columns",
+    type=_columns,
+    default=(),
+    help="comma-separated columns the model must not learn from (ids, leaks)",
   )
+  g.add_argument("--schema", default=None, help="schema.pbtxt to use instead of the inferred one")
   g.add_argument(
     "--max-bad-row-fraction",
     type=float,
@@ -59,16 +94,47 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   g = parser.add_argument_group("training")
   g.add_argument(
     "--module-file",
-    type=pathlib.Path,
     default=None,
-    help="trainer module: stock TFX run_fn(fn_args) or build_model(hparams) "
-    "(default: the bundled digits module)",
+    help="trainer module: stock TFX run_fn(fn_args) (with preprocessing_fn for a Transform and "
+    "tuner_fn for --tune) or build_model(hparams) (default: the bundled tabular module)",
+  )
+  g.add_argument(
+    "--transform-module",
+    default=None,
+    help="a separate file holding preprocessing_fn for a TFX Transform",
+  )
+  g.add_argument(
+    "--eval-label-key",
+    default=None,
+    help="the label as the model sees it after Transform, e.g. species_xf "
+    "(default: --label-key)",
+  )
+  g.add_argument(
+    "--task",
+    choices=(tasks.AUTO, *tasks.TASKS),
+    default=tasks.AUTO,
+    help="auto (default): two label values make binary, int or text classes multiclass, "
+    "floats regression",
+  )
+  g.add_argument(
+    "--max-classes",
+    type=int,
+    default=d.max_classes,
+    help="largest class count of a classification label (default: %(default)s)",
+  )
+  g.add_argument(
+    "--hparams",
+    type=_hparams,
+    default={},
+    help="key=value,... for the model, e.g. hidden_units=128,num_layers=2,learning_rate=0.01",
   )
   g.add_argument("--train-steps", type=int, default=d.train_steps, help="(default: %(default)s)")
-  g.add_argument("--eval-steps", type=int, default=d.eval_steps, help="(default: %(default)s)")
+  g.add_argument(
+    "--eval-steps", type=int, default=d.eval_steps, help="eval batches, 0: all (default: 0)"
+  )
   g.add_argument(
     "--strategy",
-    choices=_STRATEGIES,
+    choices=defaults.STRATEGY_NAMES,
     default=d.strategy,
     help="tf.distribute strategy (default: %(default)s, chosen from the hardware)",
   )
@@ -84,28 +150,58 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     default=d.local_ps,
     help="parameter-server processes for --strategy parameter_server",
   )
-  g.add_argument("--warm-start", action="store_true", help="start from the last blessed model")
+  g.add_argument("--warm-start", action="store_true", help="start from the live model")
+  g.add_argument("--tune", action="store_true", help="run the TFX Tuner with the module's tuner_fn")
+  g.add_argument(
+    "--tune-trials", type=int, default=d.tune_trials, help="Tuner trials (default: %(default)s)"
+  )
+  g.add_argument(
+    "--profile-steps",
+    type=_steps,
+    default=None,
+    help="START,END: write a TensorBoard profile of those training steps under model_run",
+  )
   g = parser.add_argument_group("blessing, optimization and push")
   g.add_argument(
     "--min-accuracy",
     type=float,
-    default=d.min_accuracy,
-    help="Evaluator's accuracy floor (default: %(default)s)",
+    default=None,
+    help="classification floor on the Evaluator's accuracy (default: beat always answering "
+    "the most frequent class)",
   )
   g.add_argument(
     "--max-accuracy-drop",
     type=float,
     default=d.max_accuracy_drop,
-    help="largest accuracy drop against the last blessed model (default: %(default)s)",
+    help="largest accuracy drop against the live model (default: %(default)s)",
+  )
+  g.add_argument(
+    "--max-mse",
+    type=float,
+    default=None,
+    help="regression ceiling on mean squared error (default: below the label's variance)",
+  )
+  g.add_argument(
+    "--max-error-increase",
+    type=float,
+    default=d.max_error_increase,
+    help="regression: largest relative MSE increase against the live model "
+    "(default: %(default)s)",
+  )
+  g.add_argument(
+    "--min-eval-examples",
+    type=int,
+    default=d.min_eval_examples,
+    help="fewer eval rows and nothing is blessed (default: %(default)s)",
   )
   g.add_argument(
     "--optimizer-variants",
     default=",".join(d.optimizer_variants),
-    help=f"comma-separated, from {', '.join(OPTIMIZER_VARIANTS)}; 'none' for none",
+    help=f"comma-separated, from {', '.join(defaults.VARIANTS)}; 'none' for none",
   )
   g.add_argument(
     "--tensorrt",
-    choices=("off", "auto", "required"),
+    choices=defaults.TENSORRT_MODES,
     default=d.tensorrt,
     help="TensorRT FP16 engine build (default: %(default)s)",
   )
@@ -119,79 +215,156 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   g.add_argument("--no-cache", action="store_true", help="rerun every component")
 
 
-def _resolve(path: pathlib.Path | None) -> str | None:
+def _absolute(path: str | None) -> str | None:
   if path is None:
     return None
-  s = str(path)
-  return s if "://" in s else str(path.resolve())
+  return str(path) if checks.is_uri(path) else str(pathlib.Path(path).resolve())
 
 
 def config_from_args(
-  args: argparse.Namespace, output_dir: pathlib.Path | str, local_paths: bool = True
+  args: argparse.Namespace,
+  pipeline_root: str,
+  serving_dir: str,
+  *,
+  local_paths: bool = True,
 ) -> PipelineConfig:
-  """Turns parsed flags into a PipelineConfig, checking what can be checked up front.
+  """Checks the flags and the data and resolves them into a PipelineConfig.
 
   Args:
     args: Flags from `add_pipeline_args`.
-    output_dir: Folder for the pipeline root and serving dir.
-    local_paths: Whether paths refer to this machine (checked and made
-      absolute); False for paths that only exist inside the cluster's image.
+    pipeline_root: where the artifacts go.
+    serving_dir: where the Pusher publishes versions.
+    local_paths: whether local paths refer to this machine (checked and made absolute);
+      False for paths that only exist inside the cluster's image.
 
   Raises:
-    ValueError: with a one-sentence message, for flags that cannot work.
+    checks.CheckError: (a UserInputError) with a one-sentence message naming the fix.
   """
-  resolve = _resolve if local_paths else (lambda p: None if p is None else str(p))
-  data_root = resolve(args.data_root)
-  local = local_paths and "://" not in data_root
-  if local and not os.path.isdir(data_root):
-    raise ValueError(f"--data-root {data_root} is not a folder; point it at a folder of CSV files.")
-  pattern = args.input_pattern
-  if pattern is None:
-    has_spans = local and any(re.fullmatch(r"span-\d+", p) for p in os.listdir(data_root))
-    pattern = "span-{SPAN}/*.csv" if has_spans else "*.csv"
-  module_file = resolve(args.module_file)
-  if local_paths and module_file and "://" not in module_file and not os.path.isfile(module_file):
-    raise ValueError(f"--module-file {module_file} does not exist; pass a Python trainer module.")
-  schema = resolve(args.schema)
-  if local_paths and schema and "://" not in schema and not os.path.isfile(schema):
-    raise ValueError(f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out.")
-  variants = tuple(v.strip() for v in args.optimizer_variants.split(",") if v.strip())
-  if variants == ("none",):
-    variants = ()
-  unknown = [v for v in variants if v not in OPTIMIZER_VARIANTS]
-  if unknown:
-    raise ValueError(
-      f"unknown optimizer variants {unknown}; choose from {list(OPTIMIZER_VARIANTS)}."
-    )
+  for name, value in vars(args).items():
+    if isinstance(value, str):
+      checks.check_text(f"--{name.replace('_', '-')}", value)
+  checks.check_fraction("--max-bad-row-fraction", args.max_bad_row_fraction)
+  checks.check_fraction("--max-accuracy-drop", args.max_accuracy_drop)
+  if args.min_accuracy is not None:
+    checks.check_fraction("--min-accuracy", args.min_accuracy)
+  if args.max_mse is not None:
+    checks.check_at_least("--max-mse", args.max_mse, 0)
+  checks.check_at_least("--max-error-increase", args.max_error_increase, 0)
   for flag, value, low in (
     ("--train-steps", args.train_steps, 1),
-    ("--eval-steps", args.eval_steps, 1),
+    ("--eval-steps", args.eval_steps, 0),
     ("--keep-versions", args.keep_versions, 1),
     ("--rolling-spans", args.rolling_spans, 1),
     ("--local-workers", args.local_workers, 0),
     ("--local-ps", args.local_ps, 0),
+    ("--max-classes", args.max_classes, 2),
+    ("--min-eval-examples", args.min_eval_examples, 1),
+    ("--tune-trials", args.tune_trials, 1),
   ):
-    if value < low:
-      raise ValueError(f"{flag} must be at least {low}, got {value}.")
-  out = str(output_dir)
+    checks.check_at_least(flag, value, low)
+  if len(args.delimiter) != 1:
+    raise checks.CheckError(
+      f"--delimiter must be one character, got {args.delimiter!r}; e.g. ';' or $'\\t'."
+    )
+  from components.pusher import pusher_lib
+
+  try:
+    pusher_lib.validate_model_name(args.model_name)
+  except pusher_lib.PusherError as e:
+    raise checks.CheckError(f"--model-name: {e}") from None
+  variants = tuple(v.strip() for v in args.optimizer_variants.split(",") if v.strip())
+  if variants == ("none",):
+    variants = ()
+  unknown = [v for v in variants if v not in defaults.VARIANTS]
+  if unknown:
+    raise checks.CheckError(
+      f"unknown optimizer variants {unknown}; choose from {', '.join(defaults.VARIANTS)}."
+    )
+
+  resolve = _absolute if local_paths else (lambda p: None if p is None else str(p))
+  data_root = resolve(args.data_root)
+  module_file = resolve(args.module_file)
+  transform_module = resolve(args.transform_module)
+  schema = resolve(args.schema)
+  local_data = local_paths and not checks.is_uri(data_root)
+  if local_data:
+    checks.check_folder("--data-root", data_root, must_exist=True)
+  if local_paths and schema and not checks.is_uri(schema) and not os.path.isfile(schema):
+    raise checks.CheckError(
+      f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
+    )
+  plan = checks.plan_modules(module_file, transform_module, args.tune, local=local_paths)
+  if args.eval_label_key and not plan.transform:
+    raise checks.CheckError(
+      "--eval-label-key names a label made by a Transform, but the module has no "
+      "preprocessing_fn; leave it out or pass --transform-module."
+    )
+  pattern = args.input_pattern
+  if pattern is None:
+    pattern = checks.default_pattern(data_root) if local_data else "*.csv"
+
+  task, floor, max_mse, reason = args.task, args.min_accuracy or 0.0, args.max_mse, ""
+  eval_share = 1 / (_DEFAULTS.train_hash_buckets + _DEFAULTS.eval_hash_buckets)
+  if local_data:
+    files = checks.input_files(data_root, pattern)
+    if not files:
+      raise checks.CheckError(
+        f"no file under {data_root} matches {pattern!r}; check --data-root and --input-pattern."
+      )
+    decision = checks.decide_label(
+      files,
+      args.label_key,
+      args.delimiter,
+      args.task,
+      args.max_classes,
+      args.min_accuracy,
+      args.max_mse,
+    )
+    checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples)
+    task, floor, max_mse, reason = (
+      decision.task,
+      decision.min_accuracy,
+      decision.max_mse,
+      decision.floor_reason,
+    )
+  elif task == tasks.AUTO:
+    raise checks.CheckError(
+      f"--data-root {data_root} cannot be read here to tell the task from the label; pass "
+      "--task binary, multiclass or regression."
+    )
   return PipelineConfig(
     data_root=data_root,
-    pipeline_root=os.path.join(out, "pipeline_root"),
-    serving_dir=os.path.join(out, "serving"),
+    pipeline_root=pipeline_root,
+    serving_dir=serving_dir,
     module_file=module_file,
+    transform_module=transform_module,
+    transform=plan.transform,
     label_key=args.label_key,
+    eval_label_key=args.eval_label_key,
     input_pattern=pattern,
+    delimiter=args.delimiter,
     rolling_spans=args.rolling_spans,
     max_bad_row_fraction=args.max_bad_row_fraction,
     schema_path=schema,
+    exclude_columns=tuple(args.exclude_columns),
+    task=task,
+    max_classes=args.max_classes,
+    hparams=dict(args.hparams),
     train_steps=args.train_steps,
     eval_steps=args.eval_steps,
     strategy=args.strategy,
     local_workers=args.local_workers,
     local_ps=args.local_ps,
     warm_start=args.warm_start,
-    min_accuracy=args.min_accuracy,
+    tune=plan.tune,
+    tune_trials=args.tune_trials,
+    profile_steps=args.profile_steps,
+    min_accuracy=floor,
     max_accuracy_drop=args.max_accuracy_drop,
+    max_mse=max_mse,
+    max_error_increase=args.max_error_increase,
+    min_eval_examples=args.min_eval_examples,
+    floor_reason=reason,
     optimizer_variants=variants,
     tensorrt=args.tensorrt,
     model_name=args.model_name,
@@ -206,9 +379,7 @@ def fail(message: str) -> int:
   return 2
 
 
-def user_error_message(
-  exc: BaseException, output_dir: pathlib.Path | str | None = None
-) -> str | None:
+def user_error_message(exc: BaseException, output_dir: str | None = None) -> str | None:
   """The one-line message of a user-caused error anywhere in the cause chain, else None.
 
   Args:
@@ -218,24 +389,42 @@ def user_error_message(
   Returns:
     One line naming the fix, or None for errors that are our own bugs.
   """
-  seen = set()
+  error = find(exc, UserInputError)
+  if error is not None:
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    # Beam appends the failing step to errors it re-raises.
+    return re.sub(r"\s*\[while running '.*'\]\s*$", "", line)
+  code_error = find(exc, UserCodeError)
+  if code_error is not None:
+    return str(code_error)
+  os_error = find(exc, OSError)
+  if os_error is not None and os_error.errno in _FILE_ERRNOS:
+    where = os_error.filename or output_dir
+    return (
+      f"{os.strerror(os_error.errno).lower()}{f' at {where}' if where else ''}; free space, fix "
+      "the permissions or pass another --output-dir."
+    )
   e: BaseException | None = exc
+  seen = set()
   while e is not None and id(e) not in seen:
     seen.add(id(e))
-    if type(e).__name__ in _USER_ERROR_NAMES or any(
-      c.__name__ in _USER_ERROR_NAMES for c in type(e).__mro__
-    ):
-      msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-      # Beam appends the failing step to re-raised errors.
-      return re.sub(r"\s*\[while running '.*'\]\s*$", "", msg)
     if is_disk_full(e):
-      where = getattr(e, "filename", None) or output_dir
       return (
-        f"no space left on device{f' under {where}' if where else ''}; "
+        f"no space left on device{f' under {output_dir}' if output_dir else ''}; "
         "free space or use another --output-dir."
       )
     e = e.__cause__ or e.__context__
   return None
+
+
+def print_user_traceback(exc: BaseException) -> None:
+  """Prints the traceback of an error raised in the user's module code, if that is the cause."""
+  code_error = find(exc, UserCodeError)
+  if code_error is None or find(exc, UserInputError) is not None:
+    return
+  cause = code_error.__cause__ or code_error
+  traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -243,96 +432,3 @@ def is_disk_full(exc: BaseException) -> bool:
   if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
     return True
   return any(text in str(exc) for text in _DISK_FULL_TEXTS)
-
-
-def quiet_logs(quiet: bool) -> None:
-  """Keeps TFX's INFO chatter out of the terminal unless asked for."""
-  from absl import logging as absl_logging
-
-  level = logging.WARNING if quiet else logging.INFO
-  absl_logging.set_verbosity(absl_logging.WARNING if quiet else absl_logging.INFO)
-  logging.getLogger().setLevel(level)
-  logging.getLogger("apache_beam").setLevel(logging.WARNING)
-  # Beam logs a failing step's exception with its traceback (in-process, or forwarded from a
-  # worker process) and then raises it; the runner reports it once, in one line if the user
-  # can fix it, with the traceback if it is our bug.
-  for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
-    logging.getLogger(name).setLevel(logging.CRITICAL)
-  import warnings
-
-  warnings.filterwarnings("ignore")
-
-
-def _fmt(v: Any, pct: bool = False) -> str:
-  if v is None:
-    return "-"
-  if isinstance(v, float):
-    return f"{v:.2%}" if pct else f"{v:.4g}"
-  return str(v)
-
-
-def print_summary(summary: dict[str, Any], out: pathlib.Path) -> None:
-  """Prints the run summary as a few tables."""
-  from rich.console import Console
-  from rich.table import Table
-
-  console = Console(file=sys.stdout, width=110)
-  table = Table(title="Components", show_edge=False)
-  for col in ("component", "state", "seconds"):
-    table.add_column(col)
-  for r in summary["components"]:
-    table.add_row(r["name"], r["state"], f"{r['seconds']:.1f}")
-  console.print(table)
-  if summary.get("strategy"):
-    s = summary["strategy"]
-    console.print(
-      f"strategy: {s.get('strategy')} ({s.get('num_replicas_in_sync')} replica(s)): "
-      f"{s.get('strategy_reason')}"
-    )
-  metrics = summary.get("eval_metrics") or {}
-  if metrics:
-    console.print(
-      "eval metrics: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
-    )
-  report = summary.get("optimizer") or {}
-  variants = report.get("variants") if isinstance(report, dict) else None
-  if variants:
-    console.print(_variant_table(variants))
-  # new_data is False for a failed ExampleGen too; only a cached one reused its output.
-  example_gen = [r for r in summary["components"] if r["name"] == "CsvExampleGen"]
-  if summary.get("new_data") is False and example_gen and example_gen[0]["state"] == "cached":
-    console.print("no new data: ExampleGen reused its cached output.")
-  pushed = summary.get("pushed") or {}
-  if pushed.get("pushed"):
-    console.print(f"pushed version {pushed.get('version')} to {pushed.get('path')}")
-  elif pushed:
-    console.print(f"not pushed: {pushed.get('reason')}")
-  console.print(
-    f"status: {summary['status']} in {summary.get('seconds', 0):.1f} s; "
-    f"details in {out / 'run_summary.json'}"
-  )
-
-
-def _variant_table(variants):
-  from rich.table import Table
-
-  rows = variants.values() if isinstance(variants, dict) else variants
-  table = Table(title="Optimizer variants", show_edge=False)
-  cols = ("variant", "status", "accuracy", "agreement", "size KB", "gzip KB", "p50 ms", "blessed")
-  for c in cols:
-    table.add_column(c)
-  for v in rows:
-    size = v.get("size_bytes")
-    gz = v.get("gzipped_size_bytes")
-    p50 = v.get("latency_ms_p50")
-    table.add_row(
-      str(v.get("name")),
-      str(v.get("status")),
-      _fmt(v.get("accuracy")),
-      _fmt(v.get("top1_agreement")),
-      _fmt(size / 1024 if size else None),
-      _fmt(gz / 1024 if gz else None),
-      _fmt(p50),
-      "yes" if v.get("blessed") else "no",
-    )
-  return table

@@ -1,65 +1,82 @@
-"""Every default of the pipeline, in one place; runners and tests start from these."""
+"""What a pipeline run is made of: one frozen config, its defaults taken from components.defaults."""
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
+from typing import Any
+
+from components import defaults
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "digits"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "output"
 DEFAULT_IMAGE = "ghcr.io/tfx-pipeline-kit/tfx-pipeline-kit:0.1.0"
 
-OPTIMIZER_VARIANTS = (
-  "pruned",
-  "tflite_float32",
-  "tflite_dynamic_range",
-  "tflite_float16",
-  "tflite_int8",
-  "pruned_int8",
-  "qat",
-  "onnx",
-  "tensorrt_fp16",
-)
-# QAT retrains, so it is opt-in; TensorRT is switched by the `tensorrt` option (off/auto/required).
-DEFAULT_OPTIMIZER_VARIANTS = tuple(
-  v for v in OPTIMIZER_VARIANTS if v not in ("qat", "tensorrt_fp16")
-)
-
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
-  """What a pipeline run is made of. Paths must be absolute (or URIs)."""
+  """Paths and options of one pipeline. Paths are absolute local paths or URIs (gs://, s3://).
+
+  The runners fill it from flags and resolve what depends on the data (the task and the
+  blessing floor) before the pipeline is built; `create_pipeline` only reads it.
+  """
 
   pipeline_name: str = "digits"
   data_root: str = str(DEFAULT_DATA_ROOT)
   pipeline_root: str = str(DEFAULT_OUTPUT_DIR / "pipeline_root")
   serving_dir: str = str(DEFAULT_OUTPUT_DIR / "serving")
-  # None trains the bundled digits module, imported from the installed package.
+  # None trains the bundled default module, imported from the installed package.
   module_file: str | None = None
-  label_key: str = "label"
+  # A separate file holding preprocessing_fn; None: the module file's own, if it has one.
+  transform_module: str | None = None
+  # Whether a Transform runs (the module, or transform_module, defines preprocessing_fn).
+  transform: bool = False
+  label_key: str = defaults.LABEL_KEY
+  # The label as the model sees it (e.g. 'species_xf' after Transform); None: label_key.
+  eval_label_key: str | None = None
   # Input: a glob under data_root, with `{SPAN}` for nightly span folders.
   input_pattern: str = "*.csv"
+  delimiter: str = ","
   rolling_spans: int = 1
   eval_hash_buckets: int = 1
   train_hash_buckets: int = 4
   max_bad_row_fraction: float = 0.0
   schema_path: str | None = None
+  exclude_columns: tuple[str, ...] = ()
+  # Task: 'binary', 'multiclass' or 'regression' once resolved; 'auto' until then.
+  task: str = defaults.TASK
+  max_classes: int = defaults.MAX_CLASSES
+  hparams: dict[str, Any] = dataclasses.field(default_factory=dict)
   # Training.
-  train_steps: int = 600
-  eval_steps: int = 50
-  strategy: str = "auto"
+  train_steps: int = defaults.TRAIN_STEPS
+  eval_steps: int = defaults.EVAL_STEPS
+  strategy: str = defaults.AUTO
   local_workers: int = 0
   local_ps: int = 0
   warm_start: bool = False
-  # Blessing.
-  min_accuracy: float = 0.90
-  max_accuracy_drop: float = 0.01
+  tune: bool = False
+  tune_trials: int = 10
+  profile_steps: tuple[int, int] | None = None
+  # Blessing. Classification: accuracy floor and largest drop against the live model.
+  # Regression: mean squared error ceiling (None: none) and largest relative increase.
+  min_accuracy: float = 0.0
+  max_accuracy_drop: float = defaults.MAX_ACCURACY_DROP
+  max_mse: float | None = None
+  max_error_increase: float = 0.05
+  min_eval_examples: int = defaults.MIN_EVAL_EXAMPLES
+  # How the floor was chosen, for the summary ("--min-accuracy", or the auto rule).
+  floor_reason: str = ""
   # Optimizer.
-  optimizer_variants: tuple[str, ...] = DEFAULT_OPTIMIZER_VARIANTS
-  variant_max_accuracy_drop: float = 1.0
-  tensorrt: str = "auto"
+  optimizer_variants: tuple[str, ...] = defaults.DEFAULT_VARIANTS
+  variant_max_accuracy_drop: float = defaults.VARIANT_MAX_DROP
+  tensorrt: str = defaults.TENSORRT_AUTO
   # Pusher.
   model_name: str = "digits"
-  keep_versions: int = 5
+  keep_versions: int = defaults.KEEP_VERSIONS
   enable_cache: bool = True
+
+  @property
+  def model_label_key(self) -> str:
+    """The label key the Evaluator and the Optimizer read (after Transform, if any)."""
+    return self.eval_label_key or self.label_key

@@ -11,7 +11,8 @@ from tfx import types
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
-from components.distributed_trainer import DistributedTrainer
+from components import defaults, model_contract, tasks
+from components.distributed_trainer import DistributedTrainer, constants
 from components.example_gen import CsvExampleGen
 from components.optimizer import Optimizer
 from components.pusher import Pusher
@@ -126,29 +127,64 @@ def _resolver(node_id: str, strategy, **channels) -> tfx.dsl.Resolver:
   ).with_id(node_id)
 
 
-def make_eval_config(label_key: str, min_accuracy: float, max_accuracy_drop: float):
-  """TFMA config: accuracy above a floor, and not worse than the baseline by more than a delta.
+def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalConfig:
+  """TFMA config for the run's task: the metric with a floor, and no worse than the live model.
 
-  On the first run there is no baseline and TFMA applies the value threshold alone.
+  Multiclass: SparseCategoricalAccuracy. Binary: BinaryAccuracy and AUC. Regression: mean
+  squared and mean absolute error, lower is better. On the first run there is no baseline and
+  TFMA applies the value thresholds alone. ExampleCount must reach `min_eval_examples`.
+
+  Args:
+    config: the resolved config (task, label, thresholds).
+    preprocessing: evaluate through the model's `transform_features` signature (the label as
+      the model sees it).
   """
-  threshold = tfma.MetricThreshold(
-    value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_accuracy}),
-    change_threshold=tfma.GenericChangeThreshold(
-      direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-      absolute={"value": -max_accuracy_drop},
-    ),
+  if config.task == tasks.REGRESSION:
+    value = (
+      tfma.GenericValueThreshold(upper_bound={"value": config.max_mse})
+      if config.max_mse is not None
+      else None
+    )
+    threshold = tfma.MetricThreshold(
+      value_threshold=value,
+      change_threshold=tfma.GenericChangeThreshold(
+        direction=tfma.MetricDirection.LOWER_IS_BETTER,
+        relative={"value": config.max_error_increase},
+      ),
+    )
+    metrics = [
+      tfma.MetricConfig(class_name="MeanSquaredError", threshold=threshold),
+      tfma.MetricConfig(class_name="MeanAbsoluteError"),
+    ]
+  else:
+    threshold = tfma.MetricThreshold(
+      value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
+      change_threshold=tfma.GenericChangeThreshold(
+        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+        absolute={"value": -config.max_accuracy_drop},
+      ),
+    )
+    if config.task == tasks.BINARY:
+      metrics = [
+        tfma.MetricConfig(class_name="BinaryAccuracy", threshold=threshold),
+        tfma.MetricConfig(class_name="AUC"),
+      ]
+    else:
+      metrics = [tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold)]
+  count = tfma.MetricThreshold(
+    value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_eval_examples})
   )
+  metrics.append(tfma.MetricConfig(class_name="ExampleCount", threshold=count))
   return tfma.EvalConfig(
-    model_specs=[tfma.ModelSpec(label_key=label_key, signature_name="serving_default")],
-    slicing_specs=[tfma.SlicingSpec()],
-    metrics_specs=[
-      tfma.MetricsSpec(
-        metrics=[
-          tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold),
-          tfma.MetricConfig(class_name="ExampleCount"),
-        ]
+    model_specs=[
+      tfma.ModelSpec(
+        label_key=config.model_label_key,
+        signature_name="serving_default",
+        preprocessing_function_names=[model_contract.TRANSFORM_SIGNATURE] if preprocessing else [],
       )
     ],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
   )
 
 
@@ -157,10 +193,12 @@ def create_pipeline(
   metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
   beam_pipeline_args: Sequence[str] = (),
 ) -> tfx.dsl.Pipeline:
-  """Builds ExampleGen -> validation -> DistributedTrainer -> Evaluator -> Optimizer -> Pusher.
+  """Builds ExampleGen -> validation -> [Transform] -> [Tuner] -> DistributedTrainer ->
+  Evaluator -> Optimizer -> Pusher.
 
   Args:
-    config: Paths and options; see `PipelineConfig`.
+    config: Paths and options, resolved by a runner (task and floors decided); see
+      `PipelineConfig`.
     metadata_connection_config: ML Metadata store; None on Kubeflow, where the
       cluster provides it.
     beam_pipeline_args: Options for every Beam-based component (DirectRunner
@@ -187,18 +225,58 @@ def create_pipeline(
     label_key=config.label_key,
     max_bad_row_fraction=config.max_bad_row_fraction,
     schema_path=config.schema_path,
+    delimiter=config.delimiter,
     rolling_spans=config.rolling_spans,
   )
-  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+  examples = example_gen.outputs["examples"]
+  statistics_gen = tfx.components.StatisticsGen(examples=examples)
   if config.schema_path:
     schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
   else:
     schema_gen = tfx.components.SchemaGen(
       statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
     )
+  schema = schema_gen.outputs["schema"]
   example_validator = tfx.components.ExampleValidator(
-    statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    statistics=statistics_gen.outputs["statistics"], schema=schema
   )
+
+  transform = None
+  if config.transform:
+    transform = tfx.components.Transform(
+      examples=examples,
+      schema=schema,
+      module_file=config.transform_module or config.module_file,
+    )
+  transform_graph = transform.outputs["transform_graph"] if transform else None
+
+  custom_config = {
+    constants.LABEL_KEY_CONFIG: config.label_key,
+    constants.TASK_CONFIG: config.task,
+    constants.EXCLUDE_COLUMNS_CONFIG: list(config.exclude_columns),
+    constants.HPARAMS_CONFIG: dict(config.hparams),
+    constants.TUNE_TRIALS_CONFIG: config.tune_trials,
+  }
+  if config.profile_steps:
+    custom_config[constants.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
+  train_args = tfx.proto.TrainArgs(num_steps=config.train_steps)
+  eval_args = tfx.proto.EvalArgs(num_steps=config.eval_steps)
+  module_kwargs = (
+    {"module_file": config.module_file}
+    if config.module_file
+    else {"tuner_fn": f"{defaults.DEFAULT_MODULE_PATH}.{defaults.TUNER_FN}"}
+  )
+  tuner = None
+  if config.tune:
+    tuner = tfx.components.Tuner(
+      examples=transform.outputs["transformed_examples"] if transform else examples,
+      schema=schema,
+      transform_graph=transform_graph,
+      train_args=train_args,
+      eval_args=eval_args,
+      custom_config=custom_config,
+      **module_kwargs,
+    )
 
   # KubeflowV2DagRunner compiles only TFX's stock resolver strategies, so the lineage-aware
   # ones below are used where a metadata connection is given (local runs). See their docstrings
@@ -214,20 +292,22 @@ def create_pipeline(
     warm_start_base = latest_blessed or _resolver(
       "warm_start_model_resolver",
       LatestBlessedModelFromEarlierDataStrategy,
-      examples=example_gen.outputs["examples"],
+      examples=examples,
     )
 
   trainer = DistributedTrainer(
-    examples=example_gen.outputs["examples"],
-    schema=schema_gen.outputs["schema"],
+    examples=transform.outputs["transformed_examples"] if transform else examples,
+    schema=schema,
     anomalies=example_validator.outputs["anomalies"],
     module_file=config.module_file,
-    train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
-    eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+    transform_graph=transform_graph,
+    hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
+    train_args=train_args,
+    eval_args=eval_args,
     strategy=config.strategy,
     local_workers=config.local_workers,
     local_ps=config.local_ps,
-    custom_config={"label_key": config.label_key},
+    custom_config=custom_config,
     base_model=warm_start_base.outputs["model"] if warm_start_base else None,
   )
 
@@ -236,16 +316,22 @@ def create_pipeline(
     LatestBlessedModelOtherThanCandidateStrategy,
     candidate=trainer.outputs["model"],
   )
+  # The default module's models, and modules whose label is transformed (--eval-label-key),
+  # give TFMA the label as the model sees it through their `transform_features` signature.
+  preprocessing = config.module_file is None or config.model_label_key != config.label_key
   evaluator = tfx.components.Evaluator(
-    examples=example_gen.outputs["examples"],
+    examples=examples,
     model=trainer.outputs["model"],
     baseline_model=baseline.outputs["model"],
-    eval_config=make_eval_config(config.label_key, config.min_accuracy, config.max_accuracy_drop),
+    eval_config=make_eval_config(config, preprocessing),
   )
   optimizer = Optimizer(
     model=trainer.outputs["model"],
-    examples=example_gen.outputs["examples"],
-    schema=schema_gen.outputs["schema"],
+    examples=examples,
+    schema=schema,
+    transform_graph=transform_graph,
+    task=config.task,
+    label_key=config.model_label_key,
     variants=list(config.optimizer_variants),
     max_accuracy_drop=config.variant_max_accuracy_drop,
     tensorrt=config.tensorrt,
@@ -254,25 +340,19 @@ def create_pipeline(
     model=trainer.outputs["model"],
     model_blessing=evaluator.outputs["blessing"],
     optimized_model=optimizer.outputs["optimized_model"],
-    examples=example_gen.outputs["examples"],
+    examples=examples,
+    transform_graph=transform_graph,
     serving_dir=config.serving_dir,
     model_name=config.model_name,
     keep_versions=config.keep_versions,
   )
+  nodes = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner]
+  nodes += list({id(r): r for r in (warm_start_base, baseline) if r is not None}.values())
+  nodes += [trainer, evaluator, optimizer, pusher]
   return tfx.dsl.Pipeline(
     pipeline_name=config.pipeline_name,
     pipeline_root=config.pipeline_root,
-    components=[
-      example_gen,
-      statistics_gen,
-      schema_gen,
-      example_validator,
-      *{id(r): r for r in (warm_start_base, baseline) if r is not None}.values(),
-      trainer,
-      evaluator,
-      optimizer,
-      pusher,
-    ],
+    components=[n for n in nodes if n is not None],
     enable_cache=config.enable_cache,
     metadata_connection_config=metadata_connection_config,
     beam_pipeline_args=list(beam_pipeline_args),

@@ -5,6 +5,12 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import warnings
+
+# Library deprecation notices (google-api-core on Python 3.10, ...) say nothing about the run.
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
 import argparse
 import dataclasses
 import json
@@ -12,8 +18,21 @@ import pathlib
 import sys
 import time
 
-from pipeline import cli
+from pipeline import checks, cli, progress
 from pipeline.config import DEFAULT_OUTPUT_DIR
+
+COMPONENT_ORDER = (
+  "CsvExampleGen",
+  "StatisticsGen",
+  "SchemaGen",
+  "ExampleValidator",
+  "Transform",
+  "Tuner",
+  "DistributedTrainer",
+  "Evaluator",
+  "Optimizer",
+  "Pusher",
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -23,10 +42,14 @@ def parse_args(argv=None) -> argparse.Namespace:
   )
   parser.add_argument(
     "--output-dir",
-    type=pathlib.Path,
-    default=DEFAULT_OUTPUT_DIR,
-    help="pipeline root, metadata.sqlite, serving/ and run_summary.json go here "
+    default=str(DEFAULT_OUTPUT_DIR),
+    help="pipeline root, metadata.sqlite, serving/, logs/ and run_summary.json go here "
     "(default: %(default)s)",
+  )
+  parser.add_argument(
+    "--serving-dir",
+    default=None,
+    help="where the Pusher publishes versions (default: <output-dir>/serving)",
   )
   cli.add_pipeline_args(parser)
   parser.add_argument(
@@ -35,16 +58,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     default=0,
     help="Beam DirectRunner worker processes for Beam components (0: in-process, the default)",
   )
-  parser.add_argument("--quiet", action="store_true", help="only print the summary")
+  shown = parser.add_mutually_exclusive_group()
+  shown.add_argument("--quiet", action="store_true", help="print only the summary")
+  shown.add_argument("--verbose", action="store_true", help="stream the full log as well")
   return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  out = args.output_dir.resolve()
+  out = pathlib.Path(args.output_dir).resolve()
+  serving = str(pathlib.Path(args.serving_dir).resolve()) if args.serving_dir else str(out / "serving")
   try:
-    config = cli.config_from_args(args, output_dir=out)
-  except ValueError as e:
+    checks.check_text("--output-dir", args.output_dir)
+    checks.check_writable("--output-dir", str(out))
+    if args.serving_dir:
+      checks.check_text("--serving-dir", args.serving_dir)
+      checks.check_writable("--serving-dir", serving)
+    checks.check_at_least("--direct-workers", args.direct_workers, 0)
+    config = cli.config_from_args(args, str(out / "pipeline_root"), serving)
+  except cli.UserInputError as e:
     return cli.fail(str(e))
   out.mkdir(parents=True, exist_ok=True)
 
@@ -58,6 +90,8 @@ def main(argv=None) -> int:
       f"another run_local.py is already using {out}; wait for it to finish or pass another "
       "--output-dir."
     )
+  except OSError as e:
+    return cli.fail(f"cannot lock {out / '.run.lock'} ({e.strerror}); pass another --output-dir.")
   try:
     return _run(args, config, out)
   finally:
@@ -65,58 +99,71 @@ def main(argv=None) -> int:
 
 
 def _run(args, config, out: pathlib.Path) -> int:
-  cli.quiet_logs(args.quiet)
-  from ml_metadata import metadata_store
-  from tfx import v1 as tfx
+  log = progress.log_path(out)
+  with progress.captured_output(log, args.verbose) as terminal:
+    progress.configure_logging(args.verbose)
+    from ml_metadata import metadata_store
+    from tfx import v1 as tfx
 
-  from pipeline import summary as summary_lib
-  from pipeline.factory import create_pipeline
+    from pipeline import recovery
+    from pipeline import summary as summary_lib
+    from pipeline.factory import create_pipeline
 
-  metadata_path = out / "metadata.sqlite"
-  connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata_path))
-  beam_args = []
-  if args.direct_workers:
-    beam_args = [
-      "--direct_running_mode=multi_processing",
-      f"--direct_num_workers={args.direct_workers}",
-    ]
-  pipeline = create_pipeline(config, connection, beam_args)
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
+      str(out / "metadata.sqlite")
+    )
+    cleanup = recovery.fail_abandoned_executions(
+      metadata_store.MetadataStore(connection), config.pipeline_name, config.pipeline_root
+    )
+    beam_args = []
+    if args.direct_workers:
+      beam_args = [
+        "--direct_running_mode=multi_processing",
+        f"--direct_num_workers={args.direct_workers}",
+      ]
+    pipeline = create_pipeline(config, connection, beam_args)
+    names = [n for n in COMPONENT_ORDER if n in {c.id for c in pipeline.components}]
+    names += [c.id for c in pipeline.components if c.id not in names]
+    store = metadata_store.MetadataStore(connection)
+    started_ms = int(time.time() * 1000) - 1
+    table = progress.RunTable(
+      names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
+    )
+    started = time.monotonic()
+    error = None
+    failure: BaseException | None = None
+    with progress.live_table(table, terminal, args.quiet):
+      try:
+        tfx.orchestration.LocalDagRunner().run(pipeline)
+      except Exception as e:
+        table.mark_failed()
+        failure = e
+        error = cli.user_error_message(e, str(out))
+    summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)
+    summary["seconds"] = round(time.monotonic() - started, 2)
+    summary["config"] = dataclasses.asdict(config)
+    summary["log"] = str(log)
+    if cleanup:
+      summary["cleanup"] = cleanup
+    if failure is not None and error is None:
+      summary["status"] = "failed"
+      summary["error"] = "internal error, see the traceback in the log"
+    _write_summary(out, summary)
+    from rich.console import Console
 
-  started_ms = int(time.time() * 1000) - 1
-  started = time.monotonic()
-  error = None
-  try:
-    tfx.orchestration.LocalDagRunner().run(pipeline)
-  except Exception as e:
-    error = cli.user_error_message(e, out)
-    if error is None:
-      _write_summary(
-        out,
-        summary_lib,
-        connection,
-        metadata_store,
-        config,
-        started_ms,
-        started,
-        "internal error, see traceback",
-      )
-      raise
-  summary = _write_summary(
-    out, summary_lib, connection, metadata_store, config, started_ms, started, error
-  )
-  cli.print_summary(summary, out)
+    console = Console(file=terminal, width=110)
+    console.print(progress.summary_lines(summary, table, out, str(log)))
+  if failure is not None and error is None:
+    # A bug of ours: its traceback goes to the terminal as well as the log.
+    raise failure
+  if failure is not None:
+    cli.print_user_traceback(failure)
   if error:
     print(f"error: {error}", file=sys.stderr)
   return 0 if summary["status"] == "succeeded" else 1
 
 
-def _write_summary(
-  out, summary_lib, connection, metadata_store, config, started_ms, started, error
-):
-  store = metadata_store.MetadataStore(connection)
-  summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)
-  summary["seconds"] = round(time.monotonic() - started, 2)
-  summary["config"] = dataclasses.asdict(config)
+def _write_summary(out: pathlib.Path, summary: dict) -> None:
   tmp = out / "run_summary.json.tmp"
   try:
     tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
@@ -126,7 +173,6 @@ def _write_summary(
       raise
     # The run's error line already says the disk is full; leave no half-written summary.
     tmp.unlink(missing_ok=True)
-  return summary
 
 
 if __name__ == "__main__":

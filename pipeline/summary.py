@@ -103,9 +103,14 @@ def build_summary(
       summary["strategy"] = {
         k: _prop(model, k) for k in ("strategy", "num_replicas_in_sync", "strategy_reason")
       }
-      acc = _prop(model, "eval_accuracy")
-      if acc is not None:
-        summary["eval_metrics"]["trainer_eval_accuracy"] = acc
+      summary["task"] = _prop(model, "task")
+      classes = _prop(model, "label_classes")
+      summary["label_classes"] = json.loads(classes) if classes else None
+      hparams = _prop(model, "hparams")
+      summary["hparams"] = json.loads(hparams) if hparams else None
+      for key, value in json.loads(_prop(model, "eval_metrics") or "{}").items():
+        if key != "examples":
+          summary["eval_metrics"][f"trainer_{key}"] = value
   evaluator = by_name.get("Evaluator")
   if evaluator:
     blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
@@ -152,6 +157,47 @@ def build_summary(
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
     summary["new_data"] = {"ran": True, "cached": False}.get(examples_gen["state"])
   return summary
+
+
+def result_line(
+  store: metadata_store.MetadataStore, pipeline_name: str, node: str, since_ms: int
+) -> str:
+  """One line saying what a finished component produced, for the live table."""
+  runs = {r["name"]: r for r in component_runs(store, pipeline_name, since_ms)}
+  run = runs.get(node)
+  if run is None:
+    return ""
+  outputs = _outputs(store, run["execution_id"])
+  by_type = {}
+  for a in outputs:
+    by_type.setdefault(store.get_artifact_types_by_id([a.type_id])[0].name, a)
+  if node == "CsvExampleGen" and "Examples" in by_type:
+    a = by_type["Examples"]
+    train, evals, bad = (_prop(a, k) for k in ("num_rows_train", "num_rows_eval", "num_bad_rows"))
+    return f"{train} train / {evals} eval rows" + (f", {bad} quarantined" if bad else "")
+  if node == "SchemaGen" and "Schema" in by_type:
+    return "schema inferred"
+  if node == "DistributedTrainer" and "Model" in by_type:
+    a = by_type["Model"]
+    metrics = json.loads(_prop(a, "eval_metrics") or "{}")
+    shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "examples")
+    task = _prop(a, "task")
+    return f"{_prop(a, 'strategy')}" + (f", {task}" if task else "") + (f", {shown}" if shown else "")
+  if node == "Evaluator" and "ModelBlessing" in by_type:
+    return "blessed" if _prop(by_type["ModelBlessing"], "blessed") else "not blessed"
+  if node == "Optimizer" and "components.OptimizedModel" in by_type:
+    names = json.loads(_prop(by_type["components.OptimizedModel"], "blessed_variants") or "[]")
+    return f"{len(names)} variant(s) blessed: {', '.join(names)}" if names else "no variant blessed"
+  if node == "Pusher" and "PushedModel" in by_type:
+    a = by_type["PushedModel"]
+    if _prop(a, "pushed"):
+      return f"pushed version {_prop(a, 'pushed_version')}"
+    return f"not pushed: {(_prop(a, 'pushed_reason') or '')[:60]}"
+  if node == "Tuner" and "HyperParameters" in by_type:
+    return "best hyper-parameters chosen"
+  if node == "Transform" and "TransformGraph" in by_type:
+    return "transform graph written"
+  return ""
 
 
 def _version(value):

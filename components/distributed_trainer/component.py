@@ -12,6 +12,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import json_utils
 
+from components import defaults
 from components.distributed_trainer import constants, executor, strategy_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
 
@@ -104,12 +105,12 @@ class DistributedTrainer(base_component.BaseComponent):
     run_fn: str | None = None,
     transform_graph: types.BaseChannel | None = None,
     hyperparameters: types.BaseChannel | None = None,
-    global_batch_size: int = lib.DEFAULT_GLOBAL_BATCH_SIZE,
-    num_epochs: int = lib.DEFAULT_NUM_EPOCHS,
-    steps_per_execution: int = lib.DEFAULT_STEPS_PER_EXECUTION,
+    global_batch_size: int = defaults.GLOBAL_BATCH_SIZE,
+    num_epochs: int = defaults.NUM_EPOCHS,
+    steps_per_execution: int = defaults.STEPS_PER_EXECUTION,
     mixed_precision: str = "",
-    worker_timeout_s: int = constants.DEFAULT_WORKER_TIMEOUT_S,
-    max_restarts: int = constants.DEFAULT_MAX_RESTARTS,
+    worker_timeout_s: int = defaults.WORKER_TIMEOUT_S,
+    max_restarts: int = defaults.MAX_RESTARTS,
   ):
     """Wires a DistributedTrainer.
 
@@ -117,16 +118,17 @@ class DistributedTrainer(base_component.BaseComponent):
       examples: Examples channel with `train` and `eval` splits (or those in the args).
       schema: Schema channel; required by build_model modules.
       module_file: path of a module defining `run_fn(fn_args)` (stock Trainer style; it gets
-        `fn_args.strategy` too) or `build_model(hparams)` (the trainer owns input, fit,
-        evaluation and export). Without module_file and run_fn the trainer uses
-        `components.distributed_trainer.default_module` (digits MLP).
+        `fn_args.strategy` too) or `build_model(hparams)` (the network of the bundled
+        tabular model; the trainer owns preprocessing, input, fit, evaluation and export).
+        Without module_file and run_fn the trainer uses
+        `components.distributed_trainer.default_module` (a tabular model for any CSV).
       train_args: TrainArgs; num_steps is the total step count.
       eval_args: EvalArgs; num_steps limits eval batches (0: the whole split).
       strategy: auto|one_device|mirrored|multi_worker_mirrored|parameter_server|tpu.
       local_workers: > 0 launches that many local worker processes on loopback.
       local_ps: parameter-server processes for a local parameter_server cluster.
-      custom_config: JSON-serialisable dict; the build_model path reads label_key,
-        num_classes, hparams, learning_rate and seed from it.
+      custom_config: JSON-serialisable dict; the default module (and build_model modules)
+        read label_key, task, exclude_columns, hparams, profile_steps and seed from it.
       base_model: optional Model channel to warm-start from.
       anomalies: optional ExampleValidator output; if it found anomalies in the
         examples, training stops with a message naming them.

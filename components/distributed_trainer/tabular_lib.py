@@ -13,8 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -169,10 +167,14 @@ def profile_data(
     )
 
   ds = tf.data.TFRecordDataset(list(files), compression_type="GZIP").batch(_PROFILE_BATCH)
+  position = {c.name: i for i, c in enumerate(model_contract.numeric_columns(columns))}
   for features, label in ds.map(parse).as_numpy_iterator():
     rows += len(label)
     for c in columns:
-      values = features[c.input_name][:, 0]
+      if c.kind == NUMERIC:
+        values = features[c.input_name][:, position[c.name]]
+      else:
+        values = features[c.input_name][:, 0]
       if c.kind == NUMERIC:
         present = ~np.isnan(values)
         missing[c.name] += int((~present).sum())
@@ -294,32 +296,27 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
   from components import preprocessing_layers as layers
 
   inputs = {}
-  for s in profile.columns:
-    dtype = tf.string if s.column.kind == CATEGORICAL else tf.float32
-    inputs[s.column.input_name] = tf.keras.Input(shape=(1,), dtype=dtype, name=s.column.input_name)
   parts = []
   numeric = [s for s in profile.columns if s.column.kind == NUMERIC]
   if numeric:
-    tensors = [inputs[s.column.input_name] for s in numeric]
-    x = (
-      tensors[0]
-      if len(tensors) == 1
-      else tf.keras.layers.Concatenate(name="numeric_columns")(tensors)
-    )
+    name = model_contract.NUMERIC_INPUT
+    inputs[name] = tf.keras.Input(shape=(len(numeric),), dtype=tf.float32, name=name)
     parts.append(
       layers.NumericPreprocessing(
         [s.mean for s in numeric],
         [s.std for s in numeric],
         [s.may_be_missing for s in numeric],
         name="numeric_preprocessing",
-      )(x)
+      )(inputs[name])
     )
   for s in profile.columns:
     if s.column.kind == CATEGORICAL:
+      name = s.column.input_name
+      inputs[name] = tf.keras.Input(shape=(1,), dtype=tf.string, name=name)
       parts.append(
-        layers.CategoryOneHot(
-          s.vocabulary, s.may_be_missing, name=f"one_hot_{s.column.input_name}"
-        )(inputs[s.column.input_name])
+        layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(
+          inputs[name]
+        )
       )
   x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate(name="preprocessed")(parts)
   hp = model_hparams(profile, hparams, x.shape[-1])
@@ -522,23 +519,44 @@ def export_saved_model(model, profile: Profile, export_dir: str) -> None:
 
 def contract_of(profile: Profile) -> model_contract.ModelContract:
   """The model contract of a model built from `profile`."""
-  inputs = []
-  for s in profile.columns:
+
+  def column(s: ColumnStats) -> dict[str, Any]:
     entry = {
-      "name": s.column.input_name,
       "column": s.column.name,
       "kind": s.column.kind,
-      "dtype": "string" if s.column.kind == CATEGORICAL else "float32",
       "stored_as": s.column.dtype,
       "may_be_missing": s.may_be_missing,
-      "missing_value": "" if s.column.kind == CATEGORICAL else "NaN",
     }
     if s.column.kind == CATEGORICAL:
       entry["vocabulary_size"] = len(s.vocabulary)
-    inputs.append(entry)
+    return entry
+
+  inputs = []
+  numeric = [s for s in profile.columns if s.column.kind == NUMERIC]
+  if numeric:
+    inputs.append(
+      {
+        "name": model_contract.NUMERIC_INPUT,
+        "dtype": "float32",
+        "shape": [-1, len(numeric)],
+        "missing_value": "NaN",
+        "columns": [column(s) for s in numeric],
+      }
+    )
+  for s in profile.columns:
+    if s.column.kind == CATEGORICAL:
+      inputs.append(
+        {
+          "name": s.column.input_name,
+          "dtype": "string",
+          "shape": [-1, 1],
+          "missing_value": "",
+          "columns": [column(s)],
+        }
+      )
   return model_contract.ModelContract(
     task=profile.label.task,
-    label=profile.label.to_json(),
+    label={**profile.label.to_json(), "stored_as": profile.label_dtype},
     inputs=inputs,
     output=model_contract.output_meaning(profile.label.task, profile.label.classes),
   )

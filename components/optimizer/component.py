@@ -6,16 +6,18 @@ from collections.abc import Sequence
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 
+from components import defaults, tasks
 from components.optimizer import artifacts, executor, optimizer_lib, spec
 
 
 class Optimizer(base_component.BaseComponent):
   """Converts a trained Keras model into smaller/faster variants and measures each.
 
-  Every variant is measured on the eval split in its own runtime (accuracy, agreement with the
-  baseline, size raw and gzipped, batch-1 latency) and blessed iff its accuracy drop stays
-  within `max_accuracy_drop` percentage points. Blessings are custom properties of
-  `optimized_model`; the full measurements are in `report` (report.json/.md/.png).
+  Every variant is measured on the eval split in its own runtime (the task's metric,
+  agreement with the baseline, size raw and gzipped, batch-1 latency) and blessed iff its
+  metric drop stays within `max_accuracy_drop` points. The blessed variants are listed on
+  `optimized_model` and in its `variants.json` index; each variant folder holds its
+  `signature.json`; the full measurements are in `report` (report.json/.md/.png).
   """
 
   SPEC_CLASS = spec.OptimizerSpec
@@ -26,39 +28,47 @@ class Optimizer(base_component.BaseComponent):
     model: types.BaseChannel,
     examples: types.BaseChannel,
     schema: types.BaseChannel | None = None,
+    transform_graph: types.BaseChannel | None = None,
     *,
-    variants: Sequence[str] = optimizer_lib.DEFAULT_VARIANTS,
-    target_sparsity: float = 0.8,
-    max_accuracy_drop: float = 1.0,
-    tensorrt: str = "auto",
+    task: str = tasks.AUTO,
+    label_key: str = defaults.LABEL_KEY,
+    variants: Sequence[str] = defaults.DEFAULT_VARIANTS,
+    target_sparsity: float = defaults.TARGET_SPARSITY,
+    max_accuracy_drop: float = defaults.VARIANT_MAX_DROP,
+    tensorrt: str = defaults.TENSORRT_AUTO,
     latency_runs: int = 200,
-    fine_tune_epochs: int = 3,
-    int8_fallback: bool = False,
+    fine_tune_epochs: int = optimizer_lib.OptimizerConfig.fine_tune_epochs,
     max_train_rows: int = 2000,
     max_eval_rows: int = 10000,
   ):
     """Wires the Optimizer.
 
     Args:
-      model: channel of a `Model` with a `Format-Keras` copy (model.h5 + input_spec.json).
+      model: channel of a `Model` whose Format-Serving is a Keras SavedModel.
       examples: channel of `Examples` with `train` and `eval` splits.
-      schema: optional channel of a `Schema`; when given, it must know every model input.
-      variants: names from optimizer_lib.VARIANT_ORDER; `qat` is off by default.
+      schema: channel of a `Schema`; parses the rows for models without a contract file.
+      transform_graph: channel of a `TransformGraph` when the model takes transformed
+        features; the rows go through it first.
+      task: 'auto' (the model's contract, else guessed from its output) or a task name.
+      label_key: the label as the model sees it (e.g. 'species_xf' after a Transform).
+      variants: names from components.defaults.VARIANTS; `qat` is off by default.
         `tensorrt_fp16` is switched by `tensorrt` alone (listing it changes nothing).
       target_sparsity: kernel sparsity the pruned variants reach.
-      max_accuracy_drop: blessing bound, in percentage points of eval accuracy.
+      max_accuracy_drop: blessing bound: accuracy points (classification) or percent of RMSE
+        (regression) a variant may lose against the baseline.
       tensorrt: 'off', 'auto' (build a TensorRT FP16 engine where possible, else record why
         not) or 'required' (fail without TensorRT and a CUDA GPU). Anything but 'off' also runs
         the `onnx` variant the engine is built from.
       latency_runs: timed batch-1 predictions per variant.
-      fine_tune_epochs: fine-tuning epochs for pruning and QAT.
-      int8_fallback: let int8 conversions keep float ops and float input/output.
+      fine_tune_epochs: distillation epochs for pruning and QAT.
       max_train_rows: cap on the train sample used for fine-tuning and calibration.
       max_eval_rows: cap on the eval rows measured.
 
     Raises:
-      ValueError: for an unknown variant, tensorrt mode or an out-of-range number.
+      ValueError: for an unknown variant, task, tensorrt mode or an out-of-range number.
     """
+    if task not in (tasks.AUTO, *tasks.TASKS):
+      raise ValueError(f"task={task!r}; pass 'auto' or one of {tasks.TASKS}.")
     config = optimizer_lib.OptimizerConfig(
       # A bare string is kept as is so that validate() rejects it instead of splitting it.
       variants=variants if isinstance(variants, str) else tuple(variants),
@@ -67,7 +77,6 @@ class Optimizer(base_component.BaseComponent):
       max_accuracy_drop=max_accuracy_drop,
       latency_runs=latency_runs,
       fine_tune_epochs=fine_tune_epochs,
-      int8_fallback=bool(int8_fallback),
       max_train_rows=max_train_rows,
       max_eval_rows=max_eval_rows,
     )
@@ -76,13 +85,15 @@ class Optimizer(base_component.BaseComponent):
       model=model,
       examples=examples,
       schema=schema,
+      transform_graph=transform_graph,
+      task=task,
+      label_key=label_key,
       variants=json.dumps(list(config.variants)),
       target_sparsity=float(target_sparsity),
       max_accuracy_drop=float(max_accuracy_drop),
       tensorrt=tensorrt,
       latency_runs=int(latency_runs),
       fine_tune_epochs=int(fine_tune_epochs),
-      int8_fallback=int(bool(int8_fallback)),
       max_train_rows=int(max_train_rows),
       max_eval_rows=int(max_eval_rows),
       optimized_model=types.Channel(type=artifacts.OptimizedModel),

@@ -1,7 +1,16 @@
-"""Model conversions used by the variants: pruning, QAT, TFLite and ONNX export."""
+"""Model conversions used by the variants: pruning, QAT, TFLite and ONNX export.
+
+Models are whole Keras models with named inputs (numbers and text), preprocessing layers
+included. Fine-tuning after pruning or for quantization-aware training is distillation: the
+converted model learns to reproduce the baseline's outputs on the training sample, which
+needs neither labels nor the model's own loss, so it works for any task and any module.
+"""
+
+from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -15,84 +24,109 @@ INT8 = "int8"
 TFLITE_MODES = (FLOAT32, DYNAMIC_RANGE, FLOAT16, INT8)
 
 ONNX_OPSET = 17
-ONNX_INPUT_NAME = "input"
 # Fraction of the fine-tuning steps after which pruning reaches its target sparsity.
-PRUNING_END_FRACTION = 0.7
+PRUNING_END_FRACTION = 0.6
 
-RepresentativeDataset = Callable[[], Iterator[list[np.ndarray]]]
+Inputs = dict[str, np.ndarray]
+RepresentativeDataset = Callable[[], Iterator[dict[str, np.ndarray]]]
 
 
-def representative_dataset(x: np.ndarray, rows: int) -> RepresentativeDataset:
-  """Returns a TFLite representative dataset yielding up to `rows` single-row batches of `x`.
+def _rows(inputs: Inputs) -> int:
+  return len(next(iter(inputs.values())))
 
-  Args:
-    x: float32 train features, shape [rows, num_features].
-    rows: how many rows to yield at most.
 
-  Returns:
-    A zero-argument generator function, as `TFLiteConverter.representative_dataset` expects.
-  """
-  sample = np.asarray(x[:rows], dtype=np.float32)
+def representative_dataset(inputs: Inputs, rows: int) -> RepresentativeDataset:
+  """A TFLite representative dataset: up to `rows` single-row dicts keyed by input name."""
+  count = min(rows, _rows(inputs))
 
-  def generate() -> Iterator[list[np.ndarray]]:
-    for row in sample:
-      yield [row[np.newaxis, :]]
+  def generate() -> Iterator[dict[str, np.ndarray]]:
+    for i in range(count):
+      yield {k: v[i : i + 1] for k, v in inputs.items()}
 
   return generate
+
+
+def _flex_needed(error: Exception) -> bool:
+  text = str(error)
+  return "ERROR_NEEDS_FLEX_OPS" in text or "neither a custom op nor a flex op" in text
 
 
 def to_tflite(
   model: tf.keras.Model,
   mode: str,
   representative: RepresentativeDataset | None = None,
-  int8_fallback: bool = False,
-) -> bytes:
-  """Converts a Keras model to a TFLite flatbuffer.
+  integer_io: bool = True,
+) -> tuple[bytes, dict[str, Any]]:
+  """Converts a Keras model to a TFLite flatbuffer, with builtin ops where possible.
+
+  SELECT_TF_OPS (TensorFlow ops run by the Flex delegate) are added only when the converter
+  reports an op with no builtin; full-integer int8 falls back to keeping float ops, and float
+  inputs and outputs, where an op has no int8 kernel.
 
   Args:
     model: the Keras model (plain, stripped-pruned or quantization-aware).
     mode: one of TFLITE_MODES.
     representative: calibration data; required for INT8.
-    int8_fallback: for INT8, also allow float builtin ops and keep float input/output instead of
-      failing on ops that have no int8 kernel.
+    integer_io: for INT8, try int8 numeric inputs and outputs first (False when a numeric
+      input must carry NaN for a missing value).
 
   Returns:
-    The .tflite file contents.
+    (the .tflite file contents, details: op sets used, whether Select TF ops were needed).
 
   Raises:
     ValueError: for an unknown mode or INT8 without representative data.
   """
-  converter = tf.lite.TFLiteConverter.from_keras_model(model)
-  if mode == FLOAT32:
-    pass
-  elif mode == DYNAMIC_RANGE:
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  elif mode == FLOAT16:
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.target_spec.supported_types = [tf.float16]
-  elif mode == INT8:
-    if representative is None:
-      raise ValueError("int8 conversion needs a representative dataset.")
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = representative
-    if int8_fallback:
-      converter.target_spec.supported_ops = [
-        tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
-        tf.lite.OpsSet.TFLITE_BUILTINS,
-      ]
-    else:
-      converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+  if mode not in TFLITE_MODES:
+    raise ValueError(f"Unknown TFLite mode {mode!r}; use one of {TFLITE_MODES}.")
+  if mode == INT8 and representative is None:
+    raise ValueError("int8 conversion needs a representative dataset.")
+  builtins, int8, select = (
+    tf.lite.OpsSet.TFLITE_BUILTINS,
+    tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+    tf.lite.OpsSet.SELECT_TF_OPS,
+  )
+  if mode == INT8:
+    attempts = [((int8,), True)] if integer_io else []
+    attempts += [((int8, builtins), False), ((int8, builtins, select), False)]
+  else:
+    attempts = [((builtins,), False), ((builtins, select), False)]
+  last_error: Exception | None = None
+  for ops, io in attempts:
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if mode != FLOAT32:
+      converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if mode == FLOAT16:
+      converter.target_spec.supported_types = [tf.float16]
+    if mode == INT8:
+      converter.representative_dataset = representative
+    converter.target_spec.supported_ops = list(ops)
+    if io:
       converter.inference_input_type = tf.int8
       converter.inference_output_type = tf.int8
-  else:
-    raise ValueError(f"Unknown TFLite mode {mode!r}; use one of {TFLITE_MODES}.")
-  return converter.convert()
+    try:
+      content = converter.convert()
+    except Exception as error:  # The converter raises its own ConverterError types.
+      last_error = error
+      if mode != INT8 and not _flex_needed(error):
+        raise
+      logging.info("TFLite %s with %s failed (%s); trying the next op set.", mode, ops, error)
+      continue
+    details = {
+      "tflite_mode": mode,
+      "op_sets": [o.name for o in ops],
+      "select_tf_ops": select in ops,
+    }
+    if mode == INT8:
+      details["integer_io"] = io
+      details["float_fallback"] = builtins in ops
+    return content, details
+  raise last_error if last_error else RuntimeError("no TFLite conversion attempted")
 
 
-def fine_tune(
+def distill(
   model: tf.keras.Model,
-  train_x: np.ndarray,
-  train_y: np.ndarray,
+  inputs: Inputs,
+  targets: np.ndarray,
   *,
   epochs: int,
   batch_size: int,
@@ -100,20 +134,21 @@ def fine_tune(
   seed: int = 0,
   callback: tf.keras.callbacks.Callback | None = None,
 ) -> None:
-  """Fine-tunes a classifier with Adam on sparse categorical cross-entropy.
+  """Fine-tunes `model` to reproduce `targets` (the baseline's outputs) on `inputs`.
 
-  A plain loop around one `tf.function(autograph=False)` step instead of `Model.fit`:
+  The loss is the mean squared difference, scaled by the targets' variance so that it means
+  the same for probabilities and for regression values. A plain loop around one
+  `tf.function(autograph=False)` step instead of `Model.fit`:
   - Autograph would transpile every tfmot wrapper on the first trace, which costs 15-20 s on a
     2-core CPU; the tfmot wrappers use explicit `tf.cond`, so they need no conversion.
   - `Model.fit` sums gradients across replicas through `tf.custom_gradient`, which registers a
-    gradient function in TensorFlow's global registry per trace. That registry keeps each traced
-    graph alive for the life of the process (about 25 MB per pruning run), and
-    `clear_session` cannot free it; with one replica the sum is the identity, so it is skipped.
+    gradient function in TensorFlow's global registry per trace. That registry keeps each
+    traced graph alive for the life of the process, and `clear_session` cannot free it.
 
   Args:
     model: the model to train in place.
-    train_x: float32 features.
-    train_y: int labels.
+    inputs: input name -> array.
+    targets: the baseline's outputs, [rows, k].
     epochs: passes over the data, reshuffled each time.
     batch_size: rows per step.
     learning_rate: Adam learning rate.
@@ -122,16 +157,18 @@ def fine_tune(
       `Model.fit` would call them (tfmot's `UpdatePruningStep` needs exactly these).
   """
   optimizer = tf.keras.optimizers.Adam(learning_rate)
-  loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
-  signature = [
-    tf.TensorSpec([None, train_x.shape[1]], tf.float32),
-    tf.TensorSpec([None], tf.int64),
-  ]
+  targets = np.asarray(targets, np.float32).reshape(len(targets), -1)
+  scale = float(1.0 / max(np.var(targets), 1e-6))
+  specs = {
+    t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype) for t in model.inputs
+  }
+  signature = [specs, tf.TensorSpec([None, targets.shape[1]], tf.float32)]
 
   @tf.function(autograph=False, input_signature=signature)
-  def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+  def train_step(x, y):
     with tf.GradientTape() as tape:
-      loss = loss_fn(y, model(x, training=True))
+      out = tf.reshape(tf.cast(model(x, training=True), tf.float32), tf.shape(y))
+      loss = tf.reduce_mean(tf.square(out - y)) * scale
       if model.losses:
         loss += tf.add_n(model.losses)
     gradients = tape.gradient(loss, model.trainable_variables)
@@ -144,23 +181,27 @@ def fine_tune(
     callback.set_model(model)
     callback.on_train_begin()
   rng = np.random.default_rng(seed)
-  x = np.asarray(train_x, np.float32)
-  y = np.asarray(train_y, np.int64)
+  n = _rows(inputs)
   for epoch in range(epochs):
-    order = rng.permutation(len(x))
-    for batch, start in enumerate(range(0, len(x), batch_size)):
+    order = rng.permutation(n)
+    for batch, start in enumerate(range(0, n, batch_size)):
       rows = order[start : start + batch_size]
       if callback is not None:
         callback.on_train_batch_begin(batch)
-      train_step(tf.constant(x[rows]), tf.constant(y[rows]))
+      feed = {k: tf.constant(v[rows], dtype=specs[k].dtype) for k, v in inputs.items()}
+      train_step(feed, tf.constant(targets[rows]))
     if callback is not None:
       callback.on_epoch_end(epoch)
 
 
+def _prunable(layer: tf.keras.layers.Layer) -> bool:
+  return isinstance(layer, tf.keras.layers.Dense | tf.keras.layers.Conv1D | tf.keras.layers.Conv2D)
+
+
 def prune(
   model: tf.keras.Model,
-  train_x: np.ndarray,
-  train_y: np.ndarray,
+  inputs: Inputs,
+  targets: np.ndarray,
   *,
   target_sparsity: float,
   epochs: int,
@@ -168,16 +209,16 @@ def prune(
   learning_rate: float,
   seed: int = 0,
 ) -> tf.keras.Model:
-  """Magnitude-prunes a model to `target_sparsity` while fine-tuning it, then strips the wrappers.
+  """Magnitude-prunes the dense kernels to `target_sparsity` while distilling, then strips.
 
-  Only layers tfmot can prune are wrapped (a Rescaling layer, for example, is kept as is), so
-  whole models with preprocessing layers work. The PolynomialDecay schedule reaches the target
-  at 70% of the fine-tuning steps, leaving the rest to recover accuracy at full sparsity.
+  Only Dense and convolution layers are wrapped (preprocessing layers are kept as they are).
+  The PolynomialDecay schedule reaches the target at PRUNING_END_FRACTION of the steps,
+  leaving the rest to recover at full sparsity.
 
   Args:
     model: the baseline Keras model; its layers are reused, so pass a freshly loaded copy.
-    train_x: float32 train features.
-    train_y: int train labels.
+    inputs: train sample, input name -> array.
+    targets: the baseline's outputs on that sample.
     target_sparsity: fraction of kernel weights to zero, in [0, 1).
     epochs: fine-tuning epochs.
     batch_size: fine-tuning batch size.
@@ -186,13 +227,16 @@ def prune(
 
   Returns:
     The pruned model with pruning wrappers stripped (plain Keras layers with zeroed weights).
+
+  Raises:
+    ValueError: when the model has no Dense or convolution layer to prune.
   """
   import tensorflow_model_optimization as tfmot
 
+  if not any(_prunable(layer) for layer in model.layers):
+    raise ValueError("the model has no Dense or convolution layer at its top level to prune")
   sparsity = tfmot.sparsity.keras
-  total_steps = max(1, epochs * math.ceil(len(train_x) / batch_size))
-  # Masks change only every `frequency` steps; the final sparsity is applied at `end_step`,
-  # which must be a multiple of `frequency` inside the run for the target to be reached.
+  total_steps = max(1, epochs * math.ceil(_rows(inputs) / batch_size))
   frequency = max(1, total_steps // 20)
   end_step = max(frequency, int(total_steps * PRUNING_END_FRACTION) // frequency * frequency)
   schedule = sparsity.PolynomialDecay(
@@ -204,15 +248,16 @@ def prune(
   )
 
   def wrap(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
-    if getattr(layer, "kernel", None) is None:
+    if not _prunable(layer):
       return layer
     return sparsity.prune_low_magnitude(layer, pruning_schedule=schedule)
 
+  # clone_function returns the original layer objects (wrapped or not), so weights carry over.
   pruned = tf.keras.models.clone_model(model, clone_function=wrap)
-  fine_tune(
+  distill(
     pruned,
-    train_x,
-    train_y,
+    inputs,
+    targets,
     epochs=epochs,
     batch_size=batch_size,
     learning_rate=learning_rate,
@@ -224,14 +269,7 @@ def prune(
 
 
 def kernel_sparsity(model: tf.keras.Model) -> dict:
-  """Measures the fraction of exactly-zero kernel weights.
-
-  Args:
-    model: a Keras model (pruning wrappers already stripped).
-
-  Returns:
-    {"overall": fraction over all kernels, "layers": {layer name: fraction}}.
-  """
+  """The fraction of exactly-zero kernel weights, overall and per layer."""
   zeros = 0
   total = 0
   layers = {}
@@ -249,28 +287,20 @@ def kernel_sparsity(model: tf.keras.Model) -> dict:
 
 def quantize_aware(
   model: tf.keras.Model,
-  train_x: np.ndarray,
-  train_y: np.ndarray,
+  inputs: Inputs,
+  targets: np.ndarray,
   *,
   epochs: int,
   batch_size: int,
   learning_rate: float,
   seed: int = 0,
 ) -> tuple[tf.keras.Model, str]:
-  """Applies quantization-aware training with tfmot and fine-tunes briefly.
+  """Applies quantization-aware training with tfmot and distils briefly.
 
-  `quantize_model` rejects whole models containing a layer it has no config for (Rescaling is
-  one); then only the supported layers are annotated and the rest stay float during training.
-  The int8 converter quantizes those remaining layers from the representative dataset.
-
-  Args:
-    model: the baseline Keras model (a freshly loaded copy).
-    train_x: float32 train features.
-    train_y: int train labels.
-    epochs: fine-tuning epochs.
-    batch_size: fine-tuning batch size.
-    learning_rate: Adam learning rate for fine-tuning.
-    seed: seeds the fine-tuning's shuffling.
+  `quantize_model` rejects whole models containing a layer it has no config for (the
+  preprocessing layers are such); then only the supported layers are annotated and the rest
+  stay float during training. The int8 converter quantizes the remaining layers from the
+  representative dataset.
 
   Returns:
     (the fine-tuned quantization-aware model, "whole_model" or "annotated_supported_layers").
@@ -281,7 +311,7 @@ def quantize_aware(
   try:
     qat_model = quantization.quantize_model(model)
     scope = "whole_model"
-  except RuntimeError as error:
+  except (RuntimeError, TypeError, ValueError) as error:
     logging.info("quantize_model rejected the whole model (%s); annotating layers.", error)
     registry = quantization.default_8bit.Default8BitQuantizeRegistry()
 
@@ -292,10 +322,10 @@ def quantize_aware(
     with quantization.quantize_scope():
       qat_model = quantization.quantize_apply(annotated)
     scope = "annotated_supported_layers"
-  fine_tune(
+  distill(
     qat_model,
-    train_x,
-    train_y,
+    inputs,
+    targets,
     epochs=epochs,
     batch_size=batch_size,
     learning_rate=learning_rate,
@@ -304,17 +334,18 @@ def quantize_aware(
   return qat_model, scope
 
 
-def to_onnx(model: tf.keras.Model, onnx_path: str) -> None:
-  """Exports a Keras model to ONNX (opset 17) with a dynamic batch dimension.
+def to_onnx(model: tf.keras.Model, onnx_path: str) -> dict[str, Any]:
+  """Exports a Keras model to ONNX (opset ONNX_OPSET), inputs named as the model's.
 
-  Args:
-    model: the Keras model taking one float32 [batch, num_features] input.
-    onnx_path: where to write the .onnx file.
+  Returns:
+    {"opset": ...}.
   """
   import tf2onnx
 
-  num_features = int(model.inputs[0].shape[-1])
-  signature = (tf.TensorSpec([None, num_features], tf.float32, name=ONNX_INPUT_NAME),)
+  signature = [
+    tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0]) for t in model.inputs
+  ]
   tf2onnx.convert.from_keras(
     model, input_signature=signature, opset=ONNX_OPSET, output_path=onnx_path
   )
+  return {"opset": ONNX_OPSET}

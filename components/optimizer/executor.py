@@ -1,80 +1,100 @@
 """Executor of the Optimizer: reads the artifacts, calls optimizer_lib, records the blessings."""
 
+from __future__ import annotations
+
 import json
 import os
+import tempfile
 from typing import Any
 
 from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
+from tfx.utils import io_utils
 
-from components.optimizer import examples_io, optimizer_lib, report, spec
-
-SCHEMA_FILENAME = "schema.pbtxt"
+from components import defaults, model_contract
+from components.optimizer import data_lib, optimizer_lib, report, spec
 
 
 def config_from_exec_properties(exec_properties: dict[str, Any]) -> optimizer_lib.OptimizerConfig:
-  """Builds the optimizer options from the component's execution properties.
-
-  Args:
-    exec_properties: the Optimizer's parameters (see spec.OptimizerSpec.PARAMETERS).
-
-  Returns:
-    The validated OptimizerConfig.
-  """
-  defaults = optimizer_lib.OptimizerConfig()
+  """Builds the validated optimizer options from the component's execution properties."""
+  d = optimizer_lib.OptimizerConfig()
   variants = exec_properties.get(spec.VARIANTS_KEY)
+
+  def get(key, default, cast):
+    value = exec_properties.get(key)
+    return default if value in (None, "") else cast(value)
+
   config = optimizer_lib.OptimizerConfig(
-    variants=tuple(json.loads(variants)) if variants else defaults.variants,
-    tensorrt=exec_properties.get(spec.TENSORRT_KEY) or defaults.tensorrt,
-    target_sparsity=float(exec_properties.get(spec.TARGET_SPARSITY_KEY, defaults.target_sparsity)),
-    max_accuracy_drop=float(
-      exec_properties.get(spec.MAX_ACCURACY_DROP_KEY, defaults.max_accuracy_drop)
-    ),
-    latency_runs=int(exec_properties.get(spec.LATENCY_RUNS_KEY, defaults.latency_runs)),
-    fine_tune_epochs=int(exec_properties.get(spec.FINE_TUNE_EPOCHS_KEY, defaults.fine_tune_epochs)),
-    int8_fallback=bool(int(exec_properties.get(spec.INT8_FALLBACK_KEY, 0))),
-    max_train_rows=int(exec_properties.get(spec.MAX_TRAIN_ROWS_KEY, defaults.max_train_rows)),
-    max_eval_rows=int(exec_properties.get(spec.MAX_EVAL_ROWS_KEY, defaults.max_eval_rows)),
+    variants=tuple(json.loads(variants)) if variants else d.variants,
+    tensorrt=exec_properties.get(spec.TENSORRT_KEY) or d.tensorrt,
+    target_sparsity=get(spec.TARGET_SPARSITY_KEY, d.target_sparsity, float),
+    max_accuracy_drop=get(spec.MAX_ACCURACY_DROP_KEY, d.max_accuracy_drop, float),
+    latency_runs=get(spec.LATENCY_RUNS_KEY, d.latency_runs, int),
+    fine_tune_epochs=get(spec.FINE_TUNE_EPOCHS_KEY, d.fine_tune_epochs, int),
+    max_train_rows=get(spec.MAX_TRAIN_ROWS_KEY, d.max_train_rows, int),
+    max_eval_rows=get(spec.MAX_EVAL_ROWS_KEY, d.max_eval_rows, int),
   )
   config.validate()
   return config
 
 
 def set_blessing_properties(optimized_model: types.Artifact, result: dict) -> None:
-  """Records status, blessing and key metrics of every variant as custom properties.
-
-  Args:
-    optimized_model: the OptimizedModel output artifact.
-    result: the optimizer report.
-  """
+  """Records status and the blessed variants (the index file holds the rest)."""
   optimized_model.set_string_custom_property("optimizer_status", result["status"])
   optimized_model.set_string_custom_property(
-    "blessed_variants", json.dumps(result["blessed_variants"])
+    optimizer_lib.KEY_BLESSED, json.dumps(result[optimizer_lib.KEY_BLESSED])
   )
-  baseline = result["baseline"]
-  if baseline.get("status") == optimizer_lib.STATUS_OK:
-    optimized_model.set_float_custom_property("baseline_accuracy", baseline["accuracy"])
-  for entry in result["variants"]:
-    name = entry["name"]
-    optimized_model.set_int_custom_property(f"{name}_blessed", int(entry["blessed"]))
-    optimized_model.set_string_custom_property(f"{name}_status", entry["status"])
-    if entry["status"] == optimizer_lib.STATUS_OK:
-      optimized_model.set_string_custom_property(f"{name}_path", entry["path"])
-      optimized_model.set_float_custom_property(f"{name}_accuracy", entry["accuracy"])
-      optimized_model.set_float_custom_property(
-        f"{name}_accuracy_drop_pp", entry["accuracy_drop_pp"]
-      )
-      optimized_model.set_int_custom_property(f"{name}_size_bytes", entry["size_bytes"])
-      optimized_model.set_int_custom_property(
-        f"{name}_gzipped_size_bytes", entry["gzipped_size_bytes"]
-      )
-      optimized_model.set_float_custom_property(f"{name}_latency_ms_p50", entry["latency_ms_p50"])
+
+
+def _facts(model, serving_dir, reader, exec_properties) -> optimizer_lib.ModelFacts:
+  contract = model_contract.read_contract(serving_dir)
+  task = data_lib.model_task(contract, exec_properties.get(spec.TASK_KEY), model)
+  label_key = exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY
+  if contract is None:
+    names = list(data_lib.input_specs(model))
+    return optimizer_lib.ModelFacts(
+      task=task,
+      label_key=label_key,
+      output=model_contract.output_meaning(task, ()) if task == "regression" else "",
+      columns={n: [n] for n in names},
+      preprocessing_included=reader.includes_preprocessing,
+    )
+  classes = tuple(contract.label.get("classes") or ())
+  return optimizer_lib.ModelFacts(
+    task=task,
+    label_key=contract.label["key"],
+    classes=classes,
+    output=contract.output,
+    columns={i["name"]: [c["column"] for c in i["columns"]] for i in contract.inputs},
+    missing={i["name"]: i["missing_value"] for i in contract.inputs},
+    preprocessing_included=contract.preprocessing_included,
+  )
+
+
+def _local_copy(uri: str, scratch: str) -> str:
+  """Copies a SavedModel folder from an object store into `scratch`; local paths as they are."""
+  if "://" not in uri:
+    return uri
+  target = os.path.join(scratch, "saved_model")
+  io_utils.copy_dir(uri, target)
+  return target
+
+
+def _publish_folder(local_dir: str, uri: str) -> None:
+  """Copies a finished local folder's files to an object-store artifact uri."""
+  for root, _, files in os.walk(local_dir):
+    for name in files:
+      src = os.path.join(root, name)
+      dst = os.path.join(uri, os.path.relpath(src, local_dir))
+      fileio.makedirs(os.path.dirname(dst))
+      io_utils.copy_file(src, dst, overwrite=True)
 
 
 class Executor(base_executor.BaseExecutor):
-  """Runs optimizer_lib.optimize on the model's Format-Keras copy and the Examples splits."""
+  """Optimizes the Trainer's Keras model on the Examples' rows and writes variants + report."""
 
   def Do(
     self,
@@ -82,62 +102,68 @@ class Executor(base_executor.BaseExecutor):
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
   ) -> None:
-    """Optimizes the model and writes the variants, the report and the blessing properties.
+    """Optimizes the model and writes the variants, the index, the report and the blessings.
 
     Args:
-      input_dict: MODEL_KEY, EXAMPLES_KEY and optionally SCHEMA_KEY artifacts.
-      output_dict: OPTIMIZED_MODEL_KEY and REPORT_KEY artifacts.
+      input_dict: model, examples, and optionally schema and transform_graph.
+      output_dict: optimized_model and report.
       exec_properties: the parameters in spec.OptimizerSpec.PARAMETERS.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     config = config_from_exec_properties(exec_properties)
-    model = artifact_utils.get_single_instance(input_dict[spec.MODEL_KEY])
+    model_artifact = artifact_utils.get_single_instance(input_dict[spec.MODEL_KEY])
     examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])
     optimized_model = artifact_utils.get_single_instance(output_dict[spec.OPTIMIZED_MODEL_KEY])
     report_artifact = artifact_utils.get_single_instance(output_dict[spec.REPORT_KEY])
-    keras_dir = os.path.join(model.uri, spec.KERAS_MODEL_DIR)
-    os.makedirs(optimized_model.uri, exist_ok=True)
-    os.makedirs(report_artifact.uri, exist_ok=True)
+    schema = input_dict.get(spec.SCHEMA_KEY)
+    schema_path = (
+      io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(schema)) if schema else None
+    )
+    transform = input_dict.get(spec.TRANSFORM_GRAPH_KEY)
+    transform_uri = artifact_utils.get_single_uri(transform) if transform else None
 
-    if not os.path.isfile(os.path.join(keras_dir, optimizer_lib.MODEL_FILENAME)):
-      # A model from a stock run_fn has only Format-Serving; that is not an error of this run.
-      reason = (
-        f"model has no {spec.KERAS_MODEL_DIR}/{optimizer_lib.MODEL_FILENAME} (trained by a "
-        "module that writes only Format-Serving); write the Keras copy to optimize it"
-      )
-      logging.warning("Optimizer skipped: %s.", reason)
-      result = optimizer_lib.skipped_report(reason, config)
-    else:
-      input_spec = examples_io.read_input_spec(keras_dir)
-      schema_list = input_dict.get(spec.SCHEMA_KEY)
-      if schema_list:
-        schema_path = os.path.join(artifact_utils.get_single_uri(schema_list), SCHEMA_FILENAME)
-        examples_io.check_schema(schema_path, input_spec.feature_keys, input_spec.label_key)
-      train_x, train_y = examples_io.read_split(
-        artifact_utils.get_split_uri([examples], spec.TRAIN_SPLIT),
-        input_spec.feature_keys,
-        input_spec.label_key,
-        max_rows=config.max_train_rows,
-        seed=config.seed,
-      )
-      eval_x, eval_y = examples_io.read_split(
-        artifact_utils.get_split_uri([examples], spec.EVAL_SPLIT),
-        input_spec.feature_keys,
-        input_spec.label_key,
-        max_rows=config.max_eval_rows,
-        seed=config.seed,
-      )
-      result = optimizer_lib.optimize(
-        keras_dir, train_x, train_y, eval_x, eval_y, optimized_model.uri, config
-      )
-
-    paths = report.write_report(result, report_artifact.uri)
+    with tempfile.TemporaryDirectory(prefix="optimizer-") as scratch:
+      # Converters and runtimes work on local files: object-store artifacts are copied in
+      # and the results copied out.
+      remote = "://" in optimized_model.uri
+      out_dir = os.path.join(scratch, "out") if remote else optimized_model.uri
+      report_dir = os.path.join(scratch, "report") if remote else report_artifact.uri
+      os.makedirs(out_dir, exist_ok=True)
+      os.makedirs(report_dir, exist_ok=True)
+      serving_dir = _local_copy(model_contract.serving_dir(model_artifact.uri), scratch)
+      try:
+        model = data_lib.load_keras_model(serving_dir)
+      except data_lib.OptimizerInputError as e:
+        logging.warning("Optimizer skipped: %s", e)
+        result = optimizer_lib.skipped_report(str(e), config)
+      else:
+        reader = data_lib.RowReader(
+          model,
+          serving_dir,
+          schema_path,
+          exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY,
+          transform_uri,
+        )
+        train = data_lib.read_sample(
+          reader, examples.uri, spec.TRAIN_SPLIT, config.max_train_rows, config.seed
+        )
+        evals = data_lib.read_sample(
+          reader, examples.uri, spec.EVAL_SPLIT, config.max_eval_rows, config.seed
+        )
+        facts = _facts(model, serving_dir, reader, exec_properties)
+        result = optimizer_lib.optimize(
+          model, train.inputs, evals.inputs, evals.labels, out_dir, facts, config
+        )
+      paths = report.write_report(result, report_dir)
+      if remote:
+        _publish_folder(out_dir, optimized_model.uri)
+        _publish_folder(report_dir, report_artifact.uri)
     set_blessing_properties(optimized_model, result)
     report_artifact.set_string_custom_property(
-      "blessed_variants", json.dumps(result["blessed_variants"])
+      optimizer_lib.KEY_BLESSED, json.dumps(result[optimizer_lib.KEY_BLESSED])
     )
-    for entry in result["variants"]:
-      if entry["status"] == optimizer_lib.STATUS_OK and not os.path.exists(
+    for entry in result[optimizer_lib.KEY_VARIANTS]:
+      if entry["status"] == optimizer_lib.STATUS_OK and not fileio.exists(
         os.path.join(optimized_model.uri, entry["path"])
       ):
         raise RuntimeError(f"Variant {entry['name']} reported ok but {entry['path']} is missing.")

@@ -1,60 +1,60 @@
-"""Plain-Python core of the Optimizer: convert each variant, measure it, gate it, report."""
+"""Plain-Python core of the Optimizer: convert each variant, measure it, gate it, index it.
+
+Works on any Keras model with named inputs and any task: classification variants are judged
+by accuracy and top-1 agreement with the baseline, regression variants by RMSE and agreement
+within a tolerance. Every variant folder gets a `signature.json` (the input contract a client
+needs: names, order, dtypes, shapes, quantization, missing values, label classes), and the
+folder's index `variants.json` is the one place the Pusher reads (see `read_index`).
+"""
+
+from __future__ import annotations
 
 import dataclasses
 import gc
 import gzip
 import json
+import logging
 import os
 import platform
 import shutil
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
+from components import defaults, tasks
 from components.errors import UserInputError
 from components.optimizer import runtimes, tensorrt_lib
 from components.optimizer import variants as variant_lib
 
-MODEL_FILENAME = "model.h5"
-INPUT_SPEC_FILENAME = "input_spec.json"
-# Index of the variants next to their folders, so a Pusher finds their metrics with them.
-VARIANTS_INDEX_FILENAME = "variants.json"
+_LOG = logging.getLogger(__name__)
 
-# Order in which variants run and appear in the report.
-VARIANT_ORDER = (
-  variant_lib.PRUNED,
-  variant_lib.TFLITE_FLOAT32,
-  variant_lib.TFLITE_DYNAMIC_RANGE,
-  variant_lib.TFLITE_FLOAT16,
-  variant_lib.TFLITE_INT8,
-  variant_lib.PRUNED_INT8,
-  variant_lib.QAT,
-  variant_lib.ONNX,
-  variant_lib.TENSORRT_FP16,
-)
-DEFAULT_VARIANTS = (
-  variant_lib.PRUNED,
-  variant_lib.TFLITE_FLOAT32,
-  variant_lib.TFLITE_DYNAMIC_RANGE,
-  variant_lib.TFLITE_FLOAT16,
-  variant_lib.TFLITE_INT8,
-  variant_lib.PRUNED_INT8,
-  variant_lib.ONNX,
-)
+# The output index: one file beside the variant folders, read by the Pusher via read_index().
+INDEX_FILE = "variants.json"
+SIGNATURE_FILE = "signature.json"
+INDEX_FORMAT = "tfx-pipeline-kit.optimizer-index/1"
+SIGNATURE_FORMAT = "tfx-pipeline-kit.variant-signature/1"
+KEY_VARIANTS = "variants"
+KEY_BLESSED = "blessed_variants"
+KEY_BASELINE = "baseline"
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_SKIPPED = "skipped"
 
+VARIANT_ORDER = defaults.VARIANTS
+DEFAULT_VARIANTS = defaults.DEFAULT_VARIANTS
+
 SIZE_BASIS = (
-  "baseline size = the Keras h5 file re-saved without optimizer state (weights and "
-  "architecture only); variant sizes are their model files; gzipped = gzip level 9 in memory"
+  "baseline size = the Keras h5 file of the trained model without optimizer state (weights "
+  "and architecture); variant sizes are their model files; gzipped = gzip level 9 in memory"
 )
 # Converter messages can run to pages of MLIR; the report keeps the head, the log keeps all.
 MAX_REASON_CHARS = 2000
+# Regression agreement: a prediction agrees when it is within this share of the label's spread.
+REGRESSION_AGREEMENT_TOLERANCE = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,37 +65,34 @@ class OptimizerConfig:
     variants: variant names to run (see VARIANT_ORDER). `tensorrt_fp16` may be listed but is
       switched by `tensorrt` alone. With tensorrt 'auto' or 'required', `onnx` runs too, since
       the engine is built from the checked ONNX export.
-    tensorrt: 'off' (no tensorrt_fp16 entry), 'auto' (build an FP16 engine when the tensorrt
-      package and a CUDA GPU are present, else record it as skipped with the reason) or
-      'required' (fail when they are not).
+    tensorrt: 'off', 'auto' (build an FP16 engine when the tensorrt package and a CUDA GPU
+      are present, else record why not) or 'required' (fail when they are not).
     target_sparsity: fraction of kernel weights the `pruned` variants zero.
-    max_accuracy_drop: a variant is blessed iff its accuracy is at most this many percentage
-      points below the baseline's.
+    max_accuracy_drop: a variant is blessed iff its metric is at most this many points worse
+      than the baseline's: accuracy percentage points for classification, percent of the RMSE
+      for regression.
     latency_runs: timed batch-1 predictions per variant.
     warmup_runs: untimed batch-1 predictions before timing.
-    fine_tune_epochs: epochs of fine-tuning for pruning and QAT.
+    fine_tune_epochs: epochs of distillation for pruning and QAT.
     fine_tune_batch_size: batch size of that fine-tuning.
     fine_tune_learning_rate: Adam learning rate of that fine-tuning.
-    int8_fallback: let int8 conversions keep float ops (and float input/output) where an op has
-      no int8 kernel, instead of failing.
     representative_rows: train rows used to calibrate int8 conversions.
-    onnx_parity_tolerance: largest absolute probability difference ONNX Runtime may show
-      against TensorFlow.
+    onnx_parity_tolerance: largest output difference ONNX Runtime may show against
+      TensorFlow, relative to the output's scale (at least 1).
     max_train_rows: cap on the train sample (fine-tuning and calibration).
     max_eval_rows: cap on the eval rows measured.
     seed: seeds sampling and fine-tuning.
   """
 
   variants: tuple[str, ...] = DEFAULT_VARIANTS
-  tensorrt: str = variant_lib.TENSORRT_AUTO
-  target_sparsity: float = 0.8
-  max_accuracy_drop: float = 1.0
+  tensorrt: str = defaults.TENSORRT_AUTO
+  target_sparsity: float = defaults.TARGET_SPARSITY
+  max_accuracy_drop: float = defaults.VARIANT_MAX_DROP
   latency_runs: int = 200
   warmup_runs: int = 20
-  fine_tune_epochs: int = 3
-  fine_tune_batch_size: int = 32
+  fine_tune_epochs: int = 8
+  fine_tune_batch_size: int = 64
   fine_tune_learning_rate: float = 1e-3
-  int8_fallback: bool = False
   representative_rows: int = 200
   onnx_parity_tolerance: float = 1e-4
   max_train_rows: int = 2000
@@ -106,7 +103,7 @@ class OptimizerConfig:
     """Checks the options make sense together.
 
     Raises:
-      UserInputError: (a ValueError) naming the option to change.
+      UserInputError: naming the option to change.
     """
     if isinstance(self.variants, str):
       raise UserInputError(f"variants must be a list of names, not the string {self.variants!r}.")
@@ -115,9 +112,9 @@ class OptimizerConfig:
         raise UserInputError(
           f"Unknown optimizer variant {name!r}; choose from {sorted(variant_lib.VARIANTS)}."
         )
-    if self.tensorrt not in variant_lib.TENSORRT_MODES:
+    if self.tensorrt not in defaults.TENSORRT_MODES:
       raise UserInputError(
-        f"tensorrt={self.tensorrt!r} is not valid; pass one of {variant_lib.TENSORRT_MODES}."
+        f"tensorrt={self.tensorrt!r} is not valid; pass one of {defaults.TENSORRT_MODES}."
       )
     if not 0.0 <= self.target_sparsity < 1.0:
       raise UserInputError(f"target_sparsity={self.target_sparsity} must be in [0, 1), e.g. 0.8.")
@@ -131,8 +128,8 @@ class OptimizerConfig:
     ):
       if getattr(self, field) < 1:
         raise UserInputError(f"{field}={getattr(self, field)} must be at least 1.")
-    if self.warmup_runs < 0:
-      raise UserInputError(f"warmup_runs={self.warmup_runs} must not be negative.")
+    if self.warmup_runs < 0 or self.max_accuracy_drop < 0:
+      raise UserInputError("warmup_runs and max_accuracy_drop must not be negative.")
     if self.fine_tune_learning_rate <= 0 or self.onnx_parity_tolerance < 0:
       raise UserInputError(
         "fine_tune_learning_rate must be positive and onnx_parity_tolerance >= 0."
@@ -141,23 +138,90 @@ class OptimizerConfig:
   def variant_names(self) -> list[str]:
     """The variants to run, in report order, including those implied by `tensorrt`."""
     selected = set(self.variants) - {variant_lib.TENSORRT_FP16}
-    if self.tensorrt != variant_lib.TENSORRT_OFF:
+    if self.tensorrt != defaults.TENSORRT_OFF:
       selected.update((variant_lib.ONNX, variant_lib.TENSORRT_FP16))
     ordered = [name for name in VARIANT_ORDER if name in selected]
     # Variants registered outside this module (extensions) run after the built-in ones.
     return ordered + [name for name in self.variants if name not in VARIANT_ORDER]
 
 
-def file_sizes(folder: str, filenames: list[str]) -> dict:
-  """Measures files on disk and gzipped in memory.
+@dataclasses.dataclass(frozen=True)
+class ModelFacts:
+  """What the measurements and the signature files need to know about the model.
 
-  Args:
-    folder: the folder holding the files.
-    filenames: file names relative to `folder`.
-
-  Returns:
-    {"size_bytes": raw total, "gzipped_size_bytes": total of each file gzipped at level 9}.
+  Attributes:
+    task: 'binary', 'multiclass' or 'regression'.
+    label_key: the label the model is measured against.
+    classes: class vocabulary (index i stands for classes[i]); empty when unknown.
+    output: what the output tensor means, in one sentence.
+    columns: model input name -> the data columns it takes, in order (raw or transformed).
+    missing: model input name -> how a missing value is fed ("NaN", "").
+    preprocessing_included: whether the model takes raw columns; False when a Transform
+      graph must run first (it is shipped beside the variants).
   """
+
+  task: str
+  label_key: str
+  classes: tuple = ()
+  output: str = ""
+  columns: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  missing: dict[str, str] = dataclasses.field(default_factory=dict)
+  preprocessing_included: bool = True
+
+
+class _Judge:
+  """Turns outputs into the task's metric and agreement, and gates variants."""
+
+  def __init__(self, task: str, labels: np.ndarray, baseline_outputs: np.ndarray):
+    self.task = task
+    self.labels = np.asarray(labels)
+    width = baseline_outputs.shape[1]
+    # A one-column classifier output is a probability, or a logit when it leaves [0, 1].
+    self.threshold = 0.5
+    if task == tasks.BINARY and width == 1 and (
+      baseline_outputs.min() < 0 or baseline_outputs.max() > 1
+    ):
+      self.threshold = 0.0
+    spread = float(np.std(self.labels.astype(np.float64))) if task == tasks.REGRESSION else 0.0
+    self.tolerance = REGRESSION_AGREEMENT_TOLERANCE * (spread or 1.0)
+    self.reference = self.decide(baseline_outputs)
+
+  @property
+  def metric_name(self) -> str:
+    return "rmse" if self.task == tasks.REGRESSION else "accuracy"
+
+  def decide(self, outputs: np.ndarray) -> np.ndarray:
+    if self.task == tasks.REGRESSION:
+      return outputs[:, 0].astype(np.float64)
+    if outputs.shape[1] == 1:
+      return (outputs[:, 0] >= self.threshold).astype(np.int64)
+    return outputs.argmax(axis=1)
+
+  def metrics(self, outputs: np.ndarray, baseline: bool = False) -> dict[str, float]:
+    decided = self.decide(outputs)
+    if self.task == tasks.REGRESSION:
+      err = decided - self.labels.astype(np.float64)
+      out = {"rmse": float(np.sqrt(np.mean(err**2))), "mae": float(np.mean(np.abs(err)))}
+      if not baseline:
+        out["agreement"] = float(np.mean(np.abs(decided - self.reference) <= self.tolerance))
+    else:
+      out = {"accuracy": float(np.mean(decided == self.labels))}
+      if not baseline:
+        out["agreement"] = float(np.mean(decided == self.reference))
+    out["metric_value"] = out[self.metric_name]
+    return out
+
+  def gate(self, value: float, baseline_value: float, max_drop: float) -> tuple[bool, float]:
+    """(blessed, drop): accuracy points lost, or percent of RMSE gained; negative is better."""
+    if self.task == tasks.REGRESSION:
+      drop = round((value - baseline_value) / max(baseline_value, 1e-12) * 100.0, 6)
+    else:
+      drop = round((baseline_value - value) * 100.0, 6)
+    return drop <= max_drop, drop
+
+
+def file_sizes(folder: str, filenames: list[str]) -> dict:
+  """Raw and gzip level 9 sizes of files in `folder`."""
   raw = 0
   gzipped = 0
   for filename in filenames:
@@ -169,20 +233,15 @@ def file_sizes(folder: str, filenames: list[str]) -> dict:
 
 
 def batch1_latency_ms(
-  runtime: runtimes.Runtime, x: np.ndarray, runs: int, warmup_runs: int
+  runtime: runtimes.Runtime, inputs: runtimes.Inputs, runs: int, warmup_runs: int
 ) -> dict:
-  """Times single-example predictions.
-
-  Args:
-    runtime: the runtime to time.
-    x: float32 rows to cycle through.
-    runs: timed predictions.
-    warmup_runs: untimed predictions first (tracing, allocation, caches).
-
-  Returns:
-    {"latency_ms_p50", "latency_ms_p90", "latency_runs"}.
-  """
-  rows = [np.ascontiguousarray(x[i : i + 1]) for i in range(min(len(x), runs + warmup_runs))]
+  """Times single-example predictions: p50, p90 and the number of timed runs."""
+  n = min(runtimes.rows(inputs), runs + warmup_runs)
+  rows = [
+    {k: np.ascontiguousarray(v[i : i + 1]) if v.dtype != object else v[i : i + 1] for k, v in
+     inputs.items()}
+    for i in range(n)
+  ]
   for i in range(warmup_runs):
     runtime.predict(rows[i % len(rows)])
   timings = np.empty(runs)
@@ -198,89 +257,68 @@ def batch1_latency_ms(
   }
 
 
-def measure(
-  runtime: runtimes.Runtime,
-  eval_x: np.ndarray,
-  eval_y: np.ndarray,
-  reference_top1: np.ndarray | None,
-  config: OptimizerConfig,
-) -> tuple[dict, np.ndarray]:
-  """Measures accuracy, agreement with the baseline and batch-1 latency of one runtime.
-
-  Args:
-    runtime: the variant's (or baseline's) runtime.
-    eval_x: float32 eval features.
-    eval_y: int eval labels.
-    reference_top1: the baseline's predicted classes; None when measuring the baseline itself.
-    config: supplies latency_runs and warmup_runs.
-
-  Returns:
-    (metrics dict, the runtime's probabilities on eval_x).
-  """
-  probs = runtimes.predict_batched(runtime, eval_x)
-  top1 = probs.argmax(axis=1)
-  metrics = {"accuracy": float(np.mean(top1 == eval_y))}
-  if reference_top1 is not None:
-    metrics["top1_agreement"] = float(np.mean(top1 == reference_top1))
-  metrics.update(batch1_latency_ms(runtime, eval_x, config.latency_runs, config.warmup_runs))
-  return metrics, probs
-
-
-def gate(accuracy: float, baseline_accuracy: float, max_accuracy_drop: float) -> tuple[bool, float]:
-  """Decides the blessing of one variant.
-
-  Args:
-    accuracy: the variant's accuracy in [0, 1].
-    baseline_accuracy: the baseline's accuracy in [0, 1].
-    max_accuracy_drop: the largest allowed drop in percentage points.
-
-  Returns:
-    (blessed, accuracy drop in percentage points; negative when the variant is better).
-  """
-  # Rounded so that a drop of exactly the bound is not lost to float noise.
-  drop = round((baseline_accuracy - accuracy) * 100.0, 6)
-  return drop <= max_accuracy_drop, drop
-
-
-def _ratios(entry: dict, baseline: dict) -> dict:
-  keys = (
-    "accuracy",
-    "size_bytes",
-    "gzipped_size_bytes",
-    "latency_ms_p50",
-    "latency_ms_p90",
-  )
-  return {key: (entry[key] / baseline[key] if baseline[key] else None) for key in keys}
-
-
 def _short(error: BaseException) -> str:
   text = f"{type(error).__name__}: {error}"
   return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS] + " [...]"
 
 
 def _release_memory() -> None:
-  """Drops graphs and objects one variant left behind before the next one starts.
-
-  Checked by running optimize() with every variant 6 times in one process and reading VmRSS
-  after each run: it settles within ~5 MB per run (it grew ~45 MB per run while fine-tuning
-  used Model.fit; see conversions.fine_tune).
-  """
+  """Drops graphs and objects one variant left behind before the next one starts."""
   tf.keras.backend.clear_session()
   gc.collect()
+
+
+def signature_document(
+  variant: str, runtime: runtimes.Runtime, model_file: str, facts: ModelFacts
+) -> dict[str, Any]:
+  """The input/output contract of one variant, as written to its signature.json."""
+  described = runtime.signature()
+  inputs = []
+  for position, entry in enumerate(described.get("inputs", [])):
+    entry = dict(entry)
+    entry["position"] = position
+    entry["columns"] = facts.columns.get(entry["name"], [entry["name"]])
+    if entry["name"] in facts.missing:
+      entry["missing_value"] = facts.missing[entry["name"]]
+    inputs.append(entry)
+  doc = {
+    "format": SIGNATURE_FORMAT,
+    "variant": variant,
+    "runtime": runtime.name,
+    "model_file": model_file,
+    "inputs": inputs,
+    "outputs": described.get("outputs", []),
+    "task": facts.task,
+    "label": {"key": facts.label_key, "classes": list(facts.classes)},
+    "output_meaning": facts.output,
+    "preprocessing_included": facts.preprocessing_included,
+  }
+  if "signature_key" in described:
+    doc["signature_key"] = described["signature_key"]
+  if not facts.preprocessing_included:
+    doc["transform_graph"] = (
+      "this variant takes transformed features: run the shipped transform graph "
+      "(tft.TFTransformOutput(...).transform_features_layer()) on raw features first"
+    )
+  return doc
 
 
 def _run_variant(
   variant: variant_lib.Variant,
   context: variant_lib.ConversionContext,
   staging_dir: str,
+  judge: _Judge,
   baseline: dict,
+  facts: ModelFacts,
   config: OptimizerConfig,
+  position: tuple[int, int],
 ) -> dict:
   """Converts, measures and gates one variant; a failure is recorded, never raised."""
-  entry = {"name": variant.name, "runtime": variant.runtime}
+  entry: dict[str, Any] = {"name": variant.name, "runtime": variant.runtime}
+  _LOG.info("Optimizer variant %s (%d/%d)", variant.name, *position)
   reason = variant.skip_reason(context)
   if reason:
-    logging.info("Optimizer variant %s skipped: %s", variant.name, reason)
+    _LOG.info("Optimizer variant %s skipped: %s", variant.name, reason)
     return {**entry, "status": STATUS_SKIPPED, "reason": reason, "blessed": False}
   out_dir = os.path.join(staging_dir, variant.name)
   os.makedirs(out_dir)
@@ -290,9 +328,16 @@ def _run_variant(
     conversion = variant.convert(context, out_dir)
     convert_seconds = time.perf_counter() - started
     runtime = variant.load(out_dir, conversion)
-    metrics, _ = measure(runtime, context.eval_x, context.eval_y, baseline["top1"], config)
+    outputs = runtimes.predict_batched(runtime, context.eval_inputs)
+    metrics = judge.metrics(outputs)
+    metrics.update(
+      batch1_latency_ms(runtime, context.eval_inputs, config.latency_runs, config.warmup_runs)
+    )
+    signature = signature_document(variant.name, runtime, conversion.model_files[0], facts)
+    with open(os.path.join(out_dir, SIGNATURE_FILE), "w") as f:
+      json.dump(signature, f, indent=2)
   except Exception as error:  # One variant's failure must not stop the others.
-    logging.exception("Optimizer variant %s failed.", variant.name)
+    _LOG.exception("Optimizer variant %s failed.", variant.name)
     shutil.rmtree(out_dir, ignore_errors=True)
     return {**entry, "status": STATUS_FAILED, "reason": _short(error), "blessed": False}
   finally:
@@ -303,20 +348,27 @@ def _run_variant(
   entry.update(
     status=STATUS_OK,
     path=os.path.join(variant.name, conversion.model_files[0]),
-    files=[os.path.join(variant.name, f) for f in conversion.model_files],
+    files=[os.path.join(variant.name, f) for f in (*conversion.model_files, SIGNATURE_FILE)],
     convert_seconds=round(convert_seconds, 3),
     **metrics,
     **file_sizes(out_dir, conversion.model_files),
   )
-  entry["ratios"] = _ratios(entry, baseline)
-  entry["blessed"], entry["accuracy_drop_pp"] = gate(
-    entry["accuracy"], baseline["accuracy"], config.max_accuracy_drop
+  entry["ratios"] = {
+    key: (entry[key] / baseline[key] if baseline.get(key) else None)
+    for key in ("metric_value", "size_bytes", "gzipped_size_bytes", "latency_ms_p50")
+  }
+  entry["blessed"], entry["metric_drop"] = judge.gate(
+    entry["metric_value"], baseline["metric_value"], config.max_accuracy_drop
   )
   entry["details"] = conversion.details
-  logging.info(
-    "Optimizer variant %s: accuracy %.4f, %d bytes, p50 %.3f ms, blessed=%s",
+  entry["preprocessing_included"] = facts.preprocessing_included
+  entry["select_tf_ops"] = bool(conversion.details.get("select_tf_ops", False))
+  entry["signature"] = signature
+  _LOG.info(
+    "Optimizer variant %s: %s %.4f, %d bytes, p50 %.3f ms, blessed=%s",
     variant.name,
-    entry["accuracy"],
+    judge.metric_name,
+    entry["metric_value"],
     entry["size_bytes"],
     entry["latency_ms_p50"],
     entry["blessed"],
@@ -324,129 +376,106 @@ def _run_variant(
   return entry
 
 
-def _check_arrays(
-  train_x: np.ndarray, train_y: np.ndarray, eval_x: np.ndarray, eval_y: np.ndarray
-) -> None:
-  for name, x, y in (("train", train_x, train_y), ("eval", eval_x, eval_y)):
-    if x.ndim != 2 or len(x) != len(y):
-      raise UserInputError(f"{name} features must be [rows, num_features] with one label per row.")
-    if len(x) == 0:
-      raise UserInputError(
-        f"The {name} split has no rows; the Optimizer needs train and eval data."
-      )
-
-
 def _host() -> dict:
-  return {
-    "platform": platform.platform(),
-    "cpu_count": os.cpu_count(),
-    "tensorflow": tf.__version__,
-  }
+  return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "tensorflow": tf.__version__}
+
+
+def _integer_io_ok(inputs: runtimes.Inputs) -> bool:
+  """int8 inputs cannot carry NaN, so a float input with missing values needs float io."""
+  return not any(
+    np.issubdtype(v.dtype, np.floating) and np.isnan(v).any() for v in inputs.values()
+  )
 
 
 def optimize(
-  keras_model_dir: str,
-  train_x: np.ndarray,
-  train_y: np.ndarray,
-  eval_x: np.ndarray,
-  eval_y: np.ndarray,
+  model,
+  train_inputs: runtimes.Inputs,
+  eval_inputs: runtimes.Inputs,
+  eval_labels: np.ndarray,
   output_dir: str,
+  facts: ModelFacts,
   config: OptimizerConfig | None = None,
 ) -> dict:
   """Builds every configured variant of a Keras model, measures and gates each.
 
-  Each variant is written to `output_dir/<variant>/`; variants that fail or are skipped leave
-  no folder. `output_dir/variants.json` lists every variant's metrics and blessing. Nothing is
-  written to `output_dir` if the baseline cannot be loaded or evaluated.
+  Each variant is written to `output_dir/<variant>/` with its signature.json; variants that
+  fail or are skipped leave no folder, and their row gives the reason. `output_dir/variants.json`
+  indexes them. Nothing is written to `output_dir` if the baseline cannot be measured.
 
   Args:
-    keras_model_dir: folder holding `model.h5` (the Format-Keras layout).
-    train_x: float32 train sample [rows, num_features] for fine-tuning and calibration.
-    train_y: int train labels.
-    eval_x: float32 eval features.
-    eval_y: int eval labels.
+    model: the trained Keras model (its inputs named as the keys of the input dicts).
+    train_inputs: train sample for fine-tuning and calibration.
+    eval_inputs: eval rows.
+    eval_labels: eval labels, as the model is trained against them.
     output_dir: existing folder receiving one sub-folder per variant.
+    facts: task, label and input contract (see ModelFacts).
     config: options; defaults to OptimizerConfig().
 
   Returns:
-    The report: baseline and per-variant metrics, blessings and the config (JSON-serialisable).
+    The report: baseline and per-variant metrics, blessings and the config.
 
   Raises:
-    UserInputError: (a ValueError) for bad options or data that does not fit the model.
-    FileNotFoundError: if `keras_model_dir` has no model.h5.
+    UserInputError: for bad options or data that does not fit the model.
     tensorrt_lib.TensorRTUnavailableError: with tensorrt='required' on a host that cannot
       build TensorRT engines.
   """
   config = config or OptimizerConfig()
   config.validate()
   started = time.perf_counter()
-  if config.tensorrt == variant_lib.TENSORRT_REQUIRED:
+  if config.tensorrt == defaults.TENSORRT_REQUIRED:
     reason = tensorrt_lib.unavailable_reason()
     if reason:
       raise tensorrt_lib.TensorRTUnavailableError(
         f"tensorrt='required' but {reason}; run on a CUDA host with TensorRT or pass "
         "tensorrt='auto'."
       )
-  model_path = os.path.join(keras_model_dir, MODEL_FILENAME)
-  if not os.path.isfile(model_path):
-    raise FileNotFoundError(
-      f"No {MODEL_FILENAME} in {keras_model_dir}; the trainer must write the Format-Keras copy."
-    )
-  train_x = np.asarray(train_x, np.float32)
-  eval_x = np.asarray(eval_x, np.float32)
-  train_y = np.asarray(train_y).astype(np.int64)
-  eval_y = np.asarray(eval_y).astype(np.int64)
-  _check_arrays(train_x, train_y, eval_x, eval_y)
+  if not runtimes.rows(eval_inputs) or not runtimes.rows(train_inputs):
+    raise UserInputError("the train or eval sample is empty; the Optimizer needs both splits.")
   tf.keras.utils.set_random_seed(config.seed)
 
   with tempfile.TemporaryDirectory(prefix="optimizer-scratch-") as scratch_dir:
     baseline_path = os.path.join(scratch_dir, "baseline.h5")
-    model = tf.keras.models.load_model(model_path, compile=False)
-    num_features = int(model.inputs[0].shape[-1])
-    num_classes = int(model.outputs[0].shape[-1])
-    if train_x.shape[1] != num_features or eval_x.shape[1] != num_features:
-      raise UserInputError(
-        f"The model takes {num_features} features but the data has {eval_x.shape[1]}; check "
-        "feature_keys in input_spec.json."
-      )
-    for y in (train_y, eval_y):
-      if y.min() < 0 or y.max() >= num_classes:
-        raise UserInputError(
-          f"Labels must be class ids in [0, {num_classes}); got {y.min()}..{y.max()}."
-        )
     model.save(baseline_path, include_optimizer=False)
-    del model
-    _release_memory()
-
-    with runtimes.KerasRuntime(baseline_path) as runtime:
-      baseline_metrics, baseline_probs = measure(runtime, eval_x, eval_y, None, config)
+    runtime = runtimes.KerasRuntime(model)
+    baseline_outputs = runtimes.predict_batched(runtime, eval_inputs)
+    train_targets = runtimes.predict_batched(runtime, train_inputs)
+    judge = _Judge(facts.task, eval_labels, baseline_outputs)
     baseline = {
       "name": "baseline",
       "runtime": runtimes.KerasRuntime.name,
       "status": STATUS_OK,
-      **baseline_metrics,
+      **judge.metrics(baseline_outputs, baseline=True),
+      **batch1_latency_ms(runtime, eval_inputs, config.latency_runs, config.warmup_runs),
       **file_sizes(scratch_dir, ["baseline.h5"]),
-      # The trainer's file may also hold optimizer state; recorded, but not the ratio basis.
-      "input_file": file_sizes(keras_model_dir, [MODEL_FILENAME]),
-      "top1": baseline_probs.argmax(axis=1),
     }
+    runtime.close()
     _release_memory()
 
     context = variant_lib.ConversionContext(
-      baseline_h5=baseline_path,
-      train_x=train_x,
-      train_y=train_y,
-      eval_x=eval_x,
-      eval_y=eval_y,
-      baseline_eval_probs=baseline_probs,
+      baseline_path=baseline_path,
+      train_inputs=train_inputs,
+      train_targets=train_targets,
+      eval_inputs=eval_inputs,
+      baseline_eval_outputs=baseline_outputs,
+      integer_io=_integer_io_ok(train_inputs) and _integer_io_ok(eval_inputs),
       config=config,
       scratch_dir=scratch_dir,
     )
+    names = config.variant_names()
     staging_dir = tempfile.mkdtemp(prefix=".staging-", dir=output_dir)
     try:
       entries = [
-        _run_variant(variant_lib.create(name), context, staging_dir, baseline, config)
-        for name in config.variant_names()
+        _run_variant(
+          variant_lib.create(name),
+          context,
+          staging_dir,
+          judge,
+          baseline,
+          facts,
+          config,
+          (i + 1, len(names)),
+        )
+        for i, name in enumerate(names)
       ]
       for entry in entries:
         if entry["status"] == STATUS_OK:
@@ -455,37 +484,29 @@ def optimize(
     finally:
       shutil.rmtree(staging_dir, ignore_errors=True)
 
-  del baseline["top1"]
   blessed = [e["name"] for e in entries if e["blessed"]]
-  index = {"baseline": baseline, "variants": entries, "blessed_variants": blessed}
-  index_path = os.path.join(output_dir, VARIANTS_INDEX_FILENAME)
-  with open(index_path + ".tmp", "w") as f:
-    json.dump(index, f, indent=2)
-  os.replace(index_path + ".tmp", index_path)
-  return {
+  report = {
     "status": STATUS_OK,
+    "task": facts.task,
+    "metric": judge.metric_name,
     "size_basis": SIZE_BASIS,
-    "rows": {"train": len(train_x), "eval": len(eval_x)},
-    "num_features": num_features,
-    "num_classes": num_classes,
-    "baseline": baseline,
-    "variants": entries,
-    "blessed_variants": blessed,
+    "rows": {"train": runtimes.rows(train_inputs), "eval": runtimes.rows(eval_inputs)},
+    "preprocessing_included": facts.preprocessing_included,
+    KEY_BASELINE: baseline,
+    KEY_VARIANTS: entries,
+    KEY_BLESSED: blessed,
     "config": dataclasses.asdict(config),
     "host": _host(),
     "elapsed_seconds": round(time.perf_counter() - started, 3),
   }
+  write_index(output_dir, report)
+  return report
 
 
 def skipped_report(reason: str, config: OptimizerConfig | None = None) -> dict:
-  """The report for a run that could not start, e.g. a model without a Format-Keras copy.
+  """The report for a run that could not start (e.g. a model that is not a Keras model).
 
-  Args:
-    reason: why nothing was optimized; repeated on every variant.
-    config: the options the run was given.
-
-  Returns:
-    A report of the same shape as optimize()'s, with every variant skipped.
+  Every variant row carries the reason.
   """
   config = config or OptimizerConfig()
   entries = [
@@ -496,9 +517,85 @@ def skipped_report(reason: str, config: OptimizerConfig | None = None) -> dict:
     "status": STATUS_SKIPPED,
     "reason": reason,
     "size_basis": SIZE_BASIS,
-    "baseline": {"name": "baseline", "status": STATUS_SKIPPED, "reason": reason},
-    "variants": entries,
-    "blessed_variants": [],
+    KEY_BASELINE: {"name": "baseline", "status": STATUS_SKIPPED, "reason": reason},
+    KEY_VARIANTS: entries,
+    KEY_BLESSED: [],
     "config": dataclasses.asdict(config),
     "host": _host(),
   }
+
+
+def write_index(output_dir: str, report: dict) -> str:
+  """Writes `variants.json`, the index the Pusher reads, atomically."""
+  index = {
+    "format": INDEX_FORMAT,
+    "task": report.get("task"),
+    "preprocessing_included": report.get("preprocessing_included", True),
+    KEY_BASELINE: report[KEY_BASELINE],
+    KEY_VARIANTS: {e["name"]: e for e in report[KEY_VARIANTS]},
+    KEY_BLESSED: report[KEY_BLESSED],
+  }
+  path = os.path.join(output_dir, INDEX_FILE)
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write(json.dumps(index, indent=2))
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  return path
+
+
+@dataclasses.dataclass(frozen=True)
+class BlessedVariant:
+  """A variant the Pusher may ship.
+
+  Attributes:
+    name: the variant name (its folder under the OptimizedModel uri).
+    folder: the variant's folder.
+    metrics: what the manifest records about it.
+    signature: its signature.json content.
+  """
+
+  name: str
+  folder: str
+  metrics: dict[str, Any]
+  signature: dict[str, Any]
+
+
+def read_index(optimized_model_uri: str) -> tuple[dict[str, Any], list[BlessedVariant]]:
+  """Reads an OptimizedModel's index: the whole index and its blessed variants.
+
+  Returns:
+    (index, blessed variants); ({}, []) when there is no index (nothing was optimized).
+
+  Raises:
+    RuntimeError: when a blessed variant has no folder (a broken artifact).
+  """
+  path = os.path.join(optimized_model_uri, INDEX_FILE)
+  if not tf.io.gfile.exists(path):
+    return {}, []
+  with tf.io.gfile.GFile(path) as f:
+    index = json.loads(f.read())
+  blessed = []
+  for name in index.get(KEY_BLESSED, []):
+    entry = index[KEY_VARIANTS][name]
+    folder = os.path.join(optimized_model_uri, name)
+    if not tf.io.gfile.exists(folder):
+      raise RuntimeError(f"the Optimizer's index lists blessed variant {name!r} but {folder} is missing")
+    metrics = {
+      k: entry[k]
+      for k in (
+        "runtime",
+        "path",
+        "metric_value",
+        "metric_drop",
+        "accuracy",
+        "rmse",
+        "agreement",
+        "size_bytes",
+        "gzipped_size_bytes",
+        "latency_ms_p50",
+        "preprocessing_included",
+        "select_tf_ops",
+      )
+      if k in entry
+    }
+    blessed.append(BlessedVariant(name, folder, metrics, entry.get("signature", {})))
+  return index, blessed

@@ -18,20 +18,27 @@ def _fmt(value, spec: str) -> str:
   return "" if value is None else format(value, spec)
 
 
-def _row(entry: dict) -> str:
+def _row(entry: dict, metric: str) -> str:
   if entry.get("status") != "ok":
     reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")
     return f"| {entry['name']} | {entry.get('status')} | {entry.get('runtime', '')} |" + (
-      " |" * 11 + f" {reason} |"
+      " |" * 12 + f" {reason} |"
     )
   ratios = entry.get("ratios", {})
+  value = entry.get("metric_value")
+  shown = value * 100 if metric == "accuracy" else value
+  notes = []
+  if entry.get("select_tf_ops"):
+    notes.append("needs Select TF ops")
+  if entry.get("preprocessing_included") is False:
+    notes.append("takes transformed features")
   cells = [
     entry["name"],
     entry["status"],
     entry["runtime"],
-    _fmt(entry["accuracy"] * 100, ".2f"),
-    _fmt(entry.get("accuracy_drop_pp"), "+.2f"),
-    _fmt(entry.get("top1_agreement", 1.0) * 100, ".1f"),
+    _fmt(shown, ".4g"),
+    _fmt(entry.get("metric_drop"), "+.2f"),
+    _fmt(entry.get("agreement", 1.0) * 100, ".1f"),
     _fmt(entry["size_bytes"] / 1024, ".1f"),
     _fmt(entry["gzipped_size_bytes"] / 1024, ".1f"),
     _fmt(ratios.get("size_bytes"), ".3f"),
@@ -40,7 +47,7 @@ def _row(entry: dict) -> str:
     _fmt(entry["latency_ms_p90"], ".3f"),
     _fmt(ratios.get("latency_ms_p50"), ".3f"),
     "yes" if entry.get("blessed") else ("" if entry["name"] == "baseline" else "no"),
-    "",
+    "; ".join(notes),
   ]
   return "| " + " | ".join(cells) + " |"
 
@@ -58,19 +65,23 @@ def markdown(report: dict) -> str:
   if report.get("status") != "ok":
     lines += [f"Nothing was optimized: {report.get('reason')}", ""]
   config = report.get("config", {})
+  metric = report.get("metric", "accuracy")
+  unit = "accuracy %" if metric == "accuracy" else metric
+  drop = "points" if metric == "accuracy" else "percent of the RMSE"
   lines += [
-    f"Blessing: accuracy drop <= {config.get('max_accuracy_drop')} percentage points. "
-    f"Latency: batch 1, {config.get('latency_runs')} timed runs. "
-    f"Eval rows: {report.get('rows', {}).get('eval', 0)}.",
+    f"Task: {report.get('task')}. Blessing: {metric} at most {config.get('max_accuracy_drop')} "
+    f"{drop} worse than the baseline. Latency: batch 1, {config.get('latency_runs')} timed runs. "
+    f"Eval rows: {report.get('rows', {}).get('eval', 0)}. Preprocessing inside the variants: "
+    f"{'yes' if report.get('preprocessing_included', True) else 'no (the transform graph ships with them)'}.",
     "",
     f"Sizes: {report.get('size_basis')}.",
     "",
-    "| variant | status | runtime | accuracy % | drop pp | agree % | size KiB | gzip KiB "
+    f"| variant | status | runtime | {unit} | drop | agree % | size KiB | gzip KiB "
     "| size x | gzip x | p50 ms | p90 ms | p50 x | blessed | note |",
     "|" + "---|" * 15,
-    _row(report["baseline"]),
+    _row(report["baseline"], metric),
   ]
-  lines += [_row(entry) for entry in report["variants"]]
+  lines += [_row(entry, metric) for entry in report["variants"]]
   blessed = ", ".join(report.get("blessed_variants", [])) or "none"
   lines += ["", f"Blessed variants: {blessed}.", ""]
   if "elapsed_seconds" in report:
@@ -95,7 +106,7 @@ def plot(report: dict, path: str) -> None:
   for axis, key, label, scale in panels:
     for index, point in enumerate(points):
       x = point[key] * scale
-      y = point["accuracy"] * 100
+      y = point["metric_value"] * (100 if report.get("metric", "accuracy") == "accuracy" else 1)
       marker = "s" if point["name"] == "baseline" else "o"
       color = "tab:green" if point.get("blessed") or point["name"] == "baseline" else "tab:red"
       axis.scatter([x], [y], marker=marker, color=color)
@@ -104,12 +115,12 @@ def plot(report: dict, path: str) -> None:
       axis.annotate(point["name"], (x, y), textcoords="offset points", xytext=offset, fontsize=8)
     axis.set_xscale("log")
     axis.set_xlabel(label)
-    axis.set_ylabel("eval accuracy (%)")
+    axis.set_ylabel(f"eval {report.get('metric', 'accuracy')}")
     axis.grid(True, alpha=0.3)
     if not points:
       axis.text(0.5, 0.5, "no variant measured", ha="center", transform=axis.transAxes)
-  axes[0].set_title("accuracy vs size (green: blessed)")
-  axes[1].set_title("accuracy vs latency (green: blessed)")
+  axes[0].set_title(f"{report.get('metric', 'accuracy')} vs size (green: blessed)")
+  axes[1].set_title(f"{report.get('metric', 'accuracy')} vs latency (green: blessed)")
   figure.tight_layout()
   figure.savefig(path, dpi=100, format="png")
   plt.close(figure)

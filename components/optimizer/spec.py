@@ -8,6 +8,7 @@ from components.optimizer import artifacts
 MODEL_KEY = "model"
 EXAMPLES_KEY = "examples"
 SCHEMA_KEY = "schema"
+TRANSFORM_GRAPH_KEY = "transform_graph"
 # Outputs.
 OPTIMIZED_MODEL_KEY = "optimized_model"
 REPORT_KEY = "report"
@@ -18,15 +19,14 @@ MAX_ACCURACY_DROP_KEY = "max_accuracy_drop"
 TENSORRT_KEY = "tensorrt"
 LATENCY_RUNS_KEY = "latency_runs"
 FINE_TUNE_EPOCHS_KEY = "fine_tune_epochs"
-INT8_FALLBACK_KEY = "int8_fallback"  # 0 or 1.
+TASK_KEY = "task"  # 'auto' or a task; a model's contract file wins.
+LABEL_KEY_KEY = "label_key"  # the label as the model sees it.
 MAX_TRAIN_ROWS_KEY = "max_train_rows"
 MAX_EVAL_ROWS_KEY = "max_eval_rows"
 
 # Splits of the Examples artifact the Optimizer reads.
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "eval"
-# Sub-folder of the Model artifact with the Keras copy (see the pipeline's model layout).
-KERAS_MODEL_DIR = "Format-Keras"
 
 
 class OptimizerSpec(component_spec.ComponentSpec):
@@ -39,7 +39,8 @@ class OptimizerSpec(component_spec.ComponentSpec):
     TENSORRT_KEY: component_spec.ExecutionParameter(type=str),
     LATENCY_RUNS_KEY: component_spec.ExecutionParameter(type=int),
     FINE_TUNE_EPOCHS_KEY: component_spec.ExecutionParameter(type=int),
-    INT8_FALLBACK_KEY: component_spec.ExecutionParameter(type=int),
+    TASK_KEY: component_spec.ExecutionParameter(type=str),
+    LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),
     MAX_TRAIN_ROWS_KEY: component_spec.ExecutionParameter(type=int),
     MAX_EVAL_ROWS_KEY: component_spec.ExecutionParameter(type=int),
   }
@@ -47,6 +48,9 @@ class OptimizerSpec(component_spec.ComponentSpec):
     MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
     EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
     SCHEMA_KEY: component_spec.ChannelParameter(type=standard_artifacts.Schema, optional=True),
+    TRANSFORM_GRAPH_KEY: component_spec.ChannelParameter(
+      type=standard_artifacts.TransformGraph, optional=True
+    ),
   }
   OUTPUTS = {
     OPTIMIZED_MODEL_KEY: component_spec.ChannelParameter(type=artifacts.OptimizedModel),

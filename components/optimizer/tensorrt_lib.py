@@ -62,7 +62,7 @@ def build_fp16_engine(onnx_path: str, plan_path: str, max_batch: int = runtimes.
   """Builds a serialized TensorRT engine from an ONNX model with the FP16 builder flag.
 
   Args:
-    onnx_path: the ONNX model; its first input is [batch, num_features] with a dynamic batch.
+    onnx_path: the ONNX model; every input is [batch, ...] with a dynamic batch dimension.
     plan_path: where to write the serialized engine.
     max_batch: the largest batch the engine's optimization profile accepts.
 
@@ -89,12 +89,11 @@ def build_fp16_engine(onnx_path: str, plan_path: str, max_batch: int = runtimes.
   config = builder.create_builder_config()
   config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
   config.set_flag(trt.BuilderFlag.FP16)
-  network_input = network.get_input(0)
-  num_features = int(network_input.shape[-1])
   profile = builder.create_optimization_profile()
-  profile.set_shape(
-    network_input.name, (1, num_features), (1, num_features), (max_batch, num_features)
-  )
+  for i in range(network.num_inputs):
+    tensor = network.get_input(i)
+    row = tuple(int(d) for d in tensor.shape[1:])
+    profile.set_shape(tensor.name, (1, *row), (1, *row), (max_batch, *row))
   config.add_optimization_profile(profile)
   serialized = builder.build_serialized_network(network, config)
   if serialized is None:
@@ -127,50 +126,57 @@ class TensorRTRuntime(runtimes.Runtime):
         raise RuntimeError(f"TensorRT could not deserialize the engine {plan_path}.")
       self._context = self._engine.create_execution_context()
       names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
-      inputs = [n for n in names if self._engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
-      outputs = [n for n in names if self._engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
-      self._input_name, self._output_name = inputs[0], outputs[0]
-      self._output_dtype = np.dtype(trt.nptype(self._engine.get_tensor_dtype(self._output_name)))
-      self._num_features = int(self._engine.get_tensor_shape(self._input_name)[-1])
-      self._num_classes = int(self._engine.get_tensor_shape(self._output_name)[-1])
       self._max_batch = max_batch
       self._stream = cuda.Stream()
-      # Page-locked host buffers make the async copies truly asynchronous on the stream.
-      self._host_input = cuda.pagelocked_empty((max_batch, self._num_features), np.float32)
-      self._host_output = cuda.pagelocked_empty((max_batch, self._num_classes), self._output_dtype)
-      self._device_input = cuda.mem_alloc(self._host_input.nbytes)
-      self._device_output = cuda.mem_alloc(self._host_output.nbytes)
-      self._context.set_tensor_address(self._input_name, int(self._device_input))
-      self._context.set_tensor_address(self._output_name, int(self._device_output))
+      self._buffers = {}
+      self._inputs, self._outputs = [], []
+      for name in names:
+        is_input = self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+        (self._inputs if is_input else self._outputs).append(name)
+        dtype = np.dtype(trt.nptype(self._engine.get_tensor_dtype(name)))
+        row = tuple(int(d) for d in self._engine.get_tensor_shape(name)[1:])
+        # Page-locked host buffers make the async copies truly asynchronous on the stream.
+        host = cuda.pagelocked_empty((max_batch, *row), dtype)
+        device = cuda.mem_alloc(host.nbytes)
+        self._context.set_tensor_address(name, int(device))
+        self._buffers[name] = (host, device, row)
     finally:
       self._context_cuda.pop()
 
-  def predict(self, batch: np.ndarray) -> np.ndarray:
-    rows = batch.shape[0]
+  def predict(self, batch: runtimes.Inputs) -> np.ndarray:
+    rows = runtimes.rows(batch)
     if rows > self._max_batch:
       raise ValueError(f"TensorRT engine accepts at most {self._max_batch} rows, got {rows}.")
-    host_input = self._host_input[:rows]
-    host_input[...] = batch
-    host_output = self._host_output[:rows]
     self._context_cuda.push()
     try:
-      self._context.set_input_shape(self._input_name, (rows, self._num_features))
-      self._cuda.memcpy_htod_async(self._device_input, host_input, self._stream)
+      for name in self._inputs:
+        host, device, row = self._buffers[name]
+        host[:rows] = np.asarray(batch[name]).reshape(rows, *row)
+        self._context.set_input_shape(name, (rows, *row))
+        self._cuda.memcpy_htod_async(device, host[:rows], self._stream)
       if not self._context.execute_async_v3(self._stream.handle):
         raise RuntimeError("TensorRT execute_async_v3 failed.")
-      self._cuda.memcpy_dtoh_async(host_output, self._device_output, self._stream)
+      host, device, _ = self._buffers[self._outputs[0]]
+      self._cuda.memcpy_dtoh_async(host[:rows], device, self._stream)
       self._stream.synchronize()
     finally:
       self._context_cuda.pop()
-    return host_output.astype(np.float32)
+    return host[:rows].astype(np.float32).reshape(rows, -1)
+
+  def signature(self) -> dict:
+    def entry(name):
+      host, _, row = self._buffers[name]
+      return {"name": name, "dtype": host.dtype.name, "shape": [-1, *row]}
+
+    return {"inputs": [entry(n) for n in self._inputs], "outputs": [entry(n) for n in self._outputs]}
 
   def close(self) -> None:
     if getattr(self, "_engine", None) is None:
       return
     self._context_cuda.push()
     try:
-      self._device_input.free()
-      self._device_output.free()
+      for _, device, _ in self._buffers.values():
+        device.free()
       del self._context
       del self._engine
       del self._trt_runtime

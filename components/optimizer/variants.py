@@ -1,5 +1,7 @@
 """Optimizer variants: each converts the baseline into one format and opens it in its runtime."""
 
+from __future__ import annotations
+
 import abc
 import dataclasses
 import os
@@ -9,24 +11,24 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
+from components import defaults
 from components.optimizer import conversions, runtimes, tensorrt_lib
 
-# Variant names.
-PRUNED = "pruned"
-TFLITE_FLOAT32 = "tflite_float32"
-TFLITE_DYNAMIC_RANGE = "tflite_dynamic_range"
-TFLITE_FLOAT16 = "tflite_float16"
-TFLITE_INT8 = "tflite_int8"
-PRUNED_INT8 = "pruned_int8"
-QAT = "qat"
-ONNX = "onnx"
-TENSORRT_FP16 = "tensorrt_fp16"
+# Variant names (the list and its order live in components.defaults).
+PRUNED = defaults.PRUNED
+TFLITE_FLOAT32 = defaults.TFLITE_FLOAT32
+TFLITE_DYNAMIC_RANGE = defaults.TFLITE_DYNAMIC_RANGE
+TFLITE_FLOAT16 = defaults.TFLITE_FLOAT16
+TFLITE_INT8 = defaults.TFLITE_INT8
+PRUNED_INT8 = defaults.PRUNED_INT8
+QAT = defaults.QAT
+ONNX = defaults.ONNX
+TENSORRT_FP16 = defaults.TENSORRT_FP16
 
-# tensorrt modes.
-TENSORRT_OFF = "off"
-TENSORRT_AUTO = "auto"
-TENSORRT_REQUIRED = "required"
-TENSORRT_MODES = (TENSORRT_OFF, TENSORRT_AUTO, TENSORRT_REQUIRED)
+TENSORRT_OFF = defaults.TENSORRT_OFF
+TENSORRT_AUTO = defaults.TENSORRT_AUTO
+TENSORRT_REQUIRED = defaults.TENSORRT_REQUIRED
+TENSORRT_MODES = defaults.TENSORRT_MODES
 
 
 @dataclasses.dataclass
@@ -36,7 +38,7 @@ class Conversion:
   Attributes:
     model_files: files (relative to the variant folder) whose size is measured; the first one is
       the file a runtime loads.
-    details: variant-specific facts for the report (sparsity reached, parity check, ...).
+    details: variant-specific facts for the report (sparsity reached, parity check, op sets).
   """
 
   model_files: list[str]
@@ -48,69 +50,86 @@ class ConversionContext:
 
   The pruned model (used by `pruned` and `pruned_int8`) and the ONNX export (used by `onnx`
   and `tensorrt_fp16`) are each produced once per optimize() call, in `scratch_dir`.
+
+  Attributes:
+    baseline_path: the baseline Keras model saved as .h5 (variants load fresh copies).
+    train_inputs: train sample, input name -> array (fine-tuning and calibration).
+    train_targets: the baseline's outputs on the train sample (distillation targets).
+    eval_inputs: eval rows, input name -> array.
+    baseline_eval_outputs: the baseline's outputs on the eval rows.
+    integer_io: whether int8 variants may take int8 numeric inputs (no input carries NaN).
+    config: the OptimizerConfig.
+    scratch_dir: a temporary folder for shared intermediate files.
   """
 
   def __init__(
     self,
     *,
-    baseline_h5: str,
-    train_x: np.ndarray,
-    train_y: np.ndarray,
-    eval_x: np.ndarray,
-    eval_y: np.ndarray,
-    baseline_eval_probs: np.ndarray,
+    baseline_path: str,
+    train_inputs: runtimes.Inputs,
+    train_targets: np.ndarray,
+    eval_inputs: runtimes.Inputs,
+    baseline_eval_outputs: np.ndarray,
+    integer_io: bool,
     config: Any,
     scratch_dir: str,
   ):
-    self.baseline_h5 = baseline_h5
-    self.train_x = train_x
-    self.train_y = train_y
-    self.eval_x = eval_x
-    self.eval_y = eval_y
-    self.baseline_eval_probs = baseline_eval_probs
+    self.baseline_path = baseline_path
+    self.train_inputs = train_inputs
+    self.train_targets = train_targets
+    self.eval_inputs = eval_inputs
+    self.baseline_eval_outputs = baseline_eval_outputs
+    self.integer_io = integer_io
     self.config = config
     self.scratch_dir = scratch_dir
     self._pruned = None
-    self._onnx_path = None
+    self._onnx = None
 
   def load_baseline(self) -> tf.keras.Model:
-    """Returns a fresh copy of the baseline Keras model (variants may modify their copy)."""
-    return tf.keras.models.load_model(self.baseline_h5, compile=False)
+    """A fresh copy of the baseline Keras model (variants may modify their copy)."""
+    from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+    return tf.keras.models.load_model(self.baseline_path, compile=False)
 
   def representative_dataset(self) -> conversions.RepresentativeDataset:
     """Calibration data for int8 conversion, drawn from the train sample."""
-    return conversions.representative_dataset(self.train_x, self.config.representative_rows)
+    return conversions.representative_dataset(self.train_inputs, self.config.representative_rows)
+
+  def fine_tune_kwargs(self) -> dict[str, Any]:
+    cfg = self.config
+    return {
+      "epochs": cfg.fine_tune_epochs,
+      "batch_size": cfg.fine_tune_batch_size,
+      "learning_rate": cfg.fine_tune_learning_rate,
+      "seed": cfg.seed,
+    }
 
   def pruned_model(self) -> tuple[str, dict]:
-    """Prunes and fine-tunes the baseline once.
+    """Prunes and distils the baseline once.
 
     Returns:
       (path of the stripped pruned model as h5, kernel sparsity measured from its weights).
     """
     if self._pruned is None:
-      cfg = self.config
       pruned = conversions.prune(
         self.load_baseline(),
-        self.train_x,
-        self.train_y,
-        target_sparsity=cfg.target_sparsity,
-        epochs=cfg.fine_tune_epochs,
-        batch_size=cfg.fine_tune_batch_size,
-        learning_rate=cfg.fine_tune_learning_rate,
-        seed=cfg.seed,
+        self.train_inputs,
+        self.train_targets,
+        target_sparsity=self.config.target_sparsity,
+        **self.fine_tune_kwargs(),
       )
       path = os.path.join(self.scratch_dir, "pruned.h5")
       pruned.save(path, include_optimizer=False)
       self._pruned = (path, conversions.kernel_sparsity(pruned))
     return self._pruned
 
-  def onnx_model(self) -> str:
-    """Exports the baseline to ONNX once and returns the .onnx path."""
-    if self._onnx_path is None:
+  def onnx_model(self) -> tuple[str, dict]:
+    """Exports the baseline to ONNX once; returns the .onnx path and export details."""
+    if self._onnx is None:
       path = os.path.join(self.scratch_dir, "baseline.onnx")
-      conversions.to_onnx(self.load_baseline(), path)
-      self._onnx_path = path
-    return self._onnx_path
+      details = conversions.to_onnx(self.load_baseline(), path)
+      self._onnx = (path, details)
+    return self._onnx
 
 
 class Variant(abc.ABC):
@@ -154,7 +173,7 @@ def _write(out_dir: str, filename: str, content: bytes) -> str:
 
 @register
 class PrunedVariant(Variant):
-  """Magnitude pruning with fine-tuning, saved as a Keras h5 and run by TensorFlow."""
+  """Magnitude pruning with distillation, saved as a Keras h5 and run by TensorFlow."""
 
   name = PRUNED
   runtime = runtimes.KerasRuntime.name
@@ -168,7 +187,7 @@ class PrunedVariant(Variant):
     )
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
-    return runtimes.KerasRuntime(os.path.join(out_dir, conversion.model_files[0]))
+    return runtimes.KerasRuntime.from_file(os.path.join(out_dir, conversion.model_files[0]))
 
 
 class _TFLiteVariant(Variant):
@@ -184,18 +203,13 @@ class _TFLiteVariant(Variant):
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
     model, details = self.keras_model(context)
     representative = context.representative_dataset() if self.mode == conversions.INT8 else None
-    fallback = context.config.int8_fallback and self.mode == conversions.INT8
-    content = conversions.to_tflite(model, self.mode, representative, int8_fallback=fallback)
-    details = {"tflite_mode": self.mode, **details}
-    if self.mode == conversions.INT8:
-      details["int8_fallback"] = fallback
-    return Conversion([_write(out_dir, "model.tflite", content)], details)
+    content, conversion = conversions.to_tflite(
+      model, self.mode, representative, integer_io=context.integer_io
+    )
+    return Conversion([_write(out_dir, "model.tflite", content)], {**conversion, **details})
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
-    runtime = runtimes.TFLiteRuntime(os.path.join(out_dir, conversion.model_files[0]))
-    conversion.details["input_dtype"] = np.dtype(runtime.input_detail["dtype"]).name
-    conversion.details["output_dtype"] = np.dtype(runtime.output_detail["dtype"]).name
-    return runtime
+    return runtimes.TFLiteRuntime(os.path.join(out_dir, conversion.model_files[0]))
 
 
 @register
@@ -239,53 +253,43 @@ class PrunedInt8Variant(_TFLiteVariant):
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
     path, sparsity = context.pruned_model()
-    model = tf.keras.models.load_model(path, compile=False)
-    return model, {"sparsity": sparsity}
+    from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+    return tf.keras.models.load_model(path, compile=False), {"sparsity": sparsity}
 
 
 @register
 class QatVariant(_TFLiteVariant):
-  """Quantization-aware fine-tuning with tfmot, then full-integer conversion."""
+  """Quantization-aware fine-tuning (distilled) with tfmot, then full-integer conversion."""
 
   name = QAT
   mode = conversions.INT8
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
-    cfg = context.config
     model, scope = conversions.quantize_aware(
       context.load_baseline(),
-      context.train_x,
-      context.train_y,
-      epochs=cfg.fine_tune_epochs,
-      batch_size=cfg.fine_tune_batch_size,
-      learning_rate=cfg.fine_tune_learning_rate,
-      seed=cfg.seed,
+      context.train_inputs,
+      context.train_targets,
+      **context.fine_tune_kwargs(),
     )
     return model, {"qat_scope": scope}
 
 
 def onnx_parity(
-  onnx_path: str, eval_x: np.ndarray, reference_probs: np.ndarray, tolerance: float
+  onnx_path: str, eval_inputs: runtimes.Inputs, reference: np.ndarray, tolerance: float
 ) -> dict:
   """Runs an ONNX model with onnxruntime on the CPU and compares it with TensorFlow's output.
 
-  Args:
-    onnx_path: the exported model.
-    eval_x: float32 eval features.
-    reference_probs: the baseline's TensorFlow probabilities on `eval_x`.
-    tolerance: the largest allowed absolute difference of any probability.
-
   Returns:
-    {"max_abs_diff", "top1_agreement", "rows", "tolerance", "passed"}.
+    {"max_abs_diff", "rows", "tolerance", "passed"}.
   """
   with runtimes.OnnxRuntime(onnx_path) as runtime:
-    probs = runtimes.predict_batched(runtime, eval_x)
-  max_abs_diff = float(np.max(np.abs(probs - reference_probs))) if len(probs) else 0.0
-  agreement = float(np.mean(probs.argmax(1) == reference_probs.argmax(1))) if len(probs) else 1.0
+    outputs = runtimes.predict_batched(runtime, eval_inputs)
+  diff = np.abs(outputs - reference)
+  max_abs_diff = float(np.max(diff)) if diff.size else 0.0
   return {
     "max_abs_diff": max_abs_diff,
-    "top1_agreement": agreement,
-    "rows": len(eval_x),
+    "rows": len(outputs),
     "tolerance": tolerance,
     "passed": max_abs_diff <= tolerance,
   }
@@ -293,29 +297,30 @@ def onnx_parity(
 
 def _checked_onnx(context: ConversionContext) -> tuple[str, dict]:
   """Exports ONNX once and runs the parity check; raises if the export does not match TF."""
-  path = context.onnx_model()
-  parity = onnx_parity(
-    path, context.eval_x, context.baseline_eval_probs, context.config.onnx_parity_tolerance
-  )
+  path, details = context.onnx_model()
+  reference = context.baseline_eval_outputs
+  # Parity is relative to the output's scale (a regression value may be in the thousands).
+  tolerance = context.config.onnx_parity_tolerance * max(1.0, float(np.max(np.abs(reference))))
+  parity = onnx_parity(path, context.eval_inputs, reference, tolerance)
   if not parity["passed"]:
     raise RuntimeError(
       f"ONNX parity check failed: max abs diff {parity['max_abs_diff']:.3g} against TensorFlow "
       f"exceeds {parity['tolerance']:.3g}."
     )
-  return path, parity
+  return path, {**details, "onnx_parity": parity}
 
 
 @register
 class OnnxVariant(Variant):
-  """The baseline exported with tf2onnx (opset 17), checked and run by onnxruntime on CPU."""
+  """The baseline exported with tf2onnx, checked and run by onnxruntime on CPU."""
 
   name = ONNX
   runtime = runtimes.OnnxRuntime.name
 
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
-    path, parity = _checked_onnx(context)
+    path, details = _checked_onnx(context)
     shutil.copyfile(path, os.path.join(out_dir, "model.onnx"))
-    return Conversion(["model.onnx"], {"opset": conversions.ONNX_OPSET, "onnx_parity": parity})
+    return Conversion(["model.onnx"], details)
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
     return runtimes.OnnxRuntime(os.path.join(out_dir, conversion.model_files[0]))
@@ -329,12 +334,18 @@ class TensorRTFp16Variant(Variant):
   runtime = "tensorrt"
 
   def skip_reason(self, context: ConversionContext) -> str | None:
+    text = [k for k, v in context.eval_inputs.items() if v.dtype == object]
+    if text:
+      return (
+        f"TensorRT takes numeric tensors only, and the model has text inputs {text}; serve the "
+        "onnx or tflite variant"
+      )
     return tensorrt_lib.unavailable_reason()
 
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
-    path, parity = _checked_onnx(context)
+    path, details = _checked_onnx(context)
     build = tensorrt_lib.build_fp16_engine(path, os.path.join(out_dir, "model.plan"))
-    return Conversion(["model.plan"], {"precision": "fp16", "onnx_parity": parity, **build})
+    return Conversion(["model.plan"], {"precision": "fp16", **details, **build})
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
     return tensorrt_lib.TensorRTRuntime(os.path.join(out_dir, conversion.model_files[0]))

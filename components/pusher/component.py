@@ -35,6 +35,7 @@ class Pusher(base_component.BaseComponent):
     keep_versions: int = 5,
     optimized_model: types.BaseChannel | None = None,
     examples: types.BaseChannel | None = None,
+    transform_graph: types.BaseChannel | None = None,
   ):
     """Wires the Pusher.
 
@@ -46,8 +47,9 @@ class Pusher(base_component.BaseComponent):
       model_name: TF Serving model name; versions go to ``<serving_dir>/<model_name>/<N>``.
       keep_versions: Newest versions to keep (>= 1; the live version is never deleted).
       optimized_model: Optional `OptimizedModel` channel; its blessed variants are shipped.
-      examples: Optional `Examples` channel; its spans are recorded when the model artifact
-        has no ``data_spans`` property.
+      examples: Optional `Examples` channel; its spans are recorded in the manifest.
+      transform_graph: Optional `TransformGraph` channel; shipped with the version when a
+        blessed variant takes transformed features.
 
     Raises:
       ValueError: If serving_dir, model_name or keep_versions is unusable.
@@ -66,6 +68,7 @@ class Pusher(base_component.BaseComponent):
       model_blessing=model_blessing,
       optimized_model=optimized_model,
       examples=examples,
+      transform_graph=transform_graph,
       serving_dir=serving_dir,
       model_name=model_name,
       keep_versions=keep_versions,

@@ -385,6 +385,7 @@ def push_version(
   *,
   variants: Mapping[str, str] | None = None,
   variant_metrics: Mapping[str, Mapping[str, Any]] | None = None,
+  extra_trees: Mapping[str, str] | None = None,
   manifest_extra: Mapping[str, Any] | None = None,
   keep_versions: int = 5,
   skip_if_identical: bool = True,
@@ -405,6 +406,8 @@ def push_version(
     saved_model_dir: SavedModel folder (holds ``saved_model.pb``) to serve.
     variants: Optimized variants to ship alongside, name -> folder (or single file).
     variant_metrics: Metrics per variant name, recorded in the manifest.
+    extra_trees: More folders to ship, version-relative path -> source folder (for example
+      the Transform graph that variants without preprocessing need).
     manifest_extra: More JSON-serialisable manifest entries (data spans, lineage, ...).
     keep_versions: How many of the newest versions to keep; the live one is never deleted.
     skip_if_identical: Push nothing when the content equals the live version's, or equals
@@ -453,6 +456,8 @@ def push_version(
       else:
         _copy_tree_file(src, staging, os.path.join(rel, os.path.basename(src)), files)
       variant_entries[name] = {"path": rel, "metrics": metrics[name]}
+    for rel, src in sorted((extra_trees or {}).items()):
+      _copy_tree(src, staging, rel, files)
     content = _content_digest(files)
 
     history = read_history(serving_dir, model_name)

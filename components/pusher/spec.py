@@ -10,6 +10,7 @@ MODEL_KEY = "model"
 MODEL_BLESSING_KEY = "model_blessing"
 OPTIMIZED_MODEL_KEY = "optimized_model"
 EXAMPLES_KEY = "examples"
+TRANSFORM_GRAPH_KEY = "transform_graph"
 # Output key (stock value, so tools that look for "pushed_model" find it).
 PUSHED_MODEL_KEY = "pushed_model"
 # Execution parameter keys.
@@ -27,8 +28,6 @@ LIVE_VERSION_PROPERTY = "live_version"
 
 # Properties read from upstream artifacts.
 BLESSED_PROPERTY = "blessed"
-BLESSED_VARIANTS_PROPERTY = "blessed_variants"
-DATA_SPANS_PROPERTY = "data_spans"
 
 
 class PusherSpec(ComponentSpec):
@@ -44,6 +43,7 @@ class PusherSpec(ComponentSpec):
     MODEL_BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing),
     OPTIMIZED_MODEL_KEY: ChannelParameter(type=OptimizedModel, optional=True),
     EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    TRANSFORM_GRAPH_KEY: ChannelParameter(type=standard_artifacts.TransformGraph, optional=True),
   }
   OUTPUTS = {
     PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel),

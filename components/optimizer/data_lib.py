@@ -1,0 +1,251 @@
+"""Loads the trained Keras model and the rows it is measured on, for any trainer module.
+
+The model comes from the Trainer's serving SavedModel (`Format-Serving`), which every Keras
+`run_fn` writes. The rows come from the Examples, parsed with the schema through TFXIO (the
+way a stock module reads them), passed through the Transform graph when there is one, and
+matched to the model's inputs by name. Labels are the model's own view of them: its
+`transform_features` signature when it has one, the transformed label after a Transform, the
+raw column otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from components import model_contract, tasks
+from components.errors import UserInputError
+
+_LOG = logging.getLogger(__name__)
+_BATCH = 512
+
+Inputs = dict[str, np.ndarray]
+
+
+class OptimizerInputError(UserInputError):
+  """The model, Examples or schema cannot be measured together; the message names the fix."""
+
+
+@dataclasses.dataclass
+class Sample:
+  """Rows fed to the model, and their labels.
+
+  Attributes:
+    inputs: model input name -> array [rows, ...] of the input's dtype.
+    labels: [rows] labels as the model is trained against them (class ids or values).
+  """
+
+  inputs: Inputs
+  labels: np.ndarray
+
+  def __len__(self) -> int:
+    return len(self.labels)
+
+  def take(self, rows: int) -> Sample:
+    return Sample({k: v[:rows] for k, v in self.inputs.items()}, self.labels[:rows])
+
+
+def load_keras_model(serving_dir: str):
+  """Loads the Keras model behind a serving SavedModel.
+
+  Raises:
+    OptimizerInputError: when the SavedModel was not written by Keras (nothing to convert).
+  """
+  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+  keras_metadata = os.path.join(serving_dir, "keras_metadata.pb")
+  if not tf.io.gfile.exists(keras_metadata):
+    raise OptimizerInputError(
+      f"{serving_dir} is not a Keras SavedModel (no keras_metadata.pb); the Optimizer converts "
+      "Keras models, so save the model with model.save(..., save_format='tf') in run_fn."
+    )
+  return tf.keras.models.load_model(serving_dir, compile=False)
+
+
+def input_specs(model) -> dict[str, tf.TensorSpec]:
+  """The model's inputs as name -> TensorSpec (shape with a None batch dimension)."""
+  specs = {}
+  for tensor in model.inputs:
+    name = tensor.name.split(":")[0]
+    specs[name] = tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
+  return specs
+
+
+def _split_files(examples_uri: str, split: str) -> list[str]:
+  files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, f"Split-{split}", "*")))
+  if not files:
+    raise OptimizerInputError(
+      f"no files in {examples_uri}/Split-{split}; the Optimizer needs an Examples artifact with "
+      "'train' and 'eval' splits."
+    )
+  return files
+
+
+def _sample_records(files: Sequence[str], max_rows: int, seed: int) -> list[bytes]:
+  """Reservoir-samples up to `max_rows` serialized records, kept in file order."""
+  rng = np.random.default_rng(seed)
+  kept: list[tuple[int, bytes]] = []
+  dataset = tf.data.TFRecordDataset(list(files), compression_type="GZIP")
+  for index, record in enumerate(dataset.as_numpy_iterator()):
+    if index < max_rows:
+      kept.append((index, record))
+    else:
+      slot = int(rng.integers(0, index + 1))
+      if slot < max_rows:
+        kept[slot] = (index, record)
+  kept.sort(key=lambda item: item[0])
+  return [record for _, record in kept]
+
+
+def _dense(value, default) -> tf.Tensor:
+  """A parsed feature (dense, sparse or ragged) as a dense [rows, width] tensor."""
+  if isinstance(value, tf.SparseTensor):
+    value = tf.sparse.to_dense(value, default_value=default)
+  elif isinstance(value, tf.RaggedTensor):
+    value = value.to_tensor(default_value=default)
+  if value.shape.rank == 1:
+    value = tf.expand_dims(value, 1)
+  return value
+
+
+def _default_for(dtype) -> Any:
+  if dtype == tf.string:
+    return b""
+  return tf.constant(float("nan") if dtype.is_floating else 0, dtype)
+
+
+class RowReader:
+  """Turns serialized tf.Examples into the model's inputs and labels."""
+
+  def __init__(
+    self,
+    model,
+    serving_dir: str,
+    schema_path: str | None,
+    label_key: str,
+    transform_graph_uri: str | None = None,
+  ):
+    self._model = model
+    self._specs = input_specs(model)
+    self._label_key = label_key
+    self._contract = model_contract.read_contract(serving_dir)
+    self._tft = None
+    self._schema = None
+    if transform_graph_uri:
+      import tensorflow_transform as tft
+
+      self._tft = tft.TFTransformOutput(transform_graph_uri)
+      self._schema = self._tft.raw_metadata.schema
+    elif schema_path:
+      self._schema = model_contract.read_schema(schema_path)
+    self._signature = None
+    if self._contract is None:
+      saved = tf.saved_model.load(serving_dir)
+      fn = saved.signatures.get(model_contract.TRANSFORM_SIGNATURE)
+      if fn is not None and label_key in fn.structured_outputs:
+        self._signature = (saved, fn)
+
+  @property
+  def includes_preprocessing(self) -> bool:
+    """Whether the model takes raw columns (False when a Transform graph comes before it)."""
+    return self._tft is None
+
+  def read(self, serialized: Sequence[bytes]) -> Sample:
+    """Model inputs and labels of a list of serialized tf.Examples."""
+    inputs: dict[str, list[np.ndarray]] = {name: [] for name in self._specs}
+    labels: list[np.ndarray] = []
+    for start in range(0, len(serialized), _BATCH):
+      batch = tf.constant(list(serialized[start : start + _BATCH]))
+      features, label = self._features_and_label(batch)
+      for name, spec in self._specs.items():
+        inputs[name].append(self._fit(name, spec, features))
+      labels.append(label)
+    return Sample(
+      {k: np.concatenate(v, axis=0) for k, v in inputs.items()}, np.concatenate(labels, axis=0)
+    )
+
+  def _features_and_label(self, batch):
+    if self._contract is not None:
+      columns = [
+        model_contract.Column(c["column"], c["stored_as"])
+        for i in self._contract.inputs
+        for c in i["columns"]
+      ]
+      features = model_contract.parse_columns(batch, columns)
+      info = tasks.LabelInfo.from_json(self._contract.label)
+      from components.distributed_trainer import tabular_lib
+
+      dtype = self._contract.label.get("stored_as") or _guess_dtype(info)
+      raw = model_contract.parse_label(batch, info.key, dtype)
+      label = tabular_lib.label_target(raw, info, dtype)
+      return features, label.numpy()
+    if self._schema is None:
+      raise OptimizerInputError(
+        "the model has no contract file and the Optimizer got no schema; wire "
+        "schema=schema_gen.outputs['schema'] into the Optimizer."
+      )
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
+    parsed = tf.io.parse_example(batch, spec)
+    if self._tft is not None:
+      parsed = self._tft.transform_features_layer()(parsed)
+    if self._signature is not None:
+      label = self._signature[1](examples=batch)[self._label_key]
+    elif self._label_key in parsed:
+      label = parsed[self._label_key]
+    else:
+      raise OptimizerInputError(
+        f"label {self._label_key!r} is not among the {'transformed ' if self._tft else ''}"
+        f"features; pass the label as the model sees it (--eval-label-key)."
+      )
+    label = _dense(label, _default_for(label.dtype))[:, 0]
+    return parsed, label.numpy()
+
+  def _fit(self, name: str, spec: tf.TensorSpec, features: dict[str, Any]) -> np.ndarray:
+    if name not in features:
+      raise OptimizerInputError(
+        f"the model has an input {name!r} that no {'transformed ' if self._tft else ''}feature "
+        f"of the data is named after (features: {sorted(features)[:8]}...); the Optimizer feeds "
+        "inputs by name, so name the Keras inputs after the features."
+      )
+    value = _dense(features[name], _default_for(features[name].dtype))
+    if value.dtype != spec.dtype:
+      value = tf.cast(value, spec.dtype)
+    shape = [d if d is not None else -1 for d in spec.shape.as_list()]
+    return tf.reshape(value, shape).numpy()
+
+
+def _guess_dtype(info: tasks.LabelInfo) -> str:
+  classes = info.classes
+  if classes and isinstance(classes[0], str):
+    return model_contract.STRING
+  if classes and all(isinstance(c, int) for c in classes):
+    return model_contract.INT64
+  return model_contract.FLOAT32
+
+
+def read_sample(
+  reader: RowReader, examples_uri: str, split: str, max_rows: int, seed: int = 0
+) -> Sample:
+  """A uniform random sample of up to `max_rows` rows of one split, as model inputs."""
+  records = _sample_records(_split_files(examples_uri, split), max_rows, seed)
+  if not records:
+    raise OptimizerInputError(f"split {split!r} of {examples_uri} has no rows.")
+  return reader.read(records)
+
+
+def model_task(contract: model_contract.ModelContract | None, requested: str | None, model) -> str:
+  """The task to measure: the contract's, else the pipeline's, else guessed from the output."""
+  if contract is not None:
+    return contract.task
+  if requested and requested in tasks.TASKS:
+    return requested
+  width = int(model.outputs[0].shape[-1] or 1)
+  return tasks.MULTICLASS if width > 1 else tasks.REGRESSION

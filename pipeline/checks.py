@@ -1,0 +1,292 @@
+"""Checks every flag, path, module and the data before anything heavy runs, and resolves what
+depends on the data (the task and the blessing floor) into the PipelineConfig.
+
+Nothing here imports TensorFlow: each mistake is reported in well under a second as one
+`error:` line naming the fix (a ValueError subclass the runners print).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import pathlib
+import re
+import tempfile
+import uuid
+from collections.abc import Sequence
+
+from components import defaults, tasks
+from components.errors import UserInputError
+
+# Margin by which the automatic floor must beat always predicting the most frequent class.
+AUTO_FLOOR_MARGIN = 0.01
+# Share of the label variance the automatic regression ceiling lets the error keep.
+AUTO_MSE_SHARE = 0.99
+
+
+class CheckError(UserInputError):
+  """A flag, path, module or data problem found before the run; the message names the fix."""
+
+
+def is_uri(path: str | None) -> bool:
+  """Whether a path names an object store or another remote file system (gs://, s3://)."""
+  return bool(path) and "://" in str(path)
+
+
+def control_characters(value: str) -> list[str]:
+  """The control characters in a value, as escapes (newlines, tabs, escapes, line separators)."""
+  import unicodedata
+
+  found = [c for c in value if unicodedata.category(c) == "Cc" or c in "\u2028\u2029"]
+  return sorted({repr(c)[1:-1] for c in found})
+
+
+def check_text(flag: str, value: str | None) -> None:
+  """Refuses a flag value holding control characters (they break logs, crontabs, requests)."""
+  if value is None:
+    return
+  bad = control_characters(str(value))
+  if bad:
+    raise CheckError(f"{flag} contains control characters ({', '.join(bad)}); remove them.")
+
+
+def check_fraction(flag: str, value: float) -> None:
+  if not 0.0 <= value <= 1.0:
+    raise CheckError(f"{flag} must be between 0 and 1, got {value:g}.")
+
+
+def check_at_least(flag: str, value: float, low: float) -> None:
+  if value < low:
+    raise CheckError(f"{flag} must be at least {low:g}, got {value:g}.")
+
+
+def check_folder(flag: str, path: str, *, must_exist: bool) -> None:
+  """A local folder flag: not a file, and (when it must exist) there."""
+  p = pathlib.Path(path)
+  if p.exists() and not p.is_dir():
+    raise CheckError(f"{flag} {path} is a file, not a folder; pass a folder.")
+  if must_exist and not p.exists():
+    raise CheckError(f"{flag} {path} does not exist; pass an existing folder.")
+
+
+def check_writable(flag: str, path: str) -> None:
+  """Tries a write in the folder (or its nearest existing parent), as the run will.
+
+  Raises:
+    CheckError: when the folder (or a parent) is a file, or a test file cannot be written.
+  """
+  p = pathlib.Path(path)
+  for parent in [p, *p.parents]:
+    if parent.exists():
+      break
+  if not parent.is_dir():
+    raise CheckError(f"{flag} {path}: {parent} is a file, not a folder; pass a folder.")
+  try:
+    fd, probe = tempfile.mkstemp(prefix=f".write-check-{uuid.uuid4().hex[:6]}-", dir=parent)
+    os.close(fd)
+    os.unlink(probe)
+  except OSError as e:
+    reason = e.strerror or str(e)
+    raise CheckError(
+      f"{flag} {path} cannot be written ({reason} in {parent}); pass a folder you can write."
+    ) from None
+
+
+def module_functions(path: str) -> set[str]:
+  """Names of the top-level functions a module file defines (read, not imported).
+
+  Raises:
+    CheckError: when the file is missing, not a file, or not valid Python.
+  """
+  p = pathlib.Path(path)
+  if not p.exists():
+    raise CheckError(f"module file {path} does not exist; pass a Python module file.")
+  if not p.is_file():
+    raise CheckError(f"module file {path} is not a file; pass a Python module file.")
+  try:
+    tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+  except (SyntaxError, UnicodeDecodeError) as e:
+    line = getattr(e, "lineno", None)
+    where = f" (line {line})" if line else ""
+    raise CheckError(f"module file {path} is not valid Python{where}: {e}; fix it.") from None
+  names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+  # `run_fn = some_helper(...)` style assignments count too.
+  for node in tree.body:
+    if isinstance(node, ast.Assign):
+      names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+  return names
+
+
+@dataclasses.dataclass(frozen=True)
+class ModulePlan:
+  """Which stock components a module file asks for.
+
+  Attributes:
+    transform: a Transform runs (preprocessing_fn in the module or the transform module).
+    tune: a Tuner runs (--tune, with tuner_fn in the module).
+  """
+
+  transform: bool
+  tune: bool
+
+
+def plan_modules(
+  module_file: str | None, transform_module: str | None, tune: bool, local: bool = True
+) -> ModulePlan:
+  """Checks the module files against the flags and decides Transform and Tuner.
+
+  Args:
+    module_file: the trainer module, or None for the bundled default module.
+    transform_module: a separate file with preprocessing_fn, or None.
+    tune: whether --tune was given.
+    local: whether the files are on this machine (they cannot be read otherwise).
+
+  Raises:
+    CheckError: naming the missing function and the flag to change.
+  """
+  if module_file is None:
+    functions = {defaults.RUN_FN, defaults.TUNER_FN}
+  elif local and not is_uri(module_file):
+    functions = module_functions(module_file)
+    if defaults.RUN_FN not in functions and defaults.BUILD_MODEL_FN not in functions:
+      raise CheckError(
+        f"module file {module_file} defines neither run_fn(fn_args) nor build_model(hparams); "
+        "add one of them."
+      )
+  else:
+    functions = {defaults.RUN_FN}
+  transform = defaults.PREPROCESSING_FN in functions
+  if transform_module:
+    if local and not is_uri(transform_module):
+      if defaults.PREPROCESSING_FN not in module_functions(transform_module):
+        raise CheckError(
+          f"--transform-module {transform_module} defines no preprocessing_fn(inputs); add it."
+        )
+    transform = True
+  if tune and defaults.TUNER_FN not in functions:
+    raise CheckError(
+      f"--tune needs a tuner_fn(fn_args) in {module_file}; add one or leave out --tune."
+    )
+  return ModulePlan(transform=transform, tune=tune)
+
+
+def input_files(data_root: str, pattern: str) -> list[str]:
+  """The local files a pattern matches, for `{SPAN}` patterns those of the newest span."""
+  import glob
+
+  if "{SPAN}" in pattern:
+    spans = []
+    regex = re.compile(re.escape(pattern.split("{SPAN}")[0]).replace(r"\*", ".*") + r"(\d+)")
+    for entry in os.listdir(data_root):
+      m = regex.match(entry)
+      if m:
+        spans.append(int(m.group(1)))
+    if not spans:
+      return []
+    pattern = pattern.replace("{SPAN}", str(max(spans)))
+  pattern = pattern.replace("{VERSION}", "*")
+  return sorted(p for p in glob.glob(os.path.join(data_root, pattern)) if os.path.isfile(p))
+
+
+def default_pattern(data_root: str) -> str:
+  """'span-{SPAN}/…' for span folders, else the CSV files there (plain or gzipped)."""
+  names = os.listdir(data_root)
+  prefix = "span-{SPAN}/" if any(re.fullmatch(r"span-\d+", n) for n in names) else ""
+  if prefix:
+    names = []
+    for n in os.listdir(data_root):
+      if re.fullmatch(r"span-\d+", n) and os.path.isdir(os.path.join(data_root, n)):
+        names.extend(os.listdir(os.path.join(data_root, n)))
+  plain = any(n.endswith(".csv") for n in names)
+  gzipped = any(n.endswith(".csv.gz") for n in names)
+  if gzipped and plain:
+    return prefix + "*.csv*"
+  return prefix + ("*.csv.gz" if gzipped else "*.csv")
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelDecision:
+  """The task and the blessing floor decided from the label column.
+
+  Attributes:
+    task: one of tasks.TASKS.
+    min_accuracy: classification floor.
+    max_mse: regression ceiling, or None.
+    floor_reason: how the floor was chosen.
+    rows: data rows read.
+  """
+
+  task: str
+  min_accuracy: float
+  max_mse: float | None
+  floor_reason: str
+  rows: int
+
+
+def decide_label(
+  files: Sequence[str],
+  label_key: str,
+  delimiter: str,
+  requested_task: str,
+  max_classes: int,
+  min_accuracy: float | None,
+  max_mse: float | None,
+) -> LabelDecision:
+  """Profiles the label column of the input and decides the task and the floor.
+
+  Without `--min-accuracy`, a classifier must beat always answering the most frequent class
+  by AUTO_FLOOR_MARGIN; without `--max-mse`, a regressor's mean squared error must stay under
+  AUTO_MSE_SHARE of the label's variance (what always answering the mean scores).
+
+  Raises:
+    CheckError: or tasks.LabelError, naming the column and the fix.
+  """
+  from components.example_gen import csv_lib
+
+  profile = csv_lib.profile_column(files, label_key, delimiter, max_distinct=max_classes)
+  distinct = list(profile.values)
+  task = tasks.infer_task(
+    label_key,
+    profile.kind,
+    distinct,
+    profile.distinct_count_at_least + (1 if profile.truncated else 0),
+    requested_task,
+    max_classes,
+  )
+  present = profile.num_rows - profile.num_empty
+  if task == tasks.REGRESSION:
+    if max_mse is not None:
+      return LabelDecision(task, 0.0, max_mse, f"--max-mse {max_mse:g}", profile.num_rows)
+    variance = getattr(profile, "variance", None)
+    if variance is None or not present:
+      return LabelDecision(task, 0.0, None, "no ceiling (--max-mse not given)", profile.num_rows)
+    ceiling = AUTO_MSE_SHARE * variance
+    reason = (
+      f"auto: mean squared error below {AUTO_MSE_SHARE:g} x the label variance "
+      f"({variance:.4g}), i.e. better than always predicting the mean"
+    )
+    return LabelDecision(task, 0.0, ceiling, reason, profile.num_rows)
+  if min_accuracy is not None:
+    return LabelDecision(
+      task, min_accuracy, None, f"--min-accuracy {min_accuracy:g}", profile.num_rows
+    )
+  counts = getattr(profile, "value_counts", None) or {}
+  majority = max(counts.values()) / present if counts and present else 1.0 / len(distinct)
+  floor = min(round(majority + AUTO_FLOOR_MARGIN, 4), 0.99)
+  reason = (
+    f"auto: accuracy at least {floor:g}, i.e. better than always answering the most frequent "
+    f"class ({majority:.3g} of the rows)"
+  )
+  return LabelDecision(task, floor, None, reason, profile.num_rows)
+
+
+def check_eval_size(rows: int, eval_share: float, min_eval_examples: int) -> None:
+  """Refuses data too small for an evaluation of at least `min_eval_examples` rows."""
+  expected = int(rows * eval_share)
+  if expected < min_eval_examples:
+    raise CheckError(
+      f"the data has {rows} rows, so the eval split gets about {expected}, fewer than "
+      f"--min-eval-examples {min_eval_examples}; add rows (at least "
+      f"{int(min_eval_examples / eval_share) + 1}) or lower --min-eval-examples."
+    )

@@ -1,0 +1,325 @@
+"""What a person watching `run_local.py` sees: a live table of components, logs in a file.
+
+TFX's LocalDagRunner logs 'Component X is running.' and 'is finished.' for every node; a
+logging handler turns those (and the trainer's epoch lines and the optimizer's variant lines)
+into rows of a `rich` table that redraws in place, while every log record goes to
+`<output-dir>/logs/run-<timestamp>.log`. Output of C++ code and worker processes goes there
+too: the process's stdout and stderr file descriptors point at the log file for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import logging
+import os
+import pathlib
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+_RUNNING = re.compile(r"^Component (\S+) is running\.$")
+_FINISHED = re.compile(r"^Component (\S+) is finished\.$")
+_CACHED = re.compile(r"^A cached execution \d+ is used\.$")
+_EPOCH = re.compile(r"^epoch_end (\d+)/(\d+)")
+_VARIANT = re.compile(r"^Optimizer variant (\S+) \((\d+)/(\d+)\)")
+_TRIAL = re.compile(r"^Trial (\d+) Complete")
+
+
+@dataclasses.dataclass
+class Row:
+  """One component in the table."""
+
+  name: str
+  state: str = "waiting"
+  started: float | None = None
+  seconds: float | None = None
+  detail: str = ""
+
+
+class RunTable:
+  """Component states, updated from log records and finished-component results."""
+
+  def __init__(self, names: list[str], describe: Callable[[str], str] | None = None):
+    self.rows = {n: Row(n) for n in names}
+    self._describe = describe
+    self._current: str | None = None
+    self._lock = threading.Lock()
+
+  def _row(self, name: str) -> Row:
+    if name not in self.rows:
+      self.rows[name] = Row(name)
+    return self.rows[name]
+
+  def on_message(self, message: str) -> None:
+    """Updates the table from one log message."""
+    with self._lock:
+      if m := _RUNNING.match(message):
+        row = self._row(m.group(1))
+        row.state, row.started, self._current = "running", time.monotonic(), m.group(1)
+      elif m := _FINISHED.match(message):
+        row = self._row(m.group(1))
+        if row.state != "cached":
+          row.state = "done"
+        row.seconds = time.monotonic() - (row.started or time.monotonic())
+        self._current = None
+        name = m.group(1)
+      elif _CACHED.match(message) and self._current:
+        self._row(self._current).state = "cached"
+        return
+      elif self._current and (m := _EPOCH.match(message)):
+        self._row(self._current).detail = f"epoch {m.group(1)} of {m.group(2)}"
+        return
+      elif self._current and (m := _VARIANT.match(message)):
+        self._row(self._current).detail = f"variant {m.group(2)} of {m.group(3)}: {m.group(1)}"
+        return
+      elif self._current and (m := _TRIAL.match(message)):
+        self._row(self._current).detail = f"trial {m.group(1)} done"
+        return
+      else:
+        return
+    if _FINISHED.match(message) and self._describe:
+      try:
+        detail = self._describe(name)
+      except Exception as e:  # A result line must never stop a run.
+        logging.getLogger(__name__).warning("no result line for %s: %s", name, e)
+        detail = ""
+      with self._lock:
+        self._row(name).detail = detail
+
+  def mark_failed(self) -> None:
+    """Marks the running component (if any) as failed."""
+    with self._lock:
+      if self._current:
+        row = self._row(self._current)
+        row.state = "failed"
+        row.seconds = time.monotonic() - (row.started or time.monotonic())
+
+  def render(self):
+    """A rich Table of the rows."""
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, title=None)
+    table.add_column("component")
+    table.add_column("state")
+    table.add_column("s", justify="right")
+    table.add_column("result", overflow="fold")
+    styles = {"running": "yellow", "done": "green", "cached": "cyan", "failed": "red"}
+    with self._lock:
+      for row in self.rows.values():
+        seconds = row.seconds
+        if row.state == "running" and row.started:
+          seconds = time.monotonic() - row.started
+        table.add_row(
+          row.name,
+          f"[{styles.get(row.state, 'dim')}]{row.state}[/]",
+          "" if seconds is None else f"{seconds:.1f}",
+          row.detail,
+        )
+    return table
+
+
+class _TableHandler(logging.Handler):
+  def __init__(self, table: RunTable):
+    super().__init__(logging.INFO)
+    self._table = table
+
+  def emit(self, record: logging.LogRecord) -> None:
+    try:
+      self._table.on_message(record.getMessage())
+    except Exception:  # noqa: BLE001 - logging must not raise into the pipeline.
+      self.handleError(record)
+
+
+def log_path(output_dir: pathlib.Path) -> pathlib.Path:
+  """`<output-dir>/logs/run-<UTC timestamp>.log`."""
+  stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+  return output_dir / "logs" / f"run-{stamp}.log"
+
+
+@contextlib.contextmanager
+def captured_output(path: pathlib.Path, verbose: bool) -> Iterator[TextIO]:
+  """Sends this process's stdout/stderr (Python, C++ and child processes) to a log file.
+
+  Yields:
+    A text stream to the original terminal (stdout), for the live table and the summary.
+    With `verbose`, log lines are copied to the terminal's stderr as well.
+  """
+  path.parent.mkdir(parents=True, exist_ok=True)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  saved_out, saved_err = os.dup(1), os.dup(2)
+  log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+  tee = None
+  try:
+    if verbose:
+      read_fd, write_fd = os.pipe()
+      tee = threading.Thread(target=_tee, args=(read_fd, log_fd, saved_err), daemon=True)
+      tee.start()
+      target = write_fd
+    else:
+      target = log_fd
+    os.dup2(target, 1)
+    os.dup2(target, 2)
+    if verbose:
+      os.close(write_fd)
+    terminal = os.fdopen(os.dup(saved_out), "w", buffering=1, encoding="utf-8")
+    try:
+      yield terminal
+    finally:
+      terminal.flush()
+      terminal.close()
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved_out, 1)
+    os.dup2(saved_err, 2)
+    os.close(saved_out)
+    if tee is not None:
+      tee.join(timeout=5)
+    os.close(saved_err)
+    os.close(log_fd)
+
+
+def _tee(read_fd: int, log_fd: int, terminal_fd: int) -> None:
+  with os.fdopen(read_fd, "rb", buffering=0) as source:
+    while chunk := source.read(65536):
+      os.write(log_fd, chunk)
+      with contextlib.suppress(OSError):
+        os.write(terminal_fd, chunk)
+
+
+def configure_logging(verbose: bool) -> None:
+  """INFO to the (captured) stderr: absl's, TFX's and ours; Beam's own chatter at WARNING."""
+  from absl import logging as absl_logging
+
+  absl_logging.set_verbosity(absl_logging.INFO)
+  handler = logging.StreamHandler(sys.stderr)
+  handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+  root = logging.getLogger()
+  root.handlers = [handler]
+  root.setLevel(logging.INFO)
+  logging.getLogger("apache_beam").setLevel(logging.WARNING)
+  # Beam logs a failing step's exception with its traceback and then raises it; the runner
+  # reports it once.
+  for name in ("apache_beam.runners.common", "apache_beam.runners.portability.local_job_service"):
+    logging.getLogger(name).setLevel(logging.CRITICAL)
+  import warnings
+
+  warnings.filterwarnings("ignore")
+  del verbose
+
+
+@contextlib.contextmanager
+def live_table(table: RunTable, terminal: TextIO, quiet: bool) -> Iterator[None]:
+  """Shows the table, redrawn in place, while the body runs (nothing with `quiet`)."""
+  handler = _TableHandler(table)
+  logging.getLogger().addHandler(handler)
+  try:
+    if quiet:
+      yield
+      return
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console(file=terminal, width=110)
+    with Live(table.render(), console=console, refresh_per_second=4, transient=True) as live:
+      stop = threading.Event()
+
+      def refresh() -> None:
+        while not stop.wait(0.25):
+          live.update(table.render())
+
+      thread = threading.Thread(target=refresh, daemon=True)
+      thread.start()
+      try:
+        yield
+      finally:
+        stop.set()
+        thread.join(timeout=2)
+  finally:
+    logging.getLogger().removeHandler(handler)
+
+
+def summary_lines(summary: dict[str, Any], table: RunTable, out: pathlib.Path, log: str):
+  """Prints the final component table and today's summary through rich."""
+  from rich.console import Group
+  from rich.text import Text
+
+  parts: list[Any] = [table.render()]
+  for line in describe_summary(summary, out, log):
+    parts.append(Text(line))
+  variants = (summary.get("optimizer") or {}).get("variants") or []
+  if variants:
+    parts.insert(1, variant_table(variants))
+  return Group(*parts)
+
+
+def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> list[str]:
+  """Today's summary as a few lines of text."""
+  lines = []
+  if summary.get("cleanup"):
+    lines.append(f"cleaned up after a killed run: {summary['cleanup']}")
+  config = summary.get("config") or {}
+  task = summary.get("task") or config.get("task")
+  if task:
+    lines.append(
+      f"task: {task} on label {config.get('label_key')!r}; floor: {config.get('floor_reason')}"
+    )
+  strategy = summary.get("strategy") or {}
+  if strategy.get("strategy"):
+    lines.append(
+      f"strategy: {strategy['strategy']} ({strategy.get('num_replicas_in_sync')} replica(s))"
+    )
+  metrics = summary.get("eval_metrics") or {}
+  if metrics:
+    shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
+    lines.append(f"eval metrics: {shown}")
+  if summary.get("new_data") is False:
+    lines.append("no new data: the ExampleGen reused its cached output.")
+  pushed = summary.get("pushed") or {}
+  if pushed.get("pushed"):
+    lines.append(f"pushed version {pushed.get('version')} to {pushed.get('path')}")
+  elif pushed:
+    lines.append(f"not pushed: {pushed.get('reason')}")
+  lines.append(
+    f"status: {summary['status']} in {summary.get('seconds', 0):.1f} s; details in "
+    f"{out / 'run_summary.json'}; log {log}"
+  )
+  return lines
+
+
+def _fmt(v: Any) -> str:
+  if v is None:
+    return "-"
+  if isinstance(v, float):
+    return f"{v:.4g}"
+  return str(v)
+
+
+def variant_table(variants: list[dict[str, Any]]):
+  """The Optimizer's variants as a rich Table."""
+  from rich.table import Table
+
+  table = Table(title="Optimizer variants", show_edge=False, pad_edge=False)
+  for c in ("variant", "status", "metric", "agreement", "KB", "gzip KB", "p50 ms", "blessed"):
+    table.add_column(c)
+  for v in variants:
+    size = v.get("size_bytes")
+    gz = v.get("gzipped_size_bytes")
+    metric = v.get("metric_value", v.get("accuracy"))
+    table.add_row(
+      str(v.get("name")),
+      str(v.get("status")) + (f": {v['reason'][:40]}" if v.get("status") != "ok" else ""),
+      _fmt(metric),
+      _fmt(v.get("agreement", v.get("top1_agreement"))),
+      _fmt(size / 1024 if size else None),
+      _fmt(gz / 1024 if gz else None),
+      _fmt(v.get("latency_ms_p50")),
+      "yes" if v.get("blessed") else "no",
+    )
+  return table
