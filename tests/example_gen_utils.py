@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import struct
 
 import tensorflow as tf
 from tfx.components.example_gen import utils
@@ -44,16 +45,95 @@ def run_executor(executor_cls, props, out_dir):
   return examples
 
 
+def read_records(uri, split=None):
+  """Returns the serialized records under uri (one split or all)."""
+  pattern = os.path.join(str(uri), f"Split-{split}" if split else "Split-*", "*.gz")
+  records = []
+  for path in sorted(glob.glob(pattern)):
+    records.extend(r.numpy() for r in tf.data.TFRecordDataset(path, compression_type="GZIP"))
+  return records
+
+
 def read_examples(uri, split=None):
   """Returns the examples under uri (one split or all) as a list of feature dicts."""
-  pattern = os.path.join(str(uri), f"Split-{split}" if split else "Split-*", "*.gz")
   rows = []
-  for path in sorted(glob.glob(pattern)):
-    for record in tf.data.TFRecordDataset(path, compression_type="GZIP"):
-      ex = tf.train.Example.FromString(record.numpy())
-      row = {}
-      for k, f in ex.features.feature.items():
-        kind = f.WhichOneof("kind")
-        row[k] = tuple(getattr(f, kind).value) if kind else ()
-      rows.append(row)
+  for record in read_records(uri, split):
+    ex = tf.train.Example.FromString(record)
+    row = {}
+    for k, f in ex.features.feature.items():
+      kind = f.WhichOneof("kind")
+      row[k] = tuple(getattr(f, kind).value) if kind else ()
+    rows.append(row)
   return rows
+
+
+def canonical_example(record: bytes) -> tuple:
+  """A hashable, exact form of a serialized tf.Example: feature kinds and value bits.
+
+  Floats are compared by their float32 bits, so NaN equals NaN and -0.0 differs
+  from 0.0; a feature with no kind set differs from a typed empty list.
+  """
+  ex = tf.train.Example.FromString(record)
+  out = []
+  for name, feature in ex.features.feature.items():
+    kind = feature.WhichOneof("kind")
+    values = tuple(getattr(feature, kind).value) if kind else ()
+    if kind == "float_list":
+      values = tuple(struct.pack("<f", v) for v in values)
+    out.append((name, kind, values))
+  return tuple(sorted(out))
+
+
+# Cells of the messy CSV's "oddint" column: Python's int() reads them all, Arrow not all.
+ODD_INTS = [" 12", "+5", "1_000", "007", "-0", "\t8 ", "42"]
+# Cells of the "oddfloat" column: float() reads them all; some are ints, one has underscores.
+ODD_FLOATS = ["1e5", "nan", "-nan", "inf", "-Infinity", "2.5", "3", "1_000.5", " .5", "-1e-3"]
+BEYOND_INT64 = "9223372036854775808"
+LATE_LINE = 15_003
+
+
+def write_messy_csv(path, rows: int = 16_000) -> None:
+  """Writes a CSV that trips naive type inference and naive parsing, for parity tests.
+
+  Columns: a 12-digit integer id; an int column with one integer beyond int64
+  (a string column for stock); a column empty until line 15,003 and then
+  holding 11-digit integers; mixed ints and floats; a column empty in every
+  row; text with quoted commas, quotes and embedded newlines (and empty
+  cells); a sparse int column; integers only Python reads (' 12', '+5',
+  '1_000'); floats only Python reads, with NaN and infinities; and a label.
+  Blank lines are sprinkled in.
+  """
+  lines = ["id,bigint,late,mixed,allempty,text,sparse,oddint,oddfloat,label"]
+  for i in range(rows):
+    line_number = len(lines) + 1
+    late = str(17031081401 + line_number - LATE_LINE) if line_number >= LATE_LINE else ""
+    bigint = BEYOND_INT64 if i == rows // 2 else str(i * 7)
+    mixed = f"{i / 8}" if i % 5 == 0 else str(i)
+    text = [
+      "plain",
+      '"a, b"',
+      '"say ""hi"""',
+      '"multi\nline"',
+      "",
+      "12",
+      '"ends with\r\nCRLF"',
+      " spaced ",
+    ][i % 8]
+    sparse = "" if i % 3 else str(i % 11)
+    cells = [
+      str(100_000_000_000 + i),
+      bigint,
+      late,
+      mixed,
+      "",
+      text,
+      sparse,
+      ODD_INTS[i % len(ODD_INTS)],
+      ODD_FLOATS[i % len(ODD_FLOATS)],
+      str(i % 4),
+    ]
+    lines.append(",".join(cells))
+    if i % 997 == 0:
+      lines.append("")
+  with open(path, "w", newline="") as f:
+    f.write("\n".join(lines) + "\n")

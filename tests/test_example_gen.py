@@ -2,6 +2,7 @@
 
 import collections
 import csv
+import gzip
 import io
 import itertools
 import json
@@ -10,19 +11,30 @@ import pathlib
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as stock_executor
 from tfx.proto import example_gen_pb2
 
-from components.example_gen import CsvExampleGen, csv_lib
+from components.example_gen import CsvExampleGen, csv_lib, example_gen_lib
 from components.example_gen import executor as fast_executor
 from components.example_gen.component_spec import (
+  BLOCK_SIZE_KEY,
+  DELIMITER_KEY,
   LABEL_KEY_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
   ROLLING_SPANS_KEY,
   SCHEMA_PATH_KEY,
   UNRESOLVED_INPUT_CONFIG_KEY,
 )
-from tests.example_gen_utils import exec_properties, read_examples, run_executor
+from tests.example_gen_utils import (
+  BEYOND_INT64,
+  canonical_example,
+  exec_properties,
+  read_examples,
+  read_records,
+  run_executor,
+  write_messy_csv,
+)
 
 
 def _write_csv(path, header, rows, newline="\n"):
@@ -143,6 +155,123 @@ class TestExecutor:
     assert len(read_examples(ex.uri)) == 60
     assert json.loads(ex.get_string_custom_property("data_spans")) == [2, 3]
 
+  def test_resolves_the_latest_span_itself_when_no_driver_ran(self, tmp_path):
+    """Open-source Kubeflow runs no ExampleGen driver: the executor gets '{SPAN}' as is."""
+    for span in (1, 2):
+      _write_csv(tmp_path / "in" / f"span-{span}" / "d.csv", HEADER, _good_rows(20 * span, span))
+    props = exec_properties(tmp_path / "in", pattern="span-{SPAN}/*")
+    del props["span"]
+    from tfx.components.example_gen import driver
+
+    expected = driver.FileBasedDriver(None).resolve_exec_properties(dict(props), None, None)
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    assert len(read_examples(ex.uri)) == 40
+    assert ex.get_int_custom_property("span") == 2
+    assert ex.get_string_custom_property("input_fingerprint") == expected["input_fingerprint"]
+    assert expected["span"] == 2
+    assert not ex.has_custom_property("version")
+    assert json.loads(ex.get_string_custom_property("data_spans")) == [2]
+
+  def test_resolves_span_and_version_and_the_rolling_window_without_driver(self, tmp_path):
+    for span, version in ((1, 1), (2, 1), (2, 3), (3, 1), (3, 2)):
+      path = tmp_path / "in" / f"span-{span}" / f"v{version}" / "d.csv"
+      _write_csv(path, HEADER, _good_rows(10 * span + version, seed=version))
+    props = exec_properties(
+      tmp_path / "in",
+      pattern="span-{SPAN}/v{VERSION}/*",
+      **{ROLLING_SPANS_KEY: 1},
+    )
+    props["span"] = None
+    from tfx.components.example_gen import driver
+
+    expected = driver.FileBasedDriver(None).resolve_exec_properties(dict(props), None, None)
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    assert len(read_examples(ex.uri)) == 32  # span 3, version 2
+    assert ex.get_int_custom_property("span") == 3
+    assert ex.get_int_custom_property("version") == 2
+    assert ex.get_string_custom_property("input_fingerprint") == expected["input_fingerprint"]
+
+  def test_rolling_window_without_driver(self, tmp_path):
+    for span in (1, 2, 3):
+      _write_csv(tmp_path / "in" / f"span-{span}" / "d.csv", HEADER, _good_rows(30, seed=span))
+    raw = exec_properties(tmp_path / "in", pattern="span-{SPAN}/*")
+    props = {**raw, ROLLING_SPANS_KEY: 2, UNRESOLVED_INPUT_CONFIG_KEY: raw["input_config"]}
+    del props["span"]
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    assert len(read_examples(ex.uri)) == 60
+    assert json.loads(ex.get_string_custom_property("data_spans")) == [2, 3]
+
+  def test_no_per_record_transform(self):
+    with pytest.raises(NotImplementedError, match=r"Executor\.Do"):
+      fast_executor.Executor().GetInputSourceToExamplePTransform()
+
+  def test_delimiter_is_honoured_in_inference_and_conversion(self, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    rows = "".join(f"{i};{i / 4};a,b {i % 3};{i % 2}\n" for i in range(60))
+    (d / "data.csv").write_text("pix;score;cat;label\n" + rows)
+    props = exec_properties(d, label_key="label", **{DELIMITER_KEY: ";"})
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    types = json.loads(ex.get_string_custom_property("column_types"))
+    assert types == {"pix": "int", "score": "float", "cat": "string", "label": "int"}
+    cats = {r["cat"][0] for r in read_examples(ex.uri)}
+    assert cats == {b"a,b 0", b"a,b 1", b"a,b 2"}
+
+  @pytest.mark.parametrize("name", ["data.csv.gz", "data.csv"])
+  def test_reads_gzipped_csv_by_its_magic_bytes(self, tmp_path, name):
+    plain = _write_csv(tmp_path / "plain" / "data.csv", HEADER, _good_rows(300))
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / name).write_bytes(gzip.compress(plain.read_bytes()))
+    ours = run_executor(fast_executor.Executor, exec_properties(d), tmp_path / "gz")
+    ref = run_executor(fast_executor.Executor, exec_properties(plain.parent), tmp_path / "ref")
+    bag = collections.Counter(map(canonical_example, read_records(ours.uri)))
+    assert bag == collections.Counter(map(canonical_example, read_records(ref.uri)))
+    assert len(read_examples(ours.uri)) == 300
+
+  def test_empty_cells_are_written_as_stock_writes_them(self, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    rows = "".join(f"{i},{i / 2},s{i},,1\n" for i in range(30))
+    (d / "data.csv").write_text("i,f,s,none,label\n" + rows + ",,,,0\n")
+    ex = run_executor(fast_executor.Executor, exec_properties(d), tmp_path / "o")
+    examples = [tf.train.Example.FromString(r) for r in read_records(ex.uri)]
+    empty = next(e for e in examples if e.features.feature["label"].int64_list.value == [0])
+    kinds = {k: f.WhichOneof("kind") for k, f in empty.features.feature.items()}
+    assert kinds == {
+      "i": "int64_list",
+      "f": "float_list",
+      "s": "bytes_list",
+      "none": None,
+      "label": "int64_list",
+    }
+    assert not empty.features.feature["i"].int64_list.value
+    assert json.loads(ex.get_string_custom_property("column_types"))["none"] == "unknown"
+
+
+def test_messy_csv_gives_the_same_examples_as_stock_csv_example_gen(tmp_path):
+  """Stock's executor and ours on one messy CSV: the same multiset of tf.Examples, exactly.
+
+  Ours runs with allow_non_finite, so that NaN and infinities are written as stock writes
+  them (by default they are quarantined: a deliberate difference).
+  """
+  d = tmp_path / "in"
+  d.mkdir()
+  write_messy_csv(d / "messy.csv")
+  ours = run_executor(
+    fast_executor.Executor, exec_properties(d, allow_non_finite=1), tmp_path / "ours"
+  )
+  stock = run_executor(stock_executor.Executor, exec_properties(d), tmp_path / "stock")
+  ours_bag = collections.Counter(canonical_example(r) for r in read_records(ours.uri))
+  stock_bag = collections.Counter(canonical_example(r) for r in read_records(stock.uri))
+  assert sum(ours_bag.values()) == 16_000
+  assert ours_bag == stock_bag
+  types = json.loads(ours.get_string_custom_property("column_types"))
+  assert types["late"] == "int" and types["bigint"] == "string"
+  assert types["allempty"] == "unknown"
+  late = [r["late"] for r in read_examples(ours.uri) if r["late"]]
+  assert 17031081401 in {v[0] for v in late}  # Exact: float32 would make it 17031080960.
+
 
 def _bad_csv(tmp_path, body: bytes):
   d = tmp_path / "in"
@@ -152,23 +281,37 @@ def _bad_csv(tmp_path, body: bytes):
   return d
 
 
+def _schema(tmp_path, **types):
+  path = tmp_path / "schema.pbtxt"
+  path.write_text("".join(f'feature {{ name: "{n}" type: {t} }}\n' for n, t in types.items()))
+  return str(path)
+
+
 class TestBadInput:
   @pytest.mark.parametrize(
-    "body, reason",
+    "body, reason, typed",
     [
-      (b"1,2\n", "expected 3 fields, found 2"),
-      (b"1,2,3,4\n", "expected 3 fields, found 4"),
-      (b"x,0.5,3\n", "'x' is not an integer"),
-      (b"1,abc,3\n", "'abc' is not a number"),
-      (b"1,nan,3\n", "NaN or infinity"),
-      (b"1,inf,3\n", "NaN or infinity"),
-      (b"1,0.5,\n", "missing label"),
-      (b"1,0.5,\xff\xfe\n", "not valid UTF-8"),
+      (b"1,2\n", "expected 3 fields, found 2", False),
+      (b"1,2,3,4\n", "expected 3 fields, found 4", False),
+      (b"1,nan,3\n", "NaN or infinity", False),
+      (b"1,inf,3\n", "NaN or infinity", False),
+      (b"1,1e39,3\n", "NaN or infinity", False),  # Finite as float64, infinite as float32.
+      (b"1,0.5,\n", "missing label", False),
+      (b"1,0.5,\xff\xfe\n", "not valid UTF-8", False),
+      # Cells that are not numbers only count as bad when a schema gives the types;
+      # inferred, they make a string column, as in stock CsvExampleGen.
+      (b"x,0.5,3\n", "'x' is not an integer", True),
+      (b"1,abc,3\n", "'abc' is not a number", True),
+      (b"%s,0.5,3\n" % BEYOND_INT64.encode(), "is not an integer", True),
+      (b"0x10,0.5,3\n", "'0x10' is not an integer", True),
+      (b"9" * 300 + b",0.5,3\n", "is not an integer", True),
     ],
   )
-  def test_bad_row_is_quarantined_with_line_and_reason(self, tmp_path, body, reason):
+  def test_bad_row_is_quarantined_with_line_and_reason(self, tmp_path, body, reason, typed):
     d = _bad_csv(tmp_path, body + b"2,0.25,4\n")
     props = exec_properties(d, label_key="label", **{MAX_BAD_ROW_FRACTION_KEY: 0.5})
+    if typed:
+      props[SCHEMA_PATH_KEY] = _schema(tmp_path, pix="INT", score="FLOAT", label="INT")
     ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
     assert len(read_examples(ex.uri)) == 21
     assert ex.get_int_custom_property("num_bad_rows") == 1
@@ -179,8 +322,25 @@ class TestBadInput:
     assert rows[0]["file"].endswith("data.csv")
     assert reason in rows[0]["reason"]
 
-  def test_default_threshold_fails_with_one_clear_message(self, tmp_path):
+  def test_a_stray_string_makes_a_string_column_as_in_stock(self, tmp_path):
     d = _bad_csv(tmp_path, b"x,0.5,3\n")
+    ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
+    assert ex.get_int_custom_property("num_bad_rows") == 0
+    assert json.loads(ex.get_string_custom_property("column_types"))["pix"] == "string"
+    assert {r["pix"] for r in read_examples(ex.uri)} >= {(b"x",), (b"0",)}
+
+  def test_python_number_syntax_is_read_like_stock(self, tmp_path):
+    d = _bad_csv(tmp_path, b" 12,+1.5,+5\n1_000,1_0.5,007\n")
+    ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
+    types = json.loads(ex.get_string_custom_property("column_types"))
+    assert types == {"pix": "int", "score": "float", "label": "int"}
+    rows = read_examples(ex.uri)
+    assert {r["pix"][0] for r in rows} >= {12, 1000}
+    assert {r["score"][0] for r in rows} >= {1.5, 10.5}
+    assert {r["label"][0] for r in rows} >= {5, 7}
+
+  def test_default_threshold_fails_with_one_clear_message(self, tmp_path):
+    d = _bad_csv(tmp_path, b"1,0.5\n")
     out = tmp_path / "out"
     with pytest.raises(csv_lib.CsvInputError) as err:
       run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), out)
@@ -217,6 +377,27 @@ class TestBadInput:
     with pytest.raises(csv_lib.CsvInputError, match=r"label column 'target' is not in the header"):
       run_executor(fast_executor.Executor, exec_properties(d, label_key="target"), tmp_path / "o")
 
+  @pytest.mark.parametrize("delimiter, shown", [(b";", "';'"), (b"\t", "'\\t'"), (b"|", "'|'")])
+  def test_header_with_another_delimiter_suggests_the_flag(self, tmp_path, delimiter, shown):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "data.csv").write_bytes(delimiter.join([b"pix", b"score", b"label"]) + b"\n1" * 3)
+    with pytest.raises(csv_lib.CsvInputError) as err:
+      run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
+    assert f"pass --delimiter {shown}" in str(err.value)
+    assert "\n" not in str(err.value)
+
+  def test_row_longer_than_the_read_block_just_works(self, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    rows = [f"{i},{'w' * (5000 if i == 7 else 3)},{i % 3}\n" for i in range(40)]
+    (d / "data.csv").write_text("pix,text,label\n" + "".join(rows))
+    props = exec_properties(d, label_key="label", **{BLOCK_SIZE_KEY: 1024})
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "o")
+    examples = read_examples(ex.uri)
+    assert sorted(r["pix"][0] for r in examples) == list(range(40))
+    assert max(len(r["text"][0]) for r in examples) == 5000
+
   def test_no_matching_files(self, tmp_path):
     (tmp_path / "in").mkdir()
     with pytest.raises(csv_lib.CsvInputError, match="no CSV file matches"):
@@ -235,12 +416,6 @@ class TestBadInput:
     names = sorted({r["name"][0] for r in read_examples(ex.uri)})
     assert names == [b"a, b", b"multi\nline", b'say "hi"']
     assert ex.get_int_custom_property("num_bad_rows") == 0
-
-
-def test_infer_column_types_tolerates_one_bad_sample_cell(tmp_path):
-  rows = [[i, i * 0.5, "s"] for i in range(300)] + [["oops", 1.0, "s"]]
-  path = _write_csv(tmp_path / "a.csv", ["i", "f", "s"], rows)
-  assert csv_lib.infer_column_types([str(path)]) == {"i": "int", "f": "float", "s": "string"}
 
 
 class TestChunks:
@@ -264,12 +439,12 @@ class TestChunks:
     self, tmp_path, monkeypatch
   ):
     rows = [[i % 17, i / 7, i % 10] for i in range(6000)]
-    rows[4321][0] = "bad"
+    rows[4321] = [1, 2]
     _write_csv(tmp_path / "in" / "a.csv", ["pix", "score", "label"], rows)
     props = exec_properties(tmp_path / "in", label_key="label", **{MAX_BAD_ROW_FRACTION_KEY: 0.01})
     whole = run_executor(fast_executor.Executor, props, tmp_path / "whole")
-    monkeypatch.setattr(fast_executor, "_MIN_CHUNK_BYTES", 20_000)
-    monkeypatch.setattr(fast_executor, "_MAX_CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(example_gen_lib, "MIN_CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(example_gen_lib, "MAX_CHUNK_BYTES", 20_000)
     chunked = run_executor(fast_executor.Executor, props, tmp_path / "chunked")
     assert len(os.listdir(os.path.join(chunked.uri, "Split-train"))) > 3
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from components.errors import UserInputError
+from components.example_gen import example_gen_lib
 from components.example_gen import executor as fast_executor
 from components.example_gen.component_spec import (
   ALLOW_NON_FINITE_KEY,
@@ -33,7 +34,7 @@ HEADER = [b"a", b"b", b"label"]
 # Every reason the ExampleGen may give for a quarantined row.
 REASON = re.compile(
   r"expected \d+ fields, found \d+|is not an integer|is not a number|NaN or infinity"
-  r"|bytes are not valid UTF-8|missing label"
+  r"|bytes are not valid UTF-8|missing label|expected an empty cell"
 )
 NASTY_CELLS = [
   b"", b" ", b"nan", b"NaN", b"-nan", b"inf", b"-inf", b"Infinity", b"1e999", b"-1e999",
@@ -205,7 +206,7 @@ def test_executor_quarantines_or_fails_in_one_line_on_any_csv(case, tmp_path, mo
   Multi-file cases would start DirectRunner worker processes (seconds each); they run
   in-process here, and `test_user_error_in_a_worker_process_stays_one_line` covers workers.
   """
-  monkeypatch.setattr(fast_executor, "_with_parallel_direct_runner", lambda args, _: args)
+  monkeypatch.setattr(example_gen_lib, "direct_runner_args", lambda args, *_: list(args))
   files, props = case
   work = pathlib.Path(tempfile.mkdtemp(dir=tmp_path))
   try:
@@ -231,13 +232,16 @@ _GOOD = b"".join(b"%d,%d.5,%d" % (i, i, i % 10) + b"\r\n" for i in range(12))
     # CR line ends and a bad byte on line 2: the header itself was still good.
     (b"a,b,label\r\xff,1.5,2\r" + _GOOD.replace(b"\r\n", b"\r"), "quarantined", 1),
     # A NUL byte in a quarantined row: Python 3.10's csv module cannot write it.
-    (b"a,b,label\r\n" + _GOOD + b",,\x00\r\n", "quarantined", 1),
-    # A huge bad cell: its reason outgrew the csv module's 128 KiB field limit on read-back.
+    (b"a,b,label\r\n" + _GOOD + b",,,\x00\r\n", "quarantined", 1),
+    # A huge bad row: its text outgrew the csv module's 128 KiB field limit on read-back.
+    (b"a,b,label\r\n" + _GOOD + b"9" * 200_000 + b",1.5\r\n", "quarantined", 1),
+    # A huge number: Python's int() refuses 4300+ digits, so its column is a float column
+    # (as in stock), where it is an infinity.
     (b"a,b,label\r\n" + _GOOD + b"9" * 200_000 + b",1.5,2\r\n", "quarantined", 1),
   ],
 )
 def test_inputs_that_crashed_the_executor(tmp_path, monkeypatch, content, outcome, detail):
-  monkeypatch.setattr(fast_executor, "_with_parallel_direct_runner", lambda args, _: args)
+  monkeypatch.setattr(example_gen_lib, "direct_runner_args", lambda args, *_: list(args))
   props = {MAX_BAD_ROW_FRACTION_KEY: 0.5, ALLOW_NON_FINITE_KEY: 0, LABEL_KEY_KEY: "label"}
   kind, result = check_case([(content, None)], props, tmp_path)
   assert kind == outcome
@@ -265,9 +269,10 @@ def test_ragged_row_with_undecodable_bytes_keeps_its_line_and_reason(tmp_path):
 
 @pytest.mark.multiprocess
 @pytest.mark.timeout(300)
-def test_user_error_in_a_worker_process_stays_one_line(tmp_path):
+def test_user_error_in_a_worker_process_stays_one_line(tmp_path, monkeypatch):
   """Two input files mean two units on DirectRunner worker processes, which hand exceptions
   back as RuntimeErrors holding a traceback; the user error must still come out as itself."""
+  monkeypatch.setattr(example_gen_lib, "PARALLEL_MIN_BYTES", 0)
   d = tmp_path / "in"
   d.mkdir()
   (d / "a.csv").write_bytes(b"a,b,label\n1,2,3\n")
@@ -279,16 +284,19 @@ def test_user_error_in_a_worker_process_stays_one_line(tmp_path):
   assert "\n" not in message and "Traceback" not in message
 
 
-# Nasty rows from the generator's alphabet: NaN, infinity, ragged, quoted line break,
-# undecodable bytes (in a ragged row too), an empty label and a huge field.
+# Nasty rows from the generator's alphabet, each quarantined whatever the column types, so
+# that the digits columns keep their types (a stray 'nan' or 'abc' cell would make its whole
+# column a float or string column, as in stock CsvExampleGen): ragged rows (one with a quoted
+# line break, one with NaN and infinities, one huge), undecodable bytes (in a ragged row too)
+# and an empty label.
 NASTY_ROWS = (
-  b"nan" + b",0" * 64 + b"\n"
-  + b"1e999" + b",1" * 64 + b"\n"
+  b"nan" + b",1e999" * 65 + b"\n"
   + b"1,2,3\n"
-  + b'"7\n8"' + b",2" * 64 + b"\n"
+  + b'"7\n8"' + b",2" * 65 + b"\n"
+  + b"\xc3" + b",\xda" * 64 + b"\n"
   + b"\xc3,\xda,\xff\n"
   + b"0," * 64 + b"\n"
-  + b"9" * 200_000 + b",3" * 64 + b"\r\n"
+  + b"9" * 200_000 + b",3" * 65 + b"\r\n"
 )  # fmt: skip
 
 

@@ -17,10 +17,14 @@ from components.example_gen.component_spec import CsvExampleGenSpec
 class CsvExampleGen(FileBasedExampleGen):
   """Turns CSV files into gzipped TFRecords of tf.Example, several times faster than stock.
 
-  It is a `FileBasedExampleGen`, so TFX's span/version driver runs for it on
-  LocalDagRunner and on Kubeflow, and its `Examples` output is laid out exactly
-  like the stock `CsvExampleGen`'s. Rows that cannot be converted go to
-  `<examples>/Quarantine/bad_rows.csv` with file, line and reason.
+  It is a `FileBasedExampleGen`, so TFX's span/version driver runs for it where
+  the orchestrator runs drivers; where none runs (open-source Kubeflow), the
+  executor resolves `{SPAN}` and `{VERSION}` itself with the same TFX code. Its
+  `Examples` output is laid out exactly like the stock `CsvExampleGen`'s, with
+  the same tf.Examples: column types are inferred from the whole input by the
+  stock rules. Input files may be gzipped. Rows that cannot be converted go to
+  `<examples>/Quarantine/bad_rows.csv` with file, line and reason; unlike stock,
+  NaN and infinities are among them unless `allow_non_finite` is set.
   """
 
   SPEC_CLASS = CsvExampleGenSpec
@@ -51,8 +55,9 @@ class CsvExampleGen(FileBasedExampleGen):
       max_bad_row_fraction: Largest share of malformed rows tolerated (default 0).
       allow_non_finite: Accept NaN and +-inf in float columns.
       schema_path: schema.pbtxt whose INT/FLOAT/BYTES types override inference.
-      delimiter: Single-character field delimiter.
-      block_size: Bytes per read block; must exceed the longest row.
+      delimiter: Single-character field delimiter, used for reading, type
+        inference and the header checks.
+      block_size: Bytes per read block to start with; it grows for longer rows.
       rolling_spans: With a `{SPAN}` pattern, read the newest span and the
         spans before it, this many in all.
 

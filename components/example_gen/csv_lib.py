@@ -1,50 +1,82 @@
-"""Batched CSV -> tf.Example conversion on Arrow record batches, with bad-row quarantine.
-
-Nothing here knows TFX types: the executor hands over plain paths and options.
-Every column is read as raw bytes by Arrow's C++ CSV reader, validated and cast
-per column with vectorised Arrow kernels, encoded by tfx_bsl's C++
-RecordBatch -> tf.Example encoder, split by a fingerprint of each serialized
-example and written as gzipped TFRecords.
-"""
+"""CSV to tf.Example on Arrow record batches, typed by stock CsvExampleGen's rules."""
 
 from __future__ import annotations
 
 import codecs
 import csv
 import dataclasses
+import gzip
 import hashlib
 import io
 import itertools
 import json
+import logging
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
+import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-import tensorflow as tf
 from tfx_bsl.coders import example_coder
 
 from components.errors import UserInputError
+from components.example_gen import io_lib
+
+# How it works. Every column is read as raw bytes by Arrow's C++ CSV reader; empty
+# cells are nulls. Column types follow stock CsvExampleGen (tfx_bsl's csv_decoder):
+# a cell is INT when Python's int() takes it and the value fits int64, FLOAT when
+# float() takes it, STRING otherwise, and a column takes the highest type of its
+# cells over the whole input (INT < FLOAT < STRING; all empty: UNKNOWN). Arrow's
+# casts are the fast path, used only where they provably agree with Python: on
+# arrays whose bytes come from a small alphabet (Arrow also reads '0x10' as 16 and
+# 'nan(1)' as NaN, Python does not) and on cells matching plain number patterns.
+# Other cells (' 12', '+5', '1_000', ...) go through Python's int() and float().
+# tfx_bsl's C++ encoder turns typed batches into tf.Examples, which are split by a
+# hash of each row and written as gzipped TFRecords without TensorFlow.
 
 INT = "int"
 FLOAT = "float"
 STRING = "string"
-COLUMN_TYPES = (INT, FLOAT, STRING)
+UNKNOWN = "unknown"
+COLUMN_TYPES = (INT, FLOAT, STRING, UNKNOWN)
+_RANK = {UNKNOWN: 0, INT: 1, FLOAT: 2, STRING: 3}
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
-# Share of sampled non-empty values that must parse for a column to be numeric.
-# Below 1.0 so that one bad cell in the sample is quarantined later instead of
-# silently turning a numeric column into a string column.
-_NUMERIC_SHARE = 0.99
 _QUARANTINE_FIELDS = ("file", "line", "reason", "row")
 _CHUNK_FIELDS = ("file", "chunk", "line", "reason", "row")
 _MAX_QUARANTINED_TEXT = 500
 _MAX_CELL_IN_REASON = 60
 # Stand-ins for undecodable bytes while Arrow parses input that is not UTF-8, and back.
 _REPLACEMENT = "\ufffd".encode()
-_UNDECODABLE = b"\xff"
+_UNDECODABLE = 0xFF
+# A row longer than the read block makes Arrow stop; the block then grows, up to this.
+_MAX_BLOCK_BYTES = 1 << 30
+_BLOCK_GROWTH = 4
+_LIKELY_DELIMITERS = {";": "';'", "\t": "'\\t'", "|": "'|'", ",": "','"}
+
+
+def _byte_set(chars: bytes) -> np.ndarray:
+  table = np.zeros(256, dtype=bool)
+  table[list(chars)] = True
+  return table
+
+
+# Bytes of arrays whose Arrow cast equals Python's int() (no '0x') or float() (no 'nan(').
+_INT_BYTES = _byte_set(b"0123456789-")
+_FLOAT_BYTES = _byte_set(b"0123456789+-.eEnaiftyNAIFTY")
+# Cells both Arrow and Python read alike, with the same value: ints of up to 18 digits
+# (always within int64), and decimals with a point or an exponent (never Python ints).
+_PLAIN_INT = r"^-?[0-9]{1,18}$"
+# Python's int() refuses longer digit strings (sys.get_int_max_str_digits); Arrow does not.
+_LONGEST_INT_STRING = 4300
+_PLAIN_FLOAT = r"^-?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^-?[0-9]+[eE][+-]?[0-9]+$"
+
+log = logging.getLogger(__name__)
 
 
 class CsvInputError(UserInputError):
@@ -60,7 +92,7 @@ class ConvertOptions:
     label_key: Column that must be present and non-empty in every row, or None.
     allow_non_finite: Whether NaN and +-inf are accepted in float columns.
     delimiter: Field delimiter.
-    block_size: Bytes per Arrow read block; must exceed the longest row.
+    block_size: Bytes per Arrow read block to start with; it grows for longer rows.
     compression_level: zlib level of the gzipped TFRecords (1 fastest, 9 smallest).
   """
 
@@ -90,9 +122,28 @@ class SplitPlan:
   partition_column: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+  """A byte range of a CSV file that holds whole rows; (0, None) is the whole file."""
+
+  path: str
+  index: int = 0
+  start: int = 0
+  end: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+  """One unit of conversion work: a chunk, its shard number and its fixed split, if any."""
+
+  index: int
+  chunk: Chunk
+  fixed: str | None = None
+
+
 @dataclasses.dataclass
 class UnitResult:
-  """What converting one input file produced."""
+  """What converting one input file (or chunk) produced."""
 
   file: str
   chunk: int = 0
@@ -113,104 +164,139 @@ class UnitResult:
     return cls(**json.loads(text))
 
 
-def _open_binary(path: str):
-  # Local paths go straight to Arrow (memory-mapped); anything else (gs://, hdfs://)
-  # through TensorFlow's filesystem layer.
-  if "://" in path:
-    return tf.io.gfile.GFile(path, "rb")
-  return path
-
-
 @dataclasses.dataclass(frozen=True)
-class Chunk:
-  """A byte range of a CSV file that holds whole rows; (0, None) is the whole file."""
+class ColumnProfile:
+  """What one column of a CSV input holds; see `profile_column`.
 
-  path: str
-  index: int = 0
-  start: int = 0
-  end: int | None = None
-
-
-def plan_chunks(path: str, target_bytes: int) -> list[Chunk]:
-  """Cuts a large CSV file into byte ranges at line ends, so workers share one file.
-
-  Only files without a quote character are cut: there every line is exactly
-  one row, so a cut at a newline never splits a row and line numbers stay
-  exact. Other files are one chunk each.
-
-  Args:
-    path: CSV file.
-    target_bytes: Approximate chunk size; files up to 1.5x this stay whole.
-
-  Returns:
-    Chunks in file order.
+  Attributes:
+    column: The column's name.
+    kind: 'int', 'float' or 'string' by stock CsvExampleGen's rules, None when
+      every cell is empty.
+    num_rows: Data rows read (rows with the wrong number of fields are not rows).
+    num_empty: Rows whose cell in this column is empty.
+    values: The distinct non-empty values, sorted, as Python ints, floats or
+      strs; empty when `truncated`.
+    truncated: More than `max_distinct` distinct cells were seen, so `values`
+      was not kept.
+    distinct_count_at_least: The number of distinct values; a lower bound when
+      `truncated`.
   """
-  size = tf.io.gfile.stat(path).length
-  if size <= target_bytes * 3 // 2:
-    return [Chunk(path)]
-  with tf.io.gfile.GFile(path, "rb") as f:
-    data_start = len(f.readline())
-    f.seek(0)
-    # One pass over the bytes; find() runs at memchr speed.
-    while block := f.read(16 << 20):
-      if b'"' in block:
-        return [Chunk(path)]
-    cuts = [data_start]
-    for approx in range(data_start + target_bytes, size, target_bytes):
-      if approx <= cuts[-1]:
-        continue
-      f.seek(approx)
-      f.readline()
-      pos = f.tell()
-      if pos >= size:
-        break
-      cuts.append(pos)
-  cuts.append(size)
-  return [Chunk(path, i, a, b) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
+
+  column: str
+  kind: str | None
+  num_rows: int
+  num_empty: int
+  values: tuple[Any, ...]
+  truncated: bool
+  distinct_count_at_least: int
 
 
-def _chunk_source(chunk: Chunk) -> tuple[bytes | None, int]:
-  """The bytes of a chunk (None for a whole file) and the number of lines it holds (or 0)."""
+# --- Reading ------------------------------------------------------------------------
+
+
+def open_decoded(path: str):
+  """Opens a CSV file for reading its bytes, decompressing gzip (detected by magic bytes)."""
+  f = io_lib.open_read(path)
+  head = f.read(2)
+  f.seek(0)
+  if head == io_lib.GZIP_MAGIC:
+    return gzip.GzipFile(fileobj=f, mode="rb")
+  return f
+
+
+def _is_gzip(path: str) -> bool:
+  return io_lib.is_gzip(path)
+
+
+class _RangeFile(io.RawIOBase):
+  """Reads bytes [start, end) of a binary file."""
+
+  def __init__(self, f, start: int, end: int):
+    super().__init__()
+    f.seek(start)
+    self._f = f
+    self._left = end - start
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, b) -> int:
+    n = min(len(b), self._left)
+    if n <= 0:
+      return 0
+    data = self._f.read(n)
+    b[: len(data)] = data
+    self._left -= len(data)
+    return len(data)
+
+  def close(self) -> None:
+    self._f.close()
+    super().close()
+
+
+def _open_chunk(chunk: Chunk):
+  """A Python binary stream of a chunk's bytes, decompressed."""
   if chunk.end is None:
-    return None, 0
-  with tf.io.gfile.GFile(chunk.path, "rb") as f:
-    f.seek(chunk.start)
-    data = f.read(chunk.end - chunk.start)
-  return data, data.count(b"\n")
+    return open_decoded(chunk.path)
+  return io.BufferedReader(_RangeFile(io_lib.open_read(chunk.path), chunk.start, chunk.end))
 
 
-def _is_utf8(path: str, data: bytes | None) -> bool:
-  """Whether a file (or a chunk's bytes) decodes as UTF-8; ASCII decodes at memcpy speed."""
+def _arrow_input(chunk: Chunk):
+  """What Arrow's CSV reader reads a chunk from: a path or a stream, never all of it at once."""
+  if chunk.end is None and _is_gzip(chunk.path):
+    raw = (
+      pa.PythonFile(io_lib.open_read(chunk.path), mode="r")
+      if io_lib.is_remote(chunk.path)
+      else pa.OSFile(chunk.path)
+    )
+    return pa.CompressedInputStream(raw, "gzip")
+  if chunk.end is None and not io_lib.is_remote(chunk.path):
+    return chunk.path
+  return pa.PythonFile(_open_chunk(chunk), mode="r")
+
+
+def scan_chunk(chunk: Chunk) -> tuple[bool, int]:
+  """Whether a chunk decodes as UTF-8, and how many line feeds it holds.
+
+  ASCII decodes at memory speed, so this pass costs little next to parsing.
+  """
   decoder = codecs.getincrementaldecoder("utf-8")()
-  try:
-    if data is not None:
-      decoder.decode(data, final=True)
-      return True
-    with tf.io.gfile.GFile(path, "rb") as f:
-      while block := f.read(16 << 20):
-        decoder.decode(block)
-    decoder.decode(b"", final=True)
-  except UnicodeDecodeError:
-    return False
-  return True
+  newlines, valid = 0, True
+  with _open_chunk(chunk) as f:
+    while block := f.read(16 << 20):
+      newlines += block.count(b"\n")
+      if valid:
+        try:
+          decoder.decode(block)
+        except UnicodeDecodeError:
+          valid = False
+  if valid:
+    try:
+      decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+      valid = False
+  return valid, newlines
 
 
-def _mark_undecodable(batch: pa.RecordBatch) -> pa.RecordBatch:
-  """Turns the U+FFFD of a repaired input back into bytes that are not UTF-8."""
-  return pa.RecordBatch.from_arrays(
-    [pc.replace_substring(c, _REPLACEMENT, _UNDECODABLE) for c in batch.columns],
-    names=batch.schema.names,
-  )
+def delimiter_hint(names: Sequence[str], delimiter: str) -> str:
+  """A clause suggesting --delimiter when a one-column header holds another likely delimiter."""
+  if len(names) != 1:
+    return ""
+  for d, shown in _LIKELY_DELIMITERS.items():
+    if d != delimiter and d in names[0]:
+      name = "tab" if d == "\t" else repr(d)
+      return f"the header looks {name}-delimited, so pass --delimiter {shown}"
+  return ""
 
 
 def read_header(path: str, delimiter: str = ",") -> list[str]:
-  """Returns the column names in the first record of a CSV file.
+  """Returns the column names in the first record of a CSV file (gzip or not).
 
   Raises:
     CsvInputError: if the file is empty, the header is undecodable, empty or
       has blank or duplicate names.
   """
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with open_decoded(path) as f:
     head = f.read(1 << 20)
   if not head.strip():
     raise CsvInputError(f"{path} is empty; give a CSV file whose first line is a header.")
@@ -234,54 +320,378 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
   return names
 
 
-_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError)
+def _mark_undecodable(batch: pa.RecordBatch) -> pa.RecordBatch:
+  """Turns the U+FFFD of a repaired input into a byte that never occurs in UTF-8."""
+  return pa.RecordBatch.from_arrays(
+    [pc.replace_substring(c, _REPLACEMENT, b"\xff") for c in batch.columns],
+    names=batch.schema.names,
+  )
 
 
-def _cast_cells(values: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
-  """Casts an array with Arrow, marking the cells that cannot be cast.
+def _open_reader(source, names, include, delimiter, block_size, has_header, handler, threads):
+  return pa_csv.open_csv(
+    source,
+    read_options=pa_csv.ReadOptions(
+      column_names=list(names),
+      skip_rows=int(has_header),
+      block_size=block_size,
+      use_threads=threads,
+    ),
+    parse_options=pa_csv.ParseOptions(
+      delimiter=delimiter, newlines_in_values=True, invalid_row_handler=handler
+    ),
+    convert_options=pa_csv.ConvertOptions(
+      column_types={c: pa.binary() for c in include},
+      include_columns=list(include),
+      null_values=[""],
+      strings_can_be_null=True,
+      quoted_strings_can_be_null=True,
+    ),
+  )
+
+
+def iter_raw_batches(
+  chunk: Chunk,
+  column_names: Sequence[str],
+  options: ConvertOptions,
+  on_ragged: Callable[[int, str, int, int], None] | None = None,
+  utf8: bool | None = None,
+  include_columns: Sequence[str] | None = None,
+  use_threads: bool = False,
+) -> Iterator[pa.RecordBatch]:
+  """Yields raw binary record batches of a CSV file (or chunk) after its header.
+
+  Empty cells are nulls and blank lines are skipped. A row longer than the read
+  block makes the block grow and the read start over, past the rows already
+  yielded.
+
+  Args:
+    chunk: The file or the part of it to read; a chunk after the first has no header.
+    column_names: Header names.
+    options: Conversion options (delimiter and starting block size).
+    on_ragged: Called with (record_number, text, expected, actual) for rows with
+      a wrong number of fields; those rows are skipped. May be called again for
+      the same record when the read starts over.
+    utf8: Whether the chunk is valid UTF-8 (see `scan_chunk`); scanned if None.
+      Undecodable bytes come out as 0xFF bytes.
+    include_columns: Columns to return (default all).
+    use_threads: Let Arrow parse blocks on several threads.
+
+  Raises:
+    CsvInputError: if Arrow cannot parse the input.
+  """
+
+  def handler(row) -> str:
+    if on_ragged is not None:
+      on_ragged(row.number, row.text, row.expected_columns, row.actual_columns)
+    return "skip"
+
+  has_header = chunk.start == 0
+  if utf8 is None:
+    utf8, _ = scan_chunk(chunk)
+  data = None
+  if not utf8:
+    # pyarrow decodes a ragged row's text as strict UTF-8 before calling the handler, so
+    # undecodable bytes in a ragged row stop the parser. Such input is parsed from a copy
+    # with U+FFFD in their place: ASCII bytes, hence rows and fields, are unchanged.
+    with _open_chunk(chunk) as f:
+      data = f.read().decode("utf-8", "replace").encode("utf-8")
+  include = list(include_columns or column_names)
+  block = options.block_size
+  done = 0
+  while True:
+    source = pa.BufferReader(pa.py_buffer(data)) if data is not None else _arrow_input(chunk)
+    seen = 0
+    try:
+      reader = _open_reader(
+        source, column_names, include, options.delimiter, block, has_header, handler, use_threads
+      )
+      for batch in reader:
+        start = max(0, done - seen)
+        seen += batch.num_rows
+        if start >= batch.num_rows:
+          continue
+        out = batch.slice(start) if start else batch
+        done += out.num_rows
+        yield out if data is None else _mark_undecodable(out)
+      return
+    except pa.ArrowInvalid as e:
+      message = " ".join(str(e).split())
+      if "straddl" in message and block < _MAX_BLOCK_BYTES:
+        block = min(block * _BLOCK_GROWTH, _MAX_BLOCK_BYTES)
+        log.info(
+          "%s: a row is longer than the read block; reading again with %d bytes.", chunk.path, block
+        )
+        continue
+      if has_header and "skip initial" in message:
+        return  # A header without a line end and nothing after it: no data rows.
+      raise CsvInputError(
+        f"{chunk.path}: the CSV parser stopped ({message[:_MAX_QUARANTINED_TEXT]}); "
+        "fix the file at that place."
+      ) from None
+
+
+def plan_chunks(path: str, target_bytes: int) -> list[Chunk]:
+  """Cuts a large CSV file into byte ranges at line ends, so workers share one file.
+
+  Only uncompressed files without a quote character are cut: there every line
+  is exactly one row, so a cut at a newline never splits a row and line numbers
+  stay exact. Other files are one chunk each.
+
+  Args:
+    path: CSV file.
+    target_bytes: Approximate chunk size; files up to 1.5x this stay whole.
 
   Returns:
-    The cast array (nulls where casting failed) and a boolean mask of failures
-    among non-null inputs.
+    Chunks in file order.
   """
+  size = io_lib.size(path)
+  if size <= target_bytes * 3 // 2 or _is_gzip(path):
+    return [Chunk(path)]
+  with io_lib.open_read(path) as f:
+    data_start = len(f.readline())
+    f.seek(0)
+    # One pass over the bytes; `in` runs at memchr speed.
+    while block := f.read(16 << 20):
+      if b'"' in block:
+        return [Chunk(path)]
+    cuts = [data_start]
+    for approx in range(data_start + target_bytes, size, target_bytes):
+      if approx <= cuts[-1]:
+        continue
+      f.seek(approx)
+      f.readline()
+      pos = f.tell()
+      if pos >= size:
+        break
+      cuts.append(pos)
+  cuts.append(size)
+  return [Chunk(path, i, a, b) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
+
+
+# --- Types --------------------------------------------------------------------------
+
+
+def infer_value_kind(cell: bytes) -> str:
+  """The type of one cell by stock CsvExampleGen's rules (tfx_bsl `_InferValueType`)."""
+  if not cell:
+    return UNKNOWN
   try:
-    return pc.cast(values, target), np.zeros(len(values), dtype=bool)
-  except _CAST_ERRORS:
-    pass
-  # Slow path, only for arrays holding at least one bad cell.
-  out, failed = [], np.zeros(len(values), dtype=bool)
-  for i, v in enumerate(values.to_pylist()):
-    if v is None:
-      out.append(None)
-      continue
+    return INT if _INT64_MIN <= int(cell) <= _INT64_MAX else STRING
+  except ValueError:
     try:
-      out.append(pc.cast(pa.array([v], type=values.type), target)[0].as_py())
-    except _CAST_ERRORS:
-      out.append(None)
+      float(cell)
+    except ValueError:
+      return STRING
+    return FLOAT
+
+
+def _data_bytes(values: pa.Array) -> np.ndarray:
+  """The bytes of a string or binary array's cells, as one uint8 array."""
+  buffers = values.buffers()
+  if len(values) == 0 or buffers[2] is None:
+    return np.zeros(0, dtype=np.uint8)
+  offsets = np.frombuffer(buffers[1], dtype=np.int32)[
+    values.offset : values.offset + len(values) + 1
+  ]
+  return np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+
+
+def _cell_mask_of_bytes(values: pa.Array, byte: int) -> np.ndarray:
+  """Marks the cells of a binary array that contain a given byte."""
+  mask = np.zeros(len(values), dtype=bool)
+  buffers = values.buffers()
+  if len(values) == 0 or buffers[2] is None:
+    return mask
+  offsets = np.frombuffer(buffers[1], dtype=np.int32)[
+    values.offset : values.offset + len(values) + 1
+  ]
+  data = np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+  hits = np.flatnonzero(data == byte) + offsets[0]
+  if len(hits):
+    mask[np.searchsorted(offsets, hits, side="right") - 1] = True
+  return mask
+
+
+def _try_cast(values: pa.Array, target: pa.DataType) -> pa.Array | None:
+  try:
+    return pc.cast(values, target)
+  except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    return None
+
+
+def _plain_masks(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+  """Cells that are plain ints of up to 18 digits, and plain decimals (see module notes)."""
+  plain_int = np.asarray(pc.match_substring_regex(text, _PLAIN_INT).fill_null(False), dtype=bool)
+  plain_float = np.asarray(
+    pc.match_substring_regex(text, _PLAIN_FLOAT).fill_null(False), dtype=bool
+  )
+  return plain_int, plain_float
+
+
+def _column_kind(text: pa.Array, floor: str) -> str:
+  """The highest type of a string array's cells and `floor`, by the stock rules.
+
+  Args:
+    text: UTF-8 cells, nulls for empty ones.
+    floor: The column's type so far.
+  """
+  if floor == STRING:
+    return STRING
+  if text.null_count:
+    text = text.drop_null()
+  if len(text) == 0:
+    return floor
+  data = _data_bytes(text)
+  digits_only = bool(_INT_BYTES[data].all())
+  kind = None
+  if digits_only and floor != FLOAT and _try_cast(text, pa.int64()) is not None:
+    kind, suspect = INT, _LONGEST_INT_STRING
+  elif _FLOAT_BYTES[data].all() and _try_cast(text, pa.float64()) is not None:
+    # Every cell is a Python float; the Python ints among them are the cells of digits
+    # and '-' only, and those beyond int64 make a STRING column.
+    kind, suspect = (INT if digits_only else FLOAT), 18
+  if kind is not None:
+    # Long digit strings are left to Python: beyond int64 they are strings, and beyond
+    # Python's 4300-digit limit for int() they are floats.
+    lengths = pc.binary_length(text)
+    if pc.max(lengths).as_py() > suspect:
+      long_cells = text.filter(pc.greater(lengths, suspect))
+      digits = long_cells.filter(pc.match_substring_regex(long_cells, r"^-?[0-9]+$"))
+      for cell in digits.to_pylist():
+        kind = max(kind, infer_value_kind(cell.encode()), key=_RANK.get)
+    return max(floor, kind, key=_RANK.get)
+  plain_int, plain_float = _plain_masks(text)
+  kind = floor
+  if plain_int.any():
+    kind = max(kind, INT, key=_RANK.get)
+  if plain_float.any():
+    kind = max(kind, FLOAT, key=_RANK.get)
+  rest = np.flatnonzero(~plain_int & ~plain_float)
+  for cell in text.take(pa.array(rest)).to_pylist() if len(rest) else ():
+    kind = max(kind, infer_value_kind(cell.encode()), key=_RANK.get)
+    if kind == STRING:
+      break
+  return kind
+
+
+def _parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
+  """Parses UTF-8 cells as int64 or float64 with Python's int() and float() semantics.
+
+  Returns:
+    The values (nulls for empty and failed cells) and a mask of the non-empty
+    cells that are not an int64 (INT) or not a number (FLOAT).
+  """
+  target = pa.int64() if kind == INT else pa.float64()
+  allowed = _INT_BYTES if kind == INT else _FLOAT_BYTES
+  fast = allowed[_data_bytes(text)].all()
+  if fast and kind == INT and len(text) > text.null_count:
+    fast = pc.max(pc.binary_length(text)).as_py() <= _LONGEST_INT_STRING
+  if fast:
+    cast = _try_cast(text, target)
+    if cast is not None:
+      return cast, np.zeros(len(text), dtype=bool)
+  plain_int, plain_float = _plain_masks(text)
+  plain = plain_int if kind == INT else plain_int | plain_float
+  cast = pc.cast(pc.if_else(pa.array(plain), text, pa.scalar(None, pa.string())), target)
+  rest = np.flatnonzero(~plain & np.asarray(text.is_valid(), dtype=bool))
+  if len(rest) == 0:
+    return cast, np.zeros(len(text), dtype=bool)
+  numbers = cast.fill_null(0).to_numpy(zero_copy_only=False).copy()
+  valid = plain.copy()
+  failed = np.zeros(len(text), dtype=bool)
+  for i, cell in zip(rest, text.take(pa.array(rest)).to_pylist(), strict=True):
+    try:
+      value = int(cell.encode()) if kind == INT else float(cell.encode())
+    except ValueError:
       failed[i] = True
-  return pa.array(out, type=target), failed
-
-
-def _parse_numeric(values: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
-  """Casts a string array to int64 or float64; see `_cast_cells`."""
-  return _cast_cells(values, pa.int64() if kind == INT else pa.float64())
-
-
-def _to_utf8(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
-  """Validates binary cells as UTF-8; returns strings and a mask of undecodable cells."""
-  return _cast_cells(values, pa.string())
+      continue
+    if kind == INT and not _INT64_MIN <= value <= _INT64_MAX:
+      failed[i] = True
+      continue
+    numbers[i] = value
+    valid[i] = True
+  return pa.array(numbers, type=target, mask=~valid), failed
 
 
 def _as_list_array(values: pa.Array) -> pa.Array:
-  """Wraps a flat array as a list array with one value per row (null -> null list)."""
-  valid = np.asarray(values.is_valid(), dtype=bool) if values.null_count else None
-  if valid is None:
-    offsets = pa.array(np.arange(len(values) + 1, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, values)
-  counts = np.concatenate([[0], np.cumsum(valid, dtype=np.int32)])
-  mask = np.concatenate([~valid, [False]])
-  offsets = pa.array(counts.astype(np.int32), mask=mask)
-  return pa.ListArray.from_arrays(offsets, values.filter(pa.array(valid)))
+  """One value per row; an empty cell becomes an empty list, as stock writes it."""
+  n = len(values)
+  if values.null_count == 0:
+    return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), values)
+  valid = np.asarray(values.is_valid(), dtype=bool)
+  offsets = np.concatenate([[0], np.cumsum(valid, dtype=np.int32)]).astype(np.int32)
+  return pa.ListArray.from_arrays(pa.array(offsets), values.drop_null())
+
+
+def _undecodable(column: pa.Array) -> np.ndarray:
+  return _cell_mask_of_bytes(column, _UNDECODABLE)
+
+
+def infer_column_types(
+  paths: Sequence[str],
+  delimiter: str = ",",
+  label_key: str | None = None,
+  block_size: int = 8 << 20,
+) -> dict[str, str]:
+  """Infers every column's type from the whole input, by stock CsvExampleGen's rules.
+
+  Streams every file once. A cell is an int when Python's int() reads it
+  within int64, a float when float() reads it, else a string; a column takes
+  the highest type of its cells (int < float < string), and a column empty in
+  every row is `UNKNOWN`. Rows the conversion quarantines whatever the types
+  (wrong number of fields, bytes that are not UTF-8, a missing label) do not count.
+  Files whose header differs from the first file's are skipped here; the
+  conversion reports them.
+
+  Args:
+    paths: Input files.
+    delimiter: Field delimiter.
+    label_key: Label column, whose empty cells mark rows that do not count.
+    block_size: Bytes per read block to start with.
+
+  Returns:
+    Column name -> one of COLUMN_TYPES.
+  """
+  names = read_header(paths[0], delimiter)
+  kinds = dict.fromkeys(names, UNKNOWN)
+  options = ConvertOptions(
+    column_types=dict.fromkeys(names, STRING), delimiter=delimiter, block_size=block_size
+  )
+  for path in paths:
+    if read_header(path, delimiter) != names:
+      continue
+    chunk = Chunk(path)
+    utf8, _ = scan_chunk(chunk)
+    for batch in iter_raw_batches(chunk, names, options, utf8=utf8, use_threads=True):
+      drop = np.zeros(batch.num_rows, dtype=bool)
+      if not utf8:
+        for column in batch.columns:
+          drop |= _undecodable(column)
+      if label_key in kinds:
+        drop |= np.asarray(batch.column(label_key).is_null(), dtype=bool)
+      counted = batch.filter(pa.array(~drop)) if drop.any() else batch
+      for name in names:
+        if kinds[name] != STRING:
+          kinds[name] = _column_kind(counted.column(name).cast(pa.string()), kinds[name])
+      if all(k == STRING for k in kinds.values()):
+        return kinds
+  return kinds
+
+
+def types_from_schema(schema_path: str) -> dict[str, str]:
+  """Reads column types from a TFMD schema.pbtxt (INT, FLOAT, BYTES features)."""
+  from google.protobuf import text_format
+  from tensorflow_metadata.proto.v0 import schema_pb2
+
+  schema = schema_pb2.Schema()
+  with io_lib.open_read(schema_path) as f:
+    text_format.Parse(f.read().decode("utf-8"), schema)
+  kinds = {schema_pb2.INT: INT, schema_pb2.FLOAT: FLOAT, schema_pb2.BYTES: STRING}
+  return {f.name: kinds[f.type] for f in schema.feature if f.type in kinds}
+
+
+# --- Converting ---------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -292,12 +702,19 @@ class _BatchVerdict:
   keep: np.ndarray
 
 
-def convert_batch(raw: pa.RecordBatch, options: ConvertOptions) -> _BatchVerdict:
+def _short(cell: str) -> str:
+  # A huge cell in the reason would exceed the csv module's field limit on read-back.
+  return cell if len(cell) <= _MAX_CELL_IN_REASON else cell[:_MAX_CELL_IN_REASON] + "..."
+
+
+def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> _BatchVerdict:
   """Validates and types one batch of raw (binary) columns.
 
   Args:
     raw: Record batch whose columns are all binary, as read from the CSV.
     options: Conversion options.
+    utf8: Whether the input is known to be valid UTF-8; else cells holding the
+      0xFF marker of `iter_raw_batches` are rejected.
 
   Returns:
     The typed batch of good rows (list-wrapped, ready for the encoder), and the
@@ -312,43 +729,58 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions) -> _BatchVerdict
       reasons[i] = why
     bad[:] |= mask
 
-  typed: dict[str, pa.Array] = {}
-  for name in raw.schema.names:
+  columns = {name: raw.column(name) for name in raw.schema.names}
+  if not utf8:
+    for name, column in columns.items():
+      undecodable = _undecodable(column)
+      if undecodable.any():
+        reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
+        columns[name] = pc.if_else(pa.array(undecodable), pa.scalar(None, pa.binary()), column)
+  if options.label_key in columns:
+    label = options.label_key
+    reject(np.asarray(columns[label].is_null(), dtype=bool), f"missing label {label!r}")
+
+  typed: dict[str, pa.Array | None] = {}
+  for name, column in columns.items():
     kind = options.column_types[name]
-    text, undecodable = _to_utf8(raw.column(name))
-    reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
-    if name == options.label_key:
-      reject(np.asarray(text.is_null(), dtype=bool) & ~undecodable, f"missing label {name!r}")
     if kind == STRING:
-      typed[name] = text.cast(pa.binary())
-      continue
-    values, failed = _parse_numeric(text, kind)
-    if failed.any():
-      cells = text.to_pylist()
-      for i in np.flatnonzero(failed & ~bad):
-        # A huge cell in the reason would exceed the csv module's field limit on read-back.
-        cell = (
-          cells[i]
-          if len(cells[i]) <= _MAX_CELL_IN_REASON
-          else cells[i][:_MAX_CELL_IN_REASON] + "..."
-        )
-        reasons[i] = (
-          f"column {name!r}: {cell!r} is not {'an integer' if kind == INT else 'a number'}"
-        )
-      bad |= failed
-    if kind == FLOAT:
-      if not options.allow_non_finite and values.null_count < len(values):
-        finite = pc.is_finite(values).fill_null(True)
-        reject(~np.asarray(finite, dtype=bool), f"column {name!r}: NaN or infinity")
-      values = values.cast(pa.float32())
-    typed[name] = values
+      typed[name] = column
+    elif kind == UNKNOWN:
+      typed[name] = None
+    else:
+      text = column.cast(pa.string())
+      values, failed = _parse_numeric(text, kind)
+      if failed.any():
+        cells = text.to_pylist()
+        noun = "an integer" if kind == INT else "a number"
+        for i in np.flatnonzero(failed & ~bad):
+          reasons[i] = f"column {name!r}: {_short(cells[i])!r} is not {noun}"
+        bad |= failed
+      if kind == FLOAT:
+        # Checked as float32, the type written: 1e39 is finite only as a float64.
+        values = values.cast(pa.float32())
+        if not options.allow_non_finite and values.null_count < len(values):
+          finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
+          reject(~finite, f"column {name!r}: NaN or infinity")
+      typed[name] = values
+  for name, column in columns.items():
+    if typed[name] is None:
+      # Empty in every row when the types were inferred; a value here means a row that
+      # is rejected anyway, or an input that changed since.
+      reject(np.asarray(column.is_valid(), dtype=bool), f"column {name!r}: expected an empty cell")
 
   keep = ~bad
   good = None
-  if keep.any():
+  count = int(keep.sum())
+  if count:
     mask = pa.array(keep)
     good = pa.RecordBatch.from_arrays(
-      [_as_list_array(typed[c].filter(mask)) for c in raw.schema.names],
+      [
+        pa.nulls(count, pa.list_(pa.int64()))
+        if typed[c] is None
+        else _as_list_array(typed[c].filter(mask) if count < n else typed[c])
+        for c in raw.schema.names
+      ],
       names=raw.schema.names,
     )
   bad_index = np.flatnonzero(bad)
@@ -378,9 +810,8 @@ def assign_splits(keys: Sequence[bytes], plan: SplitPlan) -> np.ndarray:
   """
   if plan.fixed is not None:
     return np.full(len(keys), plan.names.index(plan.fixed), dtype=np.int64)
-  source = keys
   fingerprints = np.frombuffer(
-    b"".join(hashlib.blake2b(s, digest_size=8).digest() for s in source), dtype="<u8"
+    b"".join(hashlib.blake2b(s, digest_size=8).digest() for s in keys), dtype="<u8"
   )
   upper = np.cumsum(plan.hash_buckets).astype(np.uint64)
   return np.searchsorted(upper, fingerprints % upper[-1], side="right")
@@ -396,75 +827,9 @@ def _record_numbers(start: int, count: int, skipped: set[int]) -> tuple[np.ndarr
   return np.asarray(numbers, dtype=np.int64), r
 
 
-def iter_raw_batches(
-  path: str,
-  column_names: Sequence[str],
-  options: ConvertOptions,
-  on_ragged,
-  source=None,
-  has_header: bool = True,
-):
-  """Yields raw binary record batches of a CSV file (or chunk) after its header.
-
-  Args:
-    path: CSV file, used for messages and, without `source`, for reading.
-    column_names: Header names.
-    options: Conversion options.
-    on_ragged: Called with (record_number, text, expected, actual) for rows with
-      a wrong number of fields; those rows are skipped.
-    source: Bytes to read instead of `path` (a chunk's).
-    has_header: Whether the first record is the header (false for later chunks).
-
-  Raises:
-    CsvInputError: if Arrow cannot parse the file (for example a row longer
-      than the block size).
-  """
-
-  def handler(row) -> str:
-    on_ragged(row.number, row.text, row.expected_columns, row.actual_columns)
-    return "skip"
-
-  data = source
-  repaired = not _is_utf8(path, data)
-  if repaired:
-    # pyarrow decodes a ragged row's text as strict UTF-8 before calling the handler, so
-    # undecodable bytes in a ragged row stop the parser (and print a traceback). Such input
-    # is parsed from a copy with U+FFFD in their place: ASCII bytes, hence rows and fields,
-    # are unchanged, and `_mark_undecodable` restores undecodable cells for quarantine.
-    if data is None:
-      with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    data = data.decode("utf-8", "replace").encode("utf-8")
-  try:
-    reader = pa_csv.open_csv(
-      _open_binary(path) if data is None else pa.BufferReader(pa.py_buffer(data)),
-      read_options=pa_csv.ReadOptions(
-        column_names=list(column_names),
-        skip_rows=int(has_header),
-        block_size=options.block_size,
-        use_threads=False,
-      ),
-      parse_options=pa_csv.ParseOptions(
-        delimiter=options.delimiter, newlines_in_values=True, invalid_row_handler=handler
-      ),
-      convert_options=pa_csv.ConvertOptions(
-        column_types={c: pa.binary() for c in column_names},
-        null_values=[""],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=True,
-      ),
-    )
-    for batch in reader:
-      yield _mark_undecodable(batch) if repaired else batch
-  except pa.ArrowInvalid as e:
-    size = len(data) if data is not None else tf.io.gfile.stat(path).length
-    if has_header and size <= options.block_size and "skip initial" in str(e):
-      return  # A header without a line end and nothing after it: no data rows.
-    reason = " ".join(str(e).split())[:_MAX_QUARANTINED_TEXT]
-    raise CsvInputError(
-      f"{path}: the CSV parser stopped ({reason}); if a row is longer than "
-      f"{options.block_size} bytes, raise the block size."
-    ) from None
+def _row_text(raw: pa.RecordBatch, i: int, delimiter: str) -> str:
+  row = [raw.column(c)[i].as_py() for c in raw.schema.names]
+  return delimiter.join("" if v is None else v.decode("utf-8", "replace") for v in row)
 
 
 def convert_file(
@@ -480,7 +845,7 @@ def convert_file(
   Shards are written under temporary names and renamed at the end, so a retried
   or killed worker never leaves a partial shard under its final name. In a
   chunk after the first, quarantined line numbers are relative to the chunk;
-  `offset_line_numbers` makes them absolute once every chunk is done.
+  `example_gen_lib.merge_results` makes them absolute once every chunk is done.
 
   Args:
     chunk: The CSV file or the part of it to convert.
@@ -506,14 +871,15 @@ def convert_file(
       f"{path}: header differs from the other input files (missing {missing}, "
       f"unexpected {extra}); give all files of a split the same columns."
     )
-  result = UnitResult(file=path, chunk=chunk.index, rows_per_split={s: 0 for s in plan.names})
-  source, result.lines = _chunk_source(chunk)
+  result = UnitResult(file=path, chunk=chunk.index, rows_per_split=dict.fromkeys(plan.names, 0))
+  utf8, newlines = scan_chunk(chunk)
+  if chunk.end is not None:
+    result.lines = newlines
   token = uuid.uuid4().hex[:8]
   tmp_paths = {s: os.path.join(output_dirs[s], f".tmp-{shard_name}-{token}.gz") for s in plan.names}
-  record_options = tf.io.TFRecordOptions(
-    compression_type="GZIP", compression_level=options.compression_level
-  )
-  writers = {s: tf.io.TFRecordWriter(p, record_options) for s, p in tmp_paths.items()}
+  writers = {
+    s: io_lib.GzipTFRecordWriter(p, options.compression_level) for s, p in tmp_paths.items()
+  }
   quarantined: list[dict] = []
   ragged: dict[int, dict] = {}
 
@@ -526,23 +892,20 @@ def convert_file(
       "row": (text or "")[:_MAX_QUARANTINED_TEXT],
     }
 
-  has_header = chunk.start == 0
-  next_record = 2 if has_header else 1
+  next_record = 2 if chunk.start == 0 else 1
   partition_column = plan.partition_column if plan.fixed is None else None
   try:
-    for raw in iter_raw_batches(path, names, options, on_ragged, source, has_header):
+    for raw in iter_raw_batches(chunk, names, options, on_ragged, utf8=utf8):
       numbers, next_record = _record_numbers(next_record, raw.num_rows, set(ragged))
-      verdict = convert_batch(raw, options)
+      verdict = convert_batch(raw, options, utf8)
       for i, why in zip(verdict.bad_index, verdict.bad_reason, strict=True):
-        row = [raw.column(c)[i].as_py() for c in names]
-        text = ",".join("" if v is None else v.decode("utf-8", "replace") for v in row)
         quarantined.append(
           {
             "file": path,
             "chunk": chunk.index,
             "line": int(numbers[i]),
             "reason": why,
-            "row": text[:_MAX_QUARANTINED_TEXT],
+            "row": _row_text(raw, i, options.delimiter)[:_MAX_QUARANTINED_TEXT],
           }
         )
       result.rows_read += raw.num_rows
@@ -551,10 +914,12 @@ def convert_file(
       serialized = example_coder.RecordBatchToExamples(verdict.table)
       split_of = assign_splits(row_keys(raw, verdict.keep, partition_column), plan)
       for s_index, split in enumerate(plan.names):
-        writer = writers[split]
-        for j in np.flatnonzero(split_of == s_index):
-          writer.write(serialized[j])
-        result.rows_per_split[split] += int(np.count_nonzero(split_of == s_index))
+        picked = np.flatnonzero(split_of == s_index)
+        if len(picked) == len(serialized):
+          writers[split].write_many(serialized)
+        elif len(picked):
+          writers[split].write_many([serialized[j] for j in picked])
+        result.rows_per_split[split] += len(picked)
   finally:
     for w in writers.values():
       w.close()
@@ -563,7 +928,7 @@ def convert_file(
   result.bad_rows = len(quarantined)
   for split, tmp in tmp_paths.items():
     final = os.path.join(output_dirs[split], f"{shard_name}.gz")
-    tf.io.gfile.rename(tmp, final, overwrite=True)
+    io_lib.rename(tmp, final)
     result.shards[split] = final
   if quarantined:
     quarantined.sort(key=lambda r: r["line"])
@@ -572,18 +937,35 @@ def convert_file(
   return result
 
 
-def offset_line_numbers(results: Sequence[UnitResult], rows: list[dict]) -> list[dict]:
-  """Makes chunk-relative line numbers absolute, given every chunk's result."""
-  offsets: dict[tuple[str, int], int] = {}
-  for path in {r.file for r in results}:
-    # Chunks start after the header line; a whole-file unit counts it itself.
-    total = 1 if any(r.lines for r in results if r.file == path) else 0
-    for r in sorted((r for r in results if r.file == path), key=lambda r: r.chunk):
-      offsets[(path, r.chunk)] = total
-      total += r.lines
-  for row in rows:
-    row["line"] = int(row["line"]) + offsets.get((row["file"], int(row.get("chunk", 0))), 0)
-  return rows
+class ConvertUnitFn(beam.DoFn):
+  """Converts one `Unit` and emits its `UnitResult` as JSON.
+
+  It lives here, not in the executor module, so that Beam worker processes
+  unpickle it without importing TensorFlow or TFX.
+  """
+
+  def __init__(self, options: ConvertOptions, plan: SplitPlan, output_dirs, quarantine_dir):
+    self._options = options
+    self._plan = plan
+    self._output_dirs = output_dirs
+    self._quarantine_dir = quarantine_dir
+
+  def process(self, unit: Unit):
+    plan = dataclasses.replace(self._plan, fixed=unit.fixed)
+    try:
+      result = convert_file(
+        unit.chunk,
+        self._options,
+        plan,
+        self._output_dirs,
+        f"data-{unit.index:05d}",
+        self._quarantine_dir,
+      )
+    except CsvInputError as e:
+      # DirectRunner worker processes hand exceptions back as RuntimeErrors holding a
+      # traceback, so a user error travels as data and the executor raises it again.
+      result = UnitResult(file=unit.chunk.path, chunk=unit.chunk.index, error=str(e))
+    yield result.to_json()
 
 
 def write_quarantine(path: str, rows: list[dict], with_chunk: bool = False) -> None:
@@ -596,85 +978,100 @@ def write_quarantine(path: str, rows: list[dict], with_chunk: bool = False) -> N
   writer.writerows(
     {k: v.replace("\0", "\\0") if isinstance(v, str) else v for k, v in row.items()} for row in rows
   )
-  tf.io.gfile.makedirs(os.path.dirname(path))
-  with tf.io.gfile.GFile(path, "w") as f:
-    f.write(buf.getvalue())
-
-
-def infer_column_types(
-  paths: Sequence[str], delimiter: str = ",", sample_rows: int = 10_000
-) -> dict[str, str]:
-  """Infers int, float or string for every column from the first rows of the input.
-
-  Types are decided once, before any data is converted, so every shard and
-  every worker uses the same ones. A column is an int column when at least 99%
-  of its sampled non-empty values are integers (one bad cell is tolerated in
-  small samples, as long as the good ones are the majority), a float column
-  when that holds for numbers, and a string column otherwise. The rejected
-  cells are quarantined later. Columns with no sampled values are floats.
-
-  Args:
-    paths: Input files; sampled in order until `sample_rows` rows are seen.
-    delimiter: Field delimiter.
-    sample_rows: Rows to sample.
-
-  Returns:
-    Column name -> type.
-  """
-  names = read_header(paths[0], delimiter)
-  samples: dict[str, list[pa.Array]] = {c: [] for c in names}
-  seen = 0
-  options = ConvertOptions(
-    column_types={c: STRING for c in names}, delimiter=delimiter, block_size=1 << 20
-  )
-  for path in paths:
-    if read_header(path, delimiter) != names:
-      continue
-    for raw in iter_raw_batches(path, names, options, lambda *_: None):
-      for c in names:
-        samples[c].append(raw.column(c))
-      seen += raw.num_rows
-      if seen >= sample_rows:
-        break
-    if seen >= sample_rows:
-      break
-  types = {}
-  for c in names:
-    if not samples[c]:
-      types[c] = FLOAT
-      continue
-    text, _ = _to_utf8(pa.concat_arrays(samples[c])[:sample_rows])
-    text = text.drop_null()
-    if len(text) == 0:
-      types[c] = FLOAT
-      continue
-    # Tolerate 1% of bad cells, and at least one in small samples.
-    tolerated = min(max(1, int(len(text) * (1 - _NUMERIC_SHARE))), (len(text) - 1) // 2)
-    _, int_failed = _parse_numeric(text, INT)
-    _, float_failed = _parse_numeric(text, FLOAT)
-    if int_failed.sum() <= tolerated:
-      types[c] = INT
-    elif float_failed.sum() <= tolerated:
-      types[c] = FLOAT
-    else:
-      types[c] = STRING
-  return types
-
-
-def types_from_schema(schema_path: str) -> dict[str, str]:
-  """Reads column types from a TFMD schema.pbtxt (INT, FLOAT, BYTES features)."""
-  from google.protobuf import text_format
-  from tensorflow_metadata.proto.v0 import schema_pb2
-
-  schema = schema_pb2.Schema()
-  with tf.io.gfile.GFile(schema_path) as f:
-    text_format.Parse(f.read(), schema)
-  kinds = {schema_pb2.INT: INT, schema_pb2.FLOAT: FLOAT, schema_pb2.BYTES: STRING}
-  return {f.name: kinds[f.type] for f in schema.feature if f.type in kinds}
+  io_lib.makedirs(os.path.dirname(path))
+  with io_lib.open_write(path) as f:
+    f.write(buf.getvalue().encode("utf-8"))
 
 
 def iter_quarantine_rows(paths: Sequence[str]) -> Iterator[dict]:
   """Yields the rows of several quarantine files."""
   for path in paths:
-    with tf.io.gfile.GFile(path) as f:
-      yield from csv.DictReader(f)
+    with io_lib.open_read(path) as f:
+      yield from csv.DictReader(io.StringIO(f.read().decode("utf-8"), newline=""))
+
+
+# --- Profiling ----------------------------------------------------------------------
+
+
+def _typed_value(cell: bytes, kind: str) -> Any:
+  if kind == INT:
+    return int(cell)
+  if kind == FLOAT:
+    return float(cell)
+  return cell.decode("utf-8")
+
+
+def profile_column(
+  paths: Sequence[str],
+  column: str,
+  delimiter: str = ",",
+  max_distinct: int = 1000,
+  block_size: int = 8 << 20,
+) -> ColumnProfile:
+  """Profiles one column of CSV files: its type, row and empty counts and distinct values.
+
+  Reads only that column (Arrow still tokenises the rows) on every core, with the
+  type rules of the ExampleGen, so a runner can tell a binary, multiclass or
+  regression label apart before it builds a pipeline. Files may be local or
+  remote, gzipped or not. Rows with the wrong number of fields are not counted,
+  and neither are cells that are not valid UTF-8 (the ExampleGen quarantines both).
+
+  Args:
+    paths: CSV files, each with a header.
+    column: Name of the column to profile.
+    delimiter: Field delimiter.
+    max_distinct: Most distinct values to keep; beyond it `truncated` is set.
+    block_size: Bytes per read block to start with.
+
+  Returns:
+    The profile.
+
+  Raises:
+    CsvInputError: if there are no files, or a file lacks the column.
+    ValueError: if max_distinct is negative.
+  """
+  if max_distinct < 0:
+    raise ValueError("max_distinct must be 0 or more.")
+  if not paths:
+    raise CsvInputError("no CSV files to profile; check the data root and the input pattern.")
+  kind = UNKNOWN
+  rows = empty = 0
+  cells: set[bytes] = set()
+  truncated = False
+  for path in paths:
+    names = read_header(path, delimiter)
+    if column not in names:
+      hint = delimiter_hint(names, delimiter)
+      fix = hint or f"pass one of {names} as the label key"
+      raise CsvInputError(f"column {column!r} is not in the header of {path}; {fix}.")
+    options = ConvertOptions(
+      column_types=dict.fromkeys(names, STRING), delimiter=delimiter, block_size=block_size
+    )
+    chunk = Chunk(path)
+    utf8, _ = scan_chunk(chunk)
+    for raw in iter_raw_batches(
+      chunk, names, options, utf8=utf8, include_columns=[column], use_threads=True
+    ):
+      values = raw.column(0)
+      if not utf8:
+        bad = _undecodable(values)
+        if bad.any():
+          values = values.filter(pa.array(~bad))
+      rows += len(values)
+      empty += values.null_count
+      text = values.cast(pa.string())
+      kind = _column_kind(text, kind)
+      if not truncated:
+        cells.update(pc.unique(values.drop_null()).to_pylist())
+        truncated = len(cells) > max_distinct
+        if truncated:
+          kept = len({_typed_value(c, kind) for c in cells}) if kind != STRING else len(cells)
+          cells = set()
+  if kind == UNKNOWN:
+    return ColumnProfile(column, None, rows, empty, (), False, 0)
+  if truncated:
+    return ColumnProfile(column, kind, rows, empty, (), True, kept)
+  typed = sorted({_typed_value(c, kind) for c in cells})
+  if len(typed) > max_distinct:
+    return ColumnProfile(column, kind, rows, empty, (), True, len(typed))
+  return ColumnProfile(column, kind, rows, empty, tuple(typed), False, len(typed))

@@ -1,0 +1,355 @@
+"""ExampleGen planning and bookkeeping: input files and spans, units of work, merged results."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from components.example_gen import csv_lib, io_lib
+
+QUARANTINE_DIR = "Quarantine"
+QUARANTINE_FILE = "bad_rows.csv"
+RESULTS_DIR = ".unit_results"
+MIN_CHUNK_BYTES = 4 << 20
+MAX_CHUNK_BYTES = 32 << 20
+# Below this much input, worker processes cost more to start than they save.
+PARALLEL_MIN_BYTES = 48 << 20
+
+SPAN_SPEC = "{SPAN"
+VERSION_SPEC = "{VERSION"
+DATE_SPECS = ("{YYYY}", "{MM}", "{DD}")
+
+
+def cpu_count() -> int:
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclasses.dataclass(frozen=True)
+class FilePlan:
+  """The input files of one execution.
+
+  Attributes:
+    files: (path, split) pairs; split is the input split a file belongs to when
+      the input config names the splits, else None (rows are hash-split).
+    spans: The spans whose files are read, ascending.
+  """
+
+  files: tuple[tuple[str, str | None], ...]
+  spans: tuple[int, ...]
+
+  @property
+  def paths(self) -> list[str]:
+    return [p for p, _ in self.files]
+
+
+def is_unresolved(pattern: str) -> bool:
+  """Whether an input pattern still holds a {SPAN}, {VERSION} or date placeholder."""
+  return SPAN_SPEC in pattern or VERSION_SPEC in pattern or any(d in pattern for d in DATE_SPECS)
+
+
+def window_patterns(unresolved: str, span: int, rolling: int) -> list[tuple[int, str]]:
+  """Patterns of the last `rolling` spans up to `span`, oldest first; [] without a window.
+
+  Args:
+    unresolved: The input pattern with its `{SPAN}` placeholder.
+    span: The newest span, as resolved by the driver.
+    rolling: How many spans to read, the newest included.
+  """
+  from tfx.components.example_gen import utils
+
+  if rolling <= 1 or utils.SPAN_SPEC not in unresolved:
+    return []
+  return [
+    (s, utils.get_pattern_for_span_version(unresolved, True, False, False, s, None))
+    for s in range(max(0, span - rolling + 1), span + 1)
+  ]
+
+
+def plan_files(
+  input_base: str,
+  splits: Sequence[tuple[str, str]],
+  hash_split: bool,
+  span: int = 0,
+  rolling: int = 1,
+  unresolved_pattern: str | None = None,
+) -> FilePlan:
+  """Lists the files to read.
+
+  Args:
+    input_base: Folder the patterns are relative to.
+    splits: (name, resolved pattern) of each input split.
+    hash_split: Whether the output config hash-splits one input split's rows.
+    span: The resolved span.
+    rolling: Spans to read with a `{SPAN}` pattern, the newest included.
+    unresolved_pattern: The pattern before span resolution, for the window.
+
+  Returns:
+    The files and spans.
+
+  Raises:
+    CsvInputError: if a pattern matches no file.
+  """
+  if hash_split:
+    name, pattern = splits[0]
+    patterns = window_patterns(unresolved_pattern or "", span, rolling) or [(span, pattern)]
+    files: list[tuple[str, str | None]] = []
+    spans = set()
+    for s, p in patterns:
+      found = io_lib.glob(os.path.join(input_base, p))
+      if found:
+        spans.add(s)
+      files.extend((f, None) for f in found)
+    if not files:
+      raise csv_lib.CsvInputError(
+        f"no CSV file matches {pattern!r} under {input_base}; "
+        "check the data root and the input pattern."
+      )
+    return FilePlan(tuple(files), tuple(sorted(spans)))
+  files = []
+  for name, pattern in splits:
+    found = io_lib.glob(os.path.join(input_base, pattern))
+    if not found:
+      raise csv_lib.CsvInputError(
+        f"no CSV file matches {pattern!r} for split {name!r} under {input_base}; "
+        "check the input config."
+      )
+    files.extend((f, name) for f in found)
+  return FilePlan(tuple(files), (span,))
+
+
+def chunk_target(total_bytes: int, cpus: int) -> int:
+  """Chunk size that gives about four units per core, within fixed bounds."""
+  return min(MAX_CHUNK_BYTES, max(MIN_CHUNK_BYTES, total_bytes // (4 * cpus)))
+
+
+def plan_units(files: Sequence[tuple[str, str | None]], cpus: int) -> list[csv_lib.Unit]:
+  """Cuts the input files into units of work (see `csv_lib.plan_chunks`).
+
+  Args:
+    files: (path, fixed split or None) pairs.
+    cpus: Cores to keep busy.
+
+  Returns:
+    Units, numbered in file order.
+  """
+  total = sum(io_lib.size(path) for path, _ in files)
+  target = chunk_target(total, cpus)
+  units: list[csv_lib.Unit] = []
+  for path, fixed in files:
+    for chunk in csv_lib.plan_chunks(path, target):
+      units.append(csv_lib.Unit(len(units), chunk, fixed))
+  return units
+
+
+def direct_runner_args(args: Sequence[str], num_units: int, total_bytes: int) -> list[str]:
+  """Lets Beam's DirectRunner convert units on every core, unless told otherwise.
+
+  Only when no other runner and no DirectRunner mode was chosen, and when there
+  are several units and enough bytes: worker processes take a second or two to
+  start.
+  """
+  args = list(args)
+  joined = " ".join(args)
+  if num_units < 2 or total_bytes < PARALLEL_MIN_BYTES:
+    return args
+  if ("--runner" in joined and "DirectRunner" not in joined) or "direct_running_mode" in joined:
+    return args
+  workers = min(cpu_count(), num_units)
+  if workers < 2:
+    return args
+  return [*args, "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+
+
+def check_columns(
+  path: str,
+  names: Sequence[str],
+  delimiter: str,
+  label_key: str | None = None,
+  partition_column: str | None = None,
+) -> None:
+  """Checks that the columns the options name are in the header.
+
+  Raises:
+    CsvInputError: naming the fix (another column, or --delimiter when the
+      header looks delimited by something else).
+  """
+  hint = csv_lib.delimiter_hint(names, delimiter)
+  if label_key and label_key not in names:
+    fix = hint or f"pass one of {sorted(names)} as the label key"
+    raise csv_lib.CsvInputError(
+      f"label column {label_key!r} is not in the header of {path}; {fix}."
+    )
+  if partition_column and partition_column not in names:
+    fix = hint or f"use one of {sorted(names)}"
+    raise csv_lib.CsvInputError(
+      f"partition_feature_name {partition_column!r} is not a column of {path}; {fix}."
+    )
+
+
+def column_types(
+  paths: Sequence[str],
+  names: Sequence[str],
+  delimiter: str,
+  label_key: str | None = None,
+  schema_path: str | None = None,
+  block_size: int = 8 << 20,
+) -> dict[str, str]:
+  """Column types from a schema when given, else inferred from the whole input.
+
+  Raises:
+    CsvInputError: if the schema lacks a column.
+  """
+  if schema_path:
+    from_schema = csv_lib.types_from_schema(schema_path)
+    missing = [c for c in names if c not in from_schema]
+    if missing:
+      raise csv_lib.CsvInputError(
+        f"schema {schema_path} has no type for columns {missing}; add them to the schema."
+      )
+    return {c: from_schema[c] for c in names}
+  return csv_lib.infer_column_types(paths, delimiter, label_key, block_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+  """The merged result of every unit.
+
+  Attributes:
+    rows: Data rows read.
+    bad_rows: Rows quarantined.
+    rows_per_split: Examples written per split.
+    quarantine_uri: The merged bad-row file, or "" when every row was good.
+  """
+
+  rows: int
+  bad_rows: int
+  rows_per_split: dict[str, int]
+  quarantine_uri: str
+
+
+def offset_line_numbers(results: Sequence[csv_lib.UnitResult], rows: list[dict]) -> list[dict]:
+  """Makes chunk-relative line numbers absolute, given every chunk's result."""
+  offsets: dict[tuple[str, int], int] = {}
+  for path in {r.file for r in results}:
+    # Chunks start after the header line; a whole-file unit counts it itself.
+    total = 1 if any(r.lines for r in results if r.file == path) else 0
+    for r in sorted((r for r in results if r.file == path), key=lambda r: r.chunk):
+      offsets[(path, r.chunk)] = total
+      total += r.lines
+  for row in rows:
+    row["line"] = int(row["line"]) + offsets.get((row["file"], int(row.get("chunk", 0))), 0)
+  return rows
+
+
+def read_results(results_dir: str) -> list[csv_lib.UnitResult]:
+  """Reads the JSON lines the units wrote, then deletes them."""
+  results = []
+  for path in io_lib.glob(os.path.join(results_dir, "*")):
+    with io_lib.open_read(path) as f:
+      lines = f.read().decode("utf-8").splitlines()
+    results.extend(csv_lib.UnitResult.from_json(line) for line in lines if line.strip())
+  io_lib.rmtree(results_dir)
+  return results
+
+
+def merge_results(
+  results: Sequence[csv_lib.UnitResult],
+  split_names: Sequence[str],
+  max_bad_row_fraction: float,
+  examples_uri: str,
+) -> Outcome:
+  """Adds up the units' results, merges their bad rows, and checks the outcome.
+
+  The bad rows of a run that fails are kept beside the output folder, since the
+  launcher deletes a failed execution's output.
+
+  Args:
+    results: Every unit's result.
+    split_names: Output split names.
+    max_bad_row_fraction: Largest share of bad rows tolerated.
+    examples_uri: The Examples artifact's folder.
+
+  Returns:
+    Counts and the quarantine file.
+
+  Raises:
+    CsvInputError: for a unit's user error, no data rows, too many bad rows,
+      or a split left empty.
+  """
+  errors = sorted((r.file, r.chunk, r.error) for r in results if r.error)
+  if errors:
+    raise csv_lib.CsvInputError(errors[0][2])
+  rows = sum(r.rows_read for r in results)
+  bad = sum(r.bad_rows for r in results)
+  per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
+  failing = rows == 0 or bad / rows > max_bad_row_fraction
+  quarantine_uri = ""
+  parts = sorted(r.quarantine_file for r in results if r.quarantine_file)
+  if parts:
+    quarantine_uri = (
+      examples_uri.rstrip("/") + ".quarantine.csv"
+      if failing
+      else os.path.join(examples_uri, QUARANTINE_DIR, QUARANTINE_FILE)
+    )
+    merged = offset_line_numbers(results, list(csv_lib.iter_quarantine_rows(parts)))
+    merged.sort(key=lambda r: (r["file"], r["line"]))
+    csv_lib.write_quarantine(quarantine_uri, merged)
+    for p in parts:
+      io_lib.remove(p)
+  if rows == 0:
+    raise csv_lib.CsvInputError(
+      f"the input has a header but no data rows ({', '.join(r.file for r in results)}); "
+      "add rows or point the data root at the right files."
+    )
+  if failing:
+    raise csv_lib.CsvInputError(
+      f"{bad} of {rows} rows ({bad / rows:.2%}) are malformed, more than the allowed "
+      f"{max_bad_row_fraction:.2%}; see {quarantine_uri} and fix those rows or raise the "
+      "bad-row fraction."
+    )
+  for split, n in per_split.items():
+    if n == 0:
+      raise csv_lib.CsvInputError(
+        f"split {split!r} received no rows from {rows - bad} good rows; add data or change "
+        "the split ratio."
+      )
+  return Outcome(rows, bad, per_split, quarantine_uri)
+
+
+def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | None:
+  """Resolves span, version and fingerprint where no ExampleGen driver ran.
+
+  Open-source Kubeflow runs the executor alone, so the input pattern still
+  holds `{SPAN}`. This runs TFX's own FileBasedDriver resolution, which picks
+  the latest span (and version) and fingerprints its files.
+
+  Args:
+    exec_properties: The execution properties the executor received.
+
+  Returns:
+    Updated execution properties (resolved input config, span, version,
+    input_fingerprint), or None when a driver already resolved them.
+  """
+  from tfx.components.example_gen import driver, utils
+  from tfx.proto import example_gen_pb2
+  from tfx.types import standard_component_specs
+  from tfx.utils import proto_utils
+
+  input_config = example_gen_pb2.Input()
+  proto_utils.json_to_proto(
+    exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+  )
+  unresolved = any(is_unresolved(s.pattern) for s in input_config.splits)
+  if not unresolved and exec_properties.get(utils.SPAN_PROPERTY_NAME) is not None:
+    return None
+  props = dict(exec_properties)
+  try:
+    return driver.FileBasedDriver(None).resolve_exec_properties(props, None, None)
+  except ValueError as e:
+    raise csv_lib.CsvInputError(
+      f"cannot resolve the span of {input_config.splits[0].pattern!r} under "
+      f"{exec_properties.get(standard_component_specs.INPUT_BASE_KEY)} ({e}); "
+      "check the data root and the {SPAN} folders."
+    ) from None

@@ -1,0 +1,196 @@
+"""File access without TensorFlow: local or Beam filesystems, gzip and TFRecord writing."""
+
+from __future__ import annotations
+
+import contextlib
+import glob as glob_lib
+import os
+import shutil
+import struct
+import zlib
+from typing import BinaryIO
+
+try:
+  from google_crc32c import value as _crc32c
+except ImportError:  # pragma: no cover - google-crc32c comes with apache-beam[gcp]
+  from apache_beam.io.tfrecordio import _default_crc32c_fn as _crc32c
+
+GZIP_MAGIC = b"\x1f\x8b"
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_CRC_MASK_DELTA = 0xA282EAD8
+
+# Conversion workers import this module instead of TensorFlow, which would cost each
+# worker process about half a gigabyte. Local paths use the os module; remote ones
+# (gs://, s3://, hdfs://) Beam's filesystems, and only schemes Beam does not know
+# fall back to tf.io.gfile.
+
+
+def is_remote(path: str) -> bool:
+  return "://" in path
+
+
+def _beam_fs(path: str):
+  from apache_beam.io.filesystems import FileSystems
+
+  try:
+    FileSystems.get_filesystem(path)
+  except ValueError:
+    return None
+  return FileSystems
+
+
+def _gfile():
+  import tensorflow as tf
+
+  return tf.io.gfile
+
+
+def open_read(path: str) -> BinaryIO:
+  """Opens a file for reading bytes, as stored (no decompression)."""
+  if not is_remote(path):
+    return open(path, "rb")
+  fs = _beam_fs(path)
+  if fs is not None:
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return fs.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+  return _gfile().GFile(path, "rb")
+
+
+def open_write(path: str) -> BinaryIO:
+  """Creates (or truncates) a file for writing bytes; local parent folders are made."""
+  if not is_remote(path):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "wb")
+  fs = _beam_fs(path)
+  if fs is not None:
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return fs.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+  return _gfile().GFile(path, "wb")
+
+
+def size(path: str) -> int:
+  """Size of a file in bytes."""
+  if not is_remote(path):
+    return os.path.getsize(path)
+  fs = _beam_fs(path)
+  if fs is not None:
+    return fs.match([path])[0].metadata_list[0].size_in_bytes
+  return _gfile().stat(path).length
+
+
+def glob(pattern: str) -> list[str]:
+  """Sorted files (not folders) matching a glob pattern."""
+  if not is_remote(pattern):
+    return sorted(p for p in glob_lib.glob(pattern) if os.path.isfile(p))
+  fs = _beam_fs(pattern)
+  if fs is not None:
+    found = fs.match([pattern])[0].metadata_list
+    return sorted(m.path for m in found if not m.path.endswith("/"))
+  return sorted(_gfile().glob(pattern))
+
+
+def makedirs(path: str) -> None:
+  if not is_remote(path):
+    os.makedirs(path, exist_ok=True)
+    return
+  fs = _beam_fs(path)
+  if fs is None:
+    _gfile().makedirs(path)
+    return
+  # It may exist already; object stores have no folders to make.
+  with contextlib.suppress(OSError):
+    fs.mkdirs(path)
+
+
+def rename(src: str, dst: str) -> None:
+  """Moves a file, replacing `dst` if it exists."""
+  if not is_remote(src):
+    os.replace(src, dst)
+    return
+  fs = _beam_fs(src)
+  if fs is None:
+    _gfile().rename(src, dst, overwrite=True)
+    return
+  if fs.exists(dst):
+    fs.delete([dst])
+  fs.rename([src], [dst])
+
+
+def remove(path: str) -> None:
+  if not is_remote(path):
+    os.remove(path)
+    return
+  fs = _beam_fs(path)
+  if fs is None:
+    _gfile().remove(path)
+  else:
+    fs.delete([path])
+
+
+def rmtree(path: str) -> None:
+  """Deletes a folder and everything under it."""
+  if not is_remote(path):
+    shutil.rmtree(path, ignore_errors=True)
+    return
+  fs = _beam_fs(path)
+  if fs is None:
+    _gfile().rmtree(path)
+  else:
+    fs.delete([path.rstrip("/") + "/"])
+
+
+def is_gzip(path: str) -> bool:
+  """Whether a file starts with the gzip magic bytes, whatever its name."""
+  with open_read(path) as f:
+    return f.read(2) == GZIP_MAGIC
+
+
+def _masked_crc(data: bytes) -> int:
+  crc = _crc32c(data)
+  return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame_records(records) -> bytes:
+  """Frames serialized records as TFRecords: length, its masked CRC32C, data, its CRC."""
+  parts = []
+  append = parts.append
+  for record in records:
+    length = _LENGTH.pack(len(record))
+    append(length)
+    append(_CRC.pack(_masked_crc(length)))
+    append(record)
+    append(_CRC.pack(_masked_crc(record)))
+  return b"".join(parts)
+
+
+class GzipTFRecordWriter:
+  """Writes one gzipped TFRecord file, readable by tf.data and TFX (`FORMAT_TFRECORDS_GZIP`).
+
+  Args:
+    path: Output file, local or remote.
+    level: zlib compression level, 1 (fastest) to 9 (smallest).
+  """
+
+  def __init__(self, path: str, level: int = 1):
+    self._file = open_write(path)
+    # wbits 16 + 15: a gzip member, as TensorFlow's GZIP record writer makes.
+    self._zip = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    self.count = 0
+
+  def write_many(self, records) -> None:
+    """Appends serialized records."""
+    framed = frame_records(records)
+    self.count += len(records)
+    self._file.write(self._zip.compress(framed))
+
+  def close(self) -> None:
+    if self._file is None:
+      return
+    try:
+      self._file.write(self._zip.flush())
+    finally:
+      self._file.close()
+      self._file = None
