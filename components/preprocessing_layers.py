@@ -2,9 +2,8 @@
 
 They are registered with Keras, so `tf.keras.models.load_model` rebuilds a saved model as the
 same functional model (which pruning, quantization and conversion need) once this module is
-imported. Their ops are chosen to convert: comparisons, `where` and arithmetic are TFLite
-builtins and ONNX standard ops, and text is matched against the vocabulary by equality
-instead of a hash table.
+imported. Their ops are chosen to convert: comparisons, `where`, arithmetic, a static hash
+table and one_hot are TFLite builtins, and tf2onnx maps them to ONNX (and ONNX-ML) ops.
 """
 
 from __future__ import annotations
@@ -77,7 +76,9 @@ class CategoryOneHot(tf.keras.layers.Layer):
 
   Input: tf.string [batch, 1]. Output: float32 [batch, V + 1 (+ 1)]: one column per
   vocabulary entry, one for any other value, and, when `missing_slot` is set, one for a missing
-  value (the empty string).
+  value (the empty string). The lookup is a static hash table, which TFLite runs with builtin
+  ops (HASHTABLE_FIND) and tf2onnx turns into ONNX-ML's CategoryMapper; the one-hot is an
+  integer equality, which quantizes exactly.
   """
 
   def __init__(self, vocabulary: Sequence[str], missing_slot: bool = False, **kwargs):
@@ -85,23 +86,30 @@ class CategoryOneHot(tf.keras.layers.Layer):
     super().__init__(**kwargs)
     self.vocabulary = [str(v) for v in vocabulary]
     self.missing_slot = bool(missing_slot)
+    keys = self.vocabulary + ([""] if self.missing_slot else [])
+    self._other = len(self.vocabulary)
+    self._depth = len(self.vocabulary) + 1 + int(self.missing_slot)
+    self._table = None
+    if keys:
+      values = [*range(len(self.vocabulary)), *([self._other + 1] if self.missing_slot else [])]
+      self._table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+          tf.constant(keys, tf.string), tf.constant(values, tf.int64)
+        ),
+        default_value=self._other,
+      )
 
   def call(self, inputs):
-    hits = []
-    if self.vocabulary:
-      vocab = tf.constant(self.vocabulary, dtype=tf.string)
-      hits.append(tf.cast(tf.equal(inputs, vocab), tf.float32))
-    missing = tf.cast(tf.equal(inputs, ""), tf.float32) if self.missing_slot else None
-    known = tf.reduce_sum(hits[0], axis=1, keepdims=True) if hits else tf.zeros_like(
-      tf.cast(tf.equal(inputs, ""), tf.float32)
-    )
-    other = 1.0 - known - (missing if missing is not None else 0.0)
-    columns = [*hits, other] + ([missing] if missing is not None else [])
-    return tf.concat(columns, axis=1)
+    text = tf.reshape(inputs, [-1, 1])
+    if self._table is None:
+      return tf.ones([tf.shape(text)[0], 1], tf.float32)
+    # Equality against a range instead of tf.one_hot: TFLite's int8 ONE_HOT quantizes its on
+    # and off values with different parameters (the off value reads back as 0.5).
+    index = self._table.lookup(text)
+    return tf.cast(tf.equal(index, tf.range(self._depth, dtype=tf.int64)), tf.float32)
 
   def compute_output_shape(self, input_shape):
-    width = len(self.vocabulary) + 1 + int(self.missing_slot)
-    return tf.TensorShape([input_shape[0], width])
+    return tf.TensorShape([input_shape[0], self._depth])
 
   def get_config(self):
     return {

@@ -38,10 +38,15 @@ def _rows(inputs: Inputs) -> int:
 def representative_dataset(inputs: Inputs, rows: int) -> RepresentativeDataset:
   """A TFLite representative dataset: up to `rows` single-row dicts keyed by input name."""
   count = min(rows, _rows(inputs))
+  # Text must be numpy bytes (dtype 'S'): given Python objects, the calibration silently
+  # treats every value as out of vocabulary.
+  sample = {
+    k: (v[:count].astype(bytes) if v.dtype == object else v[:count]) for k, v in inputs.items()
+  }
 
   def generate() -> Iterator[dict[str, np.ndarray]]:
     for i in range(count):
-      yield {k: v[i : i + 1] for k, v in inputs.items()}
+      yield {k: v[i : i + 1] for k, v in sample.items()}
 
   return generate
 
@@ -51,27 +56,45 @@ def _flex_needed(error: Exception) -> bool:
   return "ERROR_NEEDS_FLEX_OPS" in text or "neither a custom op nor a flex op" in text
 
 
+# Elementwise ops of preprocessing (normalization, imputation, clipping). Full-integer
+# quantization keeps them in float: columns on different scales cannot share one int8 scale
+# (a raw income and a raw ratio would lose all precision in one input tensor), so the model
+# quantizes after its own normalization, where every column spans the same range.
+FLOAT_OPS_IN_INT8 = ("SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SELECT_V2", "NOT_EQUAL")
+
+
+def _converter(model, mode, ops, representative):
+  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+  if mode != FLOAT32:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  if mode == FLOAT16:
+    converter.target_spec.supported_types = [tf.float16]
+  if mode == INT8:
+    converter.representative_dataset = representative
+  converter.target_spec.supported_ops = list(ops)
+  return converter
+
+
 def to_tflite(
   model: tf.keras.Model,
   mode: str,
   representative: RepresentativeDataset | None = None,
-  integer_io: bool = True,
 ) -> tuple[bytes, dict[str, Any]]:
   """Converts a Keras model to a TFLite flatbuffer, with builtin ops where possible.
 
   SELECT_TF_OPS (TensorFlow ops run by the Flex delegate) are added only when the converter
-  reports an op with no builtin; full-integer int8 falls back to keeping float ops, and float
-  inputs and outputs, where an op has no int8 kernel.
+  reports an op with no builtin. INT8 quantizes weights and activations to int8 except the
+  elementwise preprocessing ops (FLOAT_OPS_IN_INT8), through TFLite's selective quantization
+  (QuantizationDebugger with denylisted ops); inputs and outputs stay float.
 
   Args:
     model: the Keras model (plain, stripped-pruned or quantization-aware).
     mode: one of TFLITE_MODES.
     representative: calibration data; required for INT8.
-    integer_io: for INT8, try int8 numeric inputs and outputs first (False when a numeric
-      input must carry NaN for a missing value).
 
   Returns:
-    (the .tflite file contents, details: op sets used, whether Select TF ops were needed).
+    (the .tflite file contents, details: op sets used, whether Select TF ops were needed and,
+    for INT8, which ops stayed float).
 
   Raises:
     ValueError: for an unknown mode or INT8 without representative data.
@@ -85,40 +108,30 @@ def to_tflite(
     tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
     tf.lite.OpsSet.SELECT_TF_OPS,
   )
-  if mode == INT8:
-    attempts = [((int8,), True)] if integer_io else []
-    attempts += [((int8, builtins), False), ((int8, builtins, select), False)]
-  else:
-    attempts = [((builtins,), False), ((builtins, select), False)]
+  base = (int8, builtins) if mode == INT8 else (builtins,)
   last_error: Exception | None = None
-  for ops, io in attempts:
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if mode != FLOAT32:
-      converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if mode == FLOAT16:
-      converter.target_spec.supported_types = [tf.float16]
-    if mode == INT8:
-      converter.representative_dataset = representative
-    converter.target_spec.supported_ops = list(ops)
-    if io:
-      converter.inference_input_type = tf.int8
-      converter.inference_output_type = tf.int8
+  for ops in (base, (*base, select)):
+    details = {"tflite_mode": mode, "op_sets": [o.name for o in ops], "select_tf_ops": select in ops}
     try:
-      content = converter.convert()
+      if mode == INT8:
+        options = tf.lite.experimental.QuantizationDebugOptions(
+          denylisted_ops=list(FLOAT_OPS_IN_INT8)
+        )
+        debugger = tf.lite.experimental.QuantizationDebugger(
+          converter=_converter(model, mode, ops, representative),
+          debug_dataset=representative,
+          debug_options=options,
+        )
+        content = debugger.get_nondebug_quantized_model()
+        details["float_ops"] = list(FLOAT_OPS_IN_INT8)
+      else:
+        content = _converter(model, mode, ops, representative).convert()
     except Exception as error:  # The converter raises its own ConverterError types.
       last_error = error
-      if mode != INT8 and not _flex_needed(error):
+      if not _flex_needed(error):
         raise
-      logging.info("TFLite %s with %s failed (%s); trying the next op set.", mode, ops, error)
+      logging.info("TFLite %s with %s needs more ops (%s); adding Select TF ops.", mode, ops, error)
       continue
-    details = {
-      "tflite_mode": mode,
-      "op_sets": [o.name for o in ops],
-      "select_tf_ops": select in ops,
-    }
-    if mode == INT8:
-      details["integer_io"] = io
-      details["float_fallback"] = builtins in ops
     return content, details
   raise last_error if last_error else RuntimeError("no TFLite conversion attempted")
 

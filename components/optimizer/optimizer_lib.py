@@ -74,6 +74,7 @@ class OptimizerConfig:
     latency_runs: timed batch-1 predictions per variant.
     warmup_runs: untimed batch-1 predictions before timing.
     fine_tune_epochs: epochs of distillation for pruning and QAT.
+    min_fine_tune_steps: at least this many distillation steps (more epochs on small data).
     fine_tune_batch_size: batch size of that fine-tuning.
     fine_tune_learning_rate: Adam learning rate of that fine-tuning.
     representative_rows: train rows used to calibrate int8 conversions.
@@ -91,6 +92,7 @@ class OptimizerConfig:
   latency_runs: int = 200
   warmup_runs: int = 20
   fine_tune_epochs: int = 8
+  min_fine_tune_steps: int = 300
   fine_tune_batch_size: int = 64
   fine_tune_learning_rate: float = 1e-3
   representative_rows: int = 200
@@ -380,13 +382,6 @@ def _host() -> dict:
   return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "tensorflow": tf.__version__}
 
 
-def _integer_io_ok(inputs: runtimes.Inputs) -> bool:
-  """int8 inputs cannot carry NaN, so a float input with missing values needs float io."""
-  return not any(
-    np.issubdtype(v.dtype, np.floating) and np.isnan(v).any() for v in inputs.values()
-  )
-
-
 def optimize(
   model,
   train_inputs: runtimes.Inputs,
@@ -457,7 +452,6 @@ def optimize(
       train_targets=train_targets,
       eval_inputs=eval_inputs,
       baseline_eval_outputs=baseline_outputs,
-      integer_io=_integer_io_ok(train_inputs) and _integer_io_ok(eval_inputs),
       config=config,
       scratch_dir=scratch_dir,
     )

@@ -196,6 +196,10 @@ class TFLiteRuntime(Runtime):
     gc.collect()
 
 
+def _text(value) -> str:
+  return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 class OnnxRuntime(Runtime):
   """An .onnx model run by onnxruntime on the CPU execution provider."""
 
@@ -215,10 +219,13 @@ class OnnxRuntime(Runtime):
     feed = {}
     for i in self._inputs:
       value = np.asarray(batch[i.name])
-      feed[i.name] = (
-        value.astype(object) if i.type == "tensor(string)" else _as_feed(value, np.float32)
-        if i.type == "tensor(float)" else value
-      )
+      if i.type == "tensor(string)":
+        # onnxruntime takes Python str; TensorFlow and TFLite take bytes.
+        feed[i.name] = np.vectorize(_text, otypes=[object])(value)
+      elif i.type == "tensor(float)":
+        feed[i.name] = _as_feed(value, np.float32)
+      else:
+        feed[i.name] = value
     return self._session.run(None, feed)[0].astype(np.float32)
 
   def signature(self) -> dict[str, Any]:

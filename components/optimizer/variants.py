@@ -57,7 +57,6 @@ class ConversionContext:
     train_targets: the baseline's outputs on the train sample (distillation targets).
     eval_inputs: eval rows, input name -> array.
     baseline_eval_outputs: the baseline's outputs on the eval rows.
-    integer_io: whether int8 variants may take int8 numeric inputs (no input carries NaN).
     config: the OptimizerConfig.
     scratch_dir: a temporary folder for shared intermediate files.
   """
@@ -70,7 +69,6 @@ class ConversionContext:
     train_targets: np.ndarray,
     eval_inputs: runtimes.Inputs,
     baseline_eval_outputs: np.ndarray,
-    integer_io: bool,
     config: Any,
     scratch_dir: str,
   ):
@@ -79,7 +77,6 @@ class ConversionContext:
     self.train_targets = train_targets
     self.eval_inputs = eval_inputs
     self.baseline_eval_outputs = baseline_eval_outputs
-    self.integer_io = integer_io
     self.config = config
     self.scratch_dir = scratch_dir
     self._pruned = None
@@ -96,9 +93,12 @@ class ConversionContext:
     return conversions.representative_dataset(self.train_inputs, self.config.representative_rows)
 
   def fine_tune_kwargs(self) -> dict[str, Any]:
+    """Distillation settings; small samples get more epochs so every run has enough steps."""
     cfg = self.config
+    rows = len(next(iter(self.train_inputs.values())))
+    steps_per_epoch = max(1, -(-rows // cfg.fine_tune_batch_size))
     return {
-      "epochs": cfg.fine_tune_epochs,
+      "epochs": max(cfg.fine_tune_epochs, -(-cfg.min_fine_tune_steps // steps_per_epoch)),
       "batch_size": cfg.fine_tune_batch_size,
       "learning_rate": cfg.fine_tune_learning_rate,
       "seed": cfg.seed,
@@ -203,13 +203,31 @@ class _TFLiteVariant(Variant):
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
     model, details = self.keras_model(context)
     representative = context.representative_dataset() if self.mode == conversions.INT8 else None
-    content, conversion = conversions.to_tflite(
-      model, self.mode, representative, integer_io=context.integer_io
-    )
+    if self.mode == conversions.FLOAT16:
+      _check_float16_range(model)
+    content, conversion = conversions.to_tflite(model, self.mode, representative)
     return Conversion([_write(out_dir, "model.tflite", content)], {**conversion, **details})
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
     return runtimes.TFLiteRuntime(os.path.join(out_dir, conversion.model_files[0]))
+
+
+FLOAT16_MAX = 65504.0
+
+
+def _check_float16_range(model: tf.keras.Model) -> None:
+  """Refuses a model whose constants overflow float16 (they would become infinity)."""
+  for layer in model.layers:
+    values = [np.asarray(w) for w in layer.get_weights()]
+    config = layer.get_config()
+    values += [np.asarray(config[k], dtype=np.float64) for k in ("mean", "std") if k in config]
+    for value in values:
+      if value.dtype.kind == "f" and value.size and np.nanmax(np.abs(value)) > FLOAT16_MAX:
+        raise ValueError(
+          f"layer {layer.name!r} holds values up to {np.nanmax(np.abs(value)):.3g}, beyond "
+          f"float16's {FLOAT16_MAX:g}; float16 would turn them into infinity. Serve the float32 "
+          "or dynamic-range variant, or rescale that column before training."
+        )
 
 
 @register
