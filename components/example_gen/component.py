@@ -41,7 +41,7 @@ class CsvExampleGen(FileBasedExampleGen):
     allow_non_finite: bool = False,
     schema_path: str | None = None,
     delimiter: str = ",",
-    block_size: int = 8 << 20,
+    block_size: int = 1 << 20,
     rolling_spans: int = 1,
   ):
     """Wires the component.
@@ -71,7 +71,7 @@ class CsvExampleGen(FileBasedExampleGen):
     if rolling_spans < 1:
       raise ValueError("rolling_spans must be 1 or more (1 reads only the newest span).")
     if block_size < 1024:
-      raise ValueError("block_size must be at least 1024 bytes; the default is 8 MiB.")
+      raise ValueError("block_size must be at least 1024 bytes; the default is 1 MiB.")
     input_config = input_config or utils.make_default_input_config()
     if rolling_spans > 1 and utils.SPAN_SPEC not in input_config.splits[0].pattern:
       raise ValueError("rolling_spans needs an input pattern with {SPAN}, e.g. 'span-{SPAN}/*'.")

@@ -56,6 +56,8 @@ _REPLACEMENT = "\ufffd".encode()
 _UNDECODABLE = 0xFF
 # A row longer than the read block makes Arrow stop; the block then grows, up to this.
 _MAX_BLOCK_BYTES = 1 << 30
+# Rows per batch, hence memory, follow the block size; 1 MiB costs no measurable speed.
+DEFAULT_BLOCK_BYTES = 1 << 20
 _BLOCK_GROWTH = 4
 _LIKELY_DELIMITERS = {";": "';'", "\t": "'\\t'", "|": "'|'", ",": "','"}
 
@@ -100,7 +102,7 @@ class ConvertOptions:
   label_key: str | None = None
   allow_non_finite: bool = False
   delimiter: str = ","
-  block_size: int = 8 << 20
+  block_size: int = DEFAULT_BLOCK_BYTES
   compression_level: int = 1
 
 
@@ -632,7 +634,7 @@ def infer_column_types(
   paths: Sequence[str],
   delimiter: str = ",",
   label_key: str | None = None,
-  block_size: int = 8 << 20,
+  block_size: int = DEFAULT_BLOCK_BYTES,
 ) -> dict[str, str]:
   """Infers every column's type from the whole input, by stock CsvExampleGen's rules.
 
@@ -1006,7 +1008,7 @@ def profile_column(
   column: str,
   delimiter: str = ",",
   max_distinct: int = 1000,
-  block_size: int = 8 << 20,
+  block_size: int = DEFAULT_BLOCK_BYTES,
 ) -> ColumnProfile:
   """Profiles one column of CSV files: its type, row and empty counts and distinct values.
 

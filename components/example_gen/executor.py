@@ -87,7 +87,7 @@ class Executor(BaseExampleGenExecutor):
     delimiter = exec_properties.get(DELIMITER_KEY) or ","
     label_key = exec_properties.get(LABEL_KEY_KEY) or None
     partition = split_config.partition_feature_name or None
-    block_size = int(exec_properties.get(BLOCK_SIZE_KEY) or 8 << 20)
+    block_size = int(exec_properties.get(BLOCK_SIZE_KEY) or csv_lib.DEFAULT_BLOCK_BYTES)
 
     plan = example_gen_lib.plan_files(
       input_base,

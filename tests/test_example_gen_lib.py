@@ -1,0 +1,405 @@
+"""ExampleGen libraries on their own: type rules, parsing, profiling, planning and merging."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import pathlib
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+from tfx_bsl.coders import csv_decoder
+
+from components.example_gen import csv_lib, example_gen_lib, io_lib
+from tests.example_gen_utils import BEYOND_INT64, LATE_LINE, write_messy_csv
+
+_STOCK_KIND = {
+  csv_decoder.ColumnType.UNKNOWN: csv_lib.UNKNOWN,
+  csv_decoder.ColumnType.INT: csv_lib.INT,
+  csv_decoder.ColumnType.FLOAT: csv_lib.FLOAT,
+  csv_decoder.ColumnType.STRING: csv_lib.STRING,
+}
+_RANK = [csv_lib.UNKNOWN, csv_lib.INT, csv_lib.FLOAT, csv_lib.STRING]
+EDGE_CELLS = [
+  "12", " 12", "12 ", "\t8\n", "+5", "-5", "-0", "007", "1_000", "1__0", "_1", "1e5", "1E3",
+  "1e+5", "1e-5", "1.5e3", "1.5", ".5", "5.", ".", "1e", "e5", "nan", "NaN", "-nan", "+nan",
+  "nan(1)", "inf", "-inf", "+inf", "Infinity", "inFinity", "0x10", "0X1f", "0b1", "0o7",
+  "1.5_0", "1,5", "1.2.3", "+", "-", "9223372036854775807", "-9223372036854775808",
+  BEYOND_INT64, "-9223372036854775809", "99999999999999999999", "0" * 30 + "5", "9" * 5000,
+  "0" * 4400 + "1", "1e999", "3.4028236e38", "abc", "true", "\u0661", "1\x00",
+]  # fmt: skip
+
+
+def _stock_kind(cell: str) -> str:
+  return _STOCK_KIND[csv_decoder._InferValueType(cell.encode())]
+
+
+def _write(path, text: str | bytes, compress: bool = False):
+  data = text.encode() if isinstance(text, str) else text
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(gzip.compress(data) if compress else data)
+  return str(path)
+
+
+def _column_csv(tmp_path, cells, name="c.csv"):
+  body = "".join(f'"{c}",1\n' if c else ",1\n" for c in cells)
+  return _write(tmp_path / name, "c,other\n" + body)
+
+
+class TestTypeRules:
+  @pytest.mark.parametrize("cell", EDGE_CELLS)
+  def test_one_cell_is_typed_as_stock_types_it(self, cell):
+    assert csv_lib.infer_value_kind(cell.encode()) == _stock_kind(cell)
+
+  @pytest.mark.parametrize("cell", EDGE_CELLS)
+  def test_a_column_of_one_edge_cell_among_ints_is_typed_as_stock(self, tmp_path, cell):
+    """The Arrow fast path must never disagree with Python on any of these."""
+    cells = ["1", "22", "-3", cell, "4"]
+    expected = max((_stock_kind(c) for c in cells), key=_RANK.index)
+    assert csv_lib.infer_column_types([_column_csv(tmp_path, cells)])["c"] == expected
+    alone = csv_lib.infer_column_types([_column_csv(tmp_path, [cell, cell], "alone.csv")])
+    assert alone["c"] == _stock_kind(cell)
+
+  def test_random_columns_are_typed_as_stock(self, tmp_path):
+    rng = random.Random(3)
+    alphabet = "0123456789+-.eExXnaifINFty_ ("
+    for trial in range(200):
+      cells = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+        for _ in range(rng.randint(1, 8))
+      ]
+      cells = [c.strip() and c for c in cells]  # Whitespace-only cells: see the edge list.
+      expected = max((_stock_kind(c) for c in cells), key=_RANK.index)
+      path = _column_csv(tmp_path, cells, f"r{trial}.csv")
+      assert csv_lib.infer_column_types([path])["c"] == expected, cells
+
+  def test_whole_input_counts_not_a_sample(self, tmp_path):
+    path = tmp_path / "m.csv"
+    write_messy_csv(path)
+    types = csv_lib.infer_column_types([str(path)])
+    assert types == {
+      "id": "int",
+      "bigint": "string",
+      "late": "int",
+      "mixed": "float",
+      "allempty": "unknown",
+      "text": "string",
+      "sparse": "int",
+      "oddint": "int",
+      "oddfloat": "float",
+      "label": "int",
+    }
+    assert LATE_LINE > 15_000
+
+  def test_a_stray_string_in_a_later_file_makes_a_string_column(self, tmp_path):
+    a = _write(tmp_path / "a.csv", "x,y\n" + "1,2\n" * 100)
+    b = _write(tmp_path / "b.csv", "x,y\n" + "1,2\n" * 100 + "oops,3\n")
+    assert csv_lib.infer_column_types([a, b]) == {"x": "string", "y": "int"}
+
+  def test_rows_quarantined_anyway_do_not_count(self, tmp_path):
+    data = b"x,y,label\n1,2,1\n3,4,0\nabc,5,\n\xff,x,1\n7,8,9,10\n"
+    path = _write(tmp_path / "a.csv", data)
+    types = csv_lib.infer_column_types([path], label_key="label")
+    assert types == {"x": "int", "y": "int", "label": "int"}
+    assert csv_lib.infer_column_types([path])["x"] == "string"  # No label: the row counts.
+
+  def test_types_from_schema(self, tmp_path):
+    schema = tmp_path / "s.pbtxt"
+    schema.write_text('feature { name: "a" type: INT }\nfeature { name: "b" type: BYTES }\n')
+    assert csv_lib.types_from_schema(str(schema)) == {"a": "int", "b": "string"}
+
+
+def _raw_batch(**columns) -> pa.RecordBatch:
+  return pa.RecordBatch.from_arrays(
+    [
+      pa.array([None if v == "" else v.encode() for v in vs], pa.binary())
+      for vs in columns.values()
+    ],
+    names=list(columns),
+  )
+
+
+class TestConvertBatch:
+  def test_values_equal_python_int_and_float_of_the_cell(self):
+    ints = ["1", " 12", "+5", "1_000", "007", "-9223372036854775808", "", "42"]
+    floats = ["1e5", "2.5", " .5", "1_000.5", "-1e-3", "3", "", "0.1"]
+    raw = _raw_batch(i=ints, f=floats)
+    options = csv_lib.ConvertOptions(column_types={"i": "int", "f": "float"})
+    verdict = csv_lib.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == []
+    got = verdict.table.to_pydict()
+    assert got["i"] == [[int(c)] if c else [] for c in ints]
+    expected = [[float(np.float32(float(c)))] if c else [] for c in floats]
+    assert got["f"] == expected
+
+  def test_cells_python_rejects_are_bad_under_a_schema(self):
+    raw = _raw_batch(i=["0x10", BEYOND_INT64, "1", "9" * 5000], f=["nan(1)", "1", "x", "2"])
+    options = csv_lib.ConvertOptions(column_types={"i": "int", "f": "float"})
+    verdict = csv_lib.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == [0, 1, 2, 3]
+    assert "'0x10' is not an integer" in verdict.bad_reason[0]
+    assert "is not an integer" in verdict.bad_reason[1]
+    assert "'x' is not a number" in verdict.bad_reason[2]
+    assert verdict.bad_reason[3].endswith("...' is not an integer")  # Long cells are cut.
+
+  def test_empty_cells_are_empty_lists_and_unknown_columns_have_no_kind(self):
+    raw = _raw_batch(i=["1", ""], s=["", "a"], u=["", ""])
+    options = csv_lib.ConvertOptions(column_types={"i": "int", "s": "string", "u": "unknown"})
+    table = csv_lib.convert_batch(raw, options).table
+    assert table.to_pydict() == {"i": [[1], []], "s": [[], [b"a"]], "u": [None, None]}
+
+
+class TestReading:
+  def test_header_of_a_gzipped_file(self, tmp_path):
+    path = _write(tmp_path / "d", "a,b\n1,2\n", compress=True)
+    assert csv_lib.read_header(path) == ["a", "b"]
+    assert io_lib.is_gzip(path)
+
+  def test_rows_longer_than_the_block_grow_it(self, tmp_path):
+    rows = [f"{i},{'x' * (3000 if i in (5, 40) else 2)}\n" for i in range(60)]
+    path = _write(tmp_path / "a.csv", "n,s\n" + "".join(rows))
+    options = csv_lib.ConvertOptions(column_types={"n": "int", "s": "string"}, block_size=1024)
+    batches = list(csv_lib.iter_raw_batches(csv_lib.Chunk(path), ["n", "s"], options))
+    numbers = [int(v) for b in batches for v in b.column("n").to_pylist()]
+    assert numbers == list(range(60))
+
+  def test_gzipped_files_are_never_cut(self, tmp_path):
+    path = _write(tmp_path / "a.csv.gz", "a\n" + "1\n" * 50_000, compress=True)
+    assert csv_lib.plan_chunks(path, 1024) == [csv_lib.Chunk(path)]
+
+  @pytest.mark.parametrize(
+    "header, delimiter, expected",
+    [
+      ("a;b;label", ",", "pass --delimiter ';'"),
+      ("a\tb", ",", "pass --delimiter '\\t'"),
+      ("a|b", ",", "pass --delimiter '|'"),
+      ("a,b", ";", "pass --delimiter ','"),
+      ("a b", ",", ""),
+    ],
+  )
+  def test_delimiter_hint(self, header, delimiter, expected):
+    hint = csv_lib.delimiter_hint([header], delimiter)
+    assert expected in hint if expected else hint == ""
+    assert csv_lib.delimiter_hint(["a", "b;c"], ",") == ""
+
+
+class TestProfileColumn:
+  def test_binary_int_label(self, tmp_path):
+    a = _write(tmp_path / "a.csv", "x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(100)))
+    b = _write(tmp_path / "b.csv", "x,label\n1,\n2, 1\n", compress=True)
+    p = csv_lib.profile_column([a, b], "label")
+    assert p == csv_lib.ColumnProfile("label", "int", 102, 1, (0, 1), False, 2)
+
+  def test_string_label_keeps_the_cells(self, tmp_path):
+    path = _write(tmp_path / "a.csv", 'x;label\n1;"b;c"\n2;a\n3;b\n4;a\n')
+    p = csv_lib.profile_column([path], "label", delimiter=";")
+    assert (p.kind, p.values, p.num_rows) == ("string", ("a", "b", "b;c"), 4)
+
+  def test_float_label_by_the_whole_input(self, tmp_path):
+    rows = "".join(f"{i},{i}\n" for i in range(20_000)) + "1,2.5\n"
+    p = csv_lib.profile_column([_write(tmp_path / "a.csv", "x,y\n" + rows)], "y", max_distinct=10)
+    assert p.kind == "float"
+    assert p.truncated and p.values == () and p.distinct_count_at_least > 10
+
+  def test_empty_column(self, tmp_path):
+    p = csv_lib.profile_column([_write(tmp_path / "a.csv", "x,y\n1,\n2,\n")], "y")
+    assert p == csv_lib.ColumnProfile("y", None, 2, 2, (), False, 0)
+
+  def test_ragged_rows_do_not_count(self, tmp_path):
+    path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
+    assert csv_lib.profile_column([path], "y").num_rows == 2
+
+  def test_missing_column_suggests_the_delimiter(self, tmp_path):
+    path = _write(tmp_path / "a.csv", "x;label\n1;2\n")
+    with pytest.raises(csv_lib.CsvInputError, match="pass --delimiter ';'"):
+      csv_lib.profile_column([path], "label")
+    with pytest.raises(csv_lib.CsvInputError, match="no CSV files"):
+      csv_lib.profile_column([], "label")
+
+  def test_reads_only_the_column_quickly(self, tmp_path):
+    rows = "".join(f"{i},{i * 3},{'z' * 20},{i % 3}\n" for i in range(100_000))
+    path = _write(tmp_path / "a.csv", "a,b,c,label\n" + rows)
+    p = csv_lib.profile_column([path], "label")
+    assert p.values == (0, 1, 2) and p.num_rows == 100_000
+
+
+class TestIo:
+  def test_gzip_tfrecords_read_back_with_tensorflow(self, tmp_path):
+    path = str(tmp_path / "out" / "x.gz")
+    writer = io_lib.GzipTFRecordWriter(path)
+    records = [b"", b"a", os.urandom(100_000), b"xyz" * 7]
+    writer.write_many(records[:2])
+    writer.write_many(records[2:])
+    writer.close()
+    got = [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type="GZIP")]
+    assert got == records
+    assert writer.count == 4
+
+  def test_local_file_helpers(self, tmp_path):
+    io_lib.makedirs(str(tmp_path / "d" / "e"))
+    with io_lib.open_write(str(tmp_path / "d" / "e" / "f.txt")) as f:
+      f.write(b"hello")
+    assert io_lib.glob(str(tmp_path / "d" / "*" / "*.txt")) == [str(tmp_path / "d/e/f.txt")]
+    assert io_lib.size(str(tmp_path / "d/e/f.txt")) == 5
+    io_lib.rename(str(tmp_path / "d/e/f.txt"), str(tmp_path / "d/g.txt"))
+    assert not io_lib.is_gzip(str(tmp_path / "d/g.txt"))
+    io_lib.rmtree(str(tmp_path / "d"))
+    assert not (tmp_path / "d").exists()
+
+
+class TestPlanning:
+  def test_plan_files_hash_split_and_rolling_window(self, tmp_path):
+    for span in (1, 2, 3):
+      _write(tmp_path / f"span-{span}" / "a.csv", "x\n1\n")
+    plan = example_gen_lib.plan_files(
+      str(tmp_path),
+      [("s", "span-3/*")],
+      True,
+      span=3,
+      rolling=2,
+      unresolved_pattern="span-{SPAN}/*",
+    )
+    assert [os.path.relpath(p, tmp_path) for p in plan.paths] == ["span-2/a.csv", "span-3/a.csv"]
+    assert plan.spans == (2, 3)
+    assert all(split is None for _, split in plan.files)
+
+  def test_plan_files_input_splits_and_no_match(self, tmp_path):
+    _write(tmp_path / "train" / "a.csv", "x\n1\n")
+    _write(tmp_path / "eval" / "b.csv", "x\n1\n")
+    plan = example_gen_lib.plan_files(
+      str(tmp_path), [("train", "train/*"), ("eval", "eval/*")], hash_split=False
+    )
+    assert [s for _, s in plan.files] == ["train", "eval"]
+    with pytest.raises(csv_lib.CsvInputError, match="no CSV file matches 'test/\\*'"):
+      example_gen_lib.plan_files(str(tmp_path), [("test", "test/*")], hash_split=False)
+
+  def test_plan_units_cuts_large_files_only(self, tmp_path, monkeypatch):
+    monkeypatch.setattr(example_gen_lib, "MIN_CHUNK_BYTES", 10_000)
+    monkeypatch.setattr(example_gen_lib, "MAX_CHUNK_BYTES", 10_000)
+    big = _write(tmp_path / "big.csv", "x\n" + "123456\n" * 10_000)
+    small = _write(tmp_path / "small.csv", "x\n1\n")
+    units = example_gen_lib.plan_units([(big, None), (small, "eval")], cpus=2)
+    assert [u.index for u in units] == list(range(len(units)))
+    assert len([u for u in units if u.chunk.path == big]) > 4
+    assert units[-1] == csv_lib.Unit(len(units) - 1, csv_lib.Chunk(small), "eval")
+
+  @pytest.mark.parametrize(
+    "args, units, size, parallel",
+    [
+      ([], 8, 1 << 30, True),
+      ([], 1, 1 << 30, False),
+      ([], 8, 1 << 20, False),
+      (["--runner=DataflowRunner"], 8, 1 << 30, False),
+      (["--direct_running_mode=in_memory"], 8, 1 << 30, False),
+    ],
+  )
+  def test_direct_runner_args(self, monkeypatch, args, units, size, parallel):
+    monkeypatch.setattr(example_gen_lib, "cpu_count", lambda: 2)
+    out = example_gen_lib.direct_runner_args(args, units, size)
+    assert ("--direct_running_mode=multi_processing" in out) == parallel
+    assert out[: len(args)] == args
+
+  def test_check_columns(self):
+    example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "label", "a")
+    with pytest.raises(csv_lib.CsvInputError, match=r"pass one of \['a', 'label'\]"):
+      example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "y")
+    with pytest.raises(csv_lib.CsvInputError, match="looks ';'-delimited"):
+      example_gen_lib.check_columns("f.csv", ["a;label"], ",", "label")
+    with pytest.raises(csv_lib.CsvInputError, match="partition_feature_name 'p'"):
+      example_gen_lib.check_columns("f.csv", ["a"], ",", None, "p")
+
+  def test_is_unresolved(self):
+    assert example_gen_lib.is_unresolved("span-{SPAN}/*")
+    assert example_gen_lib.is_unresolved("span-{SPAN:3}/v{VERSION}/*")
+    assert example_gen_lib.is_unresolved("{YYYY}-{MM}-{DD}/*")
+    assert not example_gen_lib.is_unresolved("span-3/*")
+
+
+def _result(file, chunk=0, lines=0, rows=10, bad=0, per_split=None, quarantine=None, error=None):
+  return csv_lib.UnitResult(
+    file=file,
+    chunk=chunk,
+    lines=lines,
+    rows_read=rows,
+    bad_rows=bad,
+    rows_per_split=per_split or {"train": rows - bad - 3, "eval": 3},
+    quarantine_file=quarantine,
+    error=error,
+  )
+
+
+class TestMergeResults:
+  def test_counts_and_merged_quarantine_with_absolute_lines(self, tmp_path):
+    parts = []
+    for chunk, line in ((0, 5), (1, 2)):
+      parts.append(str(tmp_path / "q" / f"data-{chunk}.csv"))
+      row = {"file": "f.csv", "chunk": chunk, "line": line, "reason": "why", "row": "1,2"}
+      csv_lib.write_quarantine(parts[-1], [row], with_chunk=True)
+    results = [
+      _result("f.csv", 0, lines=100, rows=100, bad=1, quarantine=parts[0]),
+      _result("f.csv", 1, lines=50, rows=50, bad=1, quarantine=parts[1]),
+    ]
+    out = example_gen_lib.merge_results(results, ["train", "eval"], 0.1, str(tmp_path / "ex"))
+    assert (out.rows, out.bad_rows, out.rows_per_split) == (150, 2, {"train": 142, "eval": 6})
+    with open(out.quarantine_uri, newline="") as f:
+      merged = list(csv.DictReader(f))
+    assert [(r["line"], r["reason"]) for r in merged] == [("6", "why"), ("103", "why")]
+    assert not any(os.path.exists(p) for p in parts)
+
+  def test_too_many_bad_rows_keeps_them_beside_the_output(self, tmp_path):
+    part = str(tmp_path / "q.csv")
+    csv_lib.write_quarantine(part, [{"file": "f", "chunk": 0, "line": 2, "reason": "r"}], True)
+    results = [_result("f", bad=1, quarantine=part)]
+    with pytest.raises(csv_lib.CsvInputError, match="1 of 10 rows") as err:
+      example_gen_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
+    assert os.path.exists(str(tmp_path / "ex") + ".quarantine.csv")
+    assert "\n" not in str(err.value)
+
+  @pytest.mark.parametrize(
+    "results, message",
+    [
+      ([_result("f", error="f: header differs")], "f: header differs"),
+      ([_result("f", rows=0, per_split={})], "header but no data rows"),
+      ([_result("f", per_split={"train": 10, "eval": 0})], "split 'eval' received no rows"),
+    ],
+  )
+  def test_user_errors(self, tmp_path, results, message):
+    with pytest.raises(csv_lib.CsvInputError, match=message):
+      example_gen_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
+
+  def test_read_results_reads_json_lines_and_cleans_up(self, tmp_path):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "unit-1.jsonl").write_text(_result("a").to_json() + "\n" + _result("b").to_json() + "\n")
+    results = example_gen_lib.read_results(str(d))
+    assert [r.file for r in results] == ["a", "b"]
+    assert not d.exists()
+    assert json.loads(results[0].to_json())["file"] == "a"
+
+
+def test_resolve_without_driver_is_a_no_op_after_the_driver(tmp_path):
+  from tests.example_gen_utils import exec_properties
+
+  props = exec_properties(tmp_path, pattern="span-3/*")
+  assert example_gen_lib.resolve_without_driver(props) is None
+  del props["span"]
+  _write(tmp_path / "span-3" / "a.csv", "x\n1\n")
+  resolved = example_gen_lib.resolve_without_driver(props)
+  assert resolved["span"] == 0 and resolved["input_fingerprint"]
+  props = exec_properties(tmp_path, pattern="nope-{SPAN}/*")
+  with pytest.raises(csv_lib.CsvInputError, match="cannot resolve the span"):
+    example_gen_lib.resolve_without_driver(props)
+
+
+def test_quarantine_text_round_trips(tmp_path):
+  path = str(tmp_path / "q.csv")
+  rows = [{"file": "f", "line": 3, "reason": "r", "row": 'a,"b"\nc\0'}]
+  csv_lib.write_quarantine(path, rows)
+  back = list(csv_lib.iter_quarantine_rows([path]))
+  assert back[0]["row"] == 'a,"b"\nc\\0'
+  assert pathlib.Path(path).read_text().startswith("file,line,reason,row")
