@@ -99,3 +99,47 @@ def shard_by_record(strategy) -> None:
     return distribute(dataset, options)
 
   strategy.experimental_distribute_dataset = by_data
+
+
+def keras_tuner_on_tf_keras() -> bool:
+  """Imports keras_tuner so that it uses tf_keras (Keras 2) when TF_USE_LEGACY_KERAS=1.
+
+  keras_tuner 1.4 picks its Keras by importing `keras`, which is Keras 3 whenever it is
+  installed (TensorFlow 2.16 depends on it), even when `tf.keras` is tf_keras. A tuner_fn that
+  builds tf.keras models then fails with "Expected the model-building function ... to return
+  a valid Keras Model instance" (keras-team/keras-tuner#1039, open). Only
+  `keras_tuner.src.backend.config` imports `keras` itself, and keras_tuner's classes are bound
+  at import time, so `keras` is pointed at tf_keras while keras_tuner is first imported, and
+  restored right after. Call this before anything imports TFX (`tfx.v1` imports keras_tuner).
+
+  Returns:
+    Whether keras_tuner now uses tf_keras (False when it was imported earlier with Keras 3,
+    or when TF_USE_LEGACY_KERAS is not set).
+  """
+  import os
+  import sys
+
+  if os.environ.get("TF_USE_LEGACY_KERAS") != "1":
+    return False
+  if "keras_tuner" not in sys.modules:
+    import tf_keras
+
+    missing = object()
+    saved = sys.modules.get("keras", missing)
+    sys.modules["keras"] = tf_keras
+    try:
+      import keras_tuner  # noqa: F401
+    finally:
+      if saved is missing:
+        del sys.modules["keras"]
+      else:
+        sys.modules["keras"] = saved
+  from keras_tuner.src.backend import config as kt_config
+
+  if kt_config.multi_backend():
+    _LOG.warning(
+      "keras_tuner was imported with Keras 3 before tf_compat could point it at tf_keras; "
+      "tuner_fns that build tf.keras models will fail."
+    )
+    return False
+  return True

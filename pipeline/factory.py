@@ -13,6 +13,7 @@ from tfx.proto import example_gen_pb2
 
 from components import defaults, model_contract, tasks
 from components.distributed_trainer import DistributedTrainer, constants
+from components.distributed_trainer.tuner import Tuner
 from components.example_gen import CsvExampleGen
 from components.optimizer import Optimizer
 from components.pusher import Pusher
@@ -268,7 +269,7 @@ def create_pipeline(
   )
   tuner = None
   if config.tune:
-    tuner = tfx.components.Tuner(
+    tuner = Tuner(
       examples=transform.outputs["transformed_examples"] if transform else examples,
       schema=schema,
       transform_graph=transform_graph,

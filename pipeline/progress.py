@@ -85,6 +85,8 @@ class RunTable:
     if _FINISHED.match(message) and self._describe:
       try:
         detail = self._describe(name)
+        if self.rows[name].state == "cached" and detail:
+          detail = f"reused: {detail}"
       except Exception as e:  # A result line must never stop a run.
         logging.getLogger(__name__).warning("no result line for %s: %s", name, e)
         detail = ""
@@ -270,6 +272,9 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
     lines.append(
       f"task: {task} on label {config.get('label_key')!r}; floor: {config.get('floor_reason')}"
     )
+  if summary.get("hparams") and any(c["name"] == "Tuner" for c in summary.get("components", [])):
+    tuned = {k: v for k, v in summary["hparams"].items() if k in ("hidden_units", "num_layers", "learning_rate")}
+    lines.append(f"hyper-parameters from the Tuner: {tuned}")
   strategy = summary.get("strategy") or {}
   if strategy.get("strategy"):
     lines.append(

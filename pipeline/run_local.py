@@ -102,6 +102,10 @@ def _run(args, config, out: pathlib.Path) -> int:
   log = progress.log_path(out)
   with progress.captured_output(log, args.verbose) as terminal:
     progress.configure_logging(args.verbose)
+    from components import tf_compat
+
+    # Before anything imports TFX, which imports keras_tuner.
+    tf_compat.keras_tuner_on_tf_keras()
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 

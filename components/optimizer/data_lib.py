@@ -65,7 +65,11 @@ def load_keras_model(serving_dir: str):
       f"{serving_dir} is not a Keras SavedModel (no keras_metadata.pb); the Optimizer converts "
       "Keras models, so save the model with model.save(..., save_format='tf') in run_fn."
     )
-  return tf.keras.models.load_model(serving_dir, compile=False)
+  model = tf.keras.models.load_model(serving_dir, compile=False)
+  # Modules attach objects to the model for their signatures (the TFX examples attach the
+  # Transform layer as `model.tft_layer`); they come back as layers outside the graph, which
+  # cannot be cloned or saved. The model proper is the graph from its inputs to its outputs.
+  return tf.keras.Model(model.input, model.output, name=model.name)
 
 
 def input_specs(model) -> dict[str, tf.TensorSpec]:

@@ -1,0 +1,33 @@
+"""TFX's stock Tuner, with TensorFlow patches applied in its executor (see tf_compat)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfx import types
+from tfx import v1 as tfx
+from tfx.components.tuner import executor as stock_tuner
+from tfx.dsl.components.base import executor_spec
+
+from components import tf_compat
+
+
+class TunerExecutor(stock_tuner.Executor):
+  """The stock Tuner executor, after `tf_compat.apply()` and a check that keras_tuner uses
+  tf_keras (the process must have called `tf_compat.keras_tuner_on_tf_keras()` early)."""
+
+  def Do(
+    self,
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+  ) -> None:
+    tf_compat.apply()
+    tf_compat.keras_tuner_on_tf_keras()
+    super().Do(input_dict, output_dict, exec_properties)
+
+
+class Tuner(tfx.components.Tuner):
+  """`tfx.components.Tuner` with TunerExecutor; arguments and outputs are the stock ones."""
+
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TunerExecutor)
