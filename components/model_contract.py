@@ -79,6 +79,20 @@ def numeric_columns(columns: Sequence[Column]) -> list[Column]:
   return [c for c in columns if c.kind == NUMERIC]
 
 
+def data_fingerprints(examples) -> list[str]:
+  """What identifies the data of Examples artifacts: the span and input fingerprint of each."""
+  out = []
+  for a in examples:
+    span = a.span if a.has_property("span") else None
+    fingerprint = (
+      a.get_string_custom_property("input_fingerprint")
+      if a.has_custom_property("input_fingerprint")
+      else ""
+    )
+    out.append(f"span={span};{fingerprint or a.uri}")
+  return sorted(out)
+
+
 def serving_dir(model_uri: str) -> str:
   """The SavedModel folder of a Model artifact (TFX's `Format-Serving`)."""
   from tfx.utils import path_utils

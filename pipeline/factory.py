@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import ml_metadata as mlmd
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
-from tfx import types
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
@@ -15,117 +13,17 @@ from components import defaults, model_contract, tasks
 from components.distributed_trainer import DistributedTrainer, constants
 from components.distributed_trainer.tuner import Tuner
 from components.example_gen import CsvExampleGen
+from components.live_model.component import LiveModel
+from components.live_model.evaluator import BaselineAwareEvaluator
 from components.optimizer import Optimizer
 from components.pusher import Pusher
 from pipeline.config import PipelineConfig
 
 
-class LatestBlessedModelFromEarlierDataStrategy(tfx.dsl.experimental.ResolverStrategy):
-  """The latest blessed model that was not trained on the current Examples (warm-start base).
-
-  With the stock `LatestBlessedModelStrategy` as the Trainer's base model, a rerun without new
-  data would see a new base (the model the previous run just blessed), miss the Trainer's cache
-  and retrain on the same data. Skipping models trained on this run's Examples keeps the base
-  of such a rerun what it was, so the Trainer is cached; a run with new Examples starts from the
-  latest blessed model, as usual. Inputs: `model`, `model_blessing` and `examples` (the
-  ExampleGen output of this run).
-  """
-
-  def resolve_artifacts(
-    self, store: mlmd.MetadataStore, input_dict: dict[str, list[types.Artifact]]
-  ) -> dict[str, list[types.Artifact]]:
-    """Picks the model; see the class docstring.
-
-    Args:
-      store: ML Metadata, for the lineage of each candidate model.
-      input_dict: `model`, `model_blessing` and `examples` artifacts.
-
-    Returns:
-      `model` and `model_blessing` with one artifact each, or empty lists when no blessed
-      model was trained on other data; `examples` unchanged.
-    """
-    current = {a.id for a in input_dict["examples"]}
-    return _latest_blessed(
-      input_dict, "examples", lambda model: not current & _trained_on(store, model.id)
-    )
-
-
-class LatestBlessedModelOtherThanCandidateStrategy(tfx.dsl.experimental.ResolverStrategy):
-  """The Evaluator's baseline: the latest blessed model that is not the candidate itself.
-
-  With the stock `LatestBlessedModelStrategy`, a rerun whose Trainer is cached gets as baseline
-  the very model it evaluates (blessed by the previous run), so the Evaluator and Pusher run
-  again to compare a model with itself. Excluding the candidate gives such a rerun the same
-  baseline as the first evaluation of that model, so both stay cached. Inputs: `model`,
-  `model_blessing` and `candidate` (this run's Trainer output).
-  """
-
-  def resolve_artifacts(
-    self, store: mlmd.MetadataStore, input_dict: dict[str, list[types.Artifact]]
-  ) -> dict[str, list[types.Artifact]]:
-    """Picks the baseline; see the class docstring.
-
-    Args:
-      store: ML Metadata (unused: the blessings carry the model ids).
-      input_dict: `model`, `model_blessing` and `candidate` artifacts.
-
-    Returns:
-      `model` and `model_blessing` with at most one artifact each; `candidate` unchanged.
-    """
-    del store
-    candidates = {a.id for a in input_dict["candidate"]}
-    return _latest_blessed(input_dict, "candidate", lambda model: model.id not in candidates)
-
-
-def _latest_blessed(input_dict, passthrough: str, eligible) -> dict[str, list[types.Artifact]]:
-  """The newest blessed `model` for which `eligible(model)` holds, with its blessing.
-
-  Args:
-    input_dict: Resolver inputs: `model`, `model_blessing` and the `passthrough` key.
-    passthrough: Input key returned unchanged.
-    eligible: Predicate on a blessed model.
-
-  Returns:
-    `model` and `model_blessing` with at most one artifact each, and the passthrough input.
-  """
-  blessings = {
-    b.get_int_custom_property("current_model_id"): b
-    for b in input_dict["model_blessing"]
-    if b.get_int_custom_property("blessed") == 1
-  }
-  result = {"model": [], "model_blessing": [], passthrough: list(input_dict[passthrough])}
-  for model in sorted(input_dict["model"], key=lambda a: a.id, reverse=True):
-    if model.id in blessings and eligible(model):
-      result["model"] = [model]
-      result["model_blessing"] = [blessings[model.id]]
-      break
-  return result
-
-
-def _trained_on(store: mlmd.MetadataStore, model_id: int) -> set[int]:
-  """Ids of the input artifacts of the execution that produced a model."""
-  producers = {
-    e.execution_id
-    for e in store.get_events_by_artifact_ids([model_id])
-    if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
-  }
-  if not producers:
-    return set()
-  return {
-    e.artifact_id
-    for e in store.get_events_by_execution_ids(list(producers))
-    if e.type in (metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT)
-  }
-
-
-def _resolver(node_id: str, strategy, **channels) -> tfx.dsl.Resolver:
-  """A Resolver over all blessed models (plus `channels`) with the given strategy."""
-  return tfx.dsl.Resolver(
-    strategy_class=strategy,
-    model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-    model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    **channels,
-  ).with_id(node_id)
+# Nodes whose output depends on something outside the pipeline's inputs (the serving folder):
+# runners switch caching off for them on every orchestrator.
+LIVE_MODEL_ID = "LiveModel"
+NEVER_CACHED = (LIVE_MODEL_ID,)
 
 
 def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalConfig:
@@ -195,7 +93,7 @@ def create_pipeline(
   beam_pipeline_args: Sequence[str] = (),
 ) -> tfx.dsl.Pipeline:
   """Builds ExampleGen -> validation -> [Transform] -> [Tuner] -> DistributedTrainer ->
-  Evaluator -> Optimizer -> Pusher.
+  Evaluator (against LiveModel) -> Optimizer -> Pusher.
 
   Args:
     config: Paths and options, resolved by a runner (task and floors decided); see
@@ -279,23 +177,12 @@ def create_pipeline(
       **module_kwargs,
     )
 
-  # KubeflowV2DagRunner compiles only TFX's stock resolver strategies, so the lineage-aware
-  # ones below are used where a metadata connection is given (local runs). See their docstrings
-  # for what they keep cached on a rerun without new data.
-  local = metadata_connection_config is not None
-  latest_blessed = (
-    None
-    if local
-    else _resolver("latest_blessed_model_resolver", tfx.dsl.experimental.LatestBlessedModelStrategy)
-  )
-  warm_start_base = None
-  if config.warm_start:
-    warm_start_base = latest_blessed or _resolver(
-      "warm_start_model_resolver",
-      LatestBlessedModelFromEarlierDataStrategy,
-      examples=examples,
-    )
-
+  # The serving folder says what is live: the Evaluator's baseline, and the warm-start model
+  # when it was trained on other data. It replaces TFX's resolvers, which open-source Kubeflow
+  # cannot run, and follows rollbacks.
+  live = LiveModel(
+    serving_dir=config.serving_dir, model_name=config.model_name, examples=examples
+  ).with_id(LIVE_MODEL_ID)
   trainer = DistributedTrainer(
     examples=transform.outputs["transformed_examples"] if transform else examples,
     schema=schema,
@@ -309,23 +196,18 @@ def create_pipeline(
     local_workers=config.local_workers,
     local_ps=config.local_ps,
     custom_config=custom_config,
-    base_model=warm_start_base.outputs["model"] if warm_start_base else None,
+    base_model=live.outputs["warm_start"] if config.warm_start else None,
   )
 
-  baseline = latest_blessed or _resolver(
-    "baseline_model_resolver",
-    LatestBlessedModelOtherThanCandidateStrategy,
-    candidate=trainer.outputs["model"],
-  )
   # The default module's models, and modules whose label is transformed (--eval-label-key),
   # give TFMA the label as the model sees it through their `transform_features` signature.
   preprocessing = config.module_file is None or config.model_label_key != config.label_key
-  evaluator = tfx.components.Evaluator(
+  evaluator = BaselineAwareEvaluator(
     examples=examples,
     model=trainer.outputs["model"],
-    baseline_model=baseline.outputs["model"],
+    baseline_model=live.outputs["baseline"],
     eval_config=make_eval_config(config, preprocessing),
-  )
+  ).with_id("Evaluator")
   optimizer = Optimizer(
     model=trainer.outputs["model"],
     examples=examples,
@@ -347,8 +229,7 @@ def create_pipeline(
     model_name=config.model_name,
     keep_versions=config.keep_versions,
   )
-  nodes = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner]
-  nodes += list({id(r): r for r in (warm_start_base, baseline) if r is not None}.values())
+  nodes = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
   nodes += [trainer, evaluator, optimizer, pusher]
   return tfx.dsl.Pipeline(
     pipeline_name=config.pipeline_name,
@@ -358,3 +239,19 @@ def create_pipeline(
     metadata_connection_config=metadata_connection_config,
     beam_pipeline_args=list(beam_pipeline_args),
   )
+
+
+def local_ir(pipeline: tfx.dsl.Pipeline):
+  """Compiles a pipeline for LocalDagRunner.run_with_ir, with NEVER_CACHED nodes uncached.
+
+  TFX's compiler applies the pipeline's cache setting to every node; this turns it off for the
+  nodes that read the serving folder. Module files are packaged first, as LocalDagRunner.run
+  does.
+  """
+  from tfx.orchestration.portable import tfx_runner
+
+  ir = tfx_runner._make_pipeline_proto(pipeline)  # Packages module files, then compiles.
+  for node in ir.nodes:
+    if node.pipeline_node.node_info.id in NEVER_CACHED:
+      node.pipeline_node.execution_options.caching_options.enable_cache = False
+  return ir

@@ -6,11 +6,12 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse
+import logging
 import dataclasses
 import pathlib
 import sys
 
-from pipeline import cli
+from pipeline import cli, progress
 from pipeline.config import DEFAULT_IMAGE, PipelineConfig
 
 # Where the Dockerfile puts the repository inside the image.
@@ -40,7 +41,9 @@ def compile_pipeline(
     config, metadata_connection_config=None, beam_pipeline_args=beam_pipeline_args
   )
   runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
-    config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(default_image=image),
+    config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+      default_image=image, use_pipeline_spec_2_1=True
+    ),
     output_dir=os.path.dirname(os.path.abspath(output_file)),
     output_filename=os.path.basename(output_file),
   )
@@ -84,8 +87,7 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
   defaults = PipelineConfig()
   if str(args.data_root) == defaults.data_root:
     args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
-  config = cli.config_from_args(args, output_dir="/unused", local_paths=False)
-  return dataclasses.replace(config, pipeline_root=args.pipeline_root, serving_dir=args.serving_dir)
+  return cli.config_from_args(args, args.pipeline_root, args.serving_dir, local_paths=False)
 
 
 def main(argv=None) -> int:
@@ -101,9 +103,10 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   try:
     config = kubeflow_config(args)
-  except ValueError as e:
+  except cli.UserInputError as e:
     return cli.fail(str(e))
-  cli.quiet_logs(True)
+  progress.configure_logging(verbose=False)
+  logging.getLogger().setLevel(logging.WARNING)
   path = compile_pipeline(
     str(args.output), config, image=args.image, beam_pipeline_args=args.beam_arg
   )

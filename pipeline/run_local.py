@@ -28,6 +28,7 @@ COMPONENT_ORDER = (
   "ExampleValidator",
   "Transform",
   "Tuner",
+  "LiveModel",
   "DistributedTrainer",
   "Evaluator",
   "Optimizer",
@@ -111,7 +112,7 @@ def _run(args, config, out: pathlib.Path) -> int:
 
     from pipeline import recovery
     from pipeline import summary as summary_lib
-    from pipeline.factory import create_pipeline
+    from pipeline.factory import create_pipeline, local_ir
 
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
       str(out / "metadata.sqlite")
@@ -138,7 +139,7 @@ def _run(args, config, out: pathlib.Path) -> int:
     failure: BaseException | None = None
     with progress.live_table(table, terminal, args.quiet):
       try:
-        tfx.orchestration.LocalDagRunner().run(pipeline)
+        tfx.orchestration.LocalDagRunner().run_with_ir(local_ir(pipeline))
       except Exception as e:
         table.mark_failed()
         failure = e

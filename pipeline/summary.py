@@ -193,6 +193,10 @@ def result_line(
     if _prop(a, "pushed"):
       return f"pushed version {_prop(a, 'pushed_version')}"
     return f"not pushed: {(_prop(a, 'pushed_reason') or '')[:60]}"
+  if node == "LiveModel" and "Model" in by_type:
+    baseline = [a for a in outputs if store.get_artifact_types_by_id([a.type_id])[0].name == "Model"]
+    versions = {_prop(a, "live_version") for a in baseline if _prop(a, "available")}
+    return f"version {versions.pop()} is live" if versions else "nothing is live yet"
   if node == "Tuner" and "HyperParameters" in by_type:
     return "best hyper-parameters chosen"
   if node == "Transform" and "TransformGraph" in by_type:

@@ -102,6 +102,7 @@ class Executor(trainer_executor.GenericExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     anomalies_lib.check_no_anomalies(input_dict.get(constants.ANOMALIES_KEY) or [])
+    input_dict = _without_unavailable_base_model(input_dict)
     workers = int(_prop(exec_properties, constants.LOCAL_WORKERS_KEY, 0))
     num_ps = int(_prop(exec_properties, constants.LOCAL_PS_KEY, 0))
     restarts = 0
@@ -119,6 +120,12 @@ class Executor(trainer_executor.GenericExecutor):
         f"{serving_dir}; its run_fn must save the model to fn_args.serving_model_dir."
       )
     _record(model, result, num_workers=max(workers, 1), restarts=restarts)
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+    data = model_contract.data_fingerprints(examples)
+    model.set_string_custom_property(constants.DATA_FINGERPRINTS_PROPERTY, json.dumps(data))
+    model.set_string_custom_property(
+      constants.TRAINING_FINGERPRINT_PROPERTY, training_fingerprint(data, exec_properties)
+    )
     _LOG.info("Training complete. Model written to %s.", serving_dir)
 
   def train(
@@ -234,6 +241,44 @@ class Executor(trainer_executor.GenericExecutor):
     chief_type = "chief" if num_ps else "worker"
     result = lib.read_result(lib.result_path(model_run_dir, chief_type, 0))
     return result, run.restarts
+
+
+def _without_unavailable_base_model(input_dict):
+  """Drops a base model that LiveModel marked unavailable (nothing live to warm-start from)."""
+  from components.live_model import executor as live_executor
+
+  key = standard_component_specs.BASE_MODEL_KEY
+  models = input_dict.get(key)
+  if not models or all(live_executor.is_available(m) for m in models):
+    return input_dict
+  return {k: v for k, v in input_dict.items() if k != key}
+
+
+# Execution properties that do not change what a run learns.
+_NOT_TRAINING_SETUP = (constants.WORKER_TIMEOUT_KEY, constants.MAX_RESTARTS_KEY)
+
+
+def training_fingerprint(data: list[str], exec_properties: dict[str, Any]) -> str:
+  """A digest of what a training run learns from: its data, module and settings.
+
+  Two runs with the same fingerprint learn the same thing; the Pusher pushes nothing when the
+  live version has the candidate's fingerprint (a rerun without new data, on any orchestrator,
+  cached or not). The base model is not part of it.
+  """
+  import hashlib
+
+  module_file = exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+  module = ""
+  if module_file and fileio.exists(module_file):
+    with fileio.open(module_file, "rb") as f:
+      module = hashlib.sha256(f.read()).hexdigest()
+  setup = {
+    k: v
+    for k, v in sorted(exec_properties.items())
+    if k not in _NOT_TRAINING_SETUP and isinstance(v, str | int | float | bool | type(None))
+  }
+  text = json.dumps({"data": data, "module": module, "setup": setup}, sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _call_user_code(own: bool, module: str, function: str, call, *args):

@@ -20,6 +20,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from components.live_model import live_model_lib
 from components.optimizer import optimizer_lib
 from components.pusher import pusher_lib
 from components.pusher import spec as s
@@ -72,6 +73,10 @@ class Executor(stock_pusher.Executor):
     if not self.CheckBlessing(input_dict):
       self._not_pushed(pushed_model, self.NotBlessedReason(input_dict))
       return
+    same = self._same_as_live(input_dict, exec_properties)
+    if same:
+      self._not_pushed(pushed_model, same)
+      return
     index, blessed = self.GetVariants(input_dict)
     model_path = self.GetModelPath(input_dict)
     transform = input_dict.get(s.TRANSFORM_GRAPH_KEY)
@@ -108,6 +113,31 @@ class Executor(stock_pusher.Executor):
     logging.info("Pushed version %d to %s", result.version, result.path)
     self._MarkPushed(pushed_model, pushed_destination=result.path, pushed_version=str(result.version))
 
+  def _same_as_live(
+    self, input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]
+  ) -> str:
+    """Why the live version already is this model's training (same data, module, settings)."""
+    model = artifact_utils.get_single_instance(input_dict[s.MODEL_KEY])
+    fingerprint = _prop(model, "training_fingerprint")
+    if not fingerprint:
+      return ""
+    serving_dir = exec_properties[s.SERVING_DIR_KEY]
+    model_name = exec_properties[s.MODEL_NAME_KEY]
+    live = live_model_lib.live_version(serving_dir, model_name)
+    if live is not None and live.training_fingerprint == fingerprint:
+      return (
+        f"nothing new to push: live version {live.version} was trained on the same data with "
+        "the same module and settings"
+      )
+    if "://" not in serving_dir:
+      left = pusher_lib.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
+      if left is not None:
+        return (
+          f"not pushed: a rollback moved away from this training (version {left}); new data or "
+          "a changed module or setting will push again"
+        )
+    return ""
+
   def _not_pushed(self, pushed_model: types.Artifact, reason: str) -> None:
     logging.info("Not pushing: %s", reason)
     self._MarkNotPushed(pushed_model)
@@ -127,12 +157,12 @@ class Executor(stock_pusher.Executor):
     extra: dict[str, Any] = {
       "data_spans": _data_spans(examples),
       "examples": [a.uri for a in examples],
+      "data_fingerprints": json.loads(_prop(model, "data_fingerprints") or "[]"),
       "model": {
         "uri": model.uri,
-        "task": model.get_custom_property("task") if model.has_custom_property("task") else None,
-        "label_classes": json.loads(model.get_custom_property("label_classes"))
-        if model.has_custom_property("label_classes")
-        else None,
+        "task": _prop(model, "task"),
+        "label_classes": json.loads(_prop(model, "label_classes") or "null"),
+        "training_fingerprint": _prop(model, "training_fingerprint"),
       },
       "blessing": {
         key: blessing.get_custom_property(key)
@@ -149,6 +179,10 @@ class Executor(stock_pusher.Executor):
     if transform_needed_by:
       extra["transform_graph"] = {"path": TRANSFORM_GRAPH_SUBDIR, "needed_by": transform_needed_by}
     return extra
+
+
+def _prop(artifact: types.Artifact, key: str):
+  return artifact.get_custom_property(key) if artifact.has_custom_property(key) else None
 
 
 def _localize(path: str, local_copy: str) -> str:

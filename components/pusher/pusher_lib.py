@@ -337,6 +337,16 @@ def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
   return entries
 
 
+def rolled_back_fingerprints(serving_dir: str, model_name: str) -> dict[str, int]:
+  """Training fingerprints that rollbacks moved away from, with the version each left."""
+  out = {}
+  for entry in read_history(serving_dir, model_name):
+    fingerprint = entry.get("from_training_fingerprint")
+    if entry.get("event") == "rollback" and fingerprint:
+      out[fingerprint] = entry.get("from")
+  return out
+
+
 def describe_versions(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
   """Summarises every version for listing: live marker, event, variants and their metrics.
 
@@ -555,7 +565,8 @@ def rollback(
     if not versions:
       raise PusherError(f"{base} holds no versions; nothing to roll back.")
     live = versions[-1]
-    live_content = _safe_manifest(os.path.join(base, str(live))).get("content_sha256")
+    live_manifest = _safe_manifest(os.path.join(base, str(live)))
+    live_content = live_manifest.get("content_sha256")
     if previous:
       target = _previous_version(base, versions, live_content, history)
       if target is None:
@@ -617,6 +628,7 @@ def rollback(
         "reason": reason,
         "from_content_sha256": live_content,
         "to_content_sha256": manifest["content_sha256"],
+        "from_training_fingerprint": (live_manifest.get("model") or {}).get("training_fingerprint"),
       },
     )
     removed = _prune(base, keep_versions) if keep_versions is not None else []

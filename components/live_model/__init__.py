@@ -1,0 +1,17 @@
+"""LiveModel: the version the serving folder serves now, as a Model for the Evaluator and Trainer."""
+
+from typing import Any
+
+__all__ = ["LiveModel", "BaselineAwareEvaluator"]
+
+
+def __getattr__(name: str) -> Any:
+  if name == "LiveModel":
+    from components.live_model.component import LiveModel
+
+    return LiveModel
+  if name == "BaselineAwareEvaluator":
+    from components.live_model.evaluator import BaselineAwareEvaluator
+
+    return BaselineAwareEvaluator
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,73 @@
+"""LiveModel component: the version the serving folder serves now, as Model artifacts."""
+
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.live_model import executor
+
+SERVING_DIR_KEY = "serving_dir"
+MODEL_NAME_KEY = "model_name"
+EXAMPLES_KEY = "examples"
+BASELINE_KEY = "baseline"
+WARM_START_KEY = "warm_start"
+
+
+class LiveModelSpec(ComponentSpec):
+  """Spec of LiveModel."""
+
+  PARAMETERS = {
+    SERVING_DIR_KEY: ExecutionParameter(type=str),
+    MODEL_NAME_KEY: ExecutionParameter(type=str),
+  }
+  INPUTS = {
+    EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+  }
+  OUTPUTS = {
+    BASELINE_KEY: ChannelParameter(type=standard_artifacts.Model),
+    WARM_START_KEY: ChannelParameter(type=standard_artifacts.Model),
+  }
+
+
+class LiveModel(base_component.BaseComponent):
+  """Reads the live version under `<serving_dir>/<model_name>` and outputs it as Models.
+
+  Outputs:
+    baseline: the live version's SavedModel (`Format-Serving`), the Evaluator's baseline;
+      `available` is 0 when nothing is live yet.
+    warm_start: the same model when it was trained on other data than `examples`, for the
+      Trainer's base_model; `available` is 0 otherwise.
+
+  Its output depends on the serving folder, not on its inputs, so runners never serve it
+  from a cache (see pipeline.factory.NEVER_CACHED).
+  """
+
+  SPEC_CLASS = LiveModelSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(
+    self,
+    *,
+    serving_dir: str,
+    model_name: str,
+    examples: types.BaseChannel | None = None,
+  ):
+    """Wires LiveModel.
+
+    Args:
+      serving_dir: the Pusher's serving folder (local path or object-store URI).
+      model_name: the Pusher's model name.
+      examples: this run's Examples, to tell whether the live model was trained on them.
+    """
+    super().__init__(
+      spec=LiveModelSpec(
+        serving_dir=serving_dir,
+        model_name=model_name,
+        examples=examples,
+        baseline=types.Channel(type=standard_artifacts.Model),
+        warm_start=types.Channel(type=standard_artifacts.Model),
+      )
+    )

@@ -1,0 +1,68 @@
+"""Executor of LiveModel: copies the live SavedModel into Model artifacts and marks them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from absl import logging
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from components import model_contract
+from components.live_model import live_model_lib
+
+AVAILABLE_PROPERTY = "available"
+LIVE_VERSION_PROPERTY = "live_version"
+REASON_PROPERTY = "reason"
+
+
+def is_available(model: types.Artifact) -> bool:
+  """False for a LiveModel output marked unavailable (nothing live, or nothing to warm from)."""
+  return not (
+    model.has_custom_property(AVAILABLE_PROPERTY)
+    and model.get_int_custom_property(AVAILABLE_PROPERTY) == 0
+  )
+
+
+class Executor(base_executor.BaseExecutor):
+  """Reads the live version; outputs it as the baseline and, if trained on other data, as the
+  warm-start model."""
+
+  def Do(
+    self,
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+  ) -> None:
+    self._log_startup(input_dict, output_dict, exec_properties)
+    baseline = artifact_utils.get_single_instance(output_dict["baseline"])
+    warm = artifact_utils.get_single_instance(output_dict["warm_start"])
+    live = live_model_lib.live_version(exec_properties["serving_dir"], exec_properties["model_name"])
+    if live is None:
+      for artifact in (baseline, warm):
+        _unavailable(artifact, "nothing is live yet")
+      logging.info("LiveModel: nothing is live under %s.", exec_properties["serving_dir"])
+      return
+    serving = path_utils.serving_model_dir(baseline.uri)
+    live_model_lib.copy_saved_model(live, serving)
+    _available(baseline, live)
+    fingerprints = model_contract.data_fingerprints(input_dict.get("examples") or [])
+    if live_model_lib.trained_on_same_data(live, fingerprints):
+      _unavailable(warm, f"live version {live.version} was trained on this run's data")
+    else:
+      live_model_lib.copy_saved_model(live, path_utils.serving_model_dir(warm.uri))
+      _available(warm, live)
+    logging.info("LiveModel: version %d at %s is live.", live.version, live.path)
+
+
+def _available(artifact: types.Artifact, live: live_model_lib.LiveVersion) -> None:
+  artifact.set_int_custom_property(AVAILABLE_PROPERTY, 1)
+  artifact.set_int_custom_property(LIVE_VERSION_PROPERTY, live.version)
+  artifact.set_string_custom_property("source", live.path)
+
+
+def _unavailable(artifact: types.Artifact, reason: str) -> None:
+  artifact.set_int_custom_property(AVAILABLE_PROPERTY, 0)
+  artifact.set_string_custom_property(REASON_PROPERTY, reason)

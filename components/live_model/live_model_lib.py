@@ -1,0 +1,100 @@
+"""Reads what the serving folder serves now: the live version, its manifest and SavedModel.
+
+The serving folder is the source of truth for what is live, on every orchestrator: the live
+version is the highest complete version (TF Serving's `latest` policy), complete meaning its
+manifest.json exists (the Pusher writes it last). A rollback re-publishes an older version as
+the highest, so it becomes the live one, and the baseline of the next run. Paths may be local
+or object-store URIs (gs://, s3://); all access goes through TFX's fileio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from tfx.dsl.io import fileio
+from tfx.utils import io_utils
+
+MANIFEST_FILE = "manifest.json"
+_VERSION = re.compile(r"^[0-9]{1,18}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveVersion:
+  """The live version of a model.
+
+  Attributes:
+    version: its number.
+    path: its folder (a SavedModel plus manifest.json).
+    manifest: its manifest.
+  """
+
+  version: int
+  path: str
+  manifest: dict[str, Any]
+
+  @property
+  def training_fingerprint(self) -> str | None:
+    return (self.manifest.get("model") or {}).get("training_fingerprint")
+
+  @property
+  def examples(self) -> list[str]:
+    return list(self.manifest.get("examples") or [])
+
+  @property
+  def data_fingerprints(self) -> list[str]:
+    return list(self.manifest.get("data_fingerprints") or [])
+
+
+def _entries(model_dir: str) -> list[str]:
+  if not fileio.exists(model_dir):
+    return []
+  return [name.rstrip("/") for name in fileio.listdir(model_dir)]
+
+
+def live_version(serving_dir: str, model_name: str) -> LiveVersion | None:
+  """The highest complete version under `<serving_dir>/<model_name>`, or None.
+
+  A numeric folder without manifest.json is a push in progress (or a crashed one on an object
+  store, where there is no atomic rename) and is skipped.
+  """
+  model_dir = os.path.join(serving_dir, model_name)
+  versions = sorted((int(n) for n in _entries(model_dir) if _VERSION.match(n)), reverse=True)
+  for version in versions:
+    path = os.path.join(model_dir, str(version))
+    manifest_path = os.path.join(path, MANIFEST_FILE)
+    if not fileio.exists(manifest_path):
+      continue
+    with fileio.open(manifest_path, "r") as f:
+      try:
+        manifest = json.loads(f.read())
+      except json.JSONDecodeError:
+        continue
+    if isinstance(manifest, dict):
+      return LiveVersion(version, path, manifest)
+  return None
+
+
+def copy_saved_model(live: LiveVersion, target: str) -> None:
+  """Copies the live version's SavedModel (without the variants and manifest) to `target`."""
+  skip = {MANIFEST_FILE}
+  for root, dirs, files in fileio.walk(live.path):
+    del dirs
+    rel_root = os.path.relpath(root, live.path)
+    if rel_root.split(os.sep)[:2] == ["assets.extra", "variants"]:
+      continue
+    fileio.makedirs(os.path.join(target, rel_root))
+    for name in files:
+      rel = os.path.normpath(os.path.join(rel_root, name))
+      if rel in skip:
+        continue
+      io_utils.copy_file(os.path.join(root, name), os.path.join(target, rel), overwrite=True)
+
+
+def trained_on_same_data(live: LiveVersion, data_fingerprints: Sequence[str]) -> bool:
+  """Whether the live version was trained on exactly these Examples (by data fingerprint)."""
+  return bool(data_fingerprints) and sorted(live.data_fingerprints) == sorted(data_fingerprints)
