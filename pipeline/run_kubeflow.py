@@ -7,7 +7,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse
 import logging
-import dataclasses
 import pathlib
 import sys
 
