@@ -11,8 +11,9 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, examples_lib, executor
-from components.distributed_trainer import distributed_trainer_lib as lib
+from components.distributed_trainer import constants, executor
+from components.errors import UserCodeError, UserInputError
+from tests import examples_lib
 
 STOCK_MODULE = textwrap.dedent('''
   """A module written for the stock TFX Trainer (penguin example style)."""
@@ -81,21 +82,18 @@ STOCK_MODULE = textwrap.dedent('''
                  "val_accuracy": history.history["val_sparse_categorical_accuracy"][-1]}, f)
 ''')
 
-COMPILED_BUILD_MODEL = textwrap.dedent('''
-  """build_model module that compiles its own model."""
+BUILD_MODEL_MODULE = textwrap.dedent('''
+  """build_model module: a network on the preprocessed vector, named so tests can find it."""
 
   import tensorflow as tf
 
 
   def build_model(hparams):
     inputs = tf.keras.Input(shape=(hparams["num_features"],))
-    x = tf.keras.layers.Rescaling(1.0 / 16)(inputs)
-    x = tf.keras.layers.Dense(hparams["units"], activation="relu")(x)
-    x = tf.keras.layers.Dense(hparams["num_classes"])(x)
+    x = tf.keras.layers.Dense(hparams["units"], activation="relu", name="user_hidden")(inputs)
+    x = tf.keras.layers.Dense(hparams["num_outputs"])(x)
     outputs = tf.keras.layers.Activation("softmax", dtype="float32")(x)
-    model = tf.keras.Model(inputs, outputs)
-    model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
-    return model
+    return tf.keras.Model(inputs, outputs, name="user_body")
 ''')
 
 
@@ -132,7 +130,16 @@ def _props_of(artifact):
   return {k: v for k, v in artifact.mlmd_artifact.custom_properties.items()}
 
 
-def test_do_default_build_model_module_trains_exports_and_records(tmp_path, digits_csv):
+def _load_keras(model_artifact):
+  """The Keras model behind the serving SavedModel (the Optimizer loads it the same way)."""
+  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+  return tf.keras.models.load_model(
+    os.path.join(model_artifact.uri, "Format-Serving"), compile=False
+  )
+
+
+def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
   executor.Executor().Do(inputs, outputs, _props(module_path=constants.DEFAULT_MODULE_PATH))
 
@@ -141,37 +148,49 @@ def test_do_default_build_model_module_trains_exports_and_records(tmp_path, digi
   assert props[constants.STRATEGY_PROPERTY].string_value == "one_device"
   assert props[constants.NUM_REPLICAS_PROPERTY].int_value == 1
   assert "OneDeviceStrategy" in props[constants.STRATEGY_REASON_PROPERTY].string_value
-  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "build_model"
-  accuracy = props[constants.EVAL_ACCURACY_PROPERTY].double_value
-  assert accuracy >= 0.90
+  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "tabular"
+  assert props[constants.TASK_PROPERTY].string_value == "multiclass"
+  assert json.loads(props[constants.LABEL_CLASSES_PROPERTY].string_value) == list(range(10))
+  assert props[constants.STEPS_RUN_PROPERTY].int_value == 300
+  metrics = json.loads(props[constants.EVAL_METRICS_PROPERTY].string_value)
+  assert metrics["accuracy"] >= 0.90
+  assert metrics["examples"] > 300
+  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
+  hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
+  assert hparams["hidden_units"] == 64 and hparams["learning_rate"] == 1e-3
 
-  # Keras copy: h5 + input_spec.json in the layout the Optimizer reads.
-  keras_dir = os.path.join(model.uri, "Format-Keras")
-  with open(os.path.join(keras_dir, "input_spec.json")) as f:
-    spec = json.load(f)
-  assert spec == {
-    "feature_keys": sorted(f"pixel_{i}" for i in range(64)),
-    "label_key": "label",
-    "num_classes": 10,
-  }
-  keras_model = tf.keras.models.load_model(os.path.join(keras_dir, "model.h5"), compile=False)
-  assert keras_model.inputs[0].shape.as_list() == [None, 64]
-  assert keras_model.inputs[0].dtype == tf.float32
+  # The contract: one float32 input holding the 64 numeric columns in name order.
+  serving_dir = os.path.join(model.uri, "Format-Serving")
+  with open(os.path.join(serving_dir, "assets.extra", "contract.json")) as f:
+    contract = json.load(f)
+  assert contract["task"] == "multiclass"
+  assert contract["label"]["key"] == "label" and contract["label"]["classes"] == list(range(10))
+  [numeric] = contract["inputs"]
+  assert numeric["name"] == "numeric" and numeric["dtype"] == "float32"
+  assert numeric["shape"] == [-1, 64]
+  columns = [c["column"] for c in numeric["columns"]]
+  assert columns == sorted(f"pixel_{i}" for i in range(64))
 
   # Serving SavedModel: serialized tf.Example in (named `examples`), probabilities out.
   serialized = _serialized_eval_examples(inputs)
-  loaded = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
+  loaded = tf.saved_model.load(serving_dir)
   serve = loaded.signatures["serving_default"]
   assert list(serve.structured_input_signature[1]) == ["examples"]
   probs = serve(examples=tf.constant(serialized))["outputs"].numpy()
   assert probs.shape == (len(serialized), 10) and probs.dtype == np.float32
   np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
-  # Both exports are the same model, fed by the documented dense row layout.
-  keras_probs = keras_model.predict(_dense_rows(serialized, spec["feature_keys"]), verbose=0)
+  # transform_features gives the label as the model sees it: the class index.
+  labels = loaded.signatures["transform_features"](examples=tf.constant(serialized))["label"]
+  expected = [
+    tf.train.Example.FromString(r).features.feature["label"].int64_list.value[0] for r in serialized
+  ]
+  np.testing.assert_array_equal(labels.numpy(), expected)
+  # The Keras model behind it is the same model, fed by the contract's input layout.
+  keras_probs = _load_keras(model).predict({"numeric": _dense_rows(serialized, columns)}, verbose=0)
   np.testing.assert_allclose(probs, keras_probs, atol=1e-5)
 
   # No staging leftovers, TensorBoard logs in model_run.
-  assert sorted(os.listdir(model.uri)) == ["Format-Keras", "Format-Serving"]
+  assert sorted(os.listdir(model.uri)) == ["Format-Serving"]
   run_dir = outputs[sc.MODEL_RUN_KEY][0].uri
   assert tf.io.gfile.glob(os.path.join(run_dir, "logs", "train", "events.out.tfevents.*"))
 
@@ -206,31 +225,32 @@ def test_do_runs_stock_run_fn_module_unchanged(tmp_path, digits_csv):
   assert not os.path.exists(os.path.join(model.uri, "Format-Keras"))
 
 
-def test_do_user_compiled_model_mixed_precision_and_warm_start(tmp_path, digits_csv):
+def test_do_build_model_module_hparams_mixed_precision_and_warm_start(tmp_path, digits_csv):
   inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path / "a"), str(digits_csv))
-  module = tmp_path / "compiled_module.py"
-  module.write_text(COMPILED_BUILD_MODEL)
+  module = tmp_path / "build_model_module.py"
+  module.write_text(BUILD_MODEL_MODULE)
+  hparams = {"units": 48, "learning_rate": 0.01}
   props = _props(
     module_file=str(module),
     steps=200,
-    custom_config={"hparams": {"units": 48}},
+    custom_config={"hparams": hparams},
     **{constants.MIXED_PRECISION_KEY: "mixed_bfloat16", constants.NUM_EPOCHS_KEY: 2},
   )
   executor.Executor().Do(inputs, outputs, props)
   first = outputs[sc.MODEL_KEY][0]
-  first_accuracy = _props_of(first)[constants.EVAL_ACCURACY_PROPERTY].double_value
+  first_props = _props_of(first)
+  assert first_props[constants.MODULE_STYLE_PROPERTY].string_value == "build_model"
+  first_accuracy = first_props[constants.EVAL_ACCURACY_PROPERTY].double_value
   assert first_accuracy >= 0.85
-  keras_model = tf.keras.models.load_model(
-    os.path.join(first.uri, "Format-Keras", "model.h5"), compile=False
-  )
-  assert keras_model.layers[2].units == 48  # hparams from custom_config reached build_model.
-  assert keras_model.layers[2].dtype_policy.name == "mixed_bfloat16"
+  body = _load_keras(first).get_layer("user_body")
+  assert body.get_layer("user_hidden").units == 48  # hparams from custom_config reached it.
+  assert body.get_layer("user_hidden").dtype_policy.name == "mixed_bfloat16"
   assert tf.keras.mixed_precision.global_policy().name == "float32"  # restored afterwards
 
   # Warm start: 1 step from the first model keeps its accuracy; from scratch it is near chance.
   inputs_b, outputs_b = examples_lib.trainer_artifacts(str(tmp_path / "b"), str(digits_csv))
   inputs_b[sc.BASE_MODEL_KEY] = [first]
-  props_b = _props(module_file=str(module), steps=1, custom_config={"hparams": {"units": 48}})
+  props_b = _props(module_file=str(module), steps=1, custom_config={"hparams": hparams})
   executor.Executor().Do(inputs_b, outputs_b, props_b)
   warm = _props_of(outputs_b[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
   assert warm >= first_accuracy - 0.05
@@ -238,6 +258,17 @@ def test_do_user_compiled_model_mixed_precision_and_warm_start(tmp_path, digits_
   executor.Executor().Do(inputs_c, outputs_c, props_b)
   cold = _props_of(outputs_c[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
   assert cold < 0.5
+
+
+def test_do_wraps_an_error_in_user_build_model_naming_module_and_function(tmp_path, digits_csv):
+  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "broken_module.py"
+  module.write_text("def build_model(hparams):\n  raise KeyError('no_such_hparam')\n")
+  with pytest.raises(UserCodeError) as raised:
+    executor.Executor().Do(inputs, outputs, _props(module_file=str(module), steps=1))
+  message = str(raised.value)
+  assert "build_model" in message and str(module) in message and "no_such_hparam" in message
+  assert isinstance(raised.value.__cause__, KeyError)
 
 
 def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
@@ -252,7 +283,7 @@ def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
 def test_do_rejects_unknown_label_with_fix(tmp_path, digits_csv):
   inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
   props = _props(module_path=constants.DEFAULT_MODULE_PATH, custom_config={"label_key": "digit"})
-  with pytest.raises(lib.TrainerInputError, match="label_key"):
+  with pytest.raises(UserInputError, match="label 'digit' is not a column of the data"):
     executor.Executor().Do(inputs, outputs, props)
 
 
