@@ -132,10 +132,11 @@ class TestConvertBatch:
     options = csv_lib.ConvertOptions(column_types={"i": "int", "f": "float"})
     verdict = csv_lib.convert_batch(raw, options)
     assert verdict.bad_index.tolist() == []
-    got = verdict.table.to_pydict()
-    assert got["i"] == [[int(c)] if c else [] for c in ints]
-    expected = [[float(np.float32(float(c)))] if c else [] for c in floats]
-    assert got["f"] == expected
+    examples = [tf.train.Example.FromString(r) for r in verdict.serialize().to_pylist()]
+    got_i = [list(e.features.feature["i"].int64_list.value) for e in examples]
+    got_f = [list(e.features.feature["f"].float_list.value) for e in examples]
+    assert got_i == [[int(c)] if c else [] for c in ints]
+    assert got_f == [[float(np.float32(float(c)))] if c else [] for c in floats]
 
   def test_cells_python_rejects_are_bad_under_a_schema(self):
     raw = _raw_batch(i=["0x10", BEYOND_INT64, "1", "9" * 5000], f=["nan(1)", "1", "x", "2"])
@@ -150,8 +151,12 @@ class TestConvertBatch:
   def test_empty_cells_are_empty_lists_and_unknown_columns_have_no_kind(self):
     raw = _raw_batch(i=["1", ""], s=["", "a"], u=["", ""])
     options = csv_lib.ConvertOptions(column_types={"i": "int", "s": "string", "u": "unknown"})
-    table = csv_lib.convert_batch(raw, options).table
-    assert table.to_pydict() == {"i": [[1], []], "s": [[], [b"a"]], "u": [None, None]}
+    records = csv_lib.convert_batch(raw, options).serialize().to_pylist()
+    features = [tf.train.Example.FromString(r).features.feature for r in records]
+    kinds = [{k: f.WhichOneof("kind") for k, f in x.items()} for x in features]
+    assert kinds == [{"i": "int64_list", "s": "bytes_list", "u": None}] * 2
+    assert [list(x["i"].int64_list.value) for x in features] == [[1], []]
+    assert [list(x["s"].bytes_list.value) for x in features] == [[], [b"a"]]
 
 
 class TestReading:
@@ -403,3 +408,62 @@ def test_quarantine_text_round_trips(tmp_path):
   back = list(csv_lib.iter_quarantine_rows([path]))
   assert back[0]["row"] == 'a,"b"\nc\\0'
   assert pathlib.Path(path).read_text().startswith("file,line,reason,row")
+
+
+def _list_array(values: pa.Array) -> pa.Array:
+  valid = np.asarray(values.is_valid(), dtype=bool)
+  offsets = np.concatenate([[0], np.cumsum(valid)]).astype(np.int32)
+  return pa.ListArray.from_arrays(pa.array(offsets), values.drop_null())
+
+
+def _random_column(rng, n, kind, nulls):
+  mask = rng.random(n) < nulls
+  if kind == "int":
+    values = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64) >> rng.integers(0, 64, n)
+    return pa.array(values, pa.int64(), mask=mask)
+  if kind == "small_int":
+    return pa.array(rng.integers(0, 128, n), pa.int64(), mask=mask)
+  if kind == "float":
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    return pa.array(bits.view(np.float32), pa.float32(), mask=mask)  # NaNs and infinities too.
+  cells = [bytes(rng.integers(0, 256, int(rng.integers(0, 300)), dtype=np.uint8)) for _ in range(n)]
+  return pa.array([None if m else c for m, c in zip(mask, cells, strict=True)], pa.binary())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_serialized_examples_equal_tfx_bsl_encoder_output(seed):
+  """tfexample_lib against tfx_bsl's C++ RecordBatchToExamples, compared as parsed protos."""
+  from tfx_bsl.coders import example_coder
+
+  from components.example_gen import tfexample_lib
+
+  rng = np.random.default_rng(seed)
+  n = int(rng.integers(1, 400))
+  columns = []
+  for j in range(int(rng.integers(1, 8))):
+    kind = ["int", "small_int", "float", "string", "unknown"][int(rng.integers(0, 5))]
+    name = ["a", "b" * 200, "ü", "x y"][j % 4] + str(j)
+    nulls = [0.0, 0.3, 1.0][int(rng.integers(0, 3))]
+    values = None if kind == "unknown" else _random_column(rng, n, kind, nulls)
+    written = {"small_int": "int", "unknown": "unknown"}.get(kind, kind)
+    columns.append((name, written, values))
+  ours = tfexample_lib.serialize_examples(columns, n).to_pylist()
+  arrays = [
+    pa.nulls(n, pa.list_(pa.int64())) if v is None else _list_array(v) for _, _, v in columns
+  ]
+  batch = pa.RecordBatch.from_arrays(arrays, [name for name, _, _ in columns])
+  reference = example_coder.RecordBatchToExamples(batch)
+  assert len(ours) == len(reference) == n
+  for mine, theirs in zip(ours, reference, strict=True):
+    a, b = tf.train.Example.FromString(mine), tf.train.Example.FromString(theirs)
+    assert a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+
+
+def test_serialize_no_columns_and_no_rows():
+  from components.example_gen import tfexample_lib
+
+  empty = [
+    tf.train.Example.FromString(r) for r in tfexample_lib.serialize_examples([], 2).to_pylist()
+  ]
+  assert [len(e.features.feature) for e in empty] == [0, 0]
+  assert len(tfexample_lib.serialize_examples([("a", "int", pa.array([], pa.int64()))], 0)) == 0

@@ -21,10 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-from tfx_bsl.coders import example_coder
 
 from components.errors import UserInputError
-from components.example_gen import io_lib
+from components.example_gen import io_lib, tfexample_lib
 
 # How it works. Every column is read as raw bytes by Arrow's C++ CSV reader; empty
 # cells are nulls. Column types follow stock CsvExampleGen (tfx_bsl's csv_decoder):
@@ -35,8 +34,8 @@ from components.example_gen import io_lib
 # arrays whose bytes come from a small alphabet (Arrow also reads '0x10' as 16 and
 # 'nan(1)' as NaN, Python does not) and on cells matching plain number patterns.
 # Other cells (' 12', '+5', '1_000', ...) go through Python's int() and float().
-# tfx_bsl's C++ encoder turns typed batches into tf.Examples, which are split by a
-# hash of each row and written as gzipped TFRecords without TensorFlow.
+# tfexample_lib serialises typed batches as tf.Examples a column at a time; they are
+# split by a hash of each row and written as gzipped TFRecords without TensorFlow.
 
 INT = "int"
 FLOAT = "float"
@@ -616,16 +615,6 @@ def _parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
   return pa.array(numbers, type=target, mask=~valid), failed
 
 
-def _as_list_array(values: pa.Array) -> pa.Array:
-  """One value per row; an empty cell becomes an empty list, as stock writes it."""
-  n = len(values)
-  if values.null_count == 0:
-    return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), values)
-  valid = np.asarray(values.is_valid(), dtype=bool)
-  offsets = np.concatenate([[0], np.cumsum(valid, dtype=np.int32)]).astype(np.int32)
-  return pa.ListArray.from_arrays(pa.array(offsets), values.drop_null())
-
-
 def _undecodable(column: pa.Array) -> np.ndarray:
   return _cell_mask_of_bytes(column, _UNDECODABLE)
 
@@ -697,11 +686,27 @@ def types_from_schema(schema_path: str) -> dict[str, str]:
 
 
 @dataclasses.dataclass
-class _BatchVerdict:
-  table: pa.RecordBatch | None
+class BatchVerdict:
+  """The outcome of one batch.
+
+  Attributes:
+    columns: (name, kind, values) of the kept rows, values flat (int64, float32
+      or binary) with nulls for empty cells, None for an UNKNOWN column.
+    num_kept: Rows kept.
+    bad_index: Indices of the rejected rows in the batch.
+    bad_reason: Why each was rejected.
+    keep: Mask of the kept rows.
+  """
+
+  columns: list[tuple[str, str, pa.Array | None]]
+  num_kept: int
   bad_index: np.ndarray
   bad_reason: list[str]
   keep: np.ndarray
+
+  def serialize(self) -> pa.Array:
+    """The kept rows as serialized tf.Examples, a binary array."""
+    return tfexample_lib.serialize_examples(self.columns, self.num_kept)
 
 
 def _short(cell: str) -> str:
@@ -709,7 +714,7 @@ def _short(cell: str) -> str:
   return cell if len(cell) <= _MAX_CELL_IN_REASON else cell[:_MAX_CELL_IN_REASON] + "..."
 
 
-def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> _BatchVerdict:
+def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> BatchVerdict:
   """Validates and types one batch of raw (binary) columns.
 
   Args:
@@ -719,8 +724,7 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
       0xFF marker of `iter_raw_batches` are rejected.
 
   Returns:
-    The typed batch of good rows (list-wrapped, ready for the encoder), and the
-    indices and reasons of rejected rows.
+    The typed columns of the good rows, and the indices and reasons of rejected rows.
   """
   n = raw.num_rows
   reasons: list[str | None] = [None] * n
@@ -772,21 +776,17 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
       reject(np.asarray(column.is_valid(), dtype=bool), f"column {name!r}: expected an empty cell")
 
   keep = ~bad
-  good = None
   count = int(keep.sum())
-  if count:
-    mask = pa.array(keep)
-    good = pa.RecordBatch.from_arrays(
-      [
-        pa.nulls(count, pa.list_(pa.int64()))
-        if typed[c] is None
-        else _as_list_array(typed[c].filter(mask) if count < n else typed[c])
-        for c in raw.schema.names
-      ],
-      names=raw.schema.names,
-    )
+  mask = pa.array(keep)
+  kept = []
+  for name in columns:
+    values = typed[name]
+    if values is not None and count < n:
+      values = values.filter(mask)
+    kept.append((name, options.column_types[name], values))
   bad_index = np.flatnonzero(bad)
-  return _BatchVerdict(good, bad_index, [reasons[i] or "rejected" for i in bad_index], keep)
+  reasons_ = [reasons[i] or "rejected" for i in bad_index]
+  return BatchVerdict(kept, count, bad_index, reasons_, keep)
 
 
 def row_keys(raw: pa.RecordBatch, keep: np.ndarray, column: str | None = None) -> list[bytes]:
@@ -911,17 +911,18 @@ def convert_file(
           }
         )
       result.rows_read += raw.num_rows
-      if verdict.table is None:
+      if not verdict.num_kept:
         continue
-      serialized = example_coder.RecordBatchToExamples(verdict.table)
+      serialized = verdict.serialize()
       split_of = assign_splits(row_keys(raw, verdict.keep, partition_column), plan)
       for s_index, split in enumerate(plan.names):
-        picked = np.flatnonzero(split_of == s_index)
-        if len(picked) == len(serialized):
-          writers[split].write_many(serialized)
-        elif len(picked):
-          writers[split].write_many([serialized[j] for j in picked])
-        result.rows_per_split[split] += len(picked)
+        picked = split_of == s_index
+        count = int(picked.sum())
+        if count == len(serialized):
+          writers[split].write_many(serialized.to_pylist())
+        elif count:
+          writers[split].write_many(serialized.filter(pa.array(picked)).to_pylist())
+        result.rows_per_split[split] += count
   finally:
     for w in writers.values():
       w.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import glob as glob_lib
 import os
@@ -33,6 +34,13 @@ def is_remote(path: str) -> bool:
 def _beam_fs(path: str):
   from apache_beam.io.filesystems import FileSystems
 
+  if getattr(FileSystems, "_pipeline_options", None) is None:
+    # Outside a running pipeline Beam's S3 file system has no options and refuses to work
+    # ("Must provide one of client or options"); default options let boto3 take its
+    # configuration from the environment (AWS_* variables, AWS_ENDPOINT_URL_S3).
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    FileSystems.set_options(PipelineOptions([]))
   try:
     FileSystems.get_filesystem(path)
   except ValueError:
@@ -153,21 +161,40 @@ def _masked_crc(data: bytes) -> int:
   return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
 
 
+_HEADERS: dict[int, bytes] = {}
+_MAX_CACHED_HEADERS = 1 << 16
+
+
+def _header(length: int) -> bytes:
+  """The 12 bytes before a record: its length and the masked CRC of the length."""
+  header = _HEADERS.get(length)
+  if header is None:
+    packed = _LENGTH.pack(length)
+    header = packed + _CRC.pack(_masked_crc(packed))
+    if len(_HEADERS) < _MAX_CACHED_HEADERS:
+      _HEADERS[length] = header
+  return header
+
+
 def frame_records(records) -> bytes:
   """Frames serialized records as TFRecords: length, its masked CRC32C, data, its CRC."""
   parts = []
   append = parts.append
+  headers = _HEADERS
+  crc32c, pack, delta = _crc32c, _CRC.pack, _CRC_MASK_DELTA
   for record in records:
-    length = _LENGTH.pack(len(record))
-    append(length)
-    append(_CRC.pack(_masked_crc(length)))
+    append(headers.get(len(record)) or _header(len(record)))
     append(record)
-    append(_CRC.pack(_masked_crc(record)))
+    crc = crc32c(record)
+    append(pack((((crc >> 15) | (crc << 17)) + delta) & 0xFFFFFFFF))
   return b"".join(parts)
 
 
 class GzipTFRecordWriter:
   """Writes one gzipped TFRecord file, readable by tf.data and TFX (`FORMAT_TFRECORDS_GZIP`).
+
+  Compression and writing run on a background thread (zlib and file writes release
+  the GIL), so they overlap with the caller preparing the next records.
 
   Args:
     path: Output file, local or remote.
@@ -178,19 +205,33 @@ class GzipTFRecordWriter:
     self._file = open_write(path)
     # wbits 16 + 15: a gzip member, as TensorFlow's GZIP record writer makes.
     self._zip = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tfrecord-gzip")
+    self._pending: concurrent.futures.Future | None = None
     self.count = 0
+
+  def _compress_and_write(self, framed: bytes) -> None:
+    self._file.write(self._zip.compress(framed))
+
+  def _wait(self) -> None:
+    if self._pending is not None:
+      pending, self._pending = self._pending, None
+      pending.result()
 
   def write_many(self, records) -> None:
     """Appends serialized records."""
     framed = frame_records(records)
     self.count += len(records)
-    self._file.write(self._zip.compress(framed))
+    # One batch in flight at most, so memory stays bounded.
+    self._wait()
+    self._pending = self._thread.submit(self._compress_and_write, framed)
 
   def close(self) -> None:
     if self._file is None:
       return
     try:
+      self._wait()
       self._file.write(self._zip.flush())
     finally:
+      self._thread.shutdown(wait=True)
       self._file.close()
       self._file = None
