@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from components.distributed_trainer import examples_lib
+from tests import examples_lib
 
 # Logical devices must be configured before TensorFlow initialises its devices, so this runs
 # in a fresh interpreter.
@@ -20,21 +20,20 @@ SCRIPT = textwrap.dedent("""
   tf.config.set_logical_device_configuration(
       cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
-  from components.distributed_trainer import default_module, strategy_lib
-  from components.distributed_trainer import distributed_trainer_lib as lib
+  from components.distributed_trainer import default_module, strategy_lib, tabular_lib
 
   root = sys.argv[1]
   results = {}
   for name in ("mirrored", "one_device"):
     built = strategy_lib.build_strategy(name, tf_config={}, tpu_available=False)
-    config = lib.TrainConfig(
+    settings = tabular_lib.RunSettings(
         train_files=[os.path.join(root, "examples", "Split-train", "*")],
         eval_files=[os.path.join(root, "examples", "Split-eval", "*")],
         schema_path=os.path.join(root, "schema", "schema.pbtxt"),
-        model_dir=os.path.join(root, name, "model"),
+        serving_model_dir=os.path.join(root, name, "model", "Format-Serving"),
         model_run_dir=os.path.join(root, name, "model_run"),
-        train_steps=300, global_batch_size=64)
-    result = dataclasses.asdict(lib.train_build_model(default_module.build_model, config, built))
+        label_key="label", train_steps=300, global_batch_size=64)
+    result = dataclasses.asdict(tabular_lib.train(settings, built, default_module._body))
     result["devices"] = list(built.strategy.extended.worker_devices)
     results[name] = result
   print("RESULTS=" + json.dumps(results))

@@ -12,8 +12,9 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, examples_lib, executor
+from components.distributed_trainer import constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
+from tests import examples_lib
 
 STEPS = 300
 BATCH = 64
@@ -94,7 +95,7 @@ def test_multi_worker_mirrored_two_processes_match_single_worker(tmp_path, digit
   assert w0.is_chief and not w1.is_chief
   assert w0.weights_sha256 == w1.weights_sha256  # synchronous training: identical weights
   assert w1.eval_accuracy is None  # only the chief evaluates and exports
-  assert os.path.exists(os.path.join(model.uri, "Format-Keras", "model.h5"))
+  assert os.path.exists(os.path.join(model.uri, "Format-Serving", "assets.extra", "contract.json"))
   assert not os.path.exists(lib.run_state_dir(run_dir, "scratch"))
 
   single, _ = _run(tmp_path / "single", digits_csv)

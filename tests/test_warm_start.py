@@ -10,7 +10,8 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, examples_lib, executor
+from components.distributed_trainer import constants, executor
+from tests import examples_lib
 
 # A module for the stock TFX Trainer that warm-starts the way stock modules do: it loads the
 # SavedModel at `fn_args.base_model` (the base model's Format-Serving folder) and keeps training.
@@ -102,7 +103,9 @@ def _accuracy(model, inputs):
 
 
 def _keras_weights(model):
-  path = os.path.join(model.uri, "Format-Keras", "model.h5")
+  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+  path = os.path.join(model.uri, "Format-Serving")
   return tf.keras.models.load_model(path, compile=False).get_weights()
 
 
