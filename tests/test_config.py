@@ -1,12 +1,15 @@
 """The pipeline's defaults stay in step with the components they configure."""
 
+from components import defaults
 from components.optimizer import optimizer_lib
 from pipeline import config
 
 
 def test_optimizer_variant_names_match_the_optimizer():
-  assert set(config.OPTIMIZER_VARIANTS) == set(optimizer_lib.VARIANT_ORDER)
-  assert set(config.DEFAULT_OPTIMIZER_VARIANTS) == set(optimizer_lib.DEFAULT_VARIANTS)
+  assert set(defaults.VARIANTS) == set(optimizer_lib.VARIANT_ORDER)
+  assert set(defaults.DEFAULT_VARIANTS) == set(optimizer_lib.DEFAULT_VARIANTS)
+  assert config.PipelineConfig().optimizer_variants == optimizer_lib.DEFAULT_VARIANTS
+  assert "qat" not in config.PipelineConfig().optimizer_variants
 
 
 def test_defaults_point_at_the_bundled_example():
@@ -14,3 +17,5 @@ def test_defaults_point_at_the_bundled_example():
   assert c.module_file is None  # the bundled module, imported from the installed package
   assert (config.REPO_ROOT / "data" / "digits" / "digits.csv").exists()
   assert c.data_root == str(config.DEFAULT_DATA_ROOT)
+  assert c.label_key == defaults.LABEL_KEY and c.task == "auto"
+  assert c.min_eval_examples == defaults.MIN_EVAL_EXAMPLES

@@ -27,7 +27,7 @@ def test_help_lists_every_option_with_defaults():
 @pytest.mark.parametrize(
   "args, message",
   [
-    (["--data-root", "/nonexistent/folder"], "is not a folder"),
+    (["--data-root", "/nonexistent/folder"], "--data-root /nonexistent/folder does not exist"),
     (["--module-file", "/nonexistent/module.py"], "does not exist"),
     (["--train-steps", "0"], "--train-steps must be at least 1"),
     (["--optimizer-variants", "tflite_int4"], "unknown optimizer variants"),
@@ -46,14 +46,18 @@ def test_bad_csv_fails_with_one_line_and_pushes_nothing(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
   rows = "".join(f"{i % 7},{i % 10}\n" for i in range(50))
-  (data / "d.csv").write_text("x,label\n" + rows + "oops,3\n")
+  # Stock type rules make a column with text in it a text column, so the bad row is one with
+  # a field too many.
+  (data / "d.csv").write_text("x,label\n" + rows + "3,4,5\n")
   out = tmp_path / "out"
-  proc = run_script("run_local.py", "--data-root", data, "--output-dir", out, "--quiet")
+  proc = run_script(
+    "run_local.py", "--data-root", data, "--output-dir", out, "--min-eval-examples", "5", "--quiet"
+  )
   assert proc.returncode == 1
   assert "Traceback" not in proc.stderr
   errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
   assert len(errors) == 1
-  assert "1 of 51 rows" in errors[0] and "'oops' is not an integer" not in errors[0]
+  assert "1 of 51 rows" in errors[0] and "quarantine.csv" in errors[0]
   summary = load_summary(out)
   assert summary["status"] == "failed"
   assert summary["components"][0] == {
