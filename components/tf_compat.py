@@ -143,3 +143,35 @@ def keras_tuner_on_tf_keras() -> bool:
     )
     return False
   return True
+
+
+def register_filesystems(paths) -> bool:
+  """Makes TensorFlow (and TFX's fileio) read and write the object stores some paths name.
+
+  gs:// is built in (tensorflow-io-gcs-filesystem); s3:// needs tensorflow-io, whose import
+  registers TensorFlow's S3 file system. tensorflow-io 0.37 aborts the interpreter at exit
+  ("pure virtual method called"), so a process that registered it should end with os._exit.
+
+  Args:
+    paths: paths and URIs the process will use (None entries are ignored).
+
+  Returns:
+    Whether tensorflow-io was imported.
+
+  Raises:
+    UserInputError: for s3:// paths without tensorflow-io installed.
+  """
+  import importlib.util
+
+  from components.errors import UserInputError
+
+  if not any(str(p).startswith("s3://") for p in paths if p):
+    return False
+  if importlib.util.find_spec("tensorflow_io") is None:
+    raise UserInputError(
+      "s3:// paths need TensorFlow's S3 file system from tensorflow-io; install the project "
+      "with the s3 extra: pip install '.[s3]'."
+    )
+  import tensorflow_io  # noqa: F401  (registers the s3 file system)
+
+  return True

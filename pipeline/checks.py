@@ -172,21 +172,30 @@ def plan_modules(
 
 
 def input_files(data_root: str, pattern: str) -> list[str]:
-  """The local files a pattern matches, for `{SPAN}` patterns those of the newest span."""
-  import glob
+  """The files a pattern matches (local or object store), for `{SPAN}` the newest span's.
 
-  if "{SPAN}" in pattern:
-    spans = []
-    regex = re.compile(re.escape(pattern.split("{SPAN}")[0]).replace(r"\*", ".*") + r"(\d+)")
-    for entry in os.listdir(data_root):
-      m = regex.match(entry)
-      if m:
-        spans.append(int(m.group(1)))
-    if not spans:
-      return []
-    pattern = pattern.replace("{SPAN}", str(max(spans)))
-  pattern = pattern.replace("{VERSION}", "*")
-  return sorted(p for p in glob.glob(os.path.join(data_root, pattern)) if os.path.isfile(p))
+  Raises:
+    CheckError: when an object store cannot be listed.
+  """
+  from components.example_gen import io_lib
+
+  full = os.path.join(data_root, pattern.replace("{VERSION}", "*"))
+  try:
+    if "{SPAN}" not in full:
+      return io_lib.glob(full)
+    found = io_lib.glob(full.replace("{SPAN}", "*"))
+  except Exception as e:  # Object-store clients raise their own error types.
+    raise CheckError(
+      f"cannot list {full} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+      "check the path and the credentials, or pass --task to skip reading the data here."
+    ) from None
+  regex = re.compile(re.escape(full).replace(r"\*", "[^/]*").replace(r"\{SPAN\}", r"(\d+)"))
+  spans: dict[int, list[str]] = {}
+  for path in found:
+    m = regex.fullmatch(path)
+    if m:
+      spans.setdefault(int(m.group(1)), []).append(path)
+  return sorted(spans[max(spans)]) if spans else []
 
 
 def default_pattern(data_root: str) -> str:

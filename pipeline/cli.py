@@ -305,7 +305,10 @@ def config_from_args(
 
   task, floor, max_mse, reason = args.task, args.min_accuracy or 0.0, args.max_mse, ""
   eval_share = 1 / (_DEFAULTS.train_hash_buckets + _DEFAULTS.eval_hash_buckets)
-  if local_data:
+  # Object-store data is read here too when this machine can reach it (run_local); the
+  # Kubeflow compiler (local_paths=False) cannot assume that.
+  readable = local_data or (local_paths and checks.is_uri(data_root) and args.task == tasks.AUTO)
+  if readable:
     files = checks.input_files(data_root, pattern)
     if not files:
       raise checks.CheckError(

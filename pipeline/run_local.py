@@ -48,6 +48,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     "(default: %(default)s)",
   )
   parser.add_argument(
+    "--pipeline-root",
+    default=None,
+    help="where the artifacts go: a folder or an object-store URI (gs://, s3://) "
+    "(default: <output-dir>/pipeline_root)",
+  )
+  parser.add_argument(
     "--serving-dir",
     default=None,
     help="where the Pusher publishes versions (default: <output-dir>/serving)",
@@ -68,15 +74,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
   args = parse_args(argv)
   out = pathlib.Path(args.output_dir).resolve()
-  serving = str(pathlib.Path(args.serving_dir).resolve()) if args.serving_dir else str(out / "serving")
+  serving = _location(args.serving_dir, out / "serving")
+  root = _location(args.pipeline_root, out / "pipeline_root")
   try:
     checks.check_text("--output-dir", args.output_dir)
     checks.check_writable("--output-dir", str(out))
-    if args.serving_dir:
-      checks.check_text("--serving-dir", args.serving_dir)
-      checks.check_writable("--serving-dir", serving)
+    for flag, value in (("--serving-dir", args.serving_dir), ("--pipeline-root", args.pipeline_root)):
+      if value:
+        checks.check_text(flag, value)
+        if not checks.is_uri(value):
+          checks.check_writable(flag, value)
     checks.check_at_least("--direct-workers", args.direct_workers, 0)
-    config = cli.config_from_args(args, str(out / "pipeline_root"), serving)
+    config = cli.config_from_args(args, root, serving)
   except cli.UserInputError as e:
     return cli.fail(str(e))
   out.mkdir(parents=True, exist_ok=True)
@@ -99,6 +108,12 @@ def main(argv=None) -> int:
     lock.release()
 
 
+def _location(value: str | None, default: pathlib.Path) -> str:
+  if value is None:
+    return str(default)
+  return value if checks.is_uri(value) else str(pathlib.Path(value).resolve())
+
+
 def _run(args, config, out: pathlib.Path) -> int:
   log = progress.log_path(out)
   with progress.captured_output(log, args.verbose) as terminal:
@@ -107,6 +122,9 @@ def _run(args, config, out: pathlib.Path) -> int:
 
     # Before anything imports TFX, which imports keras_tuner.
     tf_compat.keras_tuner_on_tf_keras()
+    tf_compat.register_filesystems(
+      [config.data_root, config.pipeline_root, config.serving_dir, config.module_file]
+    )
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 
@@ -180,5 +198,15 @@ def _write_summary(out: pathlib.Path, summary: dict) -> None:
     tmp.unlink(missing_ok=True)
 
 
+def _exit(code: int) -> None:
+  sys.stdout.flush()
+  sys.stderr.flush()
+  # tensorflow-io (s3://) aborts the interpreter in its exit-time destructors; the run's work
+  # is done and flushed, so leave without them and keep the run's exit code.
+  if "tensorflow_io" in sys.modules:
+    os._exit(code)
+  sys.exit(code)
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  _exit(main())

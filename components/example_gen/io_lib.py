@@ -11,6 +11,10 @@ import struct
 import zlib
 from typing import BinaryIO
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 try:
   from google_crc32c import value as _crc32c
 except ImportError:  # pragma: no cover - google-crc32c comes with apache-beam[gcp]
@@ -190,6 +194,40 @@ def frame_records(records) -> bytes:
   return b"".join(parts)
 
 
+def _masked_crcs(crcs: np.ndarray) -> np.ndarray:
+  crcs = crcs.astype(np.uint32)
+  return ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(_CRC_MASK_DELTA)
+
+
+def frame_array(records: pa.Array) -> pa.Array:
+  """Frames a binary array of serialized records as TFRecords, one framed record per item."""
+  n = len(records)
+  lengths = pc.binary_length(records).to_numpy(zero_copy_only=False).astype("<u8")
+  unique, inverse = np.unique(lengths, return_inverse=True)
+  headers = np.frombuffer(b"".join(_header(int(u)) for u in unique), dtype=np.uint8)
+  headers = headers.reshape(len(unique), 12)[inverse].reshape(-1)
+  crc32c = _crc32c
+  crcs = np.fromiter((crc32c(r) for r in records.to_pylist()), dtype=np.uint32, count=n)
+  trailers = _masked_crcs(crcs).astype("<u4").view(np.uint8)
+  return pc.binary_join_element_wise(
+    _fixed_width(headers, 12, n), records, _fixed_width(trailers, 4, n), b""
+  )
+
+
+def _fixed_width(data: np.ndarray, width: int, n: int) -> pa.Array:
+  offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+  return pa.Array.from_buffers(
+    pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))]
+  )
+
+
+def _data_buffer(values: pa.Array):
+  """The bytes of a binary array's items, back to back, without copying."""
+  offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)
+  first, last = offsets[values.offset], offsets[values.offset + len(values)]
+  return values.buffers()[2][first:last] if last > first else b""
+
+
 class GzipTFRecordWriter:
   """Writes one gzipped TFRecord file, readable by tf.data and TFX (`FORMAT_TFRECORDS_GZIP`).
 
@@ -218,8 +256,11 @@ class GzipTFRecordWriter:
       pending.result()
 
   def write_many(self, records) -> None:
-    """Appends serialized records."""
-    framed = frame_records(records)
+    """Appends serialized records (a sequence of bytes, or a binary Arrow array)."""
+    if isinstance(records, pa.Array):
+      framed = _data_buffer(frame_array(records)) if len(records) else b""
+    else:
+      framed = frame_records(records)
     self.count += len(records)
     # One batch in flight at most, so memory stays bounded.
     self._wait()

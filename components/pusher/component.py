@@ -43,7 +43,8 @@ class Pusher(base_component.BaseComponent):
       model: `Model` channel from the Trainer (``Format-Serving`` is served).
       model_blessing: `ModelBlessing` channel from the Evaluator; unblessed models are not
         pushed.
-      serving_dir: Absolute local (or mounted) path that TF Serving watches.
+      serving_dir: Absolute local (or mounted) path, or object-store URI (gs://, s3://),
+        that TF Serving watches.
       model_name: TF Serving model name; versions go to ``<serving_dir>/<model_name>/<N>``.
       keep_versions: Newest versions to keep (>= 1; the live version is never deleted).
       optimized_model: Optional `OptimizedModel` channel; its blessed variants are shipped.

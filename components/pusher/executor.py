@@ -129,13 +129,12 @@ class Executor(stock_pusher.Executor):
         f"nothing new to push: live version {live.version} was trained on the same data with "
         "the same module and settings"
       )
-    if "://" not in serving_dir:
-      left = pusher_lib.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
-      if left is not None:
-        return (
-          f"not pushed: a rollback moved away from this training (version {left}); new data or "
-          "a changed module or setting will push again"
-        )
+    left = pusher_lib.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
+    if left is not None:
+      return (
+        f"not pushed: a rollback moved away from this training (version {left}); new data or a "
+        "changed module or setting will push again"
+      )
     return ""
 
   def _not_pushed(self, pushed_model: types.Artifact, reason: str) -> None:

@@ -38,6 +38,8 @@ from typing import Any
 
 import filelock
 
+from components.pusher import object_store_lib
+
 MANIFEST_FILE = "manifest.json"
 HISTORY_FILE = "history.jsonl"
 LOCK_FILE = ".lock"
@@ -146,25 +148,29 @@ def parse_version(text: str | int) -> int:
   return int(text)
 
 
+_URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^/]+(/.*)?$")
+
+
 def validate_serving_dir(serving_dir: str) -> str:
-  """Checks that the serving root is a local absolute path and returns it normalised.
+  """Checks a serving root: an absolute local path, or an object-store URI (gs://, s3://).
 
   Args:
     serving_dir: Root folder that TF Serving watches (one sub-folder per model).
 
   Returns:
-    The normalised absolute path.
+    The normalised path (URIs without a trailing slash).
 
   Raises:
-    PusherError: If the path is empty, relative, or a URL such as ``gs://...``.
+    PusherError: If the path is empty, relative, or a malformed URI.
   """
   if not isinstance(serving_dir, str) or not serving_dir:
     raise PusherError("serving_dir is empty: pass an absolute local path such as /srv/models.")
   if "://" in serving_dir:
-    raise PusherError(
-      f"serving_dir {serving_dir!r} is a URL; atomic rename and file locks need a local or "
-      "mounted POSIX file system, so pass its mount point instead."
-    )
+    if not _URI.match(serving_dir) or "/../" in f"{serving_dir}/":
+      raise PusherError(
+        f"serving_dir {serving_dir!r} is not a valid URI; pass e.g. gs://bucket/models."
+      )
+    return serving_dir.rstrip("/")
   if not os.path.isabs(serving_dir):
     raise PusherError(
       f"serving_dir {serving_dir!r} is relative; pass an absolute path such as /srv/models."
@@ -176,7 +182,7 @@ def model_dir(serving_dir: str, model_name: str) -> str:
   """Returns ``<serving_dir>/<model_name>`` after validating both parts.
 
   Args:
-    serving_dir: Absolute serving root.
+    serving_dir: Serving root (absolute local path or URI).
     model_name: Model name (one path component).
 
   Returns:
@@ -186,7 +192,10 @@ def model_dir(serving_dir: str, model_name: str) -> str:
     PusherError: If either part is invalid.
   """
   root = validate_serving_dir(serving_dir)
-  path = os.path.join(root, validate_model_name(model_name))
+  name = validate_model_name(model_name)
+  if object_store_lib.is_remote(root):
+    return f"{root}/{name}"
+  path = os.path.join(root, name)
   # Belt and braces: the name regex already forbids separators and dot-dot.
   if os.path.dirname(path) != root:
     raise PusherError(f"Model name {model_name!r} would escape the serving root {root!r}.")
@@ -319,7 +328,10 @@ def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
   Returns:
     The history entries, oldest first.
   """
-  path = os.path.join(model_dir(serving_dir, model_name), HISTORY_FILE)
+  base = model_dir(serving_dir, model_name)
+  if object_store_lib.is_remote(base):
+    return object_store_lib.read_history(base)
+  path = os.path.join(base, HISTORY_FILE)
   if not os.path.exists(path):
     return []
   entries = []
@@ -450,6 +462,19 @@ def push_version(
   if clash:
     raise ValueError(f"manifest_extra may not set reserved keys {sorted(clash)}")
 
+  if object_store_lib.is_remote(base):
+    return _push_remote(
+      base,
+      model_name,
+      saved_model_dir,
+      variants,
+      metrics,
+      dict(extra_trees or {}),
+      extra,
+      keep_versions,
+      skip_if_identical,
+      source,
+    )
   os.makedirs(base, exist_ok=True)
   with _locked(base, lock_timeout_s):
     _clean_leftovers(base)
@@ -510,6 +535,75 @@ def push_version(
       },
     )
     removed = _prune(base, keep_versions)
+  return PushResult(True, version, path, "", version, content, tuple(removed), manifest)
+
+
+def _push_remote(
+  base: str,
+  model_name: str,
+  saved_model_dir: str,
+  variants: dict[str, str],
+  metrics: dict[str, dict[str, Any]],
+  extra_trees: dict[str, str],
+  extra: dict[str, Any],
+  keep_versions: int,
+  skip_if_identical: bool,
+  source: Mapping[str, Any] | None,
+) -> PushResult:
+  """push_version on an object store: files first, manifest last (see object_store_lib)."""
+  store = object_store_lib
+  files = store.plan_files(saved_model_dir, variants, extra_trees, VARIANTS_SUBDIR)
+  digests = store.digest_files(files)
+  content = _content_digest(digests)
+  history = store.read_history(base)
+  complete, incomplete = store.versions(base)
+  store.remove_incomplete(base, incomplete)
+  live = complete[-1] if complete else None
+  live_manifest = store.read_manifest(f"{base}/{live}") if live is not None else {}
+  if skip_if_identical:
+    reason = ""
+    if live_manifest.get("content_sha256") == content:
+      reason = f"identical to live version {live} (same sha256 of every file); nothing pushed"
+    elif content in _rejected_contents(history):
+      entry = _rejected_contents(history)[content]
+      reason = (
+        f"identical to version {entry.get('from')}, which was rolled back; not re-pushing it "
+        "(use rollback --to to restore it deliberately)"
+      )
+    if reason:
+      return PushResult(False, None, None, reason, live, content, (), live_manifest or None)
+  seen = [0, *complete, *incomplete]
+  seen += [e["version"] for e in history if isinstance(e.get("version"), int)]
+  version = max(seen) + 1
+  variant_entries = {
+    name: {"path": f"{VARIANTS_SUBDIR}/{name}", "metrics": metrics[name]} for name in variants
+  }
+  manifest = {
+    "format": MANIFEST_FORMAT,
+    "model_name": model_name,
+    "version": version,
+    "created_at": _utc_now(),
+    "event": "push",
+    "content_sha256": content,
+    "files": digests,
+    "variants": variant_entries,
+    "source": dict(source) if source is not None else {"saved_model": saved_model_dir},
+    **extra,
+  }
+  path = store.upload_version(base, version, files, manifest)
+  store.append_history(
+    base,
+    {
+      "time": manifest["created_at"],
+      "event": "push",
+      "version": version,
+      "previous_live": live,
+      "content_sha256": content,
+    },
+  )
+  removed = store.prune(base, keep_versions)
+  if removed:
+    store.append_history(base, {"time": _utc_now(), "event": "prune", "versions": removed})
   return PushResult(True, version, path, "", version, content, tuple(removed), manifest)
 
 

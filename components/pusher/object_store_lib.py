@@ -1,0 +1,192 @@
+"""Pushes versions to an object store (gs://, s3://) where there is no rename and no lock.
+
+The layout under `<serving_dir>/<model_name>/` is the local one (numeric version folders,
+each with manifest.json), except that the history is one object per event under `.history/`
+(an object store cannot append). Files are uploaded in this order: the SavedModel's files,
+`saved_model.pb` after them (TF Serving, like TFX's stock Pusher assumes, starts loading once
+it sees that file), the variants and extra folders, and `manifest.json` last. A version folder
+without a manifest is a push in progress or one that died, and every reader here (LiveModel,
+rollback --list, the next push) ignores it; the next push deletes such leftovers. Object stores
+give no lock: run one pusher per model at a time (a Kubeflow recurring run with
+max_concurrency 1 does).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import posixpath
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+MANIFEST_FILE = "manifest.json"
+HISTORY_DIR = ".history"
+_VERSION = re.compile(r"^[0-9]{1,18}$")
+_CHUNK = 1 << 20
+
+
+class _Lazy:
+  """TFX's fileio and io_utils, imported on first use (pusher_lib stays cheap to import)."""
+
+  def __getattr__(self, name: str):
+    from tfx.dsl.io import fileio
+    from tfx.utils import io_utils
+
+    if name == "copy_file":
+      return io_utils.copy_file
+    return getattr(fileio, name)
+
+
+fileio = _Lazy()
+io_utils = fileio
+
+
+def is_remote(path: str) -> bool:
+  """Whether a serving dir is an object-store (or other non-POSIX) URI."""
+  return "://" in path
+
+
+def _join(*parts: str) -> str:
+  return posixpath.join(*parts)
+
+
+def _names(folder: str) -> list[str]:
+  if not fileio.exists(folder):
+    return []
+  return [n.rstrip("/") for n in fileio.listdir(folder)]
+
+
+def versions(base: str) -> tuple[list[int], list[int]]:
+  """(complete versions, incomplete version folders) under a model folder, ascending."""
+  complete, incomplete = [], []
+  for name in _names(base):
+    if not _VERSION.match(name):
+      continue
+    has_manifest = fileio.exists(_join(base, name, MANIFEST_FILE))
+    (complete if has_manifest else incomplete).append(int(name))
+  return sorted(complete), sorted(incomplete)
+
+
+def read_manifest(version_dir: str) -> dict[str, Any]:
+  with fileio.open(_join(version_dir, MANIFEST_FILE), "r") as f:
+    return json.loads(f.read())
+
+
+def read_history(base: str) -> list[dict[str, Any]]:
+  """The push/rollback/prune events, oldest first."""
+  folder = _join(base, HISTORY_DIR)
+  entries = []
+  for name in sorted(_names(folder)):
+    try:
+      with fileio.open(_join(folder, name), "r") as f:
+        entry = json.loads(f.read())
+    except (json.JSONDecodeError, OSError):
+      continue
+    if isinstance(entry, dict):
+      entries.append(entry)
+  return entries
+
+
+def append_history(base: str, entry: Mapping[str, Any]) -> None:
+  """Writes one event as its own object (names sort by time)."""
+  stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+  path = _join(base, HISTORY_DIR, f"{stamp}-{uuid.uuid4().hex[:8]}.json")
+  fileio.makedirs(posixpath.dirname(path))
+  with fileio.open(path, "w") as f:
+    f.write(json.dumps(dict(entry), sort_keys=True))
+
+
+def _sha256_local(path: str) -> tuple[str, int]:
+  digest = hashlib.sha256()
+  size = 0
+  with open(path, "rb") as f:
+    while chunk := f.read(_CHUNK):
+      digest.update(chunk)
+      size += len(chunk)
+  return digest.hexdigest(), size
+
+
+def plan_files(
+  saved_model_dir: str,
+  variants: Mapping[str, str],
+  extra_trees: Mapping[str, str],
+  variants_subdir: str,
+) -> list[tuple[str, str]]:
+  """(local source, version-relative path) of every file, in upload order (manifest not
+  included): SavedModel files, saved_model.pb, variants, extra folders."""
+  model = []
+  for root, _, files in os.walk(saved_model_dir):
+    for name in sorted(files):
+      src = os.path.join(root, name)
+      model.append((src, os.path.relpath(src, saved_model_dir).replace(os.sep, "/")))
+  model.sort(key=lambda item: (item[1] in ("saved_model.pb", "saved_model.pbtxt"), item[1]))
+  rest = []
+  for name, src in sorted(variants.items()):
+    rel_root = _join(variants_subdir.replace(os.sep, "/"), name)
+    if os.path.isdir(src):
+      for root, _, files in os.walk(src):
+        for file_name in sorted(files):
+          path = os.path.join(root, file_name)
+          rest.append((path, _join(rel_root, os.path.relpath(path, src).replace(os.sep, "/"))))
+    else:
+      rest.append((src, _join(rel_root, os.path.basename(src))))
+  for rel_root, src in sorted(extra_trees.items()):
+    for root, _, files in os.walk(src):
+      for file_name in sorted(files):
+        path = os.path.join(root, file_name)
+        rest.append(
+          (
+            path,
+            _join(rel_root.replace(os.sep, "/"), os.path.relpath(path, src).replace(os.sep, "/")),
+          )
+        )
+  return model + rest
+
+
+def digest_files(files: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+  """The manifest's `files`: relative path -> sha256 and size."""
+  out = {}
+  for src, rel in files:
+    digest, size = _sha256_local(src)
+    out[rel] = {"sha256": digest, "size": size}
+  return out
+
+
+def upload_version(
+  base: str, version: int, files: list[tuple[str, str]], manifest: Mapping[str, Any]
+) -> str:
+  """Uploads a version's files in order and its manifest last; returns the version folder."""
+  target = _join(base, str(version))
+  if fileio.exists(target):
+    raise RuntimeError(f"version folder {target} already exists; refusing to overwrite it")
+  for src, rel in files:
+    dst = _join(target, rel)
+    fileio.makedirs(posixpath.dirname(dst))
+    io_utils.copy_file(src, dst, overwrite=False)
+  with fileio.open(_join(target, MANIFEST_FILE), "w") as f:
+    f.write(json.dumps(dict(manifest), indent=2, sort_keys=True) + "\n")
+  return target
+
+
+def remove_incomplete(base: str, incomplete: list[int]) -> None:
+  """Deletes version folders a dead push left without a manifest."""
+  for version in incomplete:
+    fileio.rmtree(_join(base, str(version)))
+
+
+def prune(base: str, keep_versions: int) -> list[int]:
+  """Deletes all but the newest `keep_versions` complete versions (never the live one)."""
+  complete, _ = versions(base)
+  if not complete:
+    return []
+  live = complete[-1]
+  doomed = [v for v in complete[:-keep_versions] if v != live]
+  for version in doomed:
+    # Manifest first: a half-deleted version then reads as incomplete, never as live.
+    fileio.remove(_join(base, str(version), MANIFEST_FILE))
+    fileio.rmtree(_join(base, str(version)))
+  return doomed

@@ -1,0 +1,170 @@
+"""Object-store paths: the Pusher's upload order and the whole pipeline on an S3 server.
+
+The S3 server is moto's, started on loopback by the test. TensorFlow reaches it through
+tensorflow-io (S3_ENDPOINT) and Beam through boto3 (AWS_ENDPOINT_URL_S3). Everything that
+imports tensorflow-io runs in a subprocess: tensorflow-io aborts the interpreter at exit.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from components.pusher import object_store_lib
+from tests.pipeline_utils import REPO_ROOT, project_env
+
+BUCKET = "kit"
+
+
+def _saved_model(root):
+  (root / "variables").mkdir(parents=True)
+  (root / "variables" / "variables.index").write_bytes(b"index")
+  (root / "saved_model.pb").write_bytes(b"graph")
+  (root / "fingerprint.pb").write_bytes(b"fp")
+  return root
+
+
+def test_upload_order_puts_saved_model_pb_after_model_files_and_variants_last(tmp_path):
+  model = _saved_model(tmp_path / "model")
+  variant = tmp_path / "variant"
+  variant.mkdir()
+  (variant / "model.tflite").write_bytes(b"tflite")
+  files = object_store_lib.plan_files(
+    str(model), {"tflite_float32": str(variant)}, {}, "assets.extra/variants"
+  )
+  rels = [rel for _, rel in files]
+  assert rels.index("saved_model.pb") > rels.index("variables/variables.index")
+  assert rels.index("saved_model.pb") > rels.index("fingerprint.pb")
+  assert rels[-1] == "assets.extra/variants/tflite_float32/model.tflite"
+
+
+def test_versions_without_manifest_are_incomplete_and_removed_by_the_next_push(tmp_path):
+  base = tmp_path / "serving" / "m"
+  model = _saved_model(tmp_path / "model")
+  files = object_store_lib.plan_files(str(model), {}, {}, "assets.extra/variants")
+  object_store_lib.upload_version(str(base), 1, files, {"version": 1})
+  (base / "2" / "variables").mkdir(parents=True)  # A push that died before its manifest.
+  complete, incomplete = object_store_lib.versions(str(base))
+  assert (complete, incomplete) == ([1], [2])
+  object_store_lib.remove_incomplete(str(base), incomplete)
+  assert not (base / "2").exists()
+  assert json.loads((base / "1" / "manifest.json").read_text()) == {"version": 1}
+
+
+def test_prune_keeps_the_newest_and_never_the_live_version(tmp_path):
+  base = tmp_path / "m"
+  model = _saved_model(tmp_path / "model")
+  files = object_store_lib.plan_files(str(model), {}, {}, "assets.extra/variants")
+  for version in (1, 2, 3):
+    object_store_lib.upload_version(str(base), version, files, {"version": version})
+  assert object_store_lib.prune(str(base), keep_versions=1) == [1, 2]
+  assert object_store_lib.versions(str(base)) == ([3], [])
+
+
+def test_history_is_one_object_per_event_in_time_order(tmp_path):
+  base = str(tmp_path / "m")
+  object_store_lib.append_history(base, {"event": "push", "version": 1})
+  object_store_lib.append_history(base, {"event": "push", "version": 2})
+  assert [e["version"] for e in object_store_lib.read_history(base)] == [1, 2]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+  moto_server = pytest.importorskip("moto.server")
+  boto3 = pytest.importorskip("boto3")
+  server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+  server.start()
+  endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
+  client = boto3.client(
+    "s3",
+    endpoint_url=endpoint,
+    region_name="us-east-1",
+    aws_access_key_id="test",
+    aws_secret_access_key="test",
+  )
+  client.create_bucket(Bucket=BUCKET)
+  env = project_env(
+    S3_ENDPOINT=endpoint,
+    S3_USE_HTTPS="0",
+    S3_VERIFY_SSL="0",
+    AWS_ENDPOINT_URL_S3=endpoint,
+    AWS_ACCESS_KEY_ID="test",
+    AWS_SECRET_ACCESS_KEY="test",
+    AWS_REGION="us-east-1",
+    AWS_DEFAULT_REGION="us-east-1",
+  )
+  yield client, env
+  server.stop()
+
+
+def _run(env, out, *extra):
+  return subprocess.run(
+    [
+      sys.executable,
+      str(REPO_ROOT / "pipeline" / "run_local.py"),
+      "--data-root",
+      f"s3://{BUCKET}/data",
+      "--pipeline-root",
+      f"s3://{BUCKET}/root",
+      "--serving-dir",
+      f"s3://{BUCKET}/serving",
+      "--output-dir",
+      str(out),
+      "--train-steps",
+      "200",
+      "--optimizer-variants",
+      "tflite_float32",
+      "--tensorrt",
+      "off",
+      "--quiet",
+      *extra,
+    ],
+    env=env,
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=900,
+    check=False,
+  )
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1200)
+def test_pipeline_reads_writes_and_pushes_on_s3(s3_server, tmp_path, digits_csv):
+  client, env = s3_server
+  client.upload_file(str(digits_csv), BUCKET, "data/digits.csv")
+  out = tmp_path / "out"
+  first = _run(env, out)
+  assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+  summary = json.loads((out / "run_summary.json").read_text())
+  assert (
+    summary["pushed"]["pushed"] and summary["pushed"]["path"] == f"s3://{BUCKET}/serving/digits/1"
+  )
+  keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="")["Contents"]}
+  # ExampleGen wrote its splits, the Optimizer its variants, the Pusher a complete version.
+  assert any(k.startswith("root/CsvExampleGen/examples/") and "/Split-eval/" in k for k in keys)
+  assert any(
+    k.startswith("root/Optimizer/optimized_model/") and k.endswith(".tflite") for k in keys
+  )
+  version = "serving/digits/1/"
+  assert version + "saved_model.pb" in keys and version + "manifest.json" in keys
+  assert version + "assets.extra/variants/tflite_float32/model.tflite" in keys
+  manifest = json.loads(
+    client.get_object(Bucket=BUCKET, Key=version + "manifest.json")["Body"].read()
+  )
+  assert set(manifest["files"]) == {
+    k[len(version) :] for k in keys if k.startswith(version) and not k.endswith("manifest.json")
+  }
+  assert not os.path.exists(out / "pipeline_root")
+
+  second = _run(env, out)
+  assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+  rerun = json.loads((out / "run_summary.json").read_text())
+  assert rerun["pushed"]["pushed"] is False
+  listed = client.list_objects_v2(Bucket=BUCKET, Prefix="serving/digits/", Delimiter="/")
+  assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == [
+    "serving/digits/.history/",
+    "serving/digits/1/",
+  ]
