@@ -245,8 +245,9 @@ def test_version_path_and_serving_dir_validation(tmp_path):
   assert pusher_lib.version_path("/srv/models", "digits", "007") == "/srv/models/digits/7"
   with pytest.raises(pusher_lib.PusherError, match="relative"):
     pusher_lib.model_dir("serving", "digits")
-  with pytest.raises(pusher_lib.PusherError, match="URL"):
-    pusher_lib.model_dir("gs://bucket/models", "digits")
+  assert pusher_lib.model_dir("gs://bucket/models/", "digits") == "gs://bucket/models/digits"
+  with pytest.raises(pusher_lib.PusherError, match="not a valid URI"):
+    pusher_lib.model_dir("gs:///models", "digits")
   with pytest.raises(pusher_lib.PusherError, match="empty"):
     pusher_lib.model_dir("", "digits")
 

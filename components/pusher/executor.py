@@ -80,7 +80,9 @@ class Executor(stock_pusher.Executor):
     index, blessed = self.GetVariants(input_dict)
     model_path = self.GetModelPath(input_dict)
     transform = input_dict.get(s.TRANSFORM_GRAPH_KEY)
-    needs_transform = [v.name for v in blessed if not v.signature.get("preprocessing_included", True)]
+    needs_transform = [
+      v.name for v in blessed if not v.signature.get("preprocessing_included", True)
+    ]
     with tempfile.TemporaryDirectory(prefix="pusher-") as local_dir:
       trees = {}
       if transform and needs_transform:
@@ -111,7 +113,9 @@ class Executor(stock_pusher.Executor):
       self._not_pushed(pushed_model, result.reason)
       return
     logging.info("Pushed version %d to %s", result.version, result.path)
-    self._MarkPushed(pushed_model, pushed_destination=result.path, pushed_version=str(result.version))
+    self._MarkPushed(
+      pushed_model, pushed_destination=result.path, pushed_version=str(result.version)
+    )
 
   def _same_as_live(
     self, input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]
@@ -173,7 +177,9 @@ class Executor(stock_pusher.Executor):
         "pipeline_name": context.pipeline_info.id if context and context.pipeline_info else None,
         "node_id": pipeline_node.node_info.id if pipeline_node else None,
       },
-      "optimizer": {"task": index.get("task"), "baseline": index.get("baseline")} if index else None,
+      "optimizer": {"task": index.get("task"), "baseline": index.get("baseline")}
+      if index
+      else None,
     }
     if transform_needed_by:
       extra["transform_graph"] = {"path": TRANSFORM_GRAPH_SUBDIR, "needed_by": transform_needed_by}

@@ -190,3 +190,37 @@ def prune(base: str, keep_versions: int) -> list[int]:
     fileio.remove(_join(base, str(version), MANIFEST_FILE))
     fileio.rmtree(_join(base, str(version)))
   return doomed
+
+
+def copy_version(source: str, target: str, rels: list[str], manifest: Mapping[str, Any]) -> str:
+  """Copies a version's files (saved_model.pb after the others) and writes `manifest` last."""
+  if fileio.exists(target):
+    raise RuntimeError(f"version folder {target} already exists; refusing to overwrite it")
+  ordered = sorted(rels, key=lambda r: (r in ("saved_model.pb", "saved_model.pbtxt"), r))
+  for rel in ordered:
+    dst = _join(target, rel)
+    fileio.makedirs(posixpath.dirname(dst))
+    io_utils.copy_file(_join(source, rel), dst, overwrite=False)
+  with fileio.open(_join(target, MANIFEST_FILE), "w") as f:
+    f.write(json.dumps(dict(manifest), indent=2, sort_keys=True) + "\n")
+  return target
+
+
+def verify(version_dir: str) -> list[str]:
+  """Problems of a remote version: missing manifest or files, sha256 mismatches."""
+  if not fileio.exists(_join(version_dir, MANIFEST_FILE)):
+    return ["manifest.json is missing (an incomplete push)"]
+  manifest = read_manifest(version_dir)
+  problems = []
+  for rel, info in sorted((manifest.get("files") or {}).items()):
+    path = _join(version_dir, rel)
+    if not fileio.exists(path):
+      problems.append(f"{rel} is missing")
+      continue
+    digest = hashlib.sha256()
+    with fileio.open(path, "rb") as f:
+      while chunk := f.read(_CHUNK):
+        digest.update(chunk)
+    if digest.hexdigest() != info.get("sha256"):
+      problems.append(f"{rel} has sha256 {digest.hexdigest()}, manifest says {info.get('sha256')}")
+  return problems

@@ -216,6 +216,8 @@ def list_versions(serving_dir: str, model_name: str) -> list[int]:
     Sorted version numbers; empty if the model folder does not exist.
   """
   base = model_dir(serving_dir, model_name)
+  if object_store_lib.is_remote(base):
+    return object_store_lib.versions(base)[0]
   if not os.path.isdir(base):
     return []
   versions = []
@@ -270,8 +272,11 @@ def read_manifest(path: str) -> dict[str, Any]:
   """
   manifest_path = os.path.join(path, MANIFEST_FILE)
   try:
-    with open(manifest_path, encoding="utf-8") as f:
-      manifest = json.load(f)
+    if object_store_lib.is_remote(path):
+      manifest = object_store_lib.read_manifest(path)
+    else:
+      with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
   except FileNotFoundError as e:
     raise PusherError(
       f"{manifest_path} is missing; this folder was not written by the Pusher."
@@ -292,6 +297,8 @@ def verify_version(path: str) -> list[str]:
   Returns:
     A list of problems; empty when the version is complete and intact.
   """
+  if object_store_lib.is_remote(path):
+    return object_store_lib.verify(path)
   problems = []
   if not os.path.isfile(os.path.join(path, "saved_model.pb")) and not os.path.isfile(
     os.path.join(path, "saved_model.pbtxt")
@@ -649,6 +656,8 @@ def rollback(
   target_arg = None if to_version is None else parse_version(to_version)
   if keep_versions is not None:
     keep_versions = _check_keep_versions(keep_versions)
+  if object_store_lib.is_remote(base):
+    return _rollback_remote(base, model_name, target_arg, previous, reason, keep_versions)
   if not os.path.isdir(base):
     raise PusherError(f"No model folder at {base}; nothing has been pushed for {model_name!r}.")
 
@@ -726,6 +735,86 @@ def rollback(
       },
     )
     removed = _prune(base, keep_versions) if keep_versions is not None else []
+  return PushResult(
+    True, version, path, "", version, manifest["content_sha256"], tuple(removed), manifest
+  )
+
+
+def _rollback_remote(
+  base: str,
+  model_name: str,
+  target: int | None,
+  previous: bool,
+  reason: str,
+  keep_versions: int | None,
+) -> PushResult:
+  """rollback() on an object store: copy the target's files to a new version, manifest last."""
+  store = object_store_lib
+  history = store.read_history(base)
+  versions, _ = store.versions(base)
+  if not versions:
+    raise PusherError(f"{base} holds no complete versions; nothing to roll back.")
+  live = versions[-1]
+  live_manifest = store.read_manifest(f"{base}/{live}")
+  live_content = live_manifest.get("content_sha256")
+  if previous:
+    rejected = _rejected_contents(history)
+    target = None
+    for version in reversed(versions[:-1]):
+      content = store.read_manifest(f"{base}/{version}").get("content_sha256")
+      if content and content != live_content and content not in rejected:
+        target = version
+        break
+    if target is None:
+      raise PusherError(
+        f"No earlier version of {model_name!r} differs from live version {live}; "
+        "use --list to see the versions."
+      )
+  elif target not in versions:
+    raise PusherError(
+      f"Version {target} of {model_name!r} does not exist (have {versions}); "
+      "use --list to see the versions."
+    )
+  elif target == live:
+    raise PusherError(f"Version {target} of {model_name!r} is already live.")
+  source = f"{base}/{target}"
+  problems = store.verify(source)
+  if problems:
+    raise PusherError(f"Version {target} fails verification ({problems[0]}); not restoring it.")
+  source_manifest = store.read_manifest(source)
+  if source_manifest.get("content_sha256") == live_content:
+    raise PusherError(
+      f"Version {target} has the same content as live version {live}; nothing to roll back."
+    )
+  seen = [0, *versions, *(e["version"] for e in history if isinstance(e.get("version"), int))]
+  version = max(seen) + 1
+  now = _utc_now()
+  manifest = dict(source_manifest)
+  manifest.update(
+    {
+      "version": version,
+      "created_at": now,
+      "event": "rollback",
+      "republished_from": {"version": target, "created_at": source_manifest.get("created_at")},
+      "rollback": {"from": live, "to": target, "reason": reason},
+    }
+  )
+  path = store.copy_version(source, f"{base}/{version}", sorted(source_manifest["files"]), manifest)
+  store.append_history(
+    base,
+    {
+      "time": now,
+      "event": "rollback",
+      "from": live,
+      "to": target,
+      "version": version,
+      "reason": reason,
+      "from_content_sha256": live_content,
+      "to_content_sha256": manifest["content_sha256"],
+      "from_training_fingerprint": (live_manifest.get("model") or {}).get("training_fingerprint"),
+    },
+  )
+  removed = store.prune(base, keep_versions) if keep_versions is not None else []
   return PushResult(
     True, version, path, "", version, manifest["content_sha256"], tuple(removed), manifest
   )
