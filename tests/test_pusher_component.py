@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 
 import pytest
 import tensorflow as tf
@@ -15,6 +16,7 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.orchestration.local import local_dag_runner
 from tfx.types import standard_artifacts
 
+from components.optimizer import optimizer_lib
 from components.pusher import OptimizedModel, Pusher, pusher_lib
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s
@@ -60,26 +62,64 @@ def _blessing(tmp_path: pathlib.Path, blessed: int | None) -> types.Artifact:
   return blessing
 
 
-def _optimized(tmp_path: pathlib.Path) -> types.Artifact:
-  """An OptimizedModel laid out as components/optimizer writes it (metrics as properties)."""
+VARIANT_ACCURACY = {"tflite": 0.40, "tflite_int8": 0.93, "onnx": 0.94}
+
+
+def _signature(name: str, preprocessing_included: bool = True) -> dict:
+  return {
+    "variant": name,
+    "inputs": [{"name": "numeric", "dtype": "float32", "shape": [-1, 64], "position": 0}],
+    "label": {"key": "label", "classes": list(range(10))},
+    "preprocessing_included": preprocessing_included,
+  }
+
+
+def _optimized(
+  root: pathlib.Path | str,
+  blessed: tuple[str, ...] = ("tflite_int8", "onnx"),
+  without_preprocessing: tuple[str, ...] = (),
+) -> types.Artifact:
+  """An OptimizedModel laid out as the Optimizer writes it: variant folders + variants.json.
+
+  "tflite" fails its own gate by default, so the index does not list it as blessed.
+  """
+  from tfx.dsl.io import fileio
+
   optimized = OptimizedModel()
-  optimized.uri = str(tmp_path / "optimized")
-  for name, payload in (("tflite", b"f32"), ("tflite_int8", b"int8"), ("onnx", b"onnx")):
-    os.makedirs(os.path.join(optimized.uri, name))
-    pathlib.Path(optimized.uri, name, "model.bin").write_bytes(payload)
-  optimized.set_string_custom_property("optimizer_status", "ok")
-  for name, blessed, accuracy in (("tflite", 0, 0.40), ("tflite_int8", 1, 0.93), ("onnx", 1, 0.94)):
-    optimized.set_int_custom_property(f"{name}_blessed", blessed)
-    optimized.set_string_custom_property(f"{name}_status", "ok")
-    optimized.set_string_custom_property(f"{name}_path", f"{name}/model.bin")
-    optimized.set_float_custom_property(f"{name}_accuracy", accuracy)
-  optimized.set_int_custom_property("tflite_int8_size_bytes", 11800)
-  # Older/other optimizers may put metrics in a report.json under the uri instead.
-  report = {"variants": {"onnx": {"max_abs_diff": 0.0}}}
-  pathlib.Path(optimized.uri, "report.json").write_text(json.dumps(report))
-  # "tflite" failed its own gate, so the Optimizer does not list it as blessed.
-  optimized.set_string_custom_property(
-    s.BLESSED_VARIANTS_PROPERTY, json.dumps(["tflite_int8", "onnx"])
+  optimized.uri = str(root) if "://" in str(root) else str(root / "optimized")
+  entries = []
+  for name, accuracy in VARIANT_ACCURACY.items():
+    folder = os.path.join(optimized.uri, name)
+    fileio.makedirs(folder)
+    signature = _signature(name, name not in without_preprocessing)
+    with fileio.open(os.path.join(folder, "model.bin"), "wb") as f:
+      f.write(name.encode())
+    with fileio.open(os.path.join(folder, "signature.json"), "w") as f:
+      f.write(json.dumps(signature))
+    entries.append(
+      {
+        "name": name,
+        "runtime": "onnxruntime" if name == "onnx" else "tflite",
+        "status": "ok",
+        "path": f"{name}/model.bin",
+        "accuracy": accuracy,
+        "metric_value": accuracy,
+        "metric_drop": round((0.95 - accuracy) * 100, 6),
+        "agreement": 0.99,
+        "size_bytes": 11800,
+        "blessed": name in blessed,
+        "details": {"not": "copied to the manifest"},
+        "signature": signature,
+      }
+    )
+  optimizer_lib.write_index(
+    optimized.uri,
+    {
+      "task": "multiclass",
+      "baseline": {"name": "baseline", "accuracy": 0.95},
+      "variants": entries,
+      "blessed_variants": list(blessed),
+    },
   )
   optimized.id = 13
   return optimized
@@ -189,25 +229,35 @@ def test_do_pushes_blessed_model_and_blessed_variants_with_manifest(tmp_path):
   assert json.loads((tmp_path / "pushed" / "manifest.json").read_text()) == manifest
   assert pushed.get_string_custom_property(s.CONTENT_SHA256_PROPERTY) == manifest["content_sha256"]
   assert set(manifest["variants"]) == {"tflite_int8", "onnx"}  # "tflite" failed its gate.
-  assert manifest["variants"]["tflite_int8"]["metrics"] == {
-    "accuracy": 0.93,
-    "blessed": 1,
-    "path": "tflite_int8/model.bin",
-    "size_bytes": 11800,
-    "status": "ok",
+  assert manifest["variants"]["tflite_int8"] == {
+    "path": "assets.extra/variants/tflite_int8",
+    "metrics": {
+      "runtime": "tflite",
+      "path": "tflite_int8/model.bin",
+      "accuracy": 0.93,
+      "metric_value": 0.93,
+      "metric_drop": 2.0,
+      "agreement": 0.99,
+      "size_bytes": 11800,
+      "signature": _signature("tflite_int8"),
+    },
   }
-  assert manifest["variants"]["onnx"]["metrics"]["max_abs_diff"] == 0.0
   assert manifest["variants"]["onnx"]["metrics"]["accuracy"] == 0.94
   assert not (version_dir / "assets.extra" / "variants" / "tflite").exists()
+  # Each variant ships with its signature.json, as a client reads it.
+  shipped = version_dir / "assets.extra" / "variants" / "onnx"
+  assert (shipped / "model.bin").read_bytes() == b"onnx"
+  assert json.loads((shipped / "signature.json").read_text()) == _signature("onnx")
+  # No variant lacks preprocessing, so no Transform graph is shipped.
+  assert "transform_graph" not in manifest
+  assert not (version_dir / "assets.extra" / "transform_graph").exists()
+  assert manifest["optimizer"]["task"] == "multiclass"
   assert manifest["data_spans"] == [4]
   assert manifest["blessing"] == {"blessed": 1, "current_model_id": 11, "baseline_model_id": 5}
   lineage = manifest["lineage"]
-  assert lineage["execution_id"] == 42
   assert lineage["pipeline_run_id"] == "run-1"
-  assert lineage["artifacts"][s.MODEL_KEY][0]["id"] == 11
-  assert lineage["artifacts"][s.MODEL_BLESSING_KEY][0]["id"] == 12
-  assert lineage["artifacts"][s.OPTIMIZED_MODEL_KEY][0]["id"] == 13
-  assert lineage["artifacts"][s.EXAMPLES_KEY][0]["id"] == 14
+  assert manifest["model"]["uri"] == str(tmp_path / "model")
+  assert manifest["examples"] == [examples.uri]
   # Every file is listed and its sha256 verifies, independently of pusher_lib.
   listed = set(manifest["files"])
   on_disk = {str(p.relative_to(version_dir)) for p in version_dir.rglob("*") if p.is_file()} - {
@@ -230,7 +280,7 @@ def test_do_skips_unblessed_model_without_failing(tmp_path):
   assert pushed.get_int_custom_property(s.PUSHED_PROPERTY) == 0
   reason = pushed.get_string_custom_property(s.PUSHED_REASON_PROPERTY)
   assert reason.startswith("model not blessed by Evaluator: blessed=0")
-  assert "NOT_BLESSED marker" in reason and "baseline_model_id=5" in reason
+  assert "current_model_id=11" in reason and "baseline_model_id=5" in reason
   assert not pushed.has_custom_property(s.PUSHED_VERSION_PROPERTY)
   assert pusher_lib.list_versions(str(tmp_path / "serving"), "digits") == []
 
@@ -248,13 +298,12 @@ def test_do_explains_blessing_without_thresholds(tmp_path):
 
 def test_do_rerun_with_same_model_pushes_nothing_new_then_new_model_pushes(tmp_path):
   model = _model(tmp_path)
-  model.set_string_custom_property(s.DATA_SPANS_PROPERTY, "[7, 8]")
   input_dict = {s.MODEL_KEY: [model], s.MODEL_BLESSING_KEY: [_blessing(tmp_path, 1)]}
   first = _pushed_model(tmp_path, "pushed1")
   _run_do(tmp_path, input_dict, first)
   manifest = pusher_lib.read_manifest(str(tmp_path / "serving" / "digits" / "1"))
-  assert manifest["data_spans"] == [7, 8]  # The model's own property wins over examples.
   assert manifest["variants"] == {}
+  assert manifest["optimizer"] is None  # no Optimizer upstream
 
   second = _pushed_model(tmp_path, "pushed2")
   _run_do(tmp_path, input_dict, second)
@@ -270,15 +319,38 @@ def test_do_rerun_with_same_model_pushes_nothing_new_then_new_model_pushes(tmp_p
   assert third.get_string_custom_property(s.PUSHED_VERSION_PROPERTY) == "2"
 
 
+def test_do_ships_the_transform_graph_only_for_variants_that_need_it(tmp_path):
+  transform = standard_artifacts.TransformGraph()
+  transform.uri = str(tmp_path / "transform_graph")
+  (tmp_path / "transform_graph" / "transform_fn").mkdir(parents=True)
+  (tmp_path / "transform_graph" / "transform_fn" / "saved_model.pb").write_bytes(b"graph")
+  input_dict = {
+    s.MODEL_KEY: [_model(tmp_path)],
+    s.MODEL_BLESSING_KEY: [_blessing(tmp_path, 1)],
+    s.OPTIMIZED_MODEL_KEY: [_optimized(tmp_path, without_preprocessing=("onnx",))],
+    s.TRANSFORM_GRAPH_KEY: [transform],
+  }
+  _run_do(tmp_path, input_dict, _pushed_model(tmp_path))
+  version_dir = tmp_path / "serving" / "digits" / "1"
+  manifest = pusher_lib.read_manifest(str(version_dir))
+  assert manifest["transform_graph"] == {
+    "path": "assets.extra/transform_graph",
+    "needed_by": ["onnx"],
+  }
+  shipped = version_dir / "assets.extra" / "transform_graph" / "transform_fn" / "saved_model.pb"
+  assert shipped.read_bytes() == b"graph"
+  assert pusher_lib.verify_version(str(version_dir)) == []
+
+
 def test_do_fails_loudly_when_a_blessed_variant_folder_is_missing(tmp_path):
   optimized = _optimized(tmp_path)
-  optimized.set_string_custom_property(s.BLESSED_VARIANTS_PROPERTY, '["tflite_int8", "gone"]')
+  shutil.rmtree(os.path.join(optimized.uri, "onnx"))
   input_dict = {
     s.MODEL_KEY: [_model(tmp_path)],
     s.MODEL_BLESSING_KEY: [_blessing(tmp_path, 1)],
     s.OPTIMIZED_MODEL_KEY: [optimized],
   }
-  with pytest.raises(RuntimeError, match="'gone'"):
+  with pytest.raises(RuntimeError, match="'onnx'"):
     _run_do(tmp_path, input_dict, _pushed_model(tmp_path))
   assert pusher_lib.list_versions(str(tmp_path / "serving"), "digits") == []
 
@@ -288,11 +360,9 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
   model_uri = tmp_path / "model"
   _write_saved_model(model_uri / "Format-Serving", 0.5)
   (tmp_path / "blessing").mkdir()
-  optimized = _optimized(tmp_path)
+  optimized = _optimized(tmp_path, blessed=("onnx",))
   model_importer = importer.Importer(
-    source_uri=str(model_uri),
-    artifact_type=standard_artifacts.Model,
-    custom_properties={s.DATA_SPANS_PROPERTY: "[3]"},
+    source_uri=str(model_uri), artifact_type=standard_artifacts.Model
   ).with_id("model_importer")
   blessing_importer = importer.Importer(
     source_uri=str(tmp_path / "blessing"),
@@ -300,9 +370,7 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
     custom_properties={s.BLESSED_PROPERTY: 1},
   ).with_id("blessing_importer")
   optimized_importer = importer.Importer(
-    source_uri=optimized.uri,
-    artifact_type=OptimizedModel,
-    custom_properties={s.BLESSED_VARIANTS_PROPERTY: '["onnx"]'},
+    source_uri=optimized.uri, artifact_type=OptimizedModel
   ).with_id("optimized_importer")
   pusher = Pusher(
     model=model_importer.outputs["result"],
@@ -323,7 +391,6 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
 
   manifest = pusher_lib.read_manifest(str(tmp_path / "serving" / "digits" / "1"))
   assert pusher_lib.verify_version(str(tmp_path / "serving" / "digits" / "1")) == []
-  assert manifest["data_spans"] == [3]
   assert set(manifest["variants"]) == {"onnx"}
   with metadata.Metadata(metadata.sqlite_metadata_connection_config(metadata_path)) as m:
     store = m.store
@@ -336,10 +403,12 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
       e for e in store.get_events_by_artifact_ids([pushed.id]) if e.type == e.OUTPUT
     ]
   lineage = manifest["lineage"]
-  assert lineage["execution_id"] == pushed_event.execution_id
   assert lineage["pipeline_name"] == "pusher-lineage"
-  assert lineage["artifacts"][s.MODEL_KEY][0]["id"] == model.id
-  assert lineage["artifacts"][s.MODEL_BLESSING_KEY][0]["id"] == blessing.id
+  assert lineage["node_id"] == "Pusher"
+  assert lineage["pipeline_run_id"]
+  assert manifest["model"]["uri"] == model.uri == str(model_uri)
+  assert manifest["blessing"]["blessed"] == blessing.custom_properties["blessed"].int_value == 1
+  assert pushed_event.execution_id > 0
 
 
 def test_pusher_compiles_for_kubeflow_v2_with_importable_executor(tmp_path):
@@ -407,12 +476,7 @@ def test_do_reads_remote_artifact_uris_through_fileio(tmp_path):
   blessing = standard_artifacts.ModelBlessing()
   blessing.uri = f"{root}/blessing"
   blessing.set_int_custom_property(s.BLESSED_PROPERTY, 1)
-  optimized = OptimizedModel()
-  optimized.uri = f"{root}/optimized"
-  fileio.makedirs(f"{root}/optimized/onnx")
-  with fileio.open(f"{root}/optimized/onnx/model.onnx", "wb") as f:
-    f.write(b"onnx-bytes")
-  optimized.set_string_custom_property(s.BLESSED_VARIANTS_PROPERTY, '["onnx"]')
+  optimized = _optimized(f"{root}/optimized", blessed=("onnx",))
   pushed = standard_artifacts.PushedModel()
   pushed.uri = f"{root}/pushed"
   input_dict = {
@@ -424,8 +488,9 @@ def test_do_reads_remote_artifact_uris_through_fileio(tmp_path):
 
   version_dir = tmp_path / "serving" / "digits" / "1"
   assert pusher_lib.verify_version(str(version_dir)) == []
-  variant = version_dir / "assets.extra" / "variants" / "onnx" / "model.onnx"
-  assert variant.read_bytes() == b"onnx-bytes"
+  variant = version_dir / "assets.extra" / "variants" / "onnx"
+  assert (variant / "model.bin").read_bytes() == b"onnx"
+  assert json.loads((variant / "signature.json").read_text()) == _signature("onnx")
   manifest = pusher_lib.read_manifest(str(version_dir))
   assert manifest["source"]["saved_model"] == f"{root}/model/Format-Serving"
   with fileio.open(f"{root}/pushed/manifest.json", "r") as f:
