@@ -239,7 +239,8 @@ class TestIo:
     writer = io_lib.GzipTFRecordWriter(path)
     records = [b"", b"a", os.urandom(100_000), b"xyz" * 7]
     writer.write_many(records[:2])
-    writer.write_many(records[2:])
+    writer.write_many(pa.array(records, pa.binary()).slice(2))
+    writer.write_many(pa.array([], pa.binary()))
     writer.close()
     got = [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type="GZIP")]
     assert got == records
@@ -336,6 +337,29 @@ def _result(file, chunk=0, lines=0, rows=10, bad=0, per_split=None, quarantine=N
     quarantine_file=quarantine,
     error=error,
   )
+
+
+def test_row_hashes_split_deterministically_and_by_ratio():
+  rng = np.random.default_rng(0)
+  raw = pa.RecordBatch.from_arrays(
+    [
+      pa.array([str(v).encode() for v in rng.integers(0, 10**6, 30_000)], pa.binary()),
+      pa.array([None if i % 3 else b"x" * (i % 50) for i in range(30_000)], pa.binary()),
+    ],
+    names=["a", "b"],
+  )
+  keep = np.ones(30_000, dtype=bool)
+  keep[::7] = False
+  hashes = csv_lib.row_hashes(raw, keep)
+  assert len(hashes) == keep.sum()
+  assert np.array_equal(hashes, csv_lib.row_hashes(raw.slice(0), keep))
+  assert len(np.unique(hashes)) > 0.99 * len(hashes)
+  splits = csv_lib.assign_splits(hashes, csv_lib.SplitPlan(("train", "eval"), (2, 1)))
+  assert abs((splits == 0).mean() - 2 / 3) < 0.02
+  by_a = csv_lib.row_hashes(raw, keep, column="a")
+  assert not np.array_equal(by_a, hashes)
+  swapped = pa.RecordBatch.from_arrays([raw.column(0)], names=["a"])
+  assert np.array_equal(csv_lib.row_hashes(swapped, keep), by_a)
 
 
 class TestMergeResults:
