@@ -72,8 +72,8 @@ def bench(rows: int, repeats: int, stock_repeats: int, data_root: str) -> dict:
       if r["returncode"] != 0:
         raise RuntimeError(f"{impl} ExampleGen failed:\n{r.get('stderr_tail')}")
       print(
-        f"  rows={rows} {impl} run {i + 1}: {r['pipeline_s']:.1f} s, "
-        f"peak RSS {r['peak_rss_mb']:.0f} MB",
+        f"  rows={rows} {impl} run {i + 1}: {r['pipeline_s']:.1f} s "
+        f"({r['cpu_s']:.1f} CPU s), peak RSS {r['peak_rss_mb']:.0f} MB",
         flush=True,
       )
       runs[impl].append(r)
@@ -87,6 +87,7 @@ def bench(rows: int, repeats: int, stock_repeats: int, data_root: str) -> dict:
       "runs": len(rs),
       "median_s": secs,
       "rows_per_s": rows / secs,
+      "median_cpu_s": common.median([r["cpu_s"] for r in rs]),
       "median_peak_rss_mb": common.median([r["peak_rss_mb"] for r in rs]),
       "output_mb": rs[0]["output_mb"],
       "all_s": [round(r["pipeline_s"], 2) for r in rs],
@@ -110,6 +111,7 @@ def to_markdown(results: list[dict]) -> str:
           impl,
           x["runs"],
           x["median_s"],
+          x["median_cpu_s"],
           f"{x['rows_per_s']:,.0f}",
           f"{x['median_peak_rss_mb']:,.0f}",
           f"{x['output_mb']:.1f}",
@@ -123,6 +125,7 @@ def to_markdown(results: list[dict]) -> str:
       "ExampleGen",
       "runs",
       "median s",
+      "median CPU s",
       "rows/s",
       "peak RSS MB",
       "output MB",
