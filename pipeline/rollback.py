@@ -18,6 +18,7 @@ import os
 import sys
 from typing import NoReturn
 
+from components.errors import UserInputError
 from components.pusher import pusher_lib
 
 
@@ -119,6 +120,18 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
     PusherError: If the serving dir is missing or not a folder, or has no folder for the
       model (the message lists the models it has).
   """
+  if "://" in serving_dir:
+    from tfx.dsl.io import fileio
+
+    names = [n.rstrip("/") for n in fileio.listdir(serving_dir)] if fileio.exists(serving_dir) else []
+    if model_name in names:
+      return
+    models = sorted(n for n in names if n and not n.startswith("."))
+    shown = ", ".join(models[:_MAX_MODELS_SHOWN]) or "none"
+    raise pusher_lib.PusherError(
+      f"serving dir {serving_dir} has no model {model_name!r} (models there: {shown}); "
+      f"{_SERVING_DIR_HINT}"
+    )
   if not os.path.exists(serving_dir):
     raise pusher_lib.PusherError(
       f"serving dir {_shown(serving_dir)} does not exist; {_SERVING_DIR_HINT}"
@@ -158,11 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     The process exit status.
   """
   args = _build_parser().parse_args(argv)
-  serving_dir = os.path.abspath(args.serving_dir)
+  remote = "://" in args.serving_dir
+  serving_dir = args.serving_dir if remote else os.path.abspath(args.serving_dir)
   try:
     # Arguments first, then the file system: a bad name is reported as such wherever it points.
-    if "://" in args.serving_dir:
-      pusher_lib.validate_serving_dir(args.serving_dir)
+    if remote:
+      serving_dir = pusher_lib.validate_serving_dir(args.serving_dir)
+      from components import tf_compat
+
+      tf_compat.register_filesystems([serving_dir])
     pusher_lib.validate_model_name(args.model_name)
     if args.to is not None:
       pusher_lib.parse_version(args.to)
@@ -179,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
       reason=args.reason or "manual rollback",
       keep_versions=args.keep_versions,
     )
-  except pusher_lib.PusherError as e:
+  except (pusher_lib.PusherError, UserInputError) as e:
     print(f"rollback.py: error: {e}", file=sys.stderr)
     return 1
   except OSError as e:
@@ -197,4 +214,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  code = main()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  # tensorflow-io (s3://) aborts the interpreter in its exit-time destructors.
+  if "tensorflow_io" in sys.modules:
+    os._exit(code)
+  sys.exit(code)

@@ -168,3 +168,36 @@ def test_pipeline_reads_writes_and_pushes_on_s3(s3_server, tmp_path, digits_csv)
     "serving/digits/.history/",
     "serving/digits/1/",
   ]
+
+  # New data: a second file in the data root pushes version 2; a rollback on the object store
+  # re-publishes version 1 as version 3.
+  rows = digits_csv.read_text().splitlines()
+  client.put_object(
+    Bucket=BUCKET, Key="data/more.csv", Body=("\n".join([rows[0], *rows[1:300]]) + "\n").encode()
+  )
+  third = _run(env, out)
+  assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-3000:]
+  assert json.loads((out / "run_summary.json").read_text())["pushed"]["version"] == 2
+  rollback = subprocess.run(
+    [
+      sys.executable,
+      str(REPO_ROOT / "pipeline" / "rollback.py"),
+      "--serving-dir",
+      f"s3://{BUCKET}/serving",
+      "--model-name",
+      "digits",
+      "--previous",
+    ],
+    env=env,
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
+  assert rollback.returncode == 0, rollback.stderr[-2000:]
+  assert "version 1 is live again as version 3" in rollback.stdout
+  restored = json.loads(
+    client.get_object(Bucket=BUCKET, Key="serving/digits/3/manifest.json")["Body"].read()
+  )
+  assert restored["republished_from"]["version"] == 1 and restored["event"] == "rollback"
