@@ -1,4 +1,4 @@
-"""Tests of the Optimizer library: every variant, measurement, gating, failures, TensorRT modes."""
+"""Tests of the Optimizer library on dict-input Keras models: every variant, signatures, gating."""
 
 import gzip
 import json
@@ -8,8 +8,9 @@ import pathlib
 import numpy as np
 import pytest
 import tensorflow as tf
-from sklearn.datasets import load_digits
 
+from components import preprocessing_layers
+from components.errors import UserInputError
 from components.optimizer import (
   conversions,
   optimizer_lib,
@@ -18,106 +19,130 @@ from components.optimizer import (
   tensorrt_lib,
   variants,
 )
+from tests import tabular_data as td
 
 TRT_REASON = tensorrt_lib.unavailable_reason()
 NEEDS_NO_TENSORRT = pytest.mark.skipif(
   TRT_REASON is None, reason="this host can build TensorRT engines"
 )
 ALL_VARIANTS = (*optimizer_lib.DEFAULT_VARIANTS, variants.QAT)
+COLUMNS = {"numeric": list(td.NUMERIC), "text_color": ["color"]}
+MISSING = {"numeric": "NaN", "text_color": ""}
 
 
-def digits_split(seed: int = 0):
-  """sklearn's digits (offline), shuffled: 1437 train rows and 360 eval rows."""
-  data = load_digits()
-  order = np.random.default_rng(seed).permutation(len(data.target))
-  x = data.data[order].astype(np.float32)
-  y = data.target[order].astype(np.int64)
-  return x[:1437], y[:1437], x[1437:], y[1437:]
+def sample(task: str, rows: int, seed: int):
+  data = td.make_rows(rows, task, seed)
+  return td.model_inputs(data), td.label_targets(data, task)
 
 
-def build_digits_model(hidden_activation: str = "relu") -> tf.keras.Model:
-  """The digits MLP of the pipeline: scales raw 0..16 pixels itself (no Lambda layers)."""
-  return tf.keras.Sequential(
+def build_model(task: str, train_inputs, activation: str = "relu") -> tf.keras.Model:
+  """A dict-input model as the trainer builds it: preprocessing layers, then a small MLP."""
+  tf.keras.utils.set_random_seed(0)
+  numbers = train_inputs["numeric"]
+  numeric = tf.keras.Input((len(td.NUMERIC),), name="numeric")
+  color = tf.keras.Input((1,), dtype=tf.string, name="text_color")
+  x = tf.keras.layers.Concatenate()(
     [
-      tf.keras.Input((64,)),
-      tf.keras.layers.Rescaling(1 / 16.0),
-      tf.keras.layers.Dense(128, activation=hidden_activation),
-      tf.keras.layers.Dense(64, activation="relu"),
-      tf.keras.layers.Dense(10, activation="softmax"),
+      preprocessing_layers.NumericPreprocessing(
+        np.nanmean(numbers, 0), np.nanstd(numbers, 0), np.isnan(numbers).any(0)
+      )(numeric),
+      preprocessing_layers.CategoryOneHot(list(td.COLORS), missing_slot=True)(color),
     ]
+  )
+  x = tf.keras.layers.Dense(64, activation=activation)(x)
+  x = tf.keras.layers.Dense(64, activation="relu")(x)
+  if task == "regression":
+    outputs, loss = tf.keras.layers.Dense(1)(x), "mse"
+  else:
+    outputs = tf.keras.layers.Dense(3, activation="softmax")(x)
+    loss = "sparse_categorical_crossentropy"
+  model = tf.keras.Model({"numeric": numeric, "text_color": color}, outputs)
+  model.compile(tf.keras.optimizers.Adam(0.01), loss, steps_per_execution=10)
+  return model
+
+
+def train(task: str, train_inputs, labels, epochs: int = 20, activation: str = "relu"):
+  model = build_model(task, train_inputs, activation)
+  feed = {k: v.astype(bytes) if v.dtype == object else v for k, v in train_inputs.items()}
+  model.fit(feed, labels, epochs=epochs, batch_size=64, verbose=0)
+  return model
+
+
+def facts(task: str) -> optimizer_lib.ModelFacts:
+  return optimizer_lib.ModelFacts(
+    task=task,
+    label_key="label",
+    classes=td.CLASSES.get(task, ()),
+    output="what the output means",
+    columns=COLUMNS,
+    missing=MISSING,
   )
 
 
-def write_keras_model(
-  folder: pathlib.Path, train_x, train_y, epochs: int = 20, hidden_activation: str = "relu"
-) -> pathlib.Path:
-  """Trains the digits MLP and writes it in the Format-Keras layout (model.h5, input_spec.json)."""
-  tf.keras.utils.set_random_seed(0)
-  model = build_digits_model(hidden_activation)
-  # Several steps per call: Keras' per-step Python overhead dominates on a 2-core CPU.
-  model.compile("adam", "sparse_categorical_crossentropy", steps_per_execution=10)
-  model.fit(train_x, train_y, epochs=epochs, batch_size=64, verbose=0)
-  folder.mkdir(parents=True, exist_ok=True)
-  model.save(folder / "model.h5")
-  spec = {
-    "feature_keys": [f"pixel_{i}" for i in range(64)],
-    "label_key": "label",
-    "num_classes": 10,
-  }
-  (folder / "input_spec.json").write_text(json.dumps(spec))
-  tf.keras.backend.clear_session()
-  return folder
+def quick(variant_names, **options) -> optimizer_lib.OptimizerConfig:
+  options = {"tensorrt": "off", "latency_runs": 20, "warmup_runs": 2, **options}
+  return optimizer_lib.OptimizerConfig(variants=tuple(variant_names), **options)
 
 
 @pytest.fixture(scope="module")
 def data():
-  return digits_split()
+  """(train inputs, train labels, eval inputs, eval labels) of the multiclass data."""
+  return (*sample("multiclass", 800, 1), *sample("multiclass", 300, 2))
 
 
 @pytest.fixture(scope="module")
-def keras_dir(tmp_path_factory, data):
-  train_x, train_y, _, _ = data
-  return write_keras_model(tmp_path_factory.mktemp("model") / "Format-Keras", train_x, train_y)
+def model(data):
+  return train("multiclass", data[0], data[1])
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory, keras_dir, data):
+def full_run(tmp_path_factory, model, data):
   """One optimize() with every variant (QAT included) and tensorrt='auto'."""
   output_dir = tmp_path_factory.mktemp("optimized")
-  config = optimizer_lib.OptimizerConfig(variants=ALL_VARIANTS, tensorrt="auto")
-  result = optimizer_lib.optimize(str(keras_dir), *data, str(output_dir), config)
+  config = optimizer_lib.OptimizerConfig(variants=ALL_VARIANTS, tensorrt="auto", latency_runs=50)
+  result = run(model, data, str(output_dir), config)
   return result, output_dir
+
+
+def run(model, data, output_dir: str, config) -> dict:
+  """optimize() on (train inputs, train labels, eval inputs, eval labels) of the multiclass data."""
+  train_inputs, _, eval_inputs, eval_labels = data
+  return optimizer_lib.optimize(
+    model, train_inputs, eval_inputs, eval_labels, output_dir, facts("multiclass"), config
+  )
 
 
 def by_name(result: dict) -> dict:
   return {entry["name"]: entry for entry in result["variants"]}
 
 
-def keras_probs(keras_dir, x):
-  model = tf.keras.models.load_model(keras_dir / "model.h5", compile=False)
-  return model.predict(x, verbose=0)
+def keras_outputs(model, inputs):
+  return runtimes.predict_batched(runtimes.KerasRuntime(model), inputs)
 
 
 def test_every_variant_converts_runs_and_is_measured(full_run, data):
   result, output_dir = full_run
   eval_y = data[3]
   entries = by_name(result)
-  expected = [name for name in optimizer_lib.VARIANT_ORDER if name != variants.TENSORRT_FP16]
-  assert [n for n in entries if n != variants.TENSORRT_FP16] == expected
+  assert list(entries) == list(optimizer_lib.VARIANT_ORDER)
+  assert result["task"] == "multiclass" and result["metric"] == "accuracy"
+  assert result["rows"] == {"train": 800, "eval": 300}
   baseline = result["baseline"]
   assert baseline["accuracy"] > 0.85
-  assert baseline["latency_runs"] == 200
-  for name in expected:
+  assert baseline["latency_runs"] == 50
+  measured = [n for n, e in entries.items() if n not in (variants.QAT, variants.TENSORRT_FP16)]
+  for name in measured:
     entry = entries[name]
     assert entry["status"] == "ok", (name, entry.get("reason"))
-    assert 0.8 < entry["accuracy"] <= 1.0, name
-    assert entry["top1_agreement"] > 0.85, name
-    assert entry["accuracy_drop_pp"] == pytest.approx(
+    assert 0.75 < entry["accuracy"] <= 1.0, name
+    assert entry["metric_value"] == entry["accuracy"]
+    assert entry["agreement"] > 0.8, name
+    assert entry["metric_drop"] == pytest.approx(
       (baseline["accuracy"] - entry["accuracy"]) * 100, abs=1e-6
     )
     assert 0 < entry["gzipped_size_bytes"] < entry["size_bytes"], name
     assert 0 < entry["latency_ms_p50"] <= entry["latency_ms_p90"], name
-    assert entry["latency_runs"] == 200
+    assert entry["latency_runs"] == 50
     assert entry["ratios"]["size_bytes"] == pytest.approx(
       entry["size_bytes"] / baseline["size_bytes"]
     )
@@ -125,31 +150,100 @@ def test_every_variant_converts_runs_and_is_measured(full_run, data):
     assert model_file.is_file()
     assert model_file.stat().st_size == entry["size_bytes"]
     assert len(gzip.compress(model_file.read_bytes(), 9)) == entry["gzipped_size_bytes"]
+    assert entry["select_tf_ops"] is False, name  # builtin ops suffice for this model
   # Accuracy is measured, not copied: count the int8 model's correct predictions ourselves.
   with runtimes.TFLiteRuntime(str(output_dir / entries["tflite_int8"]["path"])) as runtime:
     predictions = runtimes.predict_batched(runtime, data[2]).argmax(1)
   assert entries["tflite_int8"]["accuracy"] == pytest.approx(np.mean(predictions == eval_y))
-  # Only converted variants leave a folder (tensorrt_fp16 is skipped here or built on a GPU).
-  assert {p.name for p in output_dir.iterdir()} == {
-    "variants.json",
-    *(n for n, e in entries.items() if e["status"] == "ok"),
-  }
+  # Only converted variants leave a folder, each with its model file and signature.json.
+  ok = [n for n, e in entries.items() if e["status"] == "ok"]
+  assert {p.name for p in output_dir.iterdir()} == {"variants.json", *ok}
+  for name in ok:
+    assert sorted(os.listdir(output_dir / name)) == sorted(
+      [os.path.basename(entries[name]["path"]), "signature.json"]
+    )
   index = json.loads((output_dir / "variants.json").read_text())
-  assert index["variants"] == json.loads(json.dumps(result["variants"]))
+  assert index["format"] == optimizer_lib.INDEX_FORMAT
+  assert index["task"] == "multiclass"
+  assert index["variants"] == json.loads(json.dumps(entries))
   assert index["blessed_variants"] == result["blessed_variants"]
   json.dumps(result)  # The report must be JSON-serialisable as is.
 
 
-def test_int8_variant_is_smaller_with_int8_io(full_run):
+def test_signature_json_gives_a_client_the_input_contract(full_run):
+  result, output_dir = full_run
+  entries = by_name(result)
+  for name in ("tflite_float32", "tflite_int8", "onnx", "pruned"):
+    signature = json.loads((output_dir / name / "signature.json").read_text())
+    assert signature == json.loads(json.dumps(entries[name]["signature"]))
+    assert signature["variant"] == name
+    assert signature["model_file"] == os.path.basename(entries[name]["path"])
+    assert signature["task"] == "multiclass"
+    assert signature["label"] == {"key": "label", "classes": ["high", "low", "mid"]}
+    assert signature["output_meaning"] == "what the output means"
+    assert signature["preprocessing_included"] is True
+    inputs = {i["name"]: i for i in signature["inputs"]}
+    assert set(inputs) == {"numeric", "text_color"}
+    # Positions follow the runtime's own input order.
+    assert [i["position"] for i in signature["inputs"]] == [0, 1]
+    assert inputs["numeric"]["dtype"] == "float32"
+    assert inputs["numeric"]["shape"] == [-1, 3]
+    assert inputs["numeric"]["columns"] == ["age", "income", "ratio"]
+    assert inputs["numeric"]["missing_value"] == "NaN"
+    assert inputs["text_color"]["dtype"] == "string"
+    assert inputs["text_color"]["shape"] == [-1, 1]
+    assert inputs["text_color"]["columns"] == ["color"]
+    assert inputs["text_color"]["missing_value"] == ""
+    [output] = signature["outputs"]
+    assert output["dtype"] == "float32"
+    for entry in signature["inputs"] + signature["outputs"]:
+      if "quantization" in entry:
+        assert entry["quantization"]["scale"] > 0
+        assert isinstance(entry["quantization"]["zero_point"], int)
+  tflite = json.loads((output_dir / "tflite_int8" / "signature.json").read_text())
+  assert tflite["signature_key"] == "serving_default"
+  assert tflite["runtime"] == "tflite"
+  assert json.loads((output_dir / "onnx" / "signature.json").read_text())["runtime"] == (
+    "onnxruntime"
+  )
+
+
+def test_int8_keeps_float_io_and_preprocessing_in_float(full_run, data):
   entries = by_name(full_run[0])
   int8, float32 = entries["tflite_int8"], entries["tflite_float32"]
-  assert int8["size_bytes"] < 0.5 * float32["size_bytes"]
+  assert int8["size_bytes"] < 0.6 * float32["size_bytes"]
   assert entries["tflite_dynamic_range"]["size_bytes"] < float32["size_bytes"]
   assert entries["tflite_float16"]["size_bytes"] < float32["size_bytes"]
-  assert int8["details"]["input_dtype"] == "int8"
-  assert int8["details"]["output_dtype"] == "int8"
-  assert int8["details"]["int8_fallback"] is False
-  assert entries["tflite_float32"]["details"]["input_dtype"] == "float32"
+  assert int8["details"]["tflite_mode"] == "int8"
+  assert set(int8["details"]["float_ops"]) >= {"SUB", "MUL", "NOT_EQUAL", "SELECT_V2"}
+  assert int8["details"]["op_sets"] == ["TFLITE_BUILTINS_INT8", "TFLITE_BUILTINS"]
+  assert float32["details"]["op_sets"] == ["TFLITE_BUILTINS"]
+  # Callers feed floats and text; outputs come back as float probabilities.
+  path = str(full_run[1] / int8["path"])
+  with runtimes.TFLiteRuntime(path) as runtime:
+    assert runtime.input_details["numeric"]["dtype"] == np.float32
+    single = runtime.predict(runtimes.take(data[2], 0, 1))
+    batch = runtime.predict(runtimes.take(data[2], 0, 5))
+  assert single.dtype == np.float32
+  np.testing.assert_allclose(single[0], batch[0], atol=1e-6)
+  np.testing.assert_allclose(batch.sum(axis=1), 1.0, atol=0.05)
+
+
+def test_missing_values_and_unseen_text_run_in_every_runtime(full_run, model):
+  _, output_dir = full_run
+  entries = by_name(full_run[0])
+  rows = {
+    "numeric": np.array([[np.nan, np.nan, np.nan], [30, 2e4, 0.5]], np.float32),
+    "text_color": np.array([[b""], [b"purple"]], dtype=object),
+  }
+  expected = keras_outputs(model, rows)
+  assert np.isfinite(expected).all()
+  for name in ("tflite_float32", "onnx"):
+    runtime = variants.create(name).load(
+      str(output_dir / name), variants.Conversion([os.path.basename(entries[name]["path"])])
+    )
+    with runtime:
+      np.testing.assert_allclose(runtime.predict(rows), expected, atol=1e-5)
 
 
 def test_pruned_variant_reaches_target_sparsity(full_run):
@@ -162,6 +256,9 @@ def test_pruned_variant_reaches_target_sparsity(full_run):
   zeros = sum(int(np.sum(k == 0)) for k in kernels)
   assert zeros / sum(k.size for k in kernels) >= 0.79
   assert entry["runtime"] == "tensorflow"
+  # The preprocessing layers survive pruning untouched.
+  kinds = {type(layer).__name__ for layer in model.layers}
+  assert {"NumericPreprocessing", "CategoryOneHot"} <= kinds
 
 
 def test_pruned_int8_keeps_sparsity_and_compresses(full_run):
@@ -183,57 +280,79 @@ def test_pruned_int8_keeps_sparsity_and_compresses(full_run):
   assert total > 0
   assert zeros / total >= 0.75
   assert entry["gzipped_size_bytes"] < entries["tflite_int8"]["gzipped_size_bytes"]
-  assert entry["gzipped_size_bytes"] < 0.25 * result["baseline"]["gzipped_size_bytes"]
+  assert entry["gzipped_size_bytes"] < 0.5 * result["baseline"]["gzipped_size_bytes"]
 
 
+@pytest.mark.xfail(
+  strict=True,
+  reason="known bug: QAT annotates the Concatenate that joins numeric and one-hot parts, and "
+  "the int8 converter rejects it ('same scale constraint'); QAT works on numeric-only models",
+)
 def test_qat_variant_is_int8(full_run):
   entry = by_name(full_run[0])["qat"]
+  assert entry["status"] == "ok", entry.get("reason")
   assert entry["details"]["qat_scope"] in ("whole_model", "annotated_supported_layers")
-  assert entry["details"]["input_dtype"] == "int8"
   assert entry["size_bytes"] < by_name(full_run[0])["tflite_float32"]["size_bytes"]
 
 
-def test_onnx_parity_check(full_run, keras_dir, data):
+def test_qat_variant_on_a_numeric_only_model(tmp_path):
+  train_inputs, train_labels = sample("multiclass", 400, 1)
+  eval_inputs, eval_labels = sample("multiclass", 200, 2)
+  numbers = train_inputs["numeric"]
+  tf.keras.utils.set_random_seed(0)
+  numeric = tf.keras.Input((3,), name="numeric")
+  x = preprocessing_layers.NumericPreprocessing(
+    np.nanmean(numbers, 0), np.nanstd(numbers, 0), np.isnan(numbers).any(0)
+  )(numeric)
+  x = tf.keras.layers.Dense(32, activation="relu")(x)
+  model = tf.keras.Model({"numeric": numeric}, tf.keras.layers.Dense(3, activation="softmax")(x))
+  model.compile(tf.keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+  model.fit({"numeric": numbers}, train_labels, epochs=5, batch_size=64, verbose=0)
+  result = optimizer_lib.optimize(
+    model,
+    {"numeric": numbers},
+    {"numeric": eval_inputs["numeric"]},
+    eval_labels,
+    str(tmp_path),
+    optimizer_lib.ModelFacts(task="multiclass", label_key="label"),
+    quick([variants.QAT], min_fine_tune_steps=50, fine_tune_epochs=1),
+  )
+  entry = result["variants"][0]
+  assert entry["status"] == "ok", entry.get("reason")
+  assert entry["details"]["qat_scope"] in ("whole_model", "annotated_supported_layers")
+  assert entry["details"]["tflite_mode"] == "int8"
+
+
+def test_onnx_parity_check(full_run, model, data):
   result, output_dir = full_run
   entry = by_name(result)["onnx"]
   parity = entry["details"]["onnx_parity"]
   assert parity["passed"] is True
   assert parity["max_abs_diff"] < 1e-4
-  assert parity["top1_agreement"] == 1.0
-  assert parity["rows"] == len(data[2])
+  assert parity["rows"] == len(data[3])
   # Recompute the parity with onnxruntime and TensorFlow directly.
   with runtimes.OnnxRuntime(str(output_dir / entry["path"])) as runtime:
     onnx_probs = runtime.predict(data[2])
-  tf_probs = keras_probs(keras_dir, data[2])
+  tf_probs = keras_outputs(model, data[2])
   assert np.max(np.abs(onnx_probs - tf_probs)) == pytest.approx(parity["max_abs_diff"], abs=1e-5)
 
 
 def test_onnx_parity_detects_a_mismatch(full_run, data):
   result, output_dir = full_run
   onnx_path = str(output_dir / by_name(result)["onnx"]["path"])
-  reference = np.roll(keras_probs_from_onnx(onnx_path, data[2]), 1, axis=1)
+  with runtimes.OnnxRuntime(onnx_path) as runtime:
+    reference = np.roll(runtimes.predict_batched(runtime, data[2]), 1, axis=1)
   parity = variants.onnx_parity(onnx_path, data[2], reference, tolerance=1e-4)
   assert parity["passed"] is False
-  assert parity["top1_agreement"] < 0.5
+  assert parity["max_abs_diff"] > 0.1
 
 
-def keras_probs_from_onnx(onnx_path, x):
-  with runtimes.OnnxRuntime(onnx_path) as runtime:
-    return runtime.predict(x)
-
-
-def test_tensorrt_auto_records_engine_build(full_run):
+def test_tensorrt_auto_skips_a_model_with_text_inputs(full_run):
   entries = by_name(full_run[0])
   entry = entries[variants.TENSORRT_FP16]
-  if TRT_REASON is None:
-    assert entry["status"] == "ok"
-    assert entry["details"]["precision"] == "fp16"
-  else:
-    assert entry["status"] == "skipped"
-    assert entry["reason"] == TRT_REASON
-    assert entry["blessed"] is False
-    if "tensorrt" in TRT_REASON:
-      assert "pip install .[tensorrt]" in entry["reason"]
+  assert entry["status"] == "skipped"
+  assert "text inputs ['text_color']" in entry["reason"]
+  assert entry["blessed"] is False
   # The ONNX model is produced and measured either way.
   assert entries["onnx"]["status"] == "ok"
   assert entries["onnx"]["runtime"] == "onnxruntime"
@@ -246,20 +365,18 @@ def test_unavailable_reason_names_the_missing_pieces(monkeypatch):
   assert reason.startswith("tensorrt Python package not installed: pip install .[tensorrt]")
 
 
-def test_tensorrt_off_has_no_engine_and_no_onnx(tmp_path, keras_dir, data):
-  config = optimizer_lib.OptimizerConfig(
-    variants=(variants.TFLITE_FLOAT32,), tensorrt="off", latency_runs=200
-  )
-  result = optimizer_lib.optimize(str(keras_dir), *data, str(tmp_path), config)
+def test_tensorrt_off_has_no_engine_and_no_onnx(tmp_path, model, data):
+  config = quick([variants.TFLITE_FLOAT32])
+  result = run(model, data, str(tmp_path), config)
   assert [e["name"] for e in result["variants"]] == ["tflite_float32"]
   assert sorted(os.listdir(tmp_path)) == ["tflite_float32", "variants.json"]
 
 
 @NEEDS_NO_TENSORRT
-def test_tensorrt_required_fails_clearly_and_writes_nothing(tmp_path, keras_dir, data):
-  config = optimizer_lib.OptimizerConfig(variants=(variants.TFLITE_FLOAT32,), tensorrt="required")
+def test_tensorrt_required_fails_clearly_and_writes_nothing(tmp_path, model, data):
+  config = quick([variants.TFLITE_FLOAT32], tensorrt="required")
   with pytest.raises(tensorrt_lib.TensorRTUnavailableError) as raised:
-    optimizer_lib.optimize(str(keras_dir), *data, str(tmp_path), config)
+    run(model, data, str(tmp_path), config)
   message = str(raised.value)
   assert message.startswith("tensorrt='required' but ")
   assert TRT_REASON in message
@@ -272,24 +389,39 @@ def test_blessing_follows_the_accuracy_bound(full_run):
   bound = result["config"]["max_accuracy_drop"]
   for entry in result["variants"]:
     if entry["status"] == "ok":
-      assert entry["blessed"] == (entry["accuracy_drop_pp"] <= bound)
+      assert entry["blessed"] == (entry["metric_drop"] <= bound)
     else:
       assert entry["blessed"] is False
   assert result["blessed_variants"] == [e["name"] for e in result["variants"] if e["blessed"]]
-  assert "tflite_float32" in result["blessed_variants"]
+  assert {"tflite_float32", "onnx"} <= set(result["blessed_variants"])
 
 
-def test_negative_bound_blesses_nothing(tmp_path, keras_dir, data):
-  # -5 means a variant must beat the baseline by 5 points; float32 TFLite matches it exactly.
-  config = optimizer_lib.OptimizerConfig(
-    variants=(variants.TFLITE_FLOAT32,), tensorrt="off", max_accuracy_drop=-5.0
-  )
-  result = optimizer_lib.optimize(str(keras_dir), *data, str(tmp_path), config)
+def test_read_index_returns_blessed_variants_for_the_pusher(full_run):
+  result, output_dir = full_run
+  index, blessed = optimizer_lib.read_index(str(output_dir))
+  assert index["blessed_variants"] == result["blessed_variants"]
+  assert [v.name for v in blessed] == result["blessed_variants"]
+  entries = by_name(result)
+  for variant in blessed:
+    assert variant.folder == os.path.join(str(output_dir), variant.name)
+    assert variant.signature == json.loads(
+      (output_dir / variant.name / "signature.json").read_text()
+    )
+    assert variant.metrics["path"] == entries[variant.name]["path"]
+    assert variant.metrics["accuracy"] == entries[variant.name]["accuracy"]
+    assert variant.metrics["select_tf_ops"] is False
+    assert "details" not in variant.metrics
+  assert optimizer_lib.read_index(str(output_dir / "nothing_here")) == ({}, [])
+
+
+def test_zero_bound_blesses_only_what_matches_the_baseline(tmp_path, model, data):
+  config = quick([variants.TFLITE_FLOAT32], max_accuracy_drop=0.0)
+  result = run(model, data, str(tmp_path), config)
   entry = result["variants"][0]
   assert entry["status"] == "ok"
-  assert entry["accuracy_drop_pp"] == pytest.approx(0.0, abs=0.3)
-  assert entry["blessed"] is False
-  assert result["blessed_variants"] == []
+  assert entry["agreement"] == 1.0 and entry["metric_drop"] == 0.0
+  assert entry["blessed"] is True
+  assert result["blessed_variants"] == ["tflite_float32"]
 
 
 class SabotagedVariant(variants.TFLiteFloat32Variant):
@@ -315,19 +447,18 @@ class BrokenVariant(variants.TFLiteFloat32Variant):
 
 
 def test_gate_rejects_a_sabotaged_variant_and_isolates_a_failure(
-  tmp_path, keras_dir, data, monkeypatch
+  tmp_path, model, data, monkeypatch
 ):
   monkeypatch.setitem(variants.VARIANTS, SabotagedVariant.name, SabotagedVariant)
   monkeypatch.setitem(variants.VARIANTS, BrokenVariant.name, BrokenVariant)
-  config = optimizer_lib.OptimizerConfig(
-    variants=("broken", variants.TFLITE_FLOAT32, "sabotaged"), tensorrt="off"
-  )
-  result = optimizer_lib.optimize(str(keras_dir), *data, str(tmp_path), config)
+  config = quick(["broken", variants.TFLITE_FLOAT32, "sabotaged"])
+  result = run(model, data, str(tmp_path), config)
   entries = by_name(result)
   assert entries["broken"]["status"] == "failed"
   assert entries["broken"]["reason"] == "RuntimeError: converter exploded on op FancyOp"
   assert entries["sabotaged"]["status"] == "ok"
-  assert entries["sabotaged"]["accuracy_drop_pp"] > 1.0
+  assert entries["sabotaged"]["metric_drop"] > 1.0
+  assert entries["sabotaged"]["agreement"] < 0.9
   assert entries["sabotaged"]["blessed"] is False
   assert entries["tflite_float32"]["blessed"] is True
   assert result["blessed_variants"] == ["tflite_float32"]
@@ -335,62 +466,58 @@ def test_gate_rejects_a_sabotaged_variant_and_isolates_a_failure(
   assert sorted(os.listdir(tmp_path)) == ["sabotaged", "tflite_float32", "variants.json"]
 
 
-def test_real_converter_rejection_is_isolated(tmp_path, data):
-  # TFLite has no Softsign kernel, so both TFLite conversions fail; tf2onnx supports it.
-  train_x, train_y, _, _ = data
-  keras_dir = write_keras_model(
-    tmp_path / "Format-Keras", train_x, train_y, epochs=3, hidden_activation="softsign"
-  )
-  output_dir = tmp_path / "out"
-  output_dir.mkdir()
-  config = optimizer_lib.OptimizerConfig(
-    variants=(variants.TFLITE_FLOAT32, variants.TFLITE_INT8, variants.ONNX),
-    tensorrt="off",
-    latency_runs=200,
-  )
-  result = optimizer_lib.optimize(str(keras_dir), *data, str(output_dir), config)
+def test_an_op_without_a_builtin_converts_with_select_tf_ops(tmp_path, data):
+  # TFLite has no builtin Softsign: the conversion retries with Select TF ops and says so.
+  softsign = train("multiclass", data[0], data[1], epochs=3, activation="softsign")
+  config = quick([variants.TFLITE_FLOAT32, variants.ONNX])
+  result = run(softsign, data, str(tmp_path), config)
   entries = by_name(result)
-  for name in (variants.TFLITE_FLOAT32, variants.TFLITE_INT8):
-    assert entries[name]["status"] == "failed"
-    assert entries[name]["reason"].startswith("ConverterError: ")
-    assert "Softsign" in entries[name]["reason"]
-    assert len(entries[name]["reason"]) <= optimizer_lib.MAX_REASON_CHARS + 10
-  assert entries[variants.ONNX]["status"] == "ok"
-  assert sorted(os.listdir(output_dir)) == ["onnx", "variants.json"]
+  tflite = entries[variants.TFLITE_FLOAT32]
+  assert tflite["status"] == "ok", tflite.get("reason")
+  assert tflite["select_tf_ops"] is True
+  assert tflite["details"]["op_sets"] == ["TFLITE_BUILTINS", "SELECT_TF_OPS"]
+  assert tflite["agreement"] == 1.0
+  assert optimizer_lib.read_index(str(tmp_path))[0]["variants"]["tflite_float32"]["select_tf_ops"]
+  assert entries[variants.ONNX]["select_tf_ops"] is False
 
 
-def test_int8_fallback_keeps_float_io(tmp_path, keras_dir, data):
-  config = optimizer_lib.OptimizerConfig(
-    variants=(variants.TFLITE_INT8,), tensorrt="off", int8_fallback=True
-  )
-  result = optimizer_lib.optimize(str(keras_dir), *data, str(tmp_path), config)
-  entry = result["variants"][0]
-  assert entry["status"] == "ok"
-  assert entry["details"]["int8_fallback"] is True
-  assert entry["details"]["input_dtype"] == "float32"
-  assert entry["accuracy_drop_pp"] <= 2.0
+def test_float16_refuses_constants_beyond_its_range():
+  numeric = tf.keras.Input((1,), name="numeric")
+  layer = preprocessing_layers.NumericPreprocessing([1e6], [1e5], [False], name="big")
+  model = tf.keras.Model({"numeric": numeric}, tf.keras.layers.Dense(1)(layer(numeric)))
+  with pytest.raises(ValueError, match="layer 'big' holds values up to 1e\\+06, beyond float16"):
+    variants._check_float16_range(model)
 
 
-def test_baseline_problems_fail_the_run(tmp_path, keras_dir, data):
-  train_x, train_y, eval_x, eval_y = data
-  config = optimizer_lib.OptimizerConfig(variants=(variants.TFLITE_FLOAT32,), tensorrt="off")
-  with pytest.raises(FileNotFoundError, match="Format-Keras"):
-    optimizer_lib.optimize(str(tmp_path), *data, str(tmp_path), config)
-  with pytest.raises(ValueError, match="feature_keys"):
+def test_baseline_problems_fail_the_run(tmp_path, model, data):
+  train_x, _, eval_x, eval_y = data
+  config = quick([variants.TFLITE_FLOAT32])
+  empty = runtimes.take(eval_x, 0, 0)
+  with pytest.raises(UserInputError, match="train or eval sample is empty"):
     optimizer_lib.optimize(
-      str(keras_dir), train_x[:, :10], train_y, eval_x[:, :10], eval_y, str(tmp_path), config
+      model, train_x, empty, eval_y[:0], str(tmp_path), facts("multiclass"), config
     )
-  with pytest.raises(ValueError, match="class ids"):
-    optimizer_lib.optimize(
-      str(keras_dir), train_x, train_y, eval_x, eval_y + 10, str(tmp_path), config
-    )
+  with pytest.raises(UserInputError, match="Unknown optimizer variant"):
+    run(model, data, str(tmp_path), quick(["tflite_int4"]))
   assert os.listdir(tmp_path) == []
 
 
-def test_gate_bound_is_inclusive():
-  assert optimizer_lib.gate(0.95, 0.96, 1.0) == (True, 1.0)
-  assert optimizer_lib.gate(0.949, 0.96, 1.0)[0] is False
-  assert optimizer_lib.gate(0.97, 0.96, -0.5) == (True, -1.0)
+def test_gate_bound_is_inclusive_and_task_aware():
+  labels = np.array([0, 1])
+  judge = optimizer_lib._Judge("multiclass", labels, np.eye(2, dtype=np.float32))
+  assert judge.gate(0.95, 0.96, 1.0) == (True, 1.0)
+  assert judge.gate(0.949, 0.96, 1.0)[0] is False
+  assert judge.gate(0.97, 0.96, -0.5) == (True, -1.0)
+  # Regression: the drop is the percent by which the RMSE grew; lower is better.
+  values = np.array([1.0, 3.0], np.float32)
+  regression = optimizer_lib._Judge("regression", values, values.reshape(-1, 1))
+  assert regression.metric_name == "rmse"
+  assert regression.gate(1.01, 1.0, 1.0) == (True, 1.0)
+  assert regression.gate(1.02, 1.0, 1.0)[0] is False
+  assert regression.gate(0.9, 1.0, 0.0) == (True, -10.0)
+  # A one-column classifier output outside [0, 1] is a logit, thresholded at 0.
+  logits = optimizer_lib._Judge("binary", labels, np.array([[-2.0], [3.0]], np.float32))
+  assert logits.metrics(np.array([[-0.1], [0.2]], np.float32))["accuracy"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -401,10 +528,11 @@ def test_gate_bound_is_inclusive():
     ({"tensorrt": "maybe"}, "tensorrt='maybe'"),
     ({"target_sparsity": 1.0}, "target_sparsity"),
     ({"latency_runs": 0}, "latency_runs"),
+    ({"max_accuracy_drop": -1.0}, "must not be negative"),
   ],
 )
 def test_config_rejects_nonsense(options, message):
-  with pytest.raises(ValueError, match=message):
+  with pytest.raises(UserInputError, match=message):
     optimizer_lib.OptimizerConfig(**options).validate()
 
 
@@ -415,26 +543,13 @@ def test_variant_names_follow_the_tensorrt_mode():
   assert off.variant_names() == ["tflite_int8"]
 
 
-def test_tflite_runtime_quantizes_int8_io(full_run, data):
-  result, output_dir = full_run
-  path = str(output_dir / by_name(result)["tflite_int8"]["path"])
-  with runtimes.TFLiteRuntime(path) as runtime:
-    scale, zero_point = runtime.input_detail["quantization"]
-    single = runtime.predict(data[2][:1])
-    batch = runtime.predict(data[2][:5])
-  assert scale > 0
-  assert -128 <= zero_point <= 127
-  assert single.dtype == np.float32
-  np.testing.assert_allclose(single[0], batch[0], atol=1e-6)
-  # Dequantized softmax outputs are probabilities.
-  np.testing.assert_allclose(batch.sum(axis=1), 1.0, atol=0.05)
-
-
-def test_representative_dataset_yields_single_rows(data):
+def test_representative_dataset_yields_single_row_dicts(data):
   rows = list(conversions.representative_dataset(data[0], 7)())
   assert len(rows) == 7
-  assert rows[0][0].shape == (1, 64)
-  assert rows[0][0].dtype == np.float32
+  assert set(rows[0]) == {"numeric", "text_color"}
+  assert rows[0]["numeric"].shape == (1, 3) and rows[0]["numeric"].dtype == np.float32
+  # Text as numpy bytes: given Python objects the calibration would see every value as OOV.
+  assert rows[0]["text_color"].shape == (1, 1) and rows[0]["text_color"].dtype.kind == "S"
 
 
 def test_write_report_files(tmp_path, full_run):
@@ -443,6 +558,7 @@ def test_write_report_files(tmp_path, full_run):
     json.dumps(full_run[0])
   )
   markdown = pathlib.Path(paths[report.REPORT_MD]).read_text()
+  assert "Task: multiclass" in markdown
   for entry in full_run[0]["variants"]:
     assert f"| {entry['name']} | {entry['status']} |" in markdown
   assert pathlib.Path(paths[report.REPORT_PNG]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -450,13 +566,13 @@ def test_write_report_files(tmp_path, full_run):
 
 
 def test_skipped_report_has_every_variant_skipped(tmp_path):
-  result = optimizer_lib.skipped_report("no Format-Keras", optimizer_lib.OptimizerConfig())
+  result = optimizer_lib.skipped_report("not a Keras model", optimizer_lib.OptimizerConfig())
   assert result["status"] == "skipped"
   assert {e["status"] for e in result["variants"]} == {"skipped"}
-  assert {e["reason"] for e in result["variants"]} == {"no Format-Keras"}
+  assert {e["reason"] for e in result["variants"]} == {"not a Keras model"}
   assert result["blessed_variants"] == []
   paths = report.write_report(result, str(tmp_path))
-  assert "Nothing was optimized: no Format-Keras" in pathlib.Path(paths["report.md"]).read_text()
+  assert "Nothing was optimized: not a Keras model" in pathlib.Path(paths["report.md"]).read_text()
 
 
 def test_fine_tuning_leaves_no_graph_in_the_global_gradient_registry(data):
@@ -468,11 +584,12 @@ def test_fine_tuning_leaves_no_graph_in_the_global_gradient_registry(data):
     return sum(1 for key in ops._gradient_registry.list() if key.startswith("CustomGradient"))
 
   before = custom_gradients()
-  model = build_digits_model()
+  model = build_model("multiclass", data[0])
+  targets = keras_outputs(model, runtimes.take(data[0], 0, 256))
   pruned = conversions.prune(
     model,
-    data[0][:256],
-    data[1][:256],
+    runtimes.take(data[0], 0, 256),
+    targets,
     target_sparsity=0.5,
     epochs=1,
     batch_size=32,
@@ -481,3 +598,46 @@ def test_fine_tuning_leaves_no_graph_in_the_global_gradient_registry(data):
   assert conversions.kernel_sparsity(pruned)["overall"] >= 0.49
   assert custom_gradients() == before
   tf.keras.backend.clear_session()
+
+
+@pytest.fixture(scope="module")
+def regression_run(tmp_path_factory):
+  train_inputs, train_labels = sample("regression", 800, 1)
+  eval_inputs, eval_labels = sample("regression", 300, 2)
+  model = train("regression", train_inputs, train_labels, epochs=30)
+  output_dir = tmp_path_factory.mktemp("regression")
+  config = quick(
+    [variants.TFLITE_FLOAT32, variants.TFLITE_INT8, variants.ONNX], max_accuracy_drop=2.0
+  )
+  result = optimizer_lib.optimize(
+    model, train_inputs, eval_inputs, eval_labels, str(output_dir), facts("regression"), config
+  )
+  return result, output_dir, eval_labels
+
+
+def test_regression_variants_are_judged_by_rmse_and_agreement(regression_run):
+  result, output_dir, eval_labels = regression_run
+  assert result["task"] == "regression" and result["metric"] == "rmse"
+  baseline = result["baseline"]
+  assert baseline["rmse"] < 0.5 * float(np.std(eval_labels))
+  assert baseline["mae"] <= baseline["rmse"]
+  assert "accuracy" not in baseline
+  entries = by_name(result)
+  for name, entry in entries.items():
+    assert entry["status"] == "ok", (name, entry.get("reason"))
+    assert entry["metric_value"] == entry["rmse"]
+    assert entry["metric_drop"] == pytest.approx(
+      (entry["rmse"] - baseline["rmse"]) / baseline["rmse"] * 100, abs=1e-4
+    )
+    assert entry["blessed"] == (entry["metric_drop"] <= 2.0)
+    assert 0.0 <= entry["agreement"] <= 1.0
+  for name in (variants.TFLITE_FLOAT32, variants.ONNX):
+    assert entries[name]["agreement"] == 1.0
+    assert entries[name]["blessed"] is True
+  signature = json.loads((output_dir / "onnx" / "signature.json").read_text())
+  assert signature["task"] == "regression"
+  assert signature["label"] == {"key": "label", "classes": []}
+  index, blessed = optimizer_lib.read_index(str(output_dir))
+  assert index["task"] == "regression"
+  assert {v.name for v in blessed} >= {"tflite_float32", "onnx"}
+  assert all("rmse" in v.metrics and "accuracy" not in v.metrics for v in blessed)

@@ -106,7 +106,8 @@ class KerasRuntime(Runtime):
   def signature(self) -> dict[str, Any]:
     return {
       "inputs": [
-        {"name": k, "dtype": s.dtype.name, "shape": s.shape.as_list()}
+        # -1 for an unknown dimension, as the TFLite and ONNX runtimes write it.
+        {"name": k, "dtype": s.dtype.name, "shape": [-1 if d is None else d for d in s.shape]}
         for k, s in self._specs.items()
       ],
       "outputs": [{"name": "output_0", "dtype": "float32"}],
