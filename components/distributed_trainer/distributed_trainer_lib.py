@@ -31,6 +31,8 @@ _PROGRESS_DIR = "progress"
 _RESULTS_DIR = "results"
 TENSORBOARD_DIR = "logs"
 _SHUFFLE_BUFFER = 10_000
+# JSON {"<job>-<index>": port} of the profiler servers of a local cluster's processes.
+PROFILER_PORTS_ENV = "TFXKIT_PROFILER_PORTS"
 
 
 class TrainerInputError(UserInputError):
@@ -254,7 +256,8 @@ class FitConfig:
     steps_per_epoch: steps per epoch.
     global_batch_size: examples per step over all replicas.
     attempt: restart count of a surrounding local cluster.
-    profile_steps: (start, end) training steps to profile with TensorBoard, or None.
+    profile_steps: (start, end) training steps to profile, or None.
+    backup_dir: BackupAndRestore's folder; None: `<model_run_dir>/distributed_trainer/backup`.
   """
 
   model_run_dir: str
@@ -263,6 +266,7 @@ class FitConfig:
   global_batch_size: int = defaults.GLOBAL_BATCH_SIZE
   attempt: int = 0
   profile_steps: tuple[int, int] | None = None
+  backup_dir: str | None = None
 
 
 def train_input(built, dataset_fn: Callable[[Any], Any], global_batch_size: int):
@@ -307,14 +311,24 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
   epoch_times: list[float] = []
   progress = progress_path(config.model_run_dir, built.task_type, built.task_index)
   logs = os.path.join(config.model_run_dir, TENSORBOARD_DIR)
+  cluster_ports = profiler_ports()
+  local_profile = config.profile_steps and not cluster_ports
   tensorboard = tf.keras.callbacks.TensorBoard(
-    logs, profile_batch=list(config.profile_steps) if config.profile_steps else 0
+    logs, profile_batch=list(config.profile_steps) if local_profile else 0
   )
   callbacks = [
-    tf_compat.backup_and_restore(run_state_dir(config.model_run_dir, BACKUP_DIR)),
+    tf_compat.backup_and_restore(
+      config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR)
+    ),
     tensorboard,
     _progress_callback(progress, config.attempt, config.epochs, epoch_times),
   ]
+  if config.profile_steps and cluster_ports:
+    callbacks.append(
+      _ClusterTrace(
+        cluster_ports, config.profile_steps, config.steps_per_epoch, logs, built.is_chief
+      )
+    )
   start = time.perf_counter()
   history = model.fit(
     train_input(built, dataset_fn, config.global_batch_size),
@@ -338,6 +352,89 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
     "weights_sha256": _weights_digest(model.get_weights()),
     "profile_dir": os.path.join(logs, "plugins", "profile") if config.profile_steps else None,
   }
+
+
+def profiler_ports() -> dict[str, int]:
+  """The local cluster's profiler server ports, {"<job>-<index>": port}; {} outside one."""
+  raw = os.environ.get(PROFILER_PORTS_ENV)
+  return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
+
+
+def start_profiler_server(task_type: str, task_index: int) -> int | None:
+  """Starts this process's profiler server when the cluster asked for one; returns its port."""
+  port = profiler_ports().get(f"{task_type}-{task_index}")
+  if port is None:
+    return None
+  import tensorflow as tf
+
+  tf.profiler.experimental.server.start(port)
+  _LOG.info("Profiler server of %s-%d on port %d", task_type, task_index, port)
+  return port
+
+
+_TRACE_DONE = ".trace_done"
+
+
+def _ClusterTrace(
+  ports: dict[str, int], steps: tuple[int, int], steps_per_epoch: int, logdir: str, chief: bool
+):
+  """A callback that traces every process of a local cluster over `steps`.
+
+  On the chief, when training reaches the first step, it asks every process's profiler server
+  for a trace (tf.profiler.experimental.client.trace) lasting as long as the steps should take
+  at the speed measured so far, in a background thread; at the end of training it waits for
+  the trace and marks it done. A worker whose training ends first waits for that mark before
+  its process exits, since a profiler server that is gone returns nothing.
+  """
+  import threading
+
+  import tensorflow as tf
+
+  done = os.path.join(logdir, _TRACE_DONE)
+
+  class _Trace(tf.keras.callbacks.Callback):
+    def __init__(self):
+      super().__init__()
+      self._epoch = 0
+      self._started = None
+      self._thread = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+      self._epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+      if not chief:
+        return
+      step = self._epoch * steps_per_epoch + batch
+      if self._started is None:
+        self._started = (time.perf_counter(), step)
+      if self._thread is not None or step < steps[0]:
+        return
+      t0, s0 = self._started
+      per_step = (time.perf_counter() - t0) / max(step - s0, 1) if step > s0 else 0.05
+      duration_ms = int(min(max(per_step * (steps[1] - steps[0] + 1) * 1000, 1000), 60000))
+      addresses = ",".join(f"grpc://localhost:{p}" for p in ports.values())
+      self._thread = threading.Thread(
+        target=tf.profiler.experimental.client.trace,
+        args=(addresses, logdir, duration_ms),
+        daemon=True,
+      )
+      self._thread.start()
+      _LOG.info("Tracing %s for %d ms from step %d", sorted(ports), duration_ms, step)
+
+    def on_train_end(self, logs=None):
+      if chief:
+        if self._thread is not None:
+          self._thread.join(timeout=120)
+        tf.io.gfile.makedirs(logdir)
+        with tf.io.gfile.GFile(done, "w") as f:
+          f.write("done")
+        return
+      deadline = time.monotonic() + 120
+      while not tf.io.gfile.exists(done) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+  return _Trace()
 
 
 def _weights_digest(weights: Sequence[Any]) -> str:

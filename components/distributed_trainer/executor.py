@@ -44,6 +44,9 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
     mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
     built_strategy: the strategy_lib.BuiltStrategy (for modules that manage the strategy).
     attempt: restart count of the surrounding local cluster.
+    backup_dir: where BackupAndRestore keeps its checkpoint: keyed by the run's training
+      fingerprint and outside the execution's own folders, so a rerun of a killed run with
+      the same inputs resumes from it.
   """
 
   strategy = attr.ib(type=Any, default=None)
@@ -59,6 +62,7 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
   mixed_precision = attr.ib(type=str, default="")
   built_strategy = attr.ib(type=Any, default=None)
   attempt = attr.ib(type=int, default=0)
+  backup_dir = attr.ib(type=str, default=None)
 
 
 def _prop(exec_properties: dict[str, Any], key: str, default: Any) -> Any:
@@ -176,6 +180,7 @@ class Executor(trainer_executor.GenericExecutor):
       mixed_precision=_prop(exec_properties, constants.MIXED_PRECISION_KEY, ""),
       built_strategy=built,
       attempt=attempt,
+      backup_dir=backup_dir(input_dict, output_dict, exec_properties),
     )
     own = _is_own_module(exec_properties)
     run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
@@ -227,6 +232,13 @@ class Executor(trainer_executor.GenericExecutor):
     # The workers import this package by module path, so they need its parent on their path.
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONPATH": python_path, "TF_USE_LEGACY_KERAS": "1"}
+    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+    if (custom or {}).get(constants.PROFILE_STEPS_CONFIG):
+      # Every process serves its profile; the chief traces them all over the asked steps.
+      tasks = [f"worker-{i}" for i in range(workers)] + [f"ps-{i}" for i in range(num_ps)]
+      tasks += ["chief-0"] if num_ps else []
+      env[lib.PROFILER_PORTS_ENV] = json.dumps(dict(zip(tasks, launch.free_ports(len(tasks)), strict=True)))
     run = launch.run_local_cluster(
       [sys.executable, "-m", "components.distributed_trainer.worker", "--spec", spec_path],
       num_workers=workers,
@@ -236,11 +248,26 @@ class Executor(trainer_executor.GenericExecutor):
         _prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S)
       ),
       max_restarts=int(_prop(exec_properties, constants.MAX_RESTARTS_KEY, defaults.MAX_RESTARTS)),
-      env={"PYTHONPATH": python_path, "TF_USE_LEGACY_KERAS": "1"},
+      env=env,
     )
     chief_type = "chief" if num_ps else "worker"
     result = lib.read_result(lib.result_path(model_run_dir, chief_type, 0))
     return result, run.restarts
+
+
+def backup_dir(input_dict, output_dict, exec_properties) -> str:
+  """`<node folder>/.backup/<training fingerprint>`: one checkpoint folder per training setup.
+
+  The node folder is the parent of the execution's model_run folder (LocalDagRunner:
+  `<pipeline_root>/DistributedTrainer`; Kubeflow: the run's task folder, so a retried pod of
+  the same run resumes). BackupAndRestore deletes it when training completes.
+  """
+  model_run = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_RUN_KEY])
+  data = model_contract.data_fingerprints(
+    input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+  )
+  node = os.path.dirname(os.path.dirname(model_run.rstrip("/")))
+  return os.path.join(node, ".backup", training_fingerprint(data, exec_properties)[:24])
 
 
 def _without_unavailable_base_model(input_dict):

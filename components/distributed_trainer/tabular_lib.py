@@ -630,6 +630,7 @@ class RunSettings:
     base_model: SavedModel to warm-start from, or None.
     seed: shuffle and initialisation seed.
     profile_steps: (start, end) steps to profile with TensorBoard, or None.
+    backup_dir: BackupAndRestore's folder; None: inside model_run_dir.
   """
 
   train_files: list[str]
@@ -650,6 +651,7 @@ class RunSettings:
   base_model: str | None = None
   seed: int = train_lib.DEFAULT_SHUFFLE_SEED
   profile_steps: tuple[int, int] | None = None
+  backup_dir: str | None = None
 
 
 def settings_from_fn_args(fn_args) -> RunSettings:
@@ -689,6 +691,7 @@ def settings_from_fn_args(fn_args) -> RunSettings:
     base_model=getattr(fn_args, "base_model", None),
     seed=int(custom.get("seed", train_lib.DEFAULT_SHUFFLE_SEED)),
     profile_steps=tuple(profile_steps) if profile_steps else None,
+    backup_dir=getattr(fn_args, "backup_dir", None),
   )
 
 
@@ -812,6 +815,7 @@ def train(
         global_batch_size=settings.global_batch_size,
         attempt=attempt,
         profile_steps=settings.profile_steps,
+        backup_dir=settings.backup_dir,
       ),
     )
     result = train_lib.TrainResult(
