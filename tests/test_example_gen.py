@@ -201,6 +201,17 @@ class TestExecutor:
     assert len(read_examples(ex.uri)) == 60
     assert json.loads(ex.get_string_custom_property("data_spans")) == [2, 3]
 
+  def test_files_may_order_their_columns_differently(self, tmp_path):
+    _write_csv(tmp_path / "in" / "a.csv", HEADER, _good_rows(100))
+    reordered = [[r[3], r[2], r[1], r[0]] for r in _good_rows(100, seed=1)]
+    reordered[5][1] = "7"  # A stray int in the string column, only in this file.
+    reordered[6][2] = "oops"  # A stray string in the float column, only in this file.
+    _write_csv(tmp_path / "in" / "b.csv", HEADER[::-1], reordered)
+    ex = run_executor(fast_executor.Executor, exec_properties(tmp_path / "in"), tmp_path / "o")
+    types = json.loads(ex.get_string_custom_property("column_types"))
+    assert types == {"pix": "int", "score": "string", "cat": "string", "label": "int"}
+    assert len(read_examples(ex.uri)) == 200
+
   def test_no_per_record_transform(self):
     with pytest.raises(NotImplementedError, match=r"Executor\.Do"):
       fast_executor.Executor().GetInputSourceToExamplePTransform()

@@ -36,10 +36,10 @@ from components.example_gen import io_lib, tfexample_lib
 # tfexample_lib serialises typed batches as tf.Examples a column at a time; they are
 # split by a hash of each row and written as gzipped TFRecords without TensorFlow.
 
-INT = "int"
-FLOAT = "float"
-STRING = "string"
-UNKNOWN = "unknown"
+INT = tfexample_lib.INT
+FLOAT = tfexample_lib.FLOAT
+STRING = tfexample_lib.STRING
+UNKNOWN = tfexample_lib.UNKNOWN
 COLUMN_TYPES = (INT, FLOAT, STRING, UNKNOWN)
 _RANK = {UNKNOWN: 0, INT: 1, FLOAT: 2, STRING: 3}
 _INT64_MIN = -(2**63)
@@ -631,8 +631,8 @@ def infer_column_types(
   the highest type of its cells (int < float < string), and a column empty in
   every row is `UNKNOWN`. Rows the conversion quarantines whatever the types
   (wrong number of fields, bytes that are not UTF-8, a missing label) do not count.
-  Files whose header differs from the first file's are skipped here; the
-  conversion reports them.
+  Files whose columns differ from the first file's are skipped here; the
+  conversion reports them. Column order may differ between files.
 
   Args:
     paths: Input files.
@@ -649,11 +649,12 @@ def infer_column_types(
     column_types=dict.fromkeys(names, STRING), delimiter=delimiter, block_size=block_size
   )
   for path in paths:
-    if read_header(path, delimiter) != names:
+    file_names = read_header(path, delimiter)
+    if set(file_names) != set(names):
       continue
     chunk = Chunk(path)
     utf8, _ = scan_chunk(chunk)
-    for batch in iter_raw_batches(chunk, names, options, utf8=utf8, use_threads=True):
+    for batch in iter_raw_batches(chunk, file_names, options, utf8=utf8, use_threads=True):
       drop = np.zeros(batch.num_rows, dtype=bool)
       if not utf8:
         for column in batch.columns:
