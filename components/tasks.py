@@ -113,9 +113,12 @@ def infer_task(
   else:
     task = requested
   if distinct_count > max_classes:
-    more = "more than " if distinct_count > len(distinct) else ""
+    # Callers that stopped counting pass the values they counted plus one.
+    count = (
+      f"at least {distinct_count - 1}" if distinct_count > len(distinct) else str(distinct_count)
+    )
     raise LabelError(
-      f"label column {label_key!r} has {more}{distinct_count} distinct values, over the "
+      f"label column {label_key!r} has {count} distinct values, over the "
       f"{max_classes}-class cap; pass --task regression if it is a quantity, or --max-classes "
       "N to allow more classes."
     )

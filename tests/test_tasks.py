@@ -1,0 +1,96 @@
+"""tasks.infer_task: the task a label asks for, and one-line errors for labels it cannot be."""
+
+import pytest
+
+from components import errors, tasks
+
+
+def infer(kind, distinct, count=None, requested=tasks.AUTO, max_classes=1000):
+  count = len(distinct) if count is None else count
+  return tasks.infer_task("y", kind, distinct, count, requested, max_classes)
+
+
+@pytest.mark.parametrize(
+  ("kind", "distinct", "expected"),
+  [
+    (tasks.STRING, ["benign", "malignant"], tasks.BINARY),
+    (tasks.INT, [0, 1], tasks.BINARY),
+    (tasks.FLOAT, [0.0, 1.0], tasks.BINARY),
+    (tasks.STRING, ["setosa", "versicolor", "virginica"], tasks.MULTICLASS),
+    (tasks.INT, list(range(10)), tasks.MULTICLASS),
+    (tasks.FLOAT, [0.5, 1.25, 3.0], tasks.REGRESSION),
+  ],
+)
+def test_auto_task_from_the_label_values(kind, distinct, expected):
+  assert infer(kind, distinct) == expected
+
+
+def test_many_integer_values_are_classes_up_to_the_cap_and_regression_when_asked():
+  assert infer(tasks.INT, list(range(50))) == tasks.MULTICLASS
+  assert infer(tasks.INT, list(range(50)), requested=tasks.REGRESSION) == tasks.REGRESSION
+  assert infer(tasks.STRING, ["a", "b"], requested=tasks.MULTICLASS) == tasks.MULTICLASS
+
+
+def test_class_cap_names_the_column_and_the_count():
+  with pytest.raises(tasks.LabelError) as raised:
+    infer(tasks.INT, list(range(10)), max_classes=3)
+  message = str(raised.value)
+  assert message.startswith("label column 'y' has 10 distinct values, over the 3-class cap;")
+  assert "--max-classes N" in message and "--task regression" in message
+  assert "\n" not in message
+
+
+def test_class_cap_with_a_count_that_stopped_early_says_at_least():
+  # A profile that stopped after 4 values passes what it counted plus one.
+  with pytest.raises(tasks.LabelError, match="has at least 4 distinct values, over the 3-class"):
+    infer(tasks.STRING, ["a", "b", "c", "d"], count=5, max_classes=3)
+  with pytest.raises(tasks.LabelError, match="has at least 12 distinct values"):
+    infer(tasks.STRING, [], count=13, max_classes=3)
+
+
+def test_class_cap_applies_to_a_requested_classification_but_not_to_regression():
+  with pytest.raises(tasks.LabelError, match="over the 5-class cap"):
+    infer(tasks.FLOAT, [float(i) for i in range(6)], requested=tasks.MULTICLASS, max_classes=5)
+  floats = [float(i) for i in range(6)]
+  assert infer(tasks.FLOAT, floats, max_classes=5) == tasks.REGRESSION
+
+
+def test_one_value_is_refused_naming_it():
+  with pytest.raises(tasks.LabelError) as raised:
+    infer(tasks.STRING, ["spam"])
+  assert "label column 'y' has one value only ('spam')" in str(raised.value)
+  assert "--label-key" in str(raised.value)
+
+
+@pytest.mark.parametrize(("kind", "count"), [(None, 0), (tasks.INT, 0)])
+def test_empty_label_is_refused(kind, count):
+  with pytest.raises(tasks.LabelError, match="label column 'y' is empty in every row"):
+    infer(kind, [], count=count)
+
+
+def test_requested_task_checks():
+  with pytest.raises(tasks.LabelError, match="--task binary needs exactly two label values"):
+    infer(tasks.STRING, ["a", "b", "c"], requested=tasks.BINARY)
+  with pytest.raises(tasks.LabelError, match="holds text, so it cannot be a regression target"):
+    infer(tasks.STRING, ["a", "b", "c"], requested=tasks.REGRESSION)
+  with pytest.raises(tasks.LabelError, match="--task 'ranking' is unknown"):
+    infer(tasks.STRING, ["a", "b"], requested="ranking")
+
+
+def test_label_errors_are_user_input_errors_found_through_the_cause_chain():
+  try:
+    try:
+      infer(tasks.STRING, ["only"])
+    except tasks.LabelError as e:
+      raise RuntimeError("wrapped by an orchestrator") from e
+  except RuntimeError as outer:
+    found = errors.find(outer, errors.UserInputError)
+  assert isinstance(found, tasks.LabelError)
+  assert "one value only" in str(found)
+
+
+def test_label_info_sorts_classes_and_round_trips_json():
+  info = tasks.label_info("species", tasks.MULTICLASS, ["virginica", "setosa", "versicolor"])
+  assert info.classes == ("setosa", "versicolor", "virginica")
+  assert tasks.LabelInfo.from_json(info.to_json()) == info
+  assert tasks.label_info("price", tasks.REGRESSION, [1.0, 2.0]).classes == ()
