@@ -198,22 +198,37 @@ class TestProfileColumn:
     a = _write(tmp_path / "a.csv", "x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(100)))
     b = _write(tmp_path / "b.csv", "x,label\n1,\n2, 1\n", compress=True)
     p = csv_lib.profile_column([a, b], "label")
-    assert p == csv_lib.ColumnProfile("label", "int", 102, 1, (0, 1), False, 2)
+    assert p == csv_lib.ColumnProfile(
+      "label", "int", 102, 1, (0, 1), False, 2, {0: 50, 1: 51}, 51 / 101, p.variance
+    )
+    assert p.variance == pytest.approx(np.var([0] * 50 + [1] * 51))
 
   def test_string_label_keeps_the_cells(self, tmp_path):
     path = _write(tmp_path / "a.csv", 'x;label\n1;"b;c"\n2;a\n3;b\n4;a\n')
     p = csv_lib.profile_column([path], "label", delimiter=";")
     assert (p.kind, p.values, p.num_rows) == ("string", ("a", "b", "b;c"), 4)
+    assert p.value_counts == {"a": 2, "b": 1, "b;c": 1}
+    assert p.mean is None and p.variance is None
 
   def test_float_label_by_the_whole_input(self, tmp_path):
     rows = "".join(f"{i},{i}\n" for i in range(20_000)) + "1,2.5\n"
     p = csv_lib.profile_column([_write(tmp_path / "a.csv", "x,y\n" + rows)], "y", max_distinct=10)
     assert p.kind == "float"
     assert p.truncated and p.values == () and p.distinct_count_at_least > 10
+    assert p.value_counts is None
+    values = np.array([*range(20_000), 2.5])
+    assert p.mean == pytest.approx(values.mean())
+    assert p.variance == pytest.approx(values.var())
 
   def test_empty_column(self, tmp_path):
     p = csv_lib.profile_column([_write(tmp_path / "a.csv", "x,y\n1,\n2,\n")], "y")
-    assert p == csv_lib.ColumnProfile("y", None, 2, 2, (), False, 0)
+    assert p == csv_lib.ColumnProfile("y", None, 2, 2, (), False, 0, {})
+
+  def test_same_number_written_twice_counts_once(self, tmp_path):
+    path = _write(tmp_path / "a.csv", "x,y\n1,1\n2,01\n3, 1\n4,2\n5,nan\n")
+    p = csv_lib.profile_column([path], "y")
+    assert (p.kind, p.values, p.value_counts) == ("float", (1.0, 2.0), {1.0: 3, 2.0: 1})
+    assert p.num_rows == 5 and p.mean == pytest.approx(1.25)  # NaN left out.
 
   def test_ragged_rows_do_not_count(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
