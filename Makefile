@@ -17,7 +17,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24,<27"
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --quiet --no-deps -e .
 	@touch $(STAMP)
 
 run: $(STAMP)
