@@ -1,0 +1,99 @@
+"""The preprocessing layers: imputation, indicators, clipping, one-hot slots, saving and cloning."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components import preprocessing_layers as layers
+
+
+def test_numeric_imputes_the_mean_adds_indicators_and_standardizes():
+  layer = layers.NumericPreprocessing([10.0, 0.0, 5.0], [2.0, 1.0, 0.0], [True, False, True])
+  x = np.array([[12.0, 1.0, np.nan], [np.nan, -1.0, 5.0]], np.float32)
+  out = layer(x).numpy()
+  # Three standardized values, then one indicator per column that may be missing.
+  assert out.shape == (2, 5)
+  np.testing.assert_allclose(out[0], [1.0, 1.0, 0.0, 0.0, 1.0])
+  # A missing value becomes the mean (standardized: 0) and raises its indicator.
+  np.testing.assert_allclose(out[1], [0.0, -1.0, 0.0, 1.0, 0.0])
+  # A zero standard deviation is taken as 1, so a constant column stays finite.
+  assert layer.std == [2.0, 1.0, 1.0]
+  assert layer.compute_output_shape(tf.TensorShape([None, 3])).as_list() == [None, 5]
+
+
+def test_numeric_without_missing_columns_has_no_indicators():
+  layer = layers.NumericPreprocessing([0.0], [1.0], [False])
+  assert layer(np.array([[0.5]], np.float32)).numpy().tolist() == [[0.5]]
+
+
+def test_numeric_clips_extreme_values_to_five_sigma():
+  layer = layers.NumericPreprocessing([0.0, 0.0], [1.0, 1.0], [False, False])
+  out = layer(np.array([[1e9, -7.0]], np.float32)).numpy()
+  np.testing.assert_allclose(out, [[layers.CLIP_SIGMA, -layers.CLIP_SIGMA]])
+  assert layers.CLIP_SIGMA == 5.0
+
+
+def test_category_one_hot_vocabulary_oov_and_missing_slots():
+  layer = layers.CategoryOneHot(["red", "green"], missing_slot=True)
+  out = layer(tf.constant([["green"], ["purple"], [""], ["red"]])).numpy()
+  # Columns: red, green, any other value, missing.
+  np.testing.assert_array_equal(out, [[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0]])
+  assert out.dtype == np.float32
+  without = layers.CategoryOneHot(["red", "green"])
+  # Without a missing slot an empty value is just another unseen value.
+  out = without(tf.constant([[""], ["red"]])).numpy()
+  np.testing.assert_array_equal(out, [[0, 0, 1], [1, 0, 0]])
+
+
+def test_category_one_hot_with_an_empty_vocabulary_is_a_constant():
+  layer = layers.CategoryOneHot([])
+  assert layer(tf.constant([["a"], ["b"]])).numpy().tolist() == [[1.0], [1.0]]
+
+
+def _model():
+  numeric = tf.keras.Input((2,), name="numeric")
+  color = tf.keras.Input((1,), dtype=tf.string, name="text_color")
+  x = tf.keras.layers.Concatenate()(
+    [
+      layers.NumericPreprocessing([1.0, 100.0], [1.0, 50.0], [True, False], name="num")(numeric),
+      layers.CategoryOneHot(["red", "blue"], missing_slot=True, name="color")(color),
+    ]
+  )
+  outputs = tf.keras.layers.Dense(3, activation="softmax", name="head")(x)
+  return tf.keras.Model({"numeric": numeric, "text_color": color}, outputs)
+
+
+INPUTS = {
+  "numeric": np.array([[np.nan, 120.0], [3.0, 1e6]], np.float32),
+  "text_color": np.array([[b"blue"], [b""]], dtype=object),
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+  tf.keras.utils.set_random_seed(0)
+  return _model()
+
+
+def test_saved_model_loads_back_as_the_same_functional_model(tmp_path, model):
+  expected = model.predict(INPUTS, verbose=0)
+  model.save(str(tmp_path / "saved"), save_format="tf")
+  loaded = tf.keras.models.load_model(str(tmp_path / "saved"), compile=False)
+  assert isinstance(loaded, tf.keras.Model) and loaded.__class__.__name__ == "Functional"
+  assert isinstance(loaded.get_layer("num"), layers.NumericPreprocessing)
+  assert isinstance(loaded.get_layer("color"), layers.CategoryOneHot)
+  assert loaded.get_layer("color").get_config()["vocabulary"] == ["red", "blue"]
+  np.testing.assert_allclose(loaded.predict(INPUTS, verbose=0), expected, atol=1e-6)
+  # h5 (what the Optimizer's pruned variant writes) rebuilds the same model too.
+  model.save(str(tmp_path / "model.h5"))
+  from_h5 = tf.keras.models.load_model(str(tmp_path / "model.h5"), compile=False)
+  np.testing.assert_allclose(from_h5.predict(INPUTS, verbose=0), expected, atol=1e-6)
+
+
+def test_clone_model_rebuilds_the_layers_from_their_config(model):
+  clone = tf.keras.models.clone_model(model)
+  clone.set_weights(model.get_weights())
+  assert clone.get_layer("num") is not model.get_layer("num")
+  np.testing.assert_allclose(
+    clone.predict(INPUTS, verbose=0), model.predict(INPUTS, verbose=0), atol=1e-6
+  )
