@@ -21,3 +21,39 @@ def repo_root() -> pathlib.Path:
 @pytest.fixture
 def digits_csv() -> pathlib.Path:
   return DIGITS_CSV
+
+
+@pytest.fixture(scope="session")
+def tabular_model(tmp_path_factory) -> dict:
+  """The default tabular model trained briefly on generated multiclass Examples (text labels).
+
+  Returns:
+    {"root", "examples", "schema", "serving_dir", "model_uri", "result", "train", "eval"}: the
+    Examples uri, the schema.pbtxt path, the exported SavedModel folder (a Model artifact's
+    Format-Serving), the TrainResult and the generated rows.
+  """
+  from components.distributed_trainer import strategy_lib, tabular_lib
+  from tests import tabular_data
+
+  root = tmp_path_factory.mktemp("tabular_model")
+  data = tabular_data.write_examples(str(root), "multiclass")
+  model_uri = root / "model"
+  settings = tabular_lib.RunSettings(
+    train_files=[f"{data['examples']}/Split-train/*"],
+    eval_files=[f"{data['examples']}/Split-eval/*"],
+    schema_path=data["schema"],
+    serving_model_dir=str(model_uri / "Format-Serving"),
+    model_run_dir=str(root / "model_run"),
+    label_key=tabular_data.LABEL,
+    hparams={"learning_rate": 0.01},
+    train_steps=100,
+    num_epochs=2,
+  )
+  result = tabular_lib.train(settings, strategy_lib.default_strategy())
+  return {
+    **data,
+    "root": root,
+    "serving_dir": model_uri / "Format-Serving",
+    "model_uri": model_uri,
+    "result": result,
+  }

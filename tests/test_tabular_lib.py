@@ -1,0 +1,241 @@
+"""tabular_lib on tiny generated Examples: profile, build per task, train and export, adapters."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components import errors, model_contract, tasks
+from components.distributed_trainer import tabular_lib
+from tests import tabular_data as td
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+  """task -> the written Examples (see tabular_data.write_examples)."""
+  root = tmp_path_factory.mktemp("examples")
+  return {
+    task: td.write_examples(str(root / task), task, train_rows=400, eval_rows=100)
+    for task in ("binary", "multiclass", "regression")
+  }
+
+
+def _columns(data):
+  schema = model_contract.read_schema(data["schema"])
+  return model_contract.columns_from_schema(schema, td.LABEL)
+
+
+def _files(data, split="train"):
+  return tf.io.gfile.glob(f"{data['examples']}/Split-{split}/*")
+
+
+def _profile(data, task=tasks.AUTO, hparams=None, label_dtype=None):
+  schema = model_contract.read_schema(data["schema"])
+  dtype = label_dtype or model_contract.label_dtype(schema, td.LABEL)
+  return tabular_lib.profile_data(_files(data), _columns(data), td.LABEL, dtype, task, hparams)
+
+
+def test_profile_reads_column_statistics_and_decides_the_task(examples):
+  data = examples["multiclass"]
+  profile = _profile(data, hparams={"max_vocabulary": 5})
+  rows = data["train"]
+  assert profile.rows == len(rows) == 400
+  assert profile.label == tasks.LabelInfo(td.LABEL, tasks.MULTICLASS, ("high", "low", "mid"))
+  assert profile.label_dtype == "string"
+  stats = {s.column.name: s for s in profile.columns}
+  assert [s.column.name for s in profile.columns] == ["age", "income", "ratio", "city", "color"]
+  incomes = np.array([r["income"] for r in rows if r["income"] is not None])
+  assert stats["income"].missing == len(rows) - len(incomes) > 0
+  assert stats["income"].may_be_missing and not stats["age"].may_be_missing
+  assert stats["income"].mean == pytest.approx(incomes.mean(), rel=1e-5)
+  assert stats["income"].std == pytest.approx(incomes.std(), rel=1e-4)
+  ages = np.array([r["age"] for r in rows])
+  assert stats["age"].mean == pytest.approx(ages.mean(), rel=1e-6)
+  # Vocabularies: most frequent first, capped; missing text is counted, not a value.
+  assert set(stats["color"].vocabulary) == set(td.COLORS)
+  assert stats["color"].missing == sum(r["color"] is None for r in rows) > 0
+  assert len(stats["city"].vocabulary) == 5
+  counts = {c: sum(r["city"] == c for r in rows) for c in stats["city"].vocabulary}
+  assert list(counts.values()) == sorted(counts.values(), reverse=True)
+
+
+def test_profile_of_binary_and_regression_labels(examples):
+  binary = _profile(examples["binary"])
+  assert binary.label.task == tasks.BINARY and binary.label.classes == ("no", "yes")
+  regression = _profile(examples["regression"])
+  labels = np.array([r[td.LABEL] for r in examples["regression"]["train"]])
+  assert regression.label.task == tasks.REGRESSION and regression.label.classes == ()
+  assert regression.label_mean == pytest.approx(labels.mean(), rel=1e-4)
+  assert regression.label_std == pytest.approx(labels.std(), rel=1e-3)
+
+
+def test_profile_refuses_labels_it_cannot_learn(examples, tmp_path):
+  with pytest.raises(tasks.LabelError, match="--task binary needs exactly two label values"):
+    _profile(examples["multiclass"], task=tasks.BINARY)
+  with pytest.raises(
+    tasks.LabelError, match="'label' has at least 3 distinct values, over the 2-class"
+  ):
+    _profile(examples["multiclass"], hparams={"max_classes": 2})
+  empty = tmp_path / "Split-train"
+  td.write_split(str(empty), [], "multiclass")
+  with pytest.raises(tabular_lib.TabularInputError, match="the training split has no rows"):
+    tabular_lib.profile_data(
+      _files({"examples": str(tmp_path)}), _columns(examples["multiclass"]), td.LABEL, "string"
+    )
+
+
+@pytest.mark.parametrize(
+  ("task", "width", "activation"),
+  [("binary", 1, "sigmoid"), ("multiclass", 3, "softmax"), ("regression", 1, None)],
+)
+def test_build_model_for_each_task(examples, task, width, activation):
+  profile = _profile(examples[task])
+  model = tabular_lib.build_model(profile, tabular_lib.DEFAULT_HPARAMS)
+  assert sorted(model.input_names) == ["numeric", "text_city", "text_color"]
+  assert model.outputs[0].shape.as_list() == [None, width]
+  inputs = td.model_inputs(examples[task]["eval"], text=("city", "color"))
+  out = model.predict(inputs, verbose=0)
+  assert out.shape == (len(examples[task]["eval"]), width) and np.isfinite(out).all()
+  if activation == "softmax":
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+  elif activation == "sigmoid":
+    assert ((out > 0) & (out < 1)).all()
+  else:
+    # The head is rescaled to the label: an untrained model predicts around the label's mean.
+    assert abs(float(np.mean(out)) - profile.label_mean) < profile.label_std
+  layers = {type(layer).__name__ for layer in model.layers}
+  assert {"NumericPreprocessing", "CategoryOneHot"} <= layers
+
+
+def _body_model(inputs: int, outputs: int) -> tf.keras.Model:
+  x = tf.keras.Input((inputs,))
+  return tf.keras.Model(x, tf.keras.layers.Dense(outputs)(x))
+
+
+def test_build_model_adapter_takes_the_preprocessed_vector(examples):
+  profile = _profile(examples["multiclass"])
+  seen = {}
+
+  def build_model(hparams):
+    seen.update(hparams)
+    return _body_model(hparams["num_features"], hparams["num_outputs"])
+
+  model = tabular_lib.build_model(
+    profile, {"units": 8}, tabular_lib.build_model_adapter(build_model)
+  )
+  assert seen["num_outputs"] == 3 and seen["num_classes"] == 3 and seen["units"] == 8
+  assert seen["task"] == "multiclass"
+  # 3 numbers + 1 missing indicator (income) + city (V + OOV) + color (3 + OOV + missing).
+  city = len(next(s for s in profile.columns if s.column.name == "city").vocabulary)
+  assert seen["num_features"] == 3 + 1 + city + 1 + 5
+  assert model.outputs[0].shape.as_list() == [None, 3]
+
+
+@pytest.mark.parametrize(
+  ("make", "message"),
+  [
+    (
+      lambda hp: _body_model(hp["num_features"], 10),
+      "build_model returned 10 outputs; for a multiclass label it must return "
+      "hparams['num_outputs']=3.",
+    ),
+    (lambda hp: _body_model(5, 3), "ONE float input of shape [batch, "),
+    (lambda hp: "not a model", "build_model returned str; it must return a tf.keras.Model."),
+  ],
+)
+def test_build_model_adapter_rejects_a_wrong_model_in_one_line(examples, make, message):
+  profile = _profile(examples["multiclass"])
+  with pytest.raises(errors.UserInputError) as raised:
+    tabular_lib.build_model(profile, {}, tabular_lib.build_model_adapter(make))
+  assert message in str(raised.value)
+  assert "\n" not in str(raised.value)
+
+
+def test_label_target_maps_classes_to_indices_and_unknown_to_minus_one():
+  info = tasks.LabelInfo("y", tasks.MULTICLASS, ("cat", "dog"))
+  target = tabular_lib.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
+  assert target.numpy().tolist() == [1, 0, -1]
+  binary = tasks.LabelInfo("y", tasks.BINARY, (3, 7))
+  out = tabular_lib.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
+  assert out.dtype == tf.float32 and out.numpy().tolist() == [1.0, 0.0]
+
+
+def test_train_exports_a_model_that_serves_raw_examples(tabular_model):
+  result = tabular_model["result"]
+  assert result.task == "multiclass" and result.is_chief
+  assert result.strategy == "default" and result.module_style == "tabular"
+  assert result.steps_run == 100
+  assert result.eval_metrics["examples"] == len(tabular_model["eval"])
+  majority = max(
+    sum(r[td.LABEL] == c for r in tabular_model["eval"]) for c in td.CLASSES["multiclass"]
+  ) / len(tabular_model["eval"])
+  assert result.eval_accuracy > majority + 0.1
+
+  serving_dir = str(tabular_model["serving_dir"])
+  loaded = tf.saved_model.load(serving_dir)
+  rows = tabular_model["eval"]
+  records = td.serialize(rows, "multiclass")
+  out = loaded.signatures["serving_default"](examples=tf.constant(records))["outputs"].numpy()
+  assert out.shape == (len(rows), 3)
+  np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+  # transform_features: the label as the model sees it, string classes -> class indices.
+  labels = loaded.signatures["transform_features"](examples=tf.constant(records))[td.LABEL]
+  assert labels.dtype == tf.int64
+  np.testing.assert_array_equal(labels.numpy(), td.label_targets(rows, "multiclass"))
+  assert np.mean(out.argmax(1) == labels.numpy()) == pytest.approx(result.eval_accuracy)
+  # A record with nothing in it is still served (every value missing).
+  empty = tf.train.Example().SerializeToString()
+  assert np.isfinite(loaded.signatures["serving_default"](examples=[empty])["outputs"]).all()
+
+
+def test_train_writes_the_contract(tabular_model):
+  contract = model_contract.read_contract(str(tabular_model["serving_dir"]))
+  assert contract.task == "multiclass"
+  assert contract.label == {
+    "key": "label",
+    "task": "multiclass",
+    "classes": ["high", "low", "mid"],
+    "stored_as": "string",
+  }
+  inputs = {i["name"]: i for i in contract.inputs}
+  assert list(inputs) == ["numeric", "text_city", "text_color"]
+  numeric = inputs["numeric"]
+  assert (numeric["dtype"], numeric["shape"], numeric["missing_value"]) == (
+    "float32",
+    [-1, 3],
+    "NaN",
+  )
+  assert [c["column"] for c in numeric["columns"]] == ["age", "income", "ratio"]
+  assert [c["may_be_missing"] for c in numeric["columns"]] == [False, True, False]
+  assert [c["stored_as"] for c in numeric["columns"]] == ["int64", "float32", "float32"]
+  color = inputs["text_color"]
+  assert (color["dtype"], color["shape"], color["missing_value"]) == ("string", [-1, 1], "")
+  assert color["columns"] == [
+    {
+      "column": "color",
+      "kind": "categorical",
+      "stored_as": "string",
+      "may_be_missing": True,
+      "vocabulary_size": 3,
+    }
+  ]
+  assert contract.preprocessing_included is True
+  on_disk = json.loads(
+    (tabular_model["serving_dir"] / "assets.extra" / "contract.json").read_text()
+  )
+  assert on_disk["format"] == model_contract.CONTRACT_FORMAT
+
+
+def test_the_keras_model_behind_the_export_matches_it(tabular_model):
+  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+  model = tf.keras.models.load_model(str(tabular_model["serving_dir"]), compile=False)
+  rows = tabular_model["eval"][:20]
+  keras_out = model.predict(td.model_inputs(rows, text=("city", "color")), verbose=0)
+  served = tf.saved_model.load(str(tabular_model["serving_dir"])).signatures["serving_default"](
+    examples=tf.constant(td.serialize(rows, "multiclass"))
+  )["outputs"]
+  np.testing.assert_allclose(keras_out, served.numpy(), atol=1e-5)
+  assert not math.isnan(float(keras_out.sum()))
