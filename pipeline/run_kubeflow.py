@@ -1,4 +1,4 @@
-"""Compiles the pipeline into a Kubeflow Pipelines v2 package with KubeflowV2DagRunner."""
+"""Compiles the pipeline for Kubeflow: open-source Kubeflow Pipelines 2.x or Vertex AI Pipelines."""
 
 import os
 
@@ -6,36 +6,58 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse
+import dataclasses
+import json
 import logging
 import pathlib
 import sys
+from collections.abc import Sequence
 
-from pipeline import cli, progress
+from pipeline import checks, cli, kubeflow_lib, progress
 from pipeline.config import DEFAULT_IMAGE, PipelineConfig
 
 # Where the Dockerfile puts the repository inside the image.
 IMAGE_REPO_ROOT = "/pipeline"
+PLACEHOLDER_PIPELINE_ROOT = "gs://YOUR_BUCKET/tfx-pipeline-kit/root"
+DEFAULT_SERVING_DIR = "/mnt/serving"
+
+
+def kfp_package_path(output_file: str) -> str:
+  """The open-source KFP package written beside `output_file`: `X.json` -> `X.kfp.yaml`."""
+  stem = output_file[: -len(".json")] if output_file.endswith(".json") else output_file
+  return stem + ".kfp.yaml"
 
 
 def compile_pipeline(
-  output_file: str, config: PipelineConfig, image: str = DEFAULT_IMAGE, beam_pipeline_args=()
+  output_file: str,
+  config: PipelineConfig,
+  image: str = DEFAULT_IMAGE,
+  beam_pipeline_args: Sequence[str] = (),
+  target: str = kubeflow_lib.KFP,
+  volumes: Sequence[tuple[str, str]] = (),
 ) -> str:
-  """Writes the KFP v2 package for `config` and returns its path.
+  """Writes the package for `config` and returns its path.
 
   Args:
-    output_file: The .json package to write.
+    output_file: The PipelineJob .json to write (Vertex AI submits it as is; schedule.py and
+      kfp's client take the PipelineSpec inside).
     config: Pipeline configuration; paths must be valid inside the image or
       on shared storage (gs://, s3://, a mounted volume).
     image: Container image every step runs in (see the Dockerfile).
     beam_pipeline_args: Beam options for data components, e.g. Dataflow flags.
+    target: `kfp` (open-source Kubeflow Pipelines 2.x) or `vertex` (see kubeflow_lib).
+    volumes: (PVC name, mount path) pairs mounted into every step (kfp only).
 
   Returns:
-    output_file.
+    output_file. With target `kfp` the bare PipelineSpec, plus a platform spec mounting
+    `volumes`, is also written to `kfp_package_path(output_file)` for upload.
   """
+  from absl import logging as absl_logging
   from tfx import v1 as tfx
 
-  from pipeline.factory import create_pipeline
+  from pipeline.factory import NEVER_CACHED, create_pipeline
 
+  absl_logging.set_verbosity(absl_logging.WARNING)
   pipeline = create_pipeline(
     config, metadata_connection_config=None, beam_pipeline_args=beam_pipeline_args
   )
@@ -47,11 +69,35 @@ def compile_pipeline(
     output_filename=os.path.basename(output_file),
   )
   runner.run(pipeline, write_out=True)
+  with open(output_file, encoding="utf-8") as f:
+    doc = json.load(f)
+  kubeflow_lib.postprocess(doc, target, NEVER_CACHED)
+  with open(output_file, "w", encoding="utf-8") as f:
+    json.dump(doc, f, indent=2, sort_keys=True)
+    f.write("\n")
+  if target == kubeflow_lib.KFP:
+    with open(kfp_package_path(output_file), "w", encoding="utf-8") as f:
+      f.write(kubeflow_lib.kfp_package(doc, volumes))
   return output_file
+
+
+def _volume(text: str) -> tuple[str, str]:
+  try:
+    return kubeflow_lib.parse_volume(text)
+  except ValueError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   """Adds the options that only exist for compiled pipelines."""
+  parser.add_argument(
+    "--target",
+    choices=kubeflow_lib.TARGETS,
+    default=kubeflow_lib.KFP,
+    help="kfp: open-source Kubeflow Pipelines 2.x (a span resolver step keys the ExampleGen's "
+    "cache, volumes can be mounted); vertex: Vertex AI Pipelines (TFX's span driver runs "
+    "there) (default: %(default)s)",
+  )
   parser.add_argument(
     "--image",
     default=DEFAULT_IMAGE,
@@ -59,14 +105,23 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   )
   parser.add_argument(
     "--pipeline-root",
-    default="gs://YOUR_BUCKET/tfx-pipeline-kit/root",
-    help="artifact storage the cluster can write (default: %(default)s)",
+    default=PLACEHOLDER_PIPELINE_ROOT,
+    help="artifact storage the cluster can write: gs:// or s3:// (default: %(default)s)",
   )
   parser.add_argument(
     "--serving-dir",
-    default="/mnt/serving",
-    help="POSIX path inside the step container where the Pusher writes versions, "
-    "normally a mounted volume (default: %(default)s)",
+    default=DEFAULT_SERVING_DIR,
+    help="where the Pusher writes versions: gs:// or s3://, or a path inside the step "
+    "containers on a mounted volume (--volume) (default: %(default)s)",
+  )
+  parser.add_argument(
+    "--volume",
+    type=_volume,
+    action="append",
+    default=[],
+    metavar="PVC:/PATH",
+    help="kfp: mount this PersistentVolumeClaim at PATH in every step, repeatable, e.g. "
+    "--volume serving-pvc:/mnt/serving (ReadWriteMany when steps run at once)",
   )
   parser.add_argument(
     "--beam-arg",
@@ -76,17 +131,100 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   )
 
 
-def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
-  """A PipelineConfig whose default data path is the copy inside the image.
+def _local_file(path: str | None) -> str | None:
+  return None if path is None or checks.is_uri(path) else str(pathlib.Path(path).resolve())
 
-  A --module-file must exist on this machine: TFX packages it into a wheel
-  under the pipeline root at compile time. Without one, the bundled module is
-  imported from the installed package inside the image.
+
+def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
+  """A PipelineConfig whose data and serving paths are read inside the cluster.
+
+  The data root is not read here (its default is the copy inside the image), so `--task`
+  must be given. A --module-file and --transform-module must exist on this machine: TFX
+  packages them into a wheel under the pipeline root at compile time, so they are checked,
+  and their functions decide Transform and Tuner, as for run_local.py. Without a module file
+  the bundled module is imported from the installed package inside the image.
+
+  Raises:
+    checks.CheckError: with a one-line message naming the fix.
   """
   defaults = PipelineConfig()
   if str(args.data_root) == defaults.data_root:
     args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
-  return cli.config_from_args(args, args.pipeline_root, args.serving_dir, local_paths=False)
+  module_file = _local_file(args.module_file) or args.module_file
+  transform_module = _local_file(args.transform_module) or args.transform_module
+  plan = checks.plan_modules(module_file, transform_module, args.tune, local=True)
+  if args.eval_label_key and not plan.transform:
+    raise checks.CheckError(
+      "--eval-label-key names a label made by a Transform, but the module has no "
+      "preprocessing_fn; leave it out or pass --transform-module."
+    )
+  # config_from_args(local_paths=False) reads no file, so it cannot see the module's functions:
+  # give it the plan's decisions afterwards.
+  remote = argparse.Namespace(
+    **{
+      **vars(args),
+      "module_file": module_file,
+      "transform_module": transform_module,
+      "tune": False,
+      "eval_label_key": None,
+    }
+  )
+  config = cli.config_from_args(remote, args.pipeline_root, args.serving_dir, local_paths=False)
+  return dataclasses.replace(
+    config, transform=plan.transform, tune=plan.tune, eval_label_key=args.eval_label_key
+  )
+
+
+def check_target(target: str, config: PipelineConfig) -> None:
+  """Refuses settings the target cannot run.
+
+  Raises:
+    checks.CheckError: Vertex AI with a pipeline root outside Cloud Storage.
+  """
+  if target == kubeflow_lib.VERTEX and not config.pipeline_root.startswith("gs://"):
+    raise checks.CheckError(
+      f"--target vertex writes artifacts to Cloud Storage, not {config.pipeline_root}; pass "
+      "--pipeline-root gs://BUCKET/PATH."
+    )
+
+
+def _under(path: str, mounts: Sequence[str]) -> bool:
+  return any(os.path.commonpath([path, m]) == m for m in mounts if path.startswith("/"))
+
+
+def compile_warnings(
+  args: argparse.Namespace, config: PipelineConfig, volumes: Sequence[tuple[str, str]]
+) -> list[str]:
+  """Settings that compile but would not run as meant on a cluster, one line each."""
+  out = []
+  if args.image == DEFAULT_IMAGE:
+    out.append(
+      f"--image is still the placeholder {DEFAULT_IMAGE}; build and push the Dockerfile's "
+      "image and pass --image REGISTRY/tfx-pipeline-kit:TAG."
+    )
+  if config.pipeline_root == PLACEHOLDER_PIPELINE_ROOT:
+    out.append(
+      f"--pipeline-root is still the placeholder {PLACEHOLDER_PIPELINE_ROOT}; pass a gs:// or "
+      "s3:// location the cluster can write."
+    )
+  elif args.target == kubeflow_lib.KFP and not config.pipeline_root.startswith(("gs://", "s3://")):
+    out.append(
+      f"--pipeline-root {config.pipeline_root} is neither gs:// nor s3://: KFP's launcher "
+      "provisions artifacts only on object stores, and TFX cannot write KFP's minio:// URIs."
+    )
+  mounts = [path for _, path in volumes]
+  if (
+    args.target == kubeflow_lib.KFP
+    and not checks.is_uri(config.serving_dir)
+    and not _under(config.serving_dir, mounts)
+  ):
+    out.append(
+      f"--serving-dir {config.serving_dir} is on no --volume: pushes would stay inside the "
+      "Pusher's pod; mount a claim there (--volume PVC:/mnt/serving) or pass gs:// or s3://."
+    )
+  if volumes and args.target != kubeflow_lib.KFP:
+    out.append("--volume applies to --target kfp only; Vertex AI mounts no claims.")
+  return out
 
 
 def main(argv=None) -> int:
@@ -95,21 +233,31 @@ def main(argv=None) -> int:
     "--output",
     required=True,
     type=pathlib.Path,
-    help="package file to write, e.g. digits_pipeline.json",
+    help="PipelineJob file to write, e.g. digits_pipeline.json (with --target kfp, the "
+    "package to upload is written beside it: digits_pipeline.kfp.yaml)",
   )
   add_kubeflow_args(parser)
   cli.add_pipeline_args(parser)
   args = parser.parse_args(argv)
   try:
     config = kubeflow_config(args)
+    check_target(args.target, config)
   except cli.UserInputError as e:
     return cli.fail(str(e))
+  for line in compile_warnings(args, config, args.volume):
+    print(f"warning: {line}", file=sys.stderr)
   progress.configure_logging(verbose=False)
   logging.getLogger().setLevel(logging.WARNING)
   path = compile_pipeline(
-    str(args.output), config, image=args.image, beam_pipeline_args=args.beam_arg
+    str(args.output),
+    config,
+    image=args.image,
+    beam_pipeline_args=args.beam_arg,
+    target=args.target,
+    volumes=args.volume,
   )
-  print(f"wrote {path} (image {args.image})")
+  extra = f"; upload {kfp_package_path(path)}" if args.target == kubeflow_lib.KFP else ""
+  print(f"wrote {path} for {args.target} (image {args.image}){extra}")
   return 0
 
 

@@ -1,82 +1,229 @@
-"""The same pipeline compiled for Kubeflow Pipelines v2 and parsed into the PipelineSpec proto."""
+"""The pipeline compiled for open-source Kubeflow Pipelines 2.x and for Vertex AI, and the image."""
 
 import json
+import re
 
 import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from tests.pipeline_utils import project_env, run_script
+from pipeline import kubeflow_lib, run_kubeflow
+from pipeline.config import DEFAULT_IMAGE
+from tests import kfp_launcher
+from tests.pipeline_utils import REPO_ROOT, project_env
 
 SENTINEL = "sentinel-secret-7f3a9c"
+IMAGE = "registry.example/kit:test"
+TRANSFORM_MODULE = REPO_ROOT / "tests" / "data" / "penguin_transform_module.py"
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-  out = tmp_path_factory.mktemp("kfp") / "pipeline.json"
-  env = project_env(
+def _secret_env():
+  return project_env(
     KFP_TOKEN=SENTINEL,
     KF_PIPELINES_SA_TOKEN_PATH=f"/tmp/{SENTINEL}",
     AWS_SECRET_ACCESS_KEY=SENTINEL,
   )
-  proc = run_script(
-    "run_kubeflow.py", "--output", out, "--image", "registry.example/kit:test", timeout=300, env=env
+
+
+@pytest.fixture(scope="module")
+def kfp_compiled(tmp_path_factory):
+  """Open-source KFP: a Transform module (packaged under a local root), a serving volume."""
+  tmp = tmp_path_factory.mktemp("kfp")
+  out = tmp / "pipeline.json"
+  proc = kfp_launcher.compile_package(
+    out,
+    "--image",
+    IMAGE,
+    "--task",
+    "multiclass",
+    "--pipeline-root",
+    tmp / "root",
+    "--transform-module",
+    TRANSFORM_MODULE,
+    "--volume",
+    "serving-pvc:/mnt/serving",
+    env=_secret_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return out, proc
 
 
-def test_package_parses_into_pipeline_spec(compiled):
-  out, _ = compiled
-  doc = json.loads(out.read_text())
+@pytest.fixture(scope="module")
+def vertex_compiled(tmp_path_factory):
+  """Vertex AI: the default image (a placeholder), a Tuner and an imported schema."""
+  out = tmp_path_factory.mktemp("vertex") / "pipeline.json"
+  proc = kfp_launcher.compile_package(
+    out,
+    "--target",
+    "vertex",
+    "--task",
+    "multiclass",
+    "--pipeline-root",
+    "gs://bucket/root",
+    "--tune",
+    "--schema",
+    "/pipeline/data/schema.pbtxt",
+    env=_secret_env(),
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return out, proc
+
+
+def _spec(compiled):
+  return json.loads(compiled[0].read_text())["pipelineSpec"]
+
+
+def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
+  doc = json.loads(kfp_compiled[0].read_text())
   assert set(doc) >= {"displayName", "pipelineSpec", "runtimeConfig"}
   spec = json_format.ParseDict(
     doc["pipelineSpec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=True
   )
+  # The open-source API server accepts 2.1.0 only.
+  assert spec.schema_version == "2.1.0"
   tasks = spec.root.dag.tasks
-  expected = {
+  assert {
+    "CsvExampleGen_span",
     "CsvExampleGen",
     "StatisticsGen",
     "SchemaGen",
     "ExampleValidator",
+    "Transform",
+    "LiveModel",
     "DistributedTrainer",
     "Evaluator",
     "Optimizer",
     "Pusher",
-  }
-  assert expected <= set(tasks)
+  } == set(tasks)
+  for name in tasks:
+    assert kfp_launcher.container_of(doc["pipelineSpec"], name)["image"] == IMAGE
   deps = {name: set(t.dependent_tasks) for name, t in tasks.items()}
+  assert deps["CsvExampleGen"] == {"CsvExampleGen_span"}
   assert deps["StatisticsGen"] == {"CsvExampleGen"}
-  assert "SchemaGen" in deps["DistributedTrainer"]
-  assert "DistributedTrainer" in deps["Evaluator"]
-  assert any(d.startswith("latest_blessed_model_resolver") for d in deps["Evaluator"])
+  assert {"SchemaGen", "Transform", "ExampleValidator"} <= deps["DistributedTrainer"]
+  assert {"DistributedTrainer", "LiveModel"} <= deps["Evaluator"]
   assert {"Evaluator", "Optimizer", "DistributedTrainer"} <= deps["Pusher"]
-  assert "DistributedTrainer" in deps["Optimizer"]
+  assert kfp_launcher.topological_order(doc["pipelineSpec"])[0] == "CsvExampleGen_span"
 
 
-def test_custom_executors_are_importable_paths_in_the_image(compiled):
-  out, _ = compiled
-  spec = json.loads(out.read_text())["pipelineSpec"]
-  executors = spec["deploymentSpec"]["executors"]
-  paths = {}
-  for name, ex in executors.items():
-    if "container" not in ex:
-      continue
-    c = ex["container"]
-    assert c["image"] == "registry.example/kit:test"
-    args = c["args"]
-    paths[name] = args[args.index("--executor_class_path") + 1]
-  assert paths["CsvExampleGen_executor"] == "components.example_gen.executor.Executor"
-  assert paths["DistributedTrainer_executor"] == "components.distributed_trainer.executor.Executor"
-  assert paths["Optimizer_executor"] == "components.optimizer.executor.Executor"
-  assert paths["Pusher_executor"] == "components.pusher.executor.Executor"
-  assert not any("__main__" in p for p in paths.values())
-  # Only FileBasedExampleGens get TFX's span-resolving driver on Kubeflow.
-  lifecycle = executors["CsvExampleGen_executor"]["container"].get("lifecycle", {})
-  assert "preCacheCheck" in lifecycle
+def test_kfp_caching_live_model_and_span_resolver_never_cached(kfp_compiled):
+  tasks = _spec(kfp_compiled)["root"]["dag"]["tasks"]
+  caching = {name: t["cachingOptions"]["enableCache"] for name, t in tasks.items()}
+  assert caching.pop("LiveModel") is False
+  assert caching.pop("CsvExampleGen_span") is False
+  assert all(caching.values()), caching
+  # The ExampleGen's cache key holds the resolved span, not TFX's span driver hook.
+  span_key = tasks["CsvExampleGen"]["inputs"]["parameters"][kubeflow_lib.SPAN_KEY]
+  assert span_key["taskOutputParameter"]["producerTask"] == "CsvExampleGen_span"
+  executors = _spec(kfp_compiled)["deploymentSpec"]["executors"]
+  assert "lifecycle" not in executors["CsvExampleGen_executor"]["container"]
 
 
-def test_no_secret_reaches_the_package_or_the_output(compiled):
-  out, proc = compiled
-  assert SENTINEL not in out.read_text()
-  assert SENTINEL not in proc.stdout + proc.stderr
+def test_every_step_runs_our_entrypoint_on_an_importable_executor(kfp_compiled, vertex_compiled):
+  from tfx.orchestration.kubeflow.v2 import compiler_utils
+  from tfx.utils import import_utils
+
+  for compiled in (kfp_compiled, vertex_compiled):
+    text = compiled[0].read_text()
+    assert kubeflow_lib.STOCK_ENTRYPOINT not in text
+    spec = json.loads(text)["pipelineSpec"]
+    paths = kubeflow_lib.executor_class_paths(spec)
+    for name in spec["root"]["dag"]["tasks"]:
+      command = kubeflow_lib.executor(spec, name)["container"]["command"]
+      assert command[:3] == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
+      assert name in paths or name.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX)
+    for path in paths.values():
+      assert "__main__" not in path
+      import_utils.import_class_by_path(path)
+    for title in _artifact_titles(spec):
+      import_utils.import_class_by_path(compiler_utils.TITLE_TO_CLASS_PATH.get(title, title))
+  paths = kubeflow_lib.executor_class_paths(_spec(kfp_compiled))
+  assert paths["CsvExampleGen"] == "components.example_gen.executor.Executor"
+  assert paths["LiveModel"] == "components.live_model.executor.Executor"
+  assert paths["Pusher"] == "components.pusher.executor.Executor"
+  assert kubeflow_lib.executor_class_paths(_spec(vertex_compiled))["Tuner"] == (
+    "components.distributed_trainer.tuner.TunerExecutor"
+  )
+
+
+def _artifact_titles(spec) -> set[str]:
+  titles = set()
+  for comp in spec["components"].values():
+    for side in ("inputDefinitions", "outputDefinitions"):
+      for artifact in (comp.get(side, {}).get("artifacts") or {}).values():
+        schema = artifact["artifactType"].get("instanceSchema", "")
+        titles.update(re.findall(r"^title: (\S+)$", schema, re.M))
+  return titles
+
+
+def test_dockerfile_imports_every_class_the_packages_name(kfp_compiled, vertex_compiled):
+  text = (REPO_ROOT / "Dockerfile").read_text()
+  block = re.search(r'^ARG CLASS_PATHS="(.*?)"$', text, re.M | re.S).group(1)
+  listed = set(block.replace("\\", " ").split())
+  named = set()
+  for compiled in (kfp_compiled, vertex_compiled):
+    spec = _spec(compiled)
+    named |= set(kubeflow_lib.executor_class_paths(spec).values())
+    named |= {t for t in _artifact_titles(spec) if not t.startswith("tfx.")}
+  assert listed == named
+  assert "RUN python -m pipeline.kfp_entrypoint check-imports $CLASS_PATHS" in text
+  assert "pip install --no-cache-dir --no-deps -r requirements.lock" in text
+
+
+def test_vertex_package_keeps_tfx_span_driver_and_no_resolver_task(vertex_compiled):
+  out, proc = vertex_compiled
+  spec = _spec(vertex_compiled)
+  tasks = spec["root"]["dag"]["tasks"]
+  assert spec["schemaVersion"] == "2.1.0"
+  assert not any(n.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX) for n in tasks)
+  assert "preCacheCheck" in kubeflow_lib.executor(spec, "CsvExampleGen")["container"]["lifecycle"]
+  assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": False}
+  assert {"Tuner", "ImportSchemaGen"} <= set(tasks)
+  assert not (out.parent / "pipeline.kfp.yaml").exists()
+  # The default image is a placeholder: one warning line, and the compile still succeeds.
+  (line,) = kfp_launcher.warnings(proc.stderr)
+  assert DEFAULT_IMAGE in line
+
+
+def test_kfp_upload_package_mounts_the_serving_volume(kfp_compiled):
+  from kfp.client import client as kfp_client
+
+  out, _ = kfp_compiled
+  package = out.parent / "pipeline.kfp.yaml"
+  assert run_kubeflow.kfp_package_path(str(out)) == str(package)
+  # Read the way kfp 2.5's client reads a package it uploads.
+  parsed = kfp_client._extract_pipeline_yaml(str(package))
+  assert parsed.pipeline_spec.schema_version == "2.1.0"
+  assert set(parsed.pipeline_spec.root.dag.tasks) == set(
+    _spec(kfp_compiled)["root"]["dag"]["tasks"]
+  )
+  executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
+  for label in ("LiveModel_executor", "Pusher_executor"):
+    mount = executors[label]["pvcMount"][0]
+    assert (mount["constant"], mount["mountPath"]) == ("serving-pvc", "/mnt/serving")
+
+
+def test_no_secret_reaches_the_packages_or_the_output(kfp_compiled, vertex_compiled):
+  for out, proc in (kfp_compiled, vertex_compiled):
+    for path in out.parent.glob("pipeline.*"):
+      assert SENTINEL not in path.read_text()
+    assert SENTINEL not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+  "flags, message",
+  [
+    (["--module-file", "missing_module.py"], "module file"),
+    (["--transform-module", "missing_transform.py"], "does not exist"),
+    (["--target", "vertex", "--pipeline-root", "s3://bucket/root"], "--pipeline-root gs://"),
+    (["--eval-label-key", "species_xf"], "--eval-label-key"),
+  ],
+)
+def test_user_mistakes_are_one_error_line_and_exit_2(tmp_path, flags, message):
+  proc = kfp_launcher.compile_package(
+    tmp_path / "p.json", "--task", "multiclass", *flags, env=project_env(), timeout=120
+  )
+  assert proc.returncode == 2, proc.stderr
+  (line,) = proc.stderr.strip().splitlines()
+  assert line.startswith("error: ") and message in line
+  assert not (tmp_path / "p.json").exists()

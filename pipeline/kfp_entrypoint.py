@@ -1,0 +1,224 @@
+"""Container entrypoint of every compiled Kubeflow step: TFX's, made to run on open-source KFP.
+
+`python -m pipeline.kfp_entrypoint --executor_class_path ... --json_serialized_invocation_args
+{{$}} --json_serialized_inputs_spec_args ...` takes exactly the arguments of TFX 1.16's
+`kubeflow_v2_run_executor` and runs it, after two things that entrypoint cannot do itself:
+
+1. `components.tf_compat.keras_tuner_on_tf_keras()`, before TFX is imported, so that a Tuner
+   step's keras_tuner builds tf_keras models (TFX imports keras_tuner with Keras 3 otherwise).
+2. Upstream artifacts get their types back. The open-source KFP driver passes every input
+   artifact with `type: {instanceSchema: ""}` (its MLMD client does not read the schema back),
+   and TFX then fails to find the artifact class (tensorflow/tfx#7768). The inputs spec TFX put
+   in the container's arguments declares each input's type; it is copied into the artifacts.
+
+`python -m pipeline.kfp_entrypoint resolve-span --executor_input {{$}}` is the span resolver
+task that `pipeline.kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen.
+`python -m pipeline.kfp_entrypoint check-imports CLASS_PATH...` imports classes as the steps do
+(the Dockerfile runs it on every class the packages name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline import kubeflow_lib
+
+INVOCATION_FLAG = "--json_serialized_invocation_args"
+CHECK_IMPORTS = "check-imports"
+
+
+def _untyped(artifact_type: Mapping[str, Any] | None) -> bool:
+  return not any((artifact_type or {}).get(k) for k in ("instanceSchema", "schemaTitle"))
+
+
+def fill_input_artifact_types(
+  executor_input: dict[str, Any], inputs_spec: Mapping[str, Any]
+) -> list[str]:
+  """Gives each input artifact without a type the type its component declares, in place.
+
+  Args:
+    executor_input: the ExecutorInput as JSON (camelCase keys, as KFP writes it).
+    inputs_spec: the component's ComponentInputsSpec as JSON.
+
+  Returns:
+    The input keys whose artifacts were given a type.
+  """
+  declared = inputs_spec.get("artifacts") or {}
+  filled = []
+  for key, artifact_list in (executor_input.get("inputs", {}).get("artifacts") or {}).items():
+    artifact_type = (declared.get(key) or {}).get("artifactType")
+    if not artifact_type:
+      continue
+    for artifact in artifact_list.get("artifacts") or []:
+      if _untyped(artifact.get("type")):
+        artifact["type"] = dict(artifact_type)
+        filled.append(key)
+  return sorted(set(filled))
+
+
+def _replace_flag(args: list[str], flag: str, value: str) -> None:
+  for i, arg in enumerate(args):
+    if arg == flag and i + 1 < len(args):
+      args[i + 1] = value
+      return
+    if arg.startswith(flag + "="):
+      args[i] = f"{flag}={value}"
+      return
+
+
+def patch_args(argv: Sequence[str]) -> list[str]:
+  """TFX entrypoint arguments with the executor input's artifact types filled in."""
+  args = list(argv)
+  invocation = kubeflow_lib.flag_value(args, INVOCATION_FLAG)
+  inputs_spec = kubeflow_lib.flag_value(args, kubeflow_lib.INPUTS_SPEC_FLAG)
+  if not invocation or not inputs_spec:
+    return args
+  executor_input = json.loads(invocation)
+  if fill_input_artifact_types(executor_input, json.loads(inputs_spec)):
+    _replace_flag(args, INVOCATION_FLAG, json.dumps(executor_input))
+  return args
+
+
+def _uris(args: Sequence[str]) -> list[str]:
+  """Artifact URIs and string parameters of an invocation: what register_filesystems checks."""
+  invocation = kubeflow_lib.flag_value(args, INVOCATION_FLAG) or kubeflow_lib.flag_value(
+    args, "--executor_input"
+  )
+  if not invocation:
+    return []
+  executor_input = json.loads(invocation)
+  out = []
+  for side in ("inputs", "outputs"):
+    for artifact_list in (executor_input.get(side, {}).get("artifacts") or {}).values():
+      out.extend(a.get("uri", "") for a in artifact_list.get("artifacts") or [])
+  values = executor_input.get("inputs", {}).get("parameterValues") or {}
+  out.extend(v for v in values.values() if isinstance(v, str) and "://" in v[:16])
+  return out
+
+
+def _register_filesystems(args: Sequence[str]) -> bool:
+  """Registers TensorFlow's S3 file system when the step touches s3:// (tensorflow-io)."""
+  from components import tf_compat
+
+  register = getattr(tf_compat, "register_filesystems", None)
+  return bool(register and register(_uris(args)))
+
+
+def run_executor(argv: Sequence[str]) -> None:
+  """Runs TFX's Kubeflow v2 container entrypoint on `argv` (its own flags), patched as above."""
+  from components import tf_compat
+
+  # Before anything imports TFX: `tfx.v1` imports keras_tuner.
+  tf_compat.keras_tuner_on_tf_keras()
+  args = patch_args(argv)
+  hard_exit = _register_filesystems(args)
+
+  from absl import app
+  from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as stock
+
+  def _main(parsed):
+    stock.main(parsed)
+    if hard_exit:
+      # tensorflow-io 0.37 aborts the interpreter at exit; the outputs are written by now.
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os._exit(0)
+
+  app.run(_main, argv=[sys.argv[0], *args], flags_parser=stock._parse_flags)
+
+
+def span_key(parameter_values: Mapping[str, Any]) -> str:
+  """What identifies the data an ExampleGen with these parameters would read now.
+
+  Resolves `{SPAN}`/`{VERSION}` with TFX's FileBasedDriver code, exactly as the ExampleGen
+  executor does when no driver ran, and fingerprints (size and modification time of every file)
+  the resolved span and, with `rolling_spans` > 1, each older span of the window.
+
+  Args:
+    parameter_values: the ExampleGen's `input_base`, `input_config` (JSON), optional
+      `range_config` (JSON) and `rolling_spans`.
+
+  Returns:
+    A JSON string: span, version and fingerprints.
+
+  Raises:
+    components.example_gen.csv_lib.CsvInputError: when no span can be resolved.
+  """
+  from tfx.proto import example_gen_pb2
+  from tfx.utils import io_utils, proto_utils
+
+  from components.example_gen import example_gen_lib
+
+  props = {
+    k: parameter_values[k]
+    for k in ("input_base", "input_config", "range_config")
+    if parameter_values.get(k)
+  }
+  resolved = example_gen_lib.resolve_without_driver(props) or props
+  input_config = example_gen_pb2.Input()
+  proto_utils.json_to_proto(props["input_config"], input_config)
+  span = int(resolved.get("span") or 0)
+  version = resolved.get("version")
+  fingerprints = {str(span): resolved.get("input_fingerprint")}
+  rolling = int(parameter_values.get("rolling_spans") or 1)
+  for s, pattern in example_gen_lib.window_patterns(input_config.splits[0].pattern, span, rolling):
+    if s != span:
+      path = os.path.join(props["input_base"], pattern)
+      fingerprints[str(s)] = io_utils.generate_fingerprint(input_config.splits[0].name, path)
+  return json.dumps(
+    {"span": span, "version": version, "fingerprints": fingerprints}, sort_keys=True
+  )
+
+
+def resolve_span(argv: Sequence[str]) -> int:
+  """The span resolver task: writes `span_key` into the executor output file KFP reads back."""
+  executor_input = json.loads(kubeflow_lib.flag_value(argv, "--executor_input") or "{}")
+  values = executor_input.get("inputs", {}).get("parameterValues") or {}
+  from components.errors import UserInputError
+
+  try:
+    key = span_key(values)
+  except UserInputError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  print(f"{kubeflow_lib.SPAN_KEY}: {key}")
+  output_file = executor_input["outputs"]["outputFile"]
+  from tfx.dsl.io import fileio
+
+  fileio.makedirs(os.path.dirname(output_file))
+  with fileio.open(output_file, "w") as f:
+    f.write(json.dumps({"parameterValues": {kubeflow_lib.SPAN_KEY: key}}))
+  return 0
+
+
+def check_imports(class_paths: Sequence[str]) -> int:
+  """Imports each class path the way a step does (after pointing keras_tuner at tf_keras)."""
+  from components import tf_compat
+
+  tf_compat.keras_tuner_on_tf_keras()
+  from tfx.utils import import_utils
+
+  for path in class_paths:
+    import_utils.import_class_by_path(path)
+    print(f"imported {path}")
+  return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """Dispatches to the span resolver, the import check, or TFX's executor entrypoint."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+  if argv[:1] == [kubeflow_lib.RESOLVE_SPAN]:
+    return resolve_span(argv[1:])
+  if argv[:1] == [CHECK_IMPORTS]:
+    return check_imports(argv[1:])
+  run_executor(argv)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,289 @@
+"""Post-processing of the compiled Kubeflow package: what KubeflowV2DagRunner cannot express.
+
+TFX 1.16's compiler writes a PipelineJob JSON (`displayName`, `pipelineSpec`, `runtimeConfig`)
+whose `pipelineSpec` runs on Vertex AI Pipelines. Open-source Kubeflow Pipelines 2.x runs the
+same spec with four differences this module papers over, each a small function on the parsed
+JSON (plain dicts; nothing here imports TFX):
+
+- **Caching per task.** TFX applies the pipeline's cache setting to every task;
+  `disable_cache` turns it off for tasks whose output depends on something outside their
+  inputs (the serving folder: `pipeline.factory.NEVER_CACHED`).
+- **The container entrypoint.** `use_entrypoint` makes every step run
+  `python -m pipeline.kfp_entrypoint` instead of TFX's own entrypoint, which it wraps: it points
+  keras_tuner at tf_keras before TFX is imported, and gives upstream artifacts back their types
+  (open-source KFP hands them over with an empty `instanceSchema`, tensorflow/tfx#7768).
+- **Spans.** Vertex runs TFX's span driver (`lifecycle.preCacheCheck`) before each
+  FileBasedExampleGen and keys its cache on the span it finds; open-source KFP ignores that hook.
+  `add_span_resolvers` replaces the hook with a small uncached task that resolves span, version
+  and input fingerprint and feeds them to the ExampleGen as a parameter, so KFP's cache key of
+  the ExampleGen changes exactly when its data does.
+- **Volumes.** KFP mounts a PersistentVolumeClaim into a step only through the package's
+  Kubernetes platform spec (a second YAML document), which TFX does not write: `platform_spec`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+KFP = "kfp"
+VERTEX = "vertex"
+TARGETS = (KFP, VERTEX)
+
+STOCK_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+ENTRYPOINT_MODULE = "pipeline.kfp_entrypoint"
+RESOLVE_SPAN = "resolve-span"
+# The span resolver's output parameter, and the ExampleGen input parameter it feeds.
+SPAN_KEY = "span_key"
+SPAN_RESOLVER_SUFFIX = "_span"
+# The ExampleGen parameters that decide which files it reads; the resolver gets the same.
+SPAN_INPUTS = ("input_base", "input_config", "range_config", "rolling_spans")
+CLASS_PATH_FLAG = "--executor_class_path"
+INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
+SERVING_DIR_PARAMETER = "serving_dir"
+
+
+class PackageError(ValueError):
+  """The compiled package lacks something the post-processing relies on (a bug of ours)."""
+
+
+def tasks(spec: Mapping[str, Any]) -> dict[str, Any]:
+  """The root DAG's tasks of a `pipelineSpec`, by task name."""
+  return spec["root"]["dag"]["tasks"]
+
+
+def component(spec: Mapping[str, Any], task_name: str) -> dict[str, Any]:
+  """The component spec a task runs."""
+  return spec["components"][tasks(spec)[task_name]["componentRef"]["name"]]
+
+
+def executor(spec: Mapping[str, Any], task_name: str) -> dict[str, Any]:
+  """The deployment-spec executor of a task (`{"container": ...}` for a container task).
+
+  Raises:
+    PackageError: when the task's component names no executor in the deployment spec.
+  """
+  label = component(spec, task_name).get("executorLabel")
+  executors = spec["deploymentSpec"]["executors"]
+  if label not in executors:
+    raise PackageError(f"task {task_name!r} has no executor in the deployment spec ({label!r})")
+  return executors[label]
+
+
+def check_container_tasks(spec: Mapping[str, Any]) -> None:
+  """Open-source KFP runs only container (and importer) tasks: no resolvers, no DAG nodes.
+
+  Raises:
+    PackageError: naming the first task that is not a container task.
+  """
+  for name in tasks(spec):
+    if "container" not in executor(spec, name):
+      raise PackageError(
+        f"task {name!r} is not a container task; open-source Kubeflow Pipelines cannot run it "
+        "(resolver nodes are not implemented there)"
+      )
+
+
+def flag_value(args: Sequence[str], flag: str) -> str | None:
+  """The value of `flag` in a container's arguments (`--flag VALUE` or `--flag=VALUE`), or None."""
+  for i, arg in enumerate(args):
+    if arg == flag and i + 1 < len(args):
+      return args[i + 1]
+    if arg.startswith(flag + "="):
+      return arg[len(flag) + 1 :]
+  return None
+
+
+def executor_class_paths(spec: Mapping[str, Any]) -> dict[str, str]:
+  """The TFX executor class each task runs, by task name (tasks without one are left out)."""
+  out = {}
+  for name in tasks(spec):
+    container = executor(spec, name).get("container") or {}
+    path = flag_value(container.get("args") or [], CLASS_PATH_FLAG)
+    if path:
+      out[name] = path
+  return out
+
+
+def disable_cache(spec: Mapping[str, Any], task_names: Iterable[str]) -> None:
+  """Sets `cachingOptions.enableCache: false` on the named tasks.
+
+  KFP (and Vertex) then run them every time, and never record a cache entry for them.
+
+  Raises:
+    PackageError: when a named task is not in the package.
+  """
+  dag = tasks(spec)
+  for name in task_names:
+    if name not in dag:
+      raise PackageError(f"task {name!r} is not in the compiled package ({sorted(dag)})")
+    dag[name]["cachingOptions"] = {"enableCache": False}
+
+
+def use_entrypoint(spec: Mapping[str, Any]) -> int:
+  """Makes every step that runs TFX's container entrypoint run ours (`ENTRYPOINT_MODULE`).
+
+  Returns:
+    How many executors were rewritten.
+  """
+  count = 0
+  for ex in spec["deploymentSpec"]["executors"].values():
+    container = ex.get("container")
+    if container and container.get("command", [])[-1:] == [STOCK_ENTRYPOINT]:
+      container["command"] = [*container["command"][:-1], ENTRYPOINT_MODULE]
+      count += 1
+  return count
+
+
+def _add_to_inputs_spec_arg(args: list[str], name: str, parameter_type: str) -> None:
+  """Declares one more parameter in the `--json_serialized_inputs_spec_args` JSON of `args`."""
+  for i, arg in enumerate(args[:-1]):
+    if arg == INPUTS_SPEC_FLAG:
+      inputs_spec = json.loads(args[i + 1])
+      inputs_spec.setdefault("parameters", {})[name] = {"parameterType": parameter_type}
+      args[i + 1] = json.dumps(inputs_spec, indent=2, sort_keys=True)
+
+
+def span_driver_tasks(spec: Mapping[str, Any]) -> list[str]:
+  """Tasks TFX gave its span driver (`lifecycle.preCacheCheck`): the FileBasedExampleGens."""
+  return [
+    name
+    for name in tasks(spec)
+    if ((executor(spec, name).get("container") or {}).get("lifecycle") or {}).get("preCacheCheck")
+  ]
+
+
+def add_span_resolvers(spec: dict[str, Any]) -> list[str]:
+  """Replaces TFX's span driver hook of each FileBasedExampleGen by an uncached resolver task.
+
+  Open-source KFP ignores `lifecycle.preCacheCheck`, so its cache key of an ExampleGen task holds
+  only the unresolved `{SPAN}` pattern: a nightly run would be served yesterday's Examples. The
+  resolver task (`<task>_span`, `python -m pipeline.kfp_entrypoint resolve-span`) gets the
+  ExampleGen's input parameters, resolves span, version and the input fingerprint the way the
+  ExampleGen will, and outputs them as the string parameter `span_key`, which becomes an input
+  parameter of the ExampleGen (`taskOutputParameter`). The ExampleGen still resolves its input
+  itself when it runs and ignores the value; it is there for the cache key.
+
+  Returns:
+    The resolver task names.
+  """
+  resolvers = []
+  dag = tasks(spec)
+  for name in span_driver_tasks(spec):
+    task = dag[name]
+    comp = component(spec, name)
+    container = executor(spec, name)["container"]
+    container.pop("lifecycle", None)
+    resolver = name + SPAN_RESOLVER_SUFFIX
+    if resolver in dag:
+      raise PackageError(f"a task named {resolver!r} is already in the package")
+    task_params = task.get("inputs", {}).get("parameters", {})
+    comp_params = comp.get("inputDefinitions", {}).get("parameters", {})
+    inputs = [p for p in SPAN_INPUTS if p in task_params]
+    spec["components"][resolver] = {
+      "executorLabel": resolver + "_executor",
+      "inputDefinitions": {"parameters": {p: copy.deepcopy(comp_params[p]) for p in inputs}},
+      "outputDefinitions": {"parameters": {SPAN_KEY: {"parameterType": "STRING"}}},
+    }
+    spec["deploymentSpec"]["executors"][resolver + "_executor"] = {
+      "container": {
+        "image": container["image"],
+        "command": ["python", "-m", ENTRYPOINT_MODULE, RESOLVE_SPAN],
+        "args": ["--executor_input", "{{$}}"],
+      }
+    }
+    dag[resolver] = {
+      "taskInfo": {"name": resolver},
+      "componentRef": {"name": resolver},
+      "inputs": {"parameters": {p: copy.deepcopy(task_params[p]) for p in inputs}},
+      "cachingOptions": {"enableCache": False},
+    }
+    task_params[SPAN_KEY] = {
+      "taskOutputParameter": {"producerTask": resolver, "outputParameterKey": SPAN_KEY}
+    }
+    task.setdefault("inputs", {})["parameters"] = task_params
+    task["dependentTasks"] = sorted({*task.get("dependentTasks", []), resolver})
+    comp.setdefault("inputDefinitions", {}).setdefault("parameters", {})[SPAN_KEY] = {
+      "parameterType": "STRING"
+    }
+    _add_to_inputs_spec_arg(container["args"], SPAN_KEY, "STRING")
+    resolvers.append(resolver)
+  return resolvers
+
+
+def serving_tasks(spec: Mapping[str, Any]) -> list[str]:
+  """Tasks that read or write the serving folder (a `serving_dir` parameter): LiveModel, Pusher."""
+  return [
+    name
+    for name in tasks(spec)
+    if SERVING_DIR_PARAMETER
+    in component(spec, name).get("inputDefinitions", {}).get("parameters", {})
+  ]
+
+
+def parse_volume(text: str) -> tuple[str, str]:
+  """Parses `PVC_NAME:/mount/path`.
+
+  Raises:
+    ValueError: naming the expected form.
+  """
+  name, sep, path = text.partition(":")
+  if not sep or not name or not path.startswith("/"):
+    raise ValueError(f"{text!r} is not PVC_NAME:/mount/path (e.g. serving-pvc:/mnt/serving)")
+  return name, path
+
+
+def platform_spec(spec: Mapping[str, Any], volumes: Sequence[tuple[str, str]]) -> dict[str, Any]:
+  """KFP's Kubernetes platform spec mounting each (PVC name, mount path) into every step.
+
+  The form is kfp-kubernetes' `pvcMount` with a constant claim name, which the KFP backend reads
+  from 2.0 on. Every step gets every volume: data, serving folder and module files may live
+  on them.
+  """
+  executors = {
+    component(spec, name)["executorLabel"]: {
+      "pvcMount": [{"constant": pvc, "mountPath": path} for pvc, path in volumes]
+    }
+    for name in tasks(spec)
+  }
+  return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+
+
+def postprocess(doc: dict[str, Any], target: str, never_cached: Iterable[str]) -> dict[str, Any]:
+  """Applies every post-processing step for `target` to a compiled package, in place.
+
+  Args:
+    doc: the PipelineJob JSON written by KubeflowV2DagRunner.
+    target: `kfp` (open-source Kubeflow Pipelines 2.x) or `vertex` (Vertex AI Pipelines).
+    never_cached: tasks that must never be served from a cache.
+
+  Returns:
+    doc.
+
+  Raises:
+    ValueError: for an unknown target.
+    PackageError: when the package is not what the steps expect.
+  """
+  if target not in TARGETS:
+    raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
+  spec = doc["pipelineSpec"]
+  check_container_tasks(spec)
+  disable_cache(spec, never_cached)
+  if target == KFP:
+    add_span_resolvers(spec)
+  use_entrypoint(spec)
+  return doc
+
+
+def kfp_package(doc: Mapping[str, Any], volumes: Sequence[tuple[str, str]] = ()) -> str:
+  """The package open-source KFP uploads: the bare PipelineSpec, then a platform spec if any.
+
+  Both documents are JSON, which is YAML; they are separated by `---` as KFP expects.
+  """
+  spec = doc["pipelineSpec"]
+  parts = [json.dumps(spec, indent=1, sort_keys=True)]
+  if volumes:
+    parts.append(json.dumps(platform_spec(spec, volumes), indent=1, sort_keys=True))
+  return "\n---\n".join(parts) + "\n"

@@ -1,0 +1,417 @@
+"""A local stand-in for open-source Kubeflow Pipelines 2.x that runs a compiled package's tasks.
+
+`LocalKfp.run` walks the package's root DAG in dependency order and, for each task, does what
+KFP 2.5's driver and launcher do (backend/src/v2/driver/driver.go, component/launcher_v2.go,
+metadata/client.go, cacheutils/cache.go), with local folders for the object store:
+
+- builds the executor input with kfp's own `kfp.local.executor_input_utils.
+  construct_executor_input` from the task's component spec and parameter values (constants
+  and upstream output parameters), then adds the upstream artifacts the way KFP's driver reads
+  them back from ML Metadata: named by their id, every property as `metadata`, and typed
+  `{instanceSchema: ""}` (KFP's MLMD client does not read the schema back). Output artifacts
+  get no name, as KFP provisions them;
+- computes KFP's cache key (input artifact ids, parameter values, output specs, image, command
+  and arguments before placeholder substitution) and, for a task whose `cachingOptions` enables
+  the cache, reuses the outputs of an earlier successful execution with the same key, in this
+  or an earlier `run` of the same `LocalKfp`;
+- otherwise substitutes the placeholders (`{{$}}` ...) with kfp's `placeholder_utils`, runs the
+  container's command and arguments as a subprocess (`python` replaced by `sys.executable`,
+  the repository root as working folder), and reads the executor output file: output artifact
+  URIs and metadata are merged as the launcher does, and stored the way its MLMD client stores
+  them (numbers as doubles, booleans as ints, lists and structs wrapped; `display_name` and
+  `store_session_info` added); output parameters come from the executor output or their files.
+
+What it does not emulate: pods, images, Argo, object-store uploads and downloads (artifacts
+are local folders under `pipeline_root`), platform specs (volumes), retries, parallelism.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from google.protobuf import json_format
+from kfp.local import executor_input_utils, placeholder_utils
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+RAN = "ran"
+CACHED = "cached"
+
+
+class LauncherError(RuntimeError):
+  """The package cannot be run the way KFP runs it, or a task failed."""
+
+
+@dataclasses.dataclass
+class Artifact:
+  """An artifact as KFP's ML Metadata holds it: id, URI, schema and typed custom properties.
+
+  Attributes:
+    id: the MLMD id, which is the artifact's name in downstream executor inputs.
+    uri: where the artifact's files are.
+    schema: the instance schema of the producing output (its type).
+    properties: custom properties as (MLMD value kind, value): `string_value`,
+      `double_value`, `int_value` or `struct_value`.
+  """
+
+  id: int
+  uri: str
+  schema: str
+  properties: dict[str, tuple[str, Any]]
+
+  def value(self, key: str) -> Any:
+    """A property's plain value (None when absent)."""
+    return self.properties.get(key, (None, None))[1]
+
+
+@dataclasses.dataclass
+class TaskResult:
+  """One task of one run.
+
+  Attributes:
+    name: task name.
+    state: RAN or CACHED.
+    seconds: wall time of the subprocess (0 when cached).
+    cache_key: KFP's fingerprint of the task's inputs.
+    artifacts: output artifacts by output key.
+    parameters: output parameter values by key.
+    executor_input: the executor input (dict) the task got.
+    log: the subprocess's combined output (None when cached).
+  """
+
+  name: str
+  state: str
+  seconds: float
+  cache_key: str
+  artifacts: dict[str, Artifact]
+  parameters: dict[str, Any]
+  executor_input: dict[str, Any]
+  log: pathlib.Path | None
+
+
+def pipeline_spec(package: Mapping[str, Any]) -> dict[str, Any]:
+  """The PipelineSpec of a TFX PipelineJob JSON (`pipelineSpec`) or of a bare spec."""
+  return package.get("pipelineSpec", package)
+
+
+def load_package(path: str | os.PathLike) -> dict[str, Any]:
+  """Reads a compiled package: TFX's PipelineJob JSON, or the first document of a KFP YAML."""
+  text = pathlib.Path(path).read_text(encoding="utf-8")
+  return json.loads(text.split("\n---\n")[0])
+
+
+def producers(task: Mapping[str, Any]) -> set[str]:
+  """The tasks a task depends on: `dependentTasks` and the producers of its inputs."""
+  out = set(task.get("dependentTasks") or [])
+  inputs = task.get("inputs") or {}
+  for spec in (inputs.get("parameters") or {}).values():
+    out.update(v["producerTask"] for k, v in spec.items() if k == "taskOutputParameter")
+  for spec in (inputs.get("artifacts") or {}).values():
+    out.update(v["producerTask"] for k, v in spec.items() if k == "taskOutputArtifact")
+  return out
+
+
+def topological_order(spec: Mapping[str, Any]) -> list[str]:
+  """The root DAG's task names so that every task comes after its producers (ties by name).
+
+  Raises:
+    LauncherError: for a dependency on a missing task or a cycle.
+  """
+  tasks = spec["root"]["dag"]["tasks"]
+  deps = {name: producers(task) for name, task in tasks.items()}
+  for name, ds in deps.items():
+    missing = ds - set(tasks)
+    if missing:
+      raise LauncherError(f"task {name} depends on missing tasks {sorted(missing)}")
+  order: list[str] = []
+  while len(order) < len(tasks):
+    ready = sorted(n for n in tasks if n not in order and deps[n] <= set(order))
+    if not ready:
+      raise LauncherError(f"dependency cycle among {sorted(set(tasks) - set(order))}")
+    order.extend(ready)
+  return order
+
+
+def container_of(spec: Mapping[str, Any], task_name: str) -> dict[str, Any]:
+  """The container a task runs.
+
+  Raises:
+    LauncherError: when the task is not a container task (KFP runs no resolver nodes).
+  """
+  task = spec["root"]["dag"]["tasks"][task_name]
+  label = spec["components"][task["componentRef"]["name"]].get("executorLabel")
+  ex = spec["deploymentSpec"]["executors"].get(label) or {}
+  if "container" not in ex:
+    raise LauncherError(f"task {task_name} is not a container task ({label}: {sorted(ex)})")
+  return ex["container"]
+
+
+def _to_mlmd(value: Any) -> tuple[str, Any]:
+  """StructValueToMLMDValue of KFP's metadata client."""
+  if isinstance(value, bool):
+    return "int_value", int(value)
+  if isinstance(value, str):
+    return "string_value", value
+  if isinstance(value, int | float):
+    return "double_value", float(value)
+  if isinstance(value, list):
+    return "struct_value", {"list": value}
+  if isinstance(value, dict):
+    return "struct_value", {"struct": value}
+  raise LauncherError(f"unknown/unsupported value type {type(value).__name__} in metadata")
+
+
+def _from_mlmd(kind: str, value: Any) -> Any:
+  """toRuntimeArtifact of KFP's metadata client: every kind becomes a JSON value."""
+  return float(value) if kind in ("int_value", "double_value") else value
+
+
+def _schema(artifact_type: Mapping[str, Any]) -> str:
+  if artifact_type.get("instanceSchema"):
+    return artifact_type["instanceSchema"]
+  return f"title: {artifact_type.get('schemaTitle', '')}"
+
+
+def cache_key(executor_input: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+  """KFP's execution fingerprint (cacheutils.GenerateCacheKey) of a task's executor input."""
+  inputs = executor_input.get("inputs") or {}
+  outputs = executor_input.get("outputs") or {}
+  key = {
+    "inputArtifactNames": {
+      k: {"artifactNames": [a.get("name", "") for a in v.get("artifacts", [])]}
+      for k, v in (inputs.get("artifacts") or {}).items()
+    },
+    "inputParameterValues": inputs.get("parameterValues") or {},
+    "outputArtifactsSpec": {
+      k: {kk: vv for kk, vv in v["artifacts"][0].items() if kk != "uri"}
+      for k, v in (outputs.get("artifacts") or {}).items()
+      if v.get("artifacts")
+    },
+    "outputParametersSpec": sorted(outputs.get("parameters") or {}),
+    "containerSpec": {
+      "image": container.get("image"),
+      "cmdArgs": [*container.get("command", []), *container.get("args", [])],
+    },
+  }
+  return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def _text_to_value(text: str, parameter_type: str) -> Any:
+  """TextToPbValue of KFP's metadata client, for an output parameter file."""
+  if parameter_type == "STRING":
+    return text
+  if parameter_type in ("NUMBER_INTEGER", "NUMBER_DOUBLE"):
+    return float(text)
+  return json.loads(text)
+
+
+class LocalKfp:
+  """Runs compiled packages task by task, keeping KFP's cache and artifact store across runs.
+
+  Args:
+    pipeline_root: folder that stands for the run's pipeline root (artifacts, executor outputs).
+    env: environment of the task subprocesses (default: this process's).
+    timeout: seconds one task may take.
+  """
+
+  def __init__(self, pipeline_root: str | os.PathLike, env=None, timeout: int = 900):
+    self.pipeline_root = pathlib.Path(pipeline_root)
+    self.env = dict(env or os.environ)
+    self.env["PYTHONPATH"] = os.pathsep.join(
+      p for p in (str(REPO_ROOT), self.env.get("PYTHONPATH")) if p
+    )
+    self.timeout = timeout
+    self._artifacts: dict[int, Artifact] = {}
+    self._cache: dict[tuple[str, str], tuple[dict[str, Artifact], dict[str, Any]]] = {}
+
+  def run(self, package: Mapping[str, Any], run_id: str) -> dict[str, TaskResult]:
+    """Runs every task of `package` once, in dependency order.
+
+    Args:
+      package: a compiled package (see `load_package`).
+      run_id: names this run's folder under the pipeline root.
+
+    Returns:
+      Every task's result, by task name.
+
+    Raises:
+      LauncherError: when a task is not a container task or fails (with its output's tail).
+    """
+    spec = pipeline_spec(package)
+    pipeline_name = spec["pipelineInfo"]["name"]
+    runtime = (package.get("runtimeConfig") or {}).get("parameterValues") or {}
+    results: dict[str, TaskResult] = {}
+    for name in topological_order(spec):
+      results[name] = self._run_task(spec, pipeline_name, run_id, name, results, runtime)
+    return results
+
+  def _arguments(self, task, results, runtime) -> dict[str, Any]:
+    out = {}
+    for key, spec in ((task.get("inputs") or {}).get("parameters") or {}).items():
+      if "runtimeValue" in spec:
+        out[key] = spec["runtimeValue"]["constant"]
+      elif "taskOutputParameter" in spec:
+        ref = spec["taskOutputParameter"]
+        out[key] = results[ref["producerTask"]].parameters[ref["outputParameterKey"]]
+      elif "componentInputParameter" in spec:
+        out[key] = runtime[spec["componentInputParameter"]]
+      else:
+        raise LauncherError(f"parameter {key}: {sorted(spec)} is not supported here")
+    return out
+
+  def _executor_input(self, spec, task, component, task_root, results, runtime) -> dict:
+    comp = pipeline_spec_pb2.ComponentSpec()
+    json_format.ParseDict(component, comp, ignore_unknown_fields=True)
+    no_artifacts = copy.deepcopy(comp)
+    no_artifacts.input_definitions.ClearField("artifacts")
+    executor_input = executor_input_utils.construct_executor_input(
+      no_artifacts, self._arguments(task, results, runtime), str(task_root)
+    )
+    for artifact_list in executor_input.outputs.artifacts.values():
+      for artifact in artifact_list.artifacts:
+        artifact.name = ""  # KFP's driver provisions outputs without a name.
+    for key, ref in ((task.get("inputs") or {}).get("artifacts") or {}).items():
+      if "taskOutputArtifact" not in ref:
+        raise LauncherError(f"input artifact {key}: {sorted(ref)} is not supported here")
+      out = ref["taskOutputArtifact"]
+      upstream = results[out["producerTask"]].artifacts[out["outputArtifactKey"]]
+      runtime_artifact = executor_input.inputs.artifacts[key].artifacts.add()
+      json_format.ParseDict(
+        {
+          "name": str(upstream.id),
+          "uri": upstream.uri,
+          "type": {"instanceSchema": ""},
+          "metadata": {k: _from_mlmd(*v) for k, v in upstream.properties.items()},
+        },
+        runtime_artifact,
+      )
+    return executor_input_utils.executor_input_to_dict(executor_input, comp)
+
+  def _run_task(self, spec, pipeline_name, run_id, name, results, runtime) -> TaskResult:
+    task = spec["root"]["dag"]["tasks"][name]
+    component = spec["components"][task["componentRef"]["name"]]
+    container = container_of(spec, name)
+    task_root = self.pipeline_root / pipeline_name / run_id / name
+    executor_input = self._executor_input(spec, task, component, task_root, results, runtime)
+    key = cache_key(executor_input, container)
+    caching = bool((task.get("cachingOptions") or {}).get("enableCache"))
+    if caching and (pipeline_name, key) in self._cache:
+      artifacts, parameters = self._cache[(pipeline_name, key)]
+      return TaskResult(name, CACHED, 0.0, key, artifacts, parameters, executor_input, None)
+
+    command = placeholder_utils.replace_placeholders(
+      [*container.get("command", []), *container.get("args", [])],
+      executor_input,
+      pipeline_resource_name=run_id,
+      task_resource_name=name,
+      pipeline_root=str(self.pipeline_root),
+    )
+    if command and command[0] in ("python", "python3"):
+      command[0] = sys.executable
+    task_root.mkdir(parents=True, exist_ok=True)
+    log = task_root.parent / f"{name}.log"
+    start = time.monotonic()
+    with open(log, "w", encoding="utf-8") as out:
+      try:
+        proc = subprocess.run(
+          command,
+          stdout=out,
+          stderr=subprocess.STDOUT,
+          env=self.env,
+          cwd=REPO_ROOT,
+          timeout=self.timeout,
+          check=False,
+        )
+      except subprocess.TimeoutExpired:
+        raise LauncherError(f"task {name} ran past {self.timeout} s; see {log}") from None
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+      tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+      raise LauncherError(f"task {name} exited with {proc.returncode}:\n{tail}")
+    artifacts, parameters = self._collect(executor_input, component)
+    if caching:
+      self._cache[(pipeline_name, key)] = (artifacts, parameters)
+    return TaskResult(name, RAN, seconds, key, artifacts, parameters, executor_input, log)
+
+  def _collect(self, executor_input, component) -> tuple[dict[str, Artifact], dict[str, Any]]:
+    """Reads the executor output as KFP's launcher does and records the output artifacts."""
+    outputs = executor_input["outputs"]
+    output_file = pathlib.Path(outputs["outputFile"])
+    written = json.loads(output_file.read_text()) if output_file.exists() else {}
+    artifacts = {}
+    for key, artifact_list in (outputs.get("artifacts") or {}).items():
+      provisioned = artifact_list["artifacts"][0]
+      uri, metadata = provisioned["uri"], dict(provisioned.get("metadata") or {})
+      produced = ((written.get("artifacts") or {}).get(key) or {}).get("artifacts") or []
+      if produced:
+        uri = produced[0].get("uri") or uri
+        metadata.update(produced[0].get("metadata") or {})
+      properties = {k: _to_mlmd(v) for k, v in metadata.items()}
+      properties.setdefault("display_name", ("string_value", key))
+      properties.setdefault("store_session_info", ("string_value", "{}"))
+      artifact_id = len(self._artifacts) + 1
+      artifact = Artifact(artifact_id, uri, _schema(provisioned.get("type") or {}), properties)
+      self._artifacts[artifact_id] = artifact
+      artifacts[key] = artifact
+    parameters = dict(written.get("parameterValues") or {})
+    declared = (component.get("outputDefinitions") or {}).get("parameters") or {}
+    for key, parameter in (outputs.get("parameters") or {}).items():
+      if key not in parameters:
+        path = pathlib.Path(parameter["outputFile"])
+        if not path.exists():
+          raise LauncherError(f"output parameter {key} was not written ({path})")
+        parameters[key] = _text_to_value(path.read_text(), declared[key]["parameterType"])
+    return artifacts, parameters
+
+
+def compile_package(
+  output: str | os.PathLike, *flags: str, env: Mapping[str, str] | None = None, timeout=300
+) -> subprocess.CompletedProcess:
+  """Runs pipeline/run_kubeflow.py --output OUTPUT FLAGS... and returns the finished process."""
+  run_env = dict(env or os.environ)
+  run_env.setdefault("TF_USE_LEGACY_KERAS", "1")
+  run_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  return subprocess.run(
+    [sys.executable, str(REPO_ROOT / "pipeline" / "run_kubeflow.py"), "--output", str(output)]
+    + [str(f) for f in flags],
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=run_env,
+    cwd=REPO_ROOT,
+    check=False,
+  )
+
+
+def states(results: Mapping[str, TaskResult]) -> dict[str, str]:
+  """Task name -> RAN or CACHED."""
+  return {name: r.state for name, r in results.items()}
+
+
+def warnings(stderr: str) -> list[str]:
+  """The `warning:` lines of a compile's stderr."""
+  return [line for line in stderr.splitlines() if line.startswith("warning:")]
+
+
+def dependency_closure(spec: Mapping[str, Any], names: Sequence[str]) -> set[str]:
+  """Every task downstream of `names`, themselves included."""
+  tasks = spec["root"]["dag"]["tasks"]
+  out = set(names)
+  changed = True
+  while changed:
+    changed = False
+    for name, task in tasks.items():
+      if name not in out and producers(task) & out:
+        out.add(name)
+        changed = True
+  return out

@@ -1,0 +1,316 @@
+"""Post-processing of compiled Kubeflow packages and the container entrypoint's helpers."""
+
+import argparse
+import json
+import os
+import pathlib
+import time
+
+import pytest
+
+from pipeline import kfp_entrypoint, kubeflow_lib, run_kubeflow
+from pipeline.config import DEFAULT_IMAGE, PipelineConfig
+
+STOCK = ["python", "-m", kubeflow_lib.STOCK_ENTRYPOINT]
+EXAMPLES_SCHEMA = "title: tfx.Examples\ntype: object\n"
+
+
+def _container(class_path, inputs_spec, lifecycle=False):
+  container = {
+    "image": "reg/kit:1",
+    "command": list(STOCK),
+    "args": [
+      "--executor_class_path",
+      class_path,
+      "--json_serialized_invocation_args",
+      "{{$}}",
+      kubeflow_lib.INPUTS_SPEC_FLAG,
+      json.dumps(inputs_spec),
+    ],
+  }
+  if lifecycle:
+    container["lifecycle"] = {"preCacheCheck": {"command": ["python", "-m", "driver"]}}
+  return {"container": container}
+
+
+def _const(value):
+  return {"runtimeValue": {"constant": value}}
+
+
+def _package():
+  """A PipelineJob shaped like TFX's: an ExampleGen with a span driver, LiveModel, Pusher."""
+  gen_params = {
+    "input_base": {"parameterType": "STRING"},
+    "input_config": {"parameterType": "STRING"},
+    "rolling_spans": {"parameterType": "NUMBER_INTEGER"},
+    "label_key": {"parameterType": "STRING"},
+  }
+  live_params = {"serving_dir": {"parameterType": "STRING"}}
+  examples = {"artifactType": {"instanceSchema": EXAMPLES_SCHEMA}}
+  spec = {
+    "schemaVersion": "2.1.0",
+    "pipelineInfo": {"name": "toy"},
+    "components": {
+      "Gen": {
+        "executorLabel": "Gen_executor",
+        "inputDefinitions": {"parameters": gen_params},
+        "outputDefinitions": {"artifacts": {"examples": examples}},
+      },
+      "LiveModel": {
+        "executorLabel": "LiveModel_executor",
+        "inputDefinitions": {"parameters": live_params, "artifacts": {"examples": examples}},
+      },
+      "Pusher": {
+        "executorLabel": "Pusher_executor",
+        "inputDefinitions": {"parameters": live_params, "artifacts": {"examples": examples}},
+      },
+    },
+    "deploymentSpec": {
+      "executors": {
+        "Gen_executor": _container("a.Gen", {"parameters": gen_params}, lifecycle=True),
+        "LiveModel_executor": _container("a.Live", {"parameters": live_params}),
+        "Pusher_executor": _container("a.Push", {"parameters": live_params}),
+      }
+    },
+    "root": {
+      "dag": {
+        "tasks": {
+          "Gen": {
+            "taskInfo": {"name": "Gen"},
+            "componentRef": {"name": "Gen"},
+            "cachingOptions": {"enableCache": True},
+            "inputs": {
+              "parameters": {
+                "input_base": _const("/data"),
+                "input_config": _const('{"splits": [{"name": "s", "pattern": "span-{SPAN}/*"}]}'),
+                "rolling_spans": _const(1.0),
+                "label_key": _const("label"),
+              }
+            },
+          },
+          **{
+            name: {
+              "taskInfo": {"name": name},
+              "componentRef": {"name": name},
+              "cachingOptions": {"enableCache": True},
+              "dependentTasks": ["Gen"],
+              "inputs": {
+                "parameters": {"serving_dir": _const("/mnt/serving")},
+                "artifacts": {
+                  "examples": {
+                    "taskOutputArtifact": {"producerTask": "Gen", "outputArtifactKey": "examples"}
+                  }
+                },
+              },
+            }
+            for name in ("LiveModel", "Pusher")
+          },
+        }
+      }
+    },
+  }
+  return {"displayName": "toy", "pipelineSpec": spec, "runtimeConfig": {}}
+
+
+def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
+  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["LiveModel"])
+  spec = doc["pipelineSpec"]
+  tasks = spec["root"]["dag"]["tasks"]
+  resolver = "Gen" + kubeflow_lib.SPAN_RESOLVER_SUFFIX
+  assert tasks[resolver]["cachingOptions"] == {"enableCache": False}
+  assert set(tasks[resolver]["inputs"]["parameters"]) == {
+    "input_base",
+    "input_config",
+    "rolling_spans",
+  }
+  assert tasks["Gen"]["inputs"]["parameters"][kubeflow_lib.SPAN_KEY] == {
+    "taskOutputParameter": {"producerTask": resolver, "outputParameterKey": kubeflow_lib.SPAN_KEY}
+  }
+  assert tasks["Gen"]["dependentTasks"] == [resolver]
+  assert tasks["Gen"]["cachingOptions"] == {"enableCache": True}
+  gen = spec["deploymentSpec"]["executors"]["Gen_executor"]["container"]
+  assert "lifecycle" not in gen
+  declared = json.loads(kubeflow_lib.flag_value(gen["args"], kubeflow_lib.INPUTS_SPEC_FLAG))
+  assert declared["parameters"][kubeflow_lib.SPAN_KEY] == {"parameterType": "STRING"}
+  assert spec["components"]["Gen"]["inputDefinitions"]["parameters"][kubeflow_lib.SPAN_KEY]
+  out = spec["components"][resolver]["outputDefinitions"]["parameters"]
+  assert out == {kubeflow_lib.SPAN_KEY: {"parameterType": "STRING"}}
+  command = spec["deploymentSpec"]["executors"][resolver + "_executor"]["container"]["command"]
+  assert command == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE, kubeflow_lib.RESOLVE_SPAN]
+
+
+def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entrypoint():
+  for target in kubeflow_lib.TARGETS:
+    spec = kubeflow_lib.postprocess(_package(), target, ["LiveModel"])["pipelineSpec"]
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": False}
+    assert tasks["Pusher"]["cachingOptions"] == {"enableCache": True}
+    for name in ("Gen", "LiveModel", "Pusher"):
+      command = kubeflow_lib.executor(spec, name)["container"]["command"]
+      assert command == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
+    assert kubeflow_lib.executor_class_paths(spec) == {
+      "Gen": "a.Gen",
+      "LiveModel": "a.Live",
+      "Pusher": "a.Push",
+    }
+
+
+def test_vertex_target_keeps_tfx_span_driver_and_adds_no_task():
+  spec = kubeflow_lib.postprocess(_package(), kubeflow_lib.VERTEX, [])["pipelineSpec"]
+  assert set(spec["root"]["dag"]["tasks"]) == {"Gen", "LiveModel", "Pusher"}
+  assert "preCacheCheck" in kubeflow_lib.executor(spec, "Gen")["container"]["lifecycle"]
+
+
+def test_unknown_target_task_or_non_container_task_is_refused():
+  with pytest.raises(ValueError, match="unknown target"):
+    kubeflow_lib.postprocess(_package(), "argo", [])
+  with pytest.raises(kubeflow_lib.PackageError, match="'Missing' is not in the compiled"):
+    kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Missing"])
+  doc = _package()
+  doc["pipelineSpec"]["deploymentSpec"]["executors"]["Pusher_executor"] = {"resolver": {}}
+  with pytest.raises(kubeflow_lib.PackageError, match="'Pusher' is not a container task"):
+    kubeflow_lib.postprocess(doc, kubeflow_lib.KFP, [])
+
+
+def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
+  from kfp.client import client as kfp_client
+
+  assert kubeflow_lib.parse_volume("serving-pvc:/mnt/serving") == ("serving-pvc", "/mnt/serving")
+  for bad in ("serving-pvc", ":/mnt", "pvc:relative"):
+    with pytest.raises(ValueError, match="PVC_NAME:/mount/path"):
+      kubeflow_lib.parse_volume(bad)
+  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["LiveModel"])
+  path = tmp_path / "toy.kfp.yaml"
+  path.write_text(kubeflow_lib.kfp_package(doc, [("serving-pvc", "/mnt/serving")]))
+  # The kfp 2.5 client's own reader: pipeline spec first, platform spec second.
+  parsed = kfp_client._extract_pipeline_yaml(str(path))
+  assert parsed.pipeline_spec.schema_version == "2.1.0"
+  assert "Gen_span" in parsed.pipeline_spec.root.dag.tasks
+  executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
+  assert set(executors) == {
+    "Gen_executor",
+    "Gen_span_executor",
+    "LiveModel_executor",
+    "Pusher_executor",
+  }
+  mount = executors["Pusher_executor"]["pvcMount"][0]
+  assert (mount["constant"], mount["mountPath"]) == ("serving-pvc", "/mnt/serving")
+  assert kubeflow_lib.serving_tasks(doc["pipelineSpec"]) == ["LiveModel", "Pusher"]
+  # Without volumes the package is the spec alone.
+  assert "---" not in kubeflow_lib.kfp_package(doc)
+
+
+def _kfp_executor_input(artifact_type):
+  return {
+    "inputs": {
+      "artifacts": {
+        "examples": {
+          "artifacts": [
+            {"name": "7", "uri": "/a", "type": artifact_type, "metadata": {"span": 1.0}}
+          ]
+        }
+      }
+    },
+    "outputs": {"outputFile": "/tmp/out.json"},
+  }
+
+
+def test_entrypoint_gives_untyped_kfp_input_artifacts_their_declared_type():
+  inputs_spec = {"artifacts": {"examples": {"artifactType": {"instanceSchema": EXAMPLES_SCHEMA}}}}
+  executor_input = _kfp_executor_input({"instanceSchema": ""})
+  assert kfp_entrypoint.fill_input_artifact_types(executor_input, inputs_spec) == ["examples"]
+  artifact = executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]
+  assert artifact["type"] == {"instanceSchema": EXAMPLES_SCHEMA}
+  # A typed artifact (Vertex AI) is left alone.
+  typed = _kfp_executor_input({"schemaTitle": "tfx.Model"})
+  assert kfp_entrypoint.fill_input_artifact_types(typed, inputs_spec) == []
+  args = [
+    "--executor_class_path",
+    "a.B",
+    "--json_serialized_invocation_args",
+    json.dumps(_kfp_executor_input({"instanceSchema": ""})),
+    kubeflow_lib.INPUTS_SPEC_FLAG,
+    json.dumps(inputs_spec),
+    "--runner=DirectRunner",
+  ]
+  patched = kfp_entrypoint.patch_args(args)
+  assert patched[:3] == args[:3] and patched[4:] == args[4:]
+  invocation = json.loads(patched[3])
+  assert invocation["inputs"]["artifacts"]["examples"]["artifacts"][0]["type"]["instanceSchema"]
+
+
+def test_stock_tfx_entrypoint_cannot_read_kfp_input_artifacts_and_the_patched_one_can():
+  # tensorflow/tfx#7768: KFP's driver passes upstream artifacts with an empty instanceSchema.
+  from google.protobuf import json_format
+  from kfp.pipeline_spec import pipeline_spec_pb2
+  from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
+
+  def parse(executor_input):
+    message = pipeline_spec_pb2.ExecutorInput()
+    json_format.ParseDict(executor_input, message)
+    return utils.parse_raw_artifact_dict(message.inputs.artifacts)
+
+  raw = _kfp_executor_input({"instanceSchema": ""})
+  with pytest.raises(AttributeError):
+    parse(raw)
+  inputs_spec = {"artifacts": {"examples": {"artifactType": {"instanceSchema": EXAMPLES_SCHEMA}}}}
+  kfp_entrypoint.fill_input_artifact_types(raw, inputs_spec)
+  (examples,) = parse(raw)["examples"]
+  assert examples.type_name == "Examples"
+  assert examples.span == 1
+
+
+def _write_span(root: pathlib.Path, span: int, text: str, mtime: float) -> None:
+  folder = root / f"span-{span}"
+  folder.mkdir(parents=True, exist_ok=True)
+  path = folder / "data.csv"
+  path.write_text(text)
+  os.utime(path, (mtime, mtime))
+
+
+def test_span_key_changes_exactly_when_the_data_does(tmp_path):
+  data = tmp_path / "data"
+  now = time.time() - 100
+  _write_span(data, 1, "a,label\n1,0\n", now)
+  params = {
+    "input_base": str(data),
+    "input_config": json.dumps({"splits": [{"name": "single_split", "pattern": "span-{SPAN}/*"}]}),
+    "rolling_spans": 1,
+  }
+  first = kfp_entrypoint.span_key(params)
+  assert json.loads(first)["span"] == 1
+  assert kfp_entrypoint.span_key(params) == first
+  _write_span(data, 2, "a,label\n2,1\n", now)
+  second = kfp_entrypoint.span_key(params)
+  assert json.loads(second)["span"] == 2 and second != first
+  _write_span(data, 2, "a,label\n2,1\n3,0\n", now + 10)
+  assert kfp_entrypoint.span_key(params) != second
+  # A rolling window fingerprints the older spans too.
+  window = json.loads(kfp_entrypoint.span_key({**params, "rolling_spans": 2}))
+  assert set(window["fingerprints"]) == {"1", "2"}
+
+
+def _args(**overrides):
+  values = {"image": "reg/kit:1", "target": kubeflow_lib.KFP}
+  values.update(overrides)
+  return argparse.Namespace(**values)
+
+
+def test_compile_warnings_name_each_placeholder_and_a_serving_dir_on_no_volume():
+  config = PipelineConfig(pipeline_root="gs://b/root", serving_dir="/mnt/serving")
+  volume = [("serving", "/mnt")]
+  assert run_kubeflow.compile_warnings(_args(), config, volume) == []
+  placeholders = PipelineConfig(
+    pipeline_root=run_kubeflow.PLACEHOLDER_PIPELINE_ROOT, serving_dir="s3://b/serving"
+  )
+  lines = run_kubeflow.compile_warnings(_args(image=DEFAULT_IMAGE), placeholders, [])
+  assert len(lines) == 2
+  assert DEFAULT_IMAGE in lines[0] and "--image REGISTRY" in lines[0]
+  assert run_kubeflow.PLACEHOLDER_PIPELINE_ROOT in lines[1]
+  (line,) = run_kubeflow.compile_warnings(_args(), config, [])
+  assert line.startswith("--serving-dir /mnt/serving is on no --volume")
+  (line,) = run_kubeflow.compile_warnings(
+    _args(), PipelineConfig(pipeline_root="/local/root", serving_dir="gs://b/s"), []
+  )
+  assert "neither gs:// nor s3://" in line
+  assert run_kubeflow.compile_warnings(_args(target=kubeflow_lib.VERTEX), config, []) == []
