@@ -1,0 +1,287 @@
+"""pipeline.checks and the CLI's flag parsing: every mistake is one line that names the fix."""
+
+import argparse
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from components import errors
+from pipeline import checks, cli
+
+MODULE = textwrap.dedent(
+  """
+  import tensorflow as tf
+
+  def preprocessing_fn(inputs):
+    return inputs
+
+  def _helper():
+    return None
+
+  async def tuner_fn(fn_args):
+    return None
+
+  run_fn = _helper
+
+
+  class NotAFunction:
+    def build_model(self):
+      return None
+  """
+)
+
+
+def _write(path, text):
+  path.write_text(textwrap.dedent(text))
+  return str(path)
+
+
+def test_module_functions_reads_top_level_functions_without_importing(tmp_path):
+  module = _write(tmp_path / "module.py", MODULE)
+  assert checks.module_functions(module) >= {"preprocessing_fn", "tuner_fn", "run_fn", "_helper"}
+  # Methods are not module functions, and the module's imports are never run.
+  assert "build_model" not in checks.module_functions(module)
+
+
+@pytest.mark.parametrize(
+  ("name", "content", "message"),
+  [
+    ("missing.py", None, "does not exist; pass a Python module file"),
+    ("folder", "dir", "is not a file"),
+    ("broken.py", "def run_fn(:\n", "is not valid Python (line 1)"),
+  ],
+)
+def test_module_functions_errors(tmp_path, name, content, message):
+  path = tmp_path / name
+  if content == "dir":
+    path.mkdir()
+  elif content is not None:
+    path.write_text(content)
+  with pytest.raises(checks.CheckError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    checks.module_functions(str(path))
+
+
+def test_plan_modules_decides_transform_and_tuner(tmp_path):
+  module = _write(tmp_path / "module.py", MODULE)
+  assert checks.plan_modules(module, None, tune=True) == checks.ModulePlan(True, True)
+  plain = _write(tmp_path / "plain.py", "def build_model(hparams):\n  return None\n")
+  assert checks.plan_modules(plain, None, tune=False) == checks.ModulePlan(False, False)
+  transform = _write(tmp_path / "transform.py", "def preprocessing_fn(inputs):\n  return inputs\n")
+  assert checks.plan_modules(plain, transform, tune=False).transform is True
+  # The bundled module (None) has a tuner_fn.
+  assert checks.plan_modules(None, None, tune=True) == checks.ModulePlan(False, True)
+  # Files that are not on this machine cannot be read, so they are taken at their word.
+  assert checks.plan_modules("gs://bucket/m.py", None, tune=False, local=False).tune is False
+
+
+def test_plan_modules_errors_name_the_missing_function(tmp_path):
+  plain = _write(tmp_path / "plain.py", "def run_fn(fn_args):\n  pass\n")
+  with pytest.raises(checks.CheckError) as raised:
+    checks.plan_modules(plain, None, tune=True)
+  assert str(raised.value) == (
+    f"--tune needs a tuner_fn(fn_args) in {plain}; add one or leave out --tune."
+  )
+  with pytest.raises(checks.CheckError, match=r"--transform-module .* defines no preprocessing_fn"):
+    checks.plan_modules(plain, plain, tune=False)
+  empty = _write(tmp_path / "empty.py", "x = 1\n")
+  with pytest.raises(
+    checks.CheckError, match="defines neither run_fn\\(fn_args\\) nor build_model"
+  ):
+    checks.plan_modules(empty, None, tune=False)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+  """A folder this process cannot write: chmod 500, or for root a read-only tmpfs mount."""
+  folder = tmp_path / "read_only"
+  folder.mkdir()
+  folder.chmod(0o500)
+  mounted = False
+  if os.access(folder, os.W_OK):
+    folder.chmod(0o700)
+    done = subprocess.run(
+      ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+      capture_output=True,
+      check=False,
+    )
+    if done.returncode != 0:
+      pytest.skip("this user writes into read-only folders and cannot mount a read-only one")
+    mounted = True
+  try:
+    yield folder
+  finally:
+    if mounted:
+      subprocess.run(["umount", "-l", str(folder)], check=False)
+    folder.chmod(0o700)
+
+
+def test_check_writable_on_a_read_only_folder(read_only_folder):
+  target = read_only_folder / "out"
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_writable("--output-dir", str(target))
+  message = str(raised.value)
+  assert message.startswith(f"--output-dir {target} cannot be written (")
+  assert message.endswith(f"in {read_only_folder}); pass a folder you can write.")
+
+
+def test_check_writable_on_a_file_and_below_a_file(tmp_path):
+  checks.check_writable("--output-dir", str(tmp_path / "new" / "deeper"))  # parents may be new
+  assert not (tmp_path / "new").exists()  # and the check creates nothing
+  target = tmp_path / "a_file"
+  target.write_text("x")
+  with pytest.raises(checks.CheckError, match="is a file, not a folder; pass a folder"):
+    checks.check_writable("--output-dir", str(target))
+  with pytest.raises(checks.CheckError, match=f"{target} is a file, not a folder"):
+    checks.check_writable("--serving-dir", str(target / "below"))
+
+
+def test_check_eval_size_message():
+  checks.check_eval_size(rows=300, eval_share=0.2, min_eval_examples=50)
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_eval_size(rows=150, eval_share=0.2, min_eval_examples=50)
+  assert str(raised.value) == (
+    "the data has 150 rows, so the eval split gets about 30, fewer than --min-eval-examples 50; "
+    "add rows (at least 251) or lower --min-eval-examples."
+  )
+
+
+@pytest.mark.parametrize(
+  ("value", "shown"),
+  [("a\nb", "\\n"), ("digits\x1b[31m", "\\x1b"), ("x\u2028y", "\\u2028"), ("tab\there", "\\t")],
+)
+def test_control_characters_are_refused(value, shown):
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_text("--model-name", value)
+  assert str(raised.value) == f"--model-name contains control characters ({shown}); remove them."
+  assert isinstance(raised.value, errors.UserInputError)
+  checks.check_text("--model-name", "plain name, with ünïcode")
+
+
+def test_simple_flag_checks():
+  checks.check_fraction("--max-bad-row-fraction", 0.0)
+  with pytest.raises(checks.CheckError, match=r"--min-accuracy must be between 0 and 1, got 1\.5"):
+    checks.check_fraction("--min-accuracy", 1.5)
+  with pytest.raises(checks.CheckError, match="--train-steps must be at least 1, got 0"):
+    checks.check_at_least("--train-steps", 0, 1)
+
+
+def _csv(tmp_path, header, rows):
+  path = tmp_path / "data.csv"
+  path.write_text(header + "\n" + "".join(f"{r}\n" for r in rows))
+  return str(path)
+
+
+def test_decide_label_floor_beats_the_majority_class(tmp_path):
+  rows = [f"{i},{'spam' if i % 4 == 0 else 'ham'}" for i in range(200)]
+  decision = checks.decide_label(
+    [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, None, None
+  )
+  assert decision.task == "binary" and decision.rows == 200
+  assert decision.min_accuracy == pytest.approx(0.76)
+  assert "most frequent class (0.75 of the rows)" in decision.floor_reason
+  given = checks.decide_label(
+    [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, 0.9, None
+  )
+  assert given.min_accuracy == 0.9 and given.floor_reason == "--min-accuracy 0.9"
+
+
+def test_decide_label_regression_ceiling_from_the_variance(tmp_path):
+  values = [0.5 * i for i in range(100)]
+  rows = [f"{i},{v}" for i, v in enumerate(values)]
+  decision = checks.decide_label(
+    [_csv(tmp_path, "x,price", rows)], "price", ",", "auto", 1000, None, None
+  )
+  mean = sum(values) / len(values)
+  variance = sum((v - mean) ** 2 for v in values) / len(values)
+  assert decision.task == "regression" and decision.min_accuracy == 0.0
+  assert decision.max_mse == pytest.approx(checks.AUTO_MSE_SHARE * variance, rel=0.02)
+
+
+def test_decide_label_class_cap_is_one_line_naming_column_and_count(tmp_path):
+  rows = [f"{i},{chr(97 + i % 10)}" for i in range(100)]
+  with pytest.raises(errors.UserInputError) as raised:
+    checks.decide_label([_csv(tmp_path, "x,species", rows)], "species", ",", "auto", 3, None, None)
+  message = str(raised.value)
+  assert message.startswith("label column 'species' has at least 10 distinct values, over the ")
+  assert "3-class cap" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+  ("text", "expected"),
+  [
+    ("hidden_units=128", {"hidden_units": 128}),
+    (
+      "hidden_units=128, learning_rate=0.01,activation=relu",
+      {"hidden_units": 128, "learning_rate": 0.01, "activation": "relu"},
+    ),
+    ("dropout=1e-1,,", {"dropout": 0.1}),
+    ("name= wide ", {"name": "wide"}),
+    ("", {}),
+  ],
+)
+def test_hparams_parsing(text, expected):
+  parsed = cli._hparams(text)
+  assert parsed == expected
+  assert {k: type(v) for k, v in parsed.items()} == {k: type(v) for k, v in expected.items()}
+
+
+@pytest.mark.parametrize("text", ["hidden_units", "=3", "a=1,b"])
+def test_hparams_parsing_rejects_parts_without_key_and_value(text):
+  with pytest.raises(argparse.ArgumentTypeError, match="is not key=value"):
+    cli._hparams(text)
+
+
+def _args(tmp_path, *argv):
+  parser = argparse.ArgumentParser()
+  cli.add_pipeline_args(parser)
+  return parser.parse_args([str(a) for a in argv])
+
+
+def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
+  rows = [f"{i},{i % 7},{'yes' if i % 3 == 0 else 'no'}" for i in range(300)]
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("id,x,target\n" + "".join(f"{r}\n" for r in rows))
+  args = _args(
+    tmp_path,
+    "--data-root",
+    data,
+    "--label-key",
+    "target",
+    "--exclude-columns",
+    "id, x",
+    "--hparams",
+    "hidden_units=16",
+    "--optimizer-variants",
+    "tflite_float32,onnx",
+  )
+  config = cli.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  assert config.task == "binary"
+  assert config.min_accuracy == pytest.approx(0.677, abs=1e-3)  # majority 2/3 + 0.01
+  assert config.exclude_columns == ("id", "x")
+  assert config.hparams == {"hidden_units": 16}
+  assert config.optimizer_variants == ("tflite_float32", "onnx")
+  assert config.input_pattern == "*.csv"
+  assert config.data_root == str(data)
+  assert config.pipeline_root == str(tmp_path / "root")
+
+
+def test_config_from_args_refusals(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(40)))
+  root, serving = str(tmp_path / "root"), str(tmp_path / "serving")
+  with pytest.raises(checks.CheckError, match="fewer than --min-eval-examples 50"):
+    cli.config_from_args(_args(tmp_path, "--data-root", data), root, serving)
+  with pytest.raises(checks.CheckError, match="--eval-label-key names a label made by a Transform"):
+    cli.config_from_args(
+      _args(tmp_path, "--data-root", data, "--eval-label-key", "label_xf"), root, serving
+    )
+  with pytest.raises(checks.CheckError, match="--delimiter must be one character"):
+    cli.config_from_args(_args(tmp_path, "--data-root", data, "--delimiter", ";;"), root, serving)
+  with pytest.raises(checks.CheckError, match="pass --task binary, multiclass or regression"):
+    cli.config_from_args(
+      _args(tmp_path, "--data-root", "gs://bucket/data"), root, serving, local_paths=False
+    )
