@@ -1,0 +1,453 @@
+"""End to end on CSVs the kit has never seen: regression, text labels, messy cells, user errors.
+
+Each run goes through the real pipeline/run_local.py and ends with a pushed model that is
+reloaded from the serving folder and scored on the eval split.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.pipeline_utils import load_summary, run_script
+
+CHEAP = ("--train-steps", "300", "--optimizer-variants", "tflite_float32,onnx", "--quiet")
+
+
+def write_csv(folder: pathlib.Path, header, rows, name="data.csv") -> pathlib.Path:
+  folder.mkdir(parents=True, exist_ok=True)
+  buf = io.StringIO()
+  writer = csv.writer(buf, lineterminator="\n")
+  writer.writerow(header)
+  writer.writerows(rows)
+  (folder / name).write_text(buf.getvalue())
+  return folder
+
+
+def run_pipeline(root: pathlib.Path, data: pathlib.Path, *flags):
+  """Runs run_local.py on data with its output under root; returns (process, output dir)."""
+  out = root / "out"
+  proc = run_script("run_local.py", "--data-root", data, "--output-dir", out, *flags, timeout=1500)
+  return proc, out
+
+
+def eval_records(out: pathlib.Path) -> list[bytes]:
+  pattern = out / "pipeline_root" / "CsvExampleGen" / "examples" / "*" / "Split-eval" / "*.gz"
+  files = glob.glob(str(pattern))
+  assert files, "no eval split written"
+  return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def pushed_version(out: pathlib.Path, proc) -> pathlib.Path:
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  summary = load_summary(out)
+  assert summary["status"] == "succeeded", summary.get("error")
+  assert summary["pushed"]["pushed"] is True, summary["pushed"]
+  return pathlib.Path(summary["pushed"]["path"])
+
+
+def contract_of(version_dir: pathlib.Path) -> dict:
+  return json.loads((version_dir / "assets.extra" / "contract.json").read_text())
+
+
+def score_saved_model(version_dir: pathlib.Path, records: list[bytes]) -> dict:
+  """Reloads a pushed version and scores serialized tf.Examples through its signatures.
+
+  Labels are the model's own view of them (`transform_features`), checked against the
+  contract's classes. Returns the task and accuracy (classification) or rmse (regression).
+  """
+  contract = contract_of(version_dir)
+  key, task = contract["label"]["key"], contract["task"]
+  model = tf.saved_model.load(str(version_dir))
+  examples = tf.constant(records)
+  outputs = model.signatures["serving_default"](examples=examples)["outputs"].numpy()
+  labels = model.signatures["transform_features"](examples=examples)[key].numpy()
+  if task == "regression":
+    return {"task": task, "rmse": float(np.sqrt(np.mean((outputs[:, 0] - labels) ** 2)))}
+  classes = contract["label"]["classes"]
+  raw = [tf.train.Example.FromString(r).features.feature[key] for r in records]
+  names = [
+    f.bytes_list.value[0].decode() if f.bytes_list.value else f.int64_list.value[0] for f in raw
+  ]
+  # The label the model was measured against is the contract's class index of the raw value.
+  assert [classes[int(i)] for i in labels] == names
+  predicted = (outputs[:, 0] >= 0.5).astype(int) if task == "binary" else outputs.argmax(1)
+  counts = np.bincount(labels.astype(int), minlength=len(classes))
+  return {
+    "task": task,
+    "accuracy": float(np.mean(predicted == labels)),
+    "majority": float(counts.max() / counts.sum()),
+  }
+
+
+# ---------------------------------------------------------------- regression: sklearn diabetes
+
+
+@pytest.fixture(scope="module")
+def diabetes_run(tmp_path_factory):
+  from sklearn.datasets import load_diabetes
+
+  data = load_diabetes(scaled=False)
+  root = tmp_path_factory.mktemp("diabetes")
+  rows = [[*(f"{v:g}" for v in x), f"{y:.1f}"] for x, y in zip(data.data, data.target, strict=True)]
+  folder = write_csv(root / "data", [*data.feature_names, "progression"], rows)
+  proc, out = run_pipeline(
+    root, folder, "--label-key", "progression", "--model-name", "diabetes", *CHEAP
+  )
+  return proc, out, float(np.std(data.target))
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+def test_diabetes_regression_pushes_a_model_well_below_the_label_spread(diabetes_run):
+  proc, out, label_std = diabetes_run
+  version_dir = pushed_version(out, proc)
+  summary = load_summary(out)
+  assert summary["task"] == "regression"
+  assert summary["blessed"] is True
+  assert "mean_squared_error" in summary["eval_metrics"]
+  contract = contract_of(version_dir)
+  assert contract["task"] == "regression" and contract["label"]["classes"] == []
+  scored = score_saved_model(version_dir, eval_records(out))
+  assert scored["rmse"] < 0.85 * label_std
+  manifest = json.loads((version_dir / "manifest.json").read_text())
+  assert set(manifest["variants"]) == {"tflite_float32", "onnx"}
+  assert manifest["model"]["task"] == "regression"
+
+
+# ---------------------------------------------------------------- binary: text label
+
+
+@pytest.fixture(scope="module")
+def cancer_run(tmp_path_factory):
+  from sklearn.datasets import load_breast_cancer
+
+  data = load_breast_cancer()
+  root = tmp_path_factory.mktemp("cancer")
+  names = data.target_names  # index 0 'malignant', 1 'benign'
+  rows = [[*(f"{v:.6g}" for v in x), names[y]] for x, y in zip(data.data, data.target, strict=True)]
+  # Column names with spaces, as sklearn has them.
+  folder = write_csv(root / "data", [*data.feature_names, "diagnosis"], rows)
+  proc, out = run_pipeline(
+    root, folder, "--label-key", "diagnosis", "--model-name", "cancer", *CHEAP
+  )
+  return proc, out
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+def test_breast_cancer_with_a_text_label_is_binary_and_scores_090(cancer_run):
+  proc, out = cancer_run
+  version_dir = pushed_version(out, proc)
+  summary = load_summary(out)
+  assert summary["task"] == "binary"
+  assert summary["label_classes"] == ["benign", "malignant"]
+  assert summary["eval_metrics"]["binary_accuracy"] >= 0.9
+  contract = contract_of(version_dir)
+  assert contract["label"]["classes"] == ["benign", "malignant"]
+  assert "'malignant' (label.classes[1])" in contract["output"]
+  [numeric] = contract["inputs"]
+  assert len(numeric["columns"]) == 30 and numeric["columns"][0]["column"] == "mean area"
+  scored = score_saved_model(version_dir, eval_records(out))
+  assert scored["task"] == "binary"
+  assert scored["accuracy"] >= 0.9
+
+
+# ---------------------------------------------------------------- multiclass: iris
+
+
+@pytest.fixture(scope="module")
+def iris_run(tmp_path_factory):
+  from sklearn.datasets import load_iris
+
+  data = load_iris()
+  root = tmp_path_factory.mktemp("iris")
+  rows = [
+    [*(f"{v:g}" for v in x), data.target_names[y]]
+    for x, y in zip(data.data, data.target, strict=True)
+  ]
+  folder = write_csv(root / "data", [*data.feature_names, "species"], rows)
+  proc, out = run_pipeline(
+    root,
+    folder,
+    "--label-key",
+    "species",
+    "--model-name",
+    "iris",
+    "--min-eval-examples",
+    "20",
+    *CHEAP,
+  )
+  return proc, out
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+def test_iris_with_class_names_is_multiclass_and_scores_080(iris_run):
+  proc, out = iris_run
+  version_dir = pushed_version(out, proc)
+  summary = load_summary(out)
+  assert summary["task"] == "multiclass"
+  assert summary["label_classes"] == ["setosa", "versicolor", "virginica"]
+  scored = score_saved_model(version_dir, eval_records(out))
+  assert scored["task"] == "multiclass"
+  assert scored["accuracy"] >= 0.8
+
+
+# ---------------------------------------------------------------- a messy CSV
+
+
+PLANS = ("basic", "pro", "enterprise, annual")  # the last one needs quoting
+REGIONS = ("north", "south", "east", "west")
+
+
+def messy_rows(n: int = 700, seed: int = 0) -> list[list[str]]:
+  """Rows of a CSV as people export them: unscaled numbers, empty cells, quoted text.
+
+  Columns: row_id, phone (12 digits), income (unscaled, gaps), age (gaps), plan (text with a
+  comma), region (gaps), note (free text, some with an embedded newline), churn (the label).
+  """
+  rng = np.random.default_rng(seed)
+  rows = []
+  for i in range(n):
+    plan = PLANS[int(rng.integers(0, 3))]
+    region = REGIONS[int(rng.integers(0, 4))]
+    income = float(rng.uniform(15_000, 250_000))
+    age = int(rng.integers(18, 80))
+    score = (
+      (1.2 if plan == "basic" else -0.8 if plan == "enterprise, annual" else 0.0)
+      + (1.0 if region == "north" else -0.3)
+      - (income - 100_000) / 60_000
+    )
+    churn = "yes" if score + rng.normal(0, 0.3) > 0 else "no"
+    note = "call back\nafter 5pm" if i % 17 == 0 else ("" if i % 3 == 0 else f"ticket {i % 50}")
+    rows.append(
+      [
+        str(i),
+        str(int(rng.integers(10**11, 10**12))),
+        "" if i % 11 == 0 else f"{income:.2f}",
+        "" if i % 13 == 0 else str(age),
+        plan,
+        "" if i % 9 == 0 else region,
+        note,
+        churn,
+      ]
+    )
+  return rows
+
+
+MESSY_HEADER = ["row_id", "phone", "income", "age", "plan", "region", "note", "churn"]
+
+
+@pytest.fixture(scope="module")
+def messy_run(tmp_path_factory):
+  root = tmp_path_factory.mktemp("messy")
+  rows = messy_rows()
+  folder = write_csv(root / "data", MESSY_HEADER, rows)
+  raw = (folder / "data.csv").read_text()
+  assert '"enterprise, annual"' in raw and '"call back\nafter 5pm"' in raw
+  # Default optimizer variants: this run also tests what a client gets by default.
+  proc, out = run_pipeline(
+    root,
+    folder,
+    "--label-key",
+    "churn",
+    "--model-name",
+    "churn",
+    "--exclude-columns",
+    "row_id",
+    "--train-steps",
+    "300",
+    "--quiet",
+  )
+  return proc, out, folder / "data.csv"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(2400)
+def test_messy_csv_pushes_and_scores_clearly_above_the_majority(messy_run):
+  proc, out, _ = messy_run
+  version_dir = pushed_version(out, proc)
+  summary = load_summary(out)
+  assert summary["task"] == "binary"
+  contract = contract_of(version_dir)
+  inputs = {i["name"]: i for i in contract["inputs"]}
+  assert set(inputs) == {"numeric", "text_plan", "text_region", "text_note"}
+  numeric = {c["column"]: c for c in inputs["numeric"]["columns"]}
+  assert list(numeric) == ["age", "income", "phone"]
+  assert numeric["income"]["may_be_missing"] and numeric["age"]["may_be_missing"]
+  assert numeric["phone"]["stored_as"] == "int64"
+  assert inputs["text_region"]["columns"][0]["may_be_missing"] is True
+  scored = score_saved_model(version_dir, eval_records(out))
+  assert scored["accuracy"] >= scored["majority"] + 0.1, scored
+  # Quoted cells came through whole: the comma and the newline are inside the values.
+  records = eval_records(out)
+  plans = {
+    tf.train.Example.FromString(r).features.feature["plan"].bytes_list.value[0] for r in records
+  }
+  assert plans == {p.encode() for p in PLANS}
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(2400)
+def test_excluded_column_is_not_a_model_input(messy_run):
+  proc, out, _ = messy_run
+  version_dir = pushed_version(out, proc)
+  columns = [c["column"] for i in contract_of(version_dir)["inputs"] for c in i["columns"]]
+  assert "row_id" not in columns and "churn" not in columns
+  assert "phone" in columns
+  for folder in (version_dir / "assets.extra" / "variants").iterdir():
+    signature = json.loads((folder / "signature.json").read_text())
+    assert "row_id" not in [c for i in signature["inputs"] for c in i["columns"]]
+  assert load_summary(out)["config"]["exclude_columns"] == ["row_id"]
+
+
+# ---------------------------------------------------------------- a client of the serving folder
+
+
+def score_rows(version_dir, variant: str, rows: list[dict]) -> list:
+  """Predicts labels for raw CSV rows with one pushed variant, from the serving folder alone.
+
+  The README shows this same code. It needs only the version's manifest.json, the variant's
+  assets.extra/variants/<name>/signature.json and its model file: TensorFlow Lite (via
+  tf.lite.Interpreter, or the tflite-runtime package) or onnxruntime, and no code of this
+  project. Each model input is built from signature.json: a float32 [n, k] array of its
+  `columns` in that order (NaN for an empty cell), or a [n, 1] text array.
+
+  Args:
+    version_dir: serving/<model>/<version>.
+    variant: a variant listed in manifest.json, e.g. 'tflite_int8' or 'onnx'.
+    rows: CSV rows as dicts, column -> cell text ('' for an empty cell).
+
+  Returns:
+    One prediction per row: a class name from label.classes, or a value for regression.
+  """
+  with open(os.path.join(version_dir, "manifest.json")) as f:
+    manifest = json.load(f)
+  folder = os.path.join(version_dir, manifest["variants"][variant]["path"])
+  with open(os.path.join(folder, "signature.json")) as f:
+    signature = json.load(f)
+  feeds = {}
+  for spec in signature["inputs"]:
+    if spec["dtype"] == "string":
+      [column] = spec["columns"]
+      feeds[spec["name"]] = np.array([[row[column].encode()] for row in rows], dtype=object)
+      continue
+    values = np.array(
+      [[float(row[c]) if row[c] != "" else np.nan for c in spec["columns"]] for row in rows],
+      dtype=np.float32,
+    )
+    if "quantization" in spec:  # an integer input: quantize with its scale and zero point
+      q = spec["quantization"]
+      info = np.iinfo(spec["dtype"])
+      values = np.round(values / q["scale"] + q["zero_point"])
+      values = np.clip(values, info.min, info.max).astype(spec["dtype"])
+    feeds[spec["name"]] = values
+  model_file = os.path.join(folder, signature["model_file"])
+  output = signature["outputs"][0]
+  if signature["runtime"] == "tflite":
+    interpreter = tf.lite.Interpreter(model_path=model_file)
+    runner = interpreter.get_signature_runner(signature.get("signature_key", "serving_default"))
+    out = runner(**feeds)[output["name"]]
+  elif signature["runtime"] == "onnxruntime":
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model_file, providers=["CPUExecutionProvider"])
+    # onnxruntime takes text as Python str, TFLite as bytes.
+    feeds = {k: v.astype(str).astype(object) if v.dtype == object else v for k, v in feeds.items()}
+    out = session.run([output["name"]], feeds)[0]
+  else:
+    raise ValueError(f"{variant} runs on {signature['runtime']}, not TFLite or ONNX Runtime")
+  out = np.asarray(out, dtype=np.float32)
+  if "quantization" in output:
+    q = output["quantization"]
+    out = (out - q["zero_point"]) * q["scale"]
+  classes = signature["label"]["classes"]
+  if signature["task"] == "regression":
+    return out[:, 0].tolist()
+  if signature["task"] == "binary":
+    return [classes[int(p >= 0.5)] for p in out[:, 0]]
+  return [classes[int(i)] for i in out.argmax(axis=1)]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(2400)
+def test_a_client_scores_every_pushed_variant_from_the_serving_folder(messy_run):
+  proc, out, csv_path = messy_run
+  version_dir = pushed_version(out, proc)
+  with open(csv_path, newline="") as f:
+    rows = {row["row_id"]: row for row in csv.DictReader(f)}
+  records = eval_records(out)
+  ids = [
+    str(tf.train.Example.FromString(r).features.feature["row_id"].int64_list.value[0])
+    for r in records
+  ]
+  eval_rows = [rows[i] for i in ids]
+  truth = [row["churn"] for row in eval_rows]
+  saved_model = score_saved_model(version_dir, records)["accuracy"]
+  manifest = json.loads((version_dir / "manifest.json").read_text())
+  scored = {}
+  for variant, entry in manifest["variants"].items():
+    runtime = entry["metrics"]["signature"]["runtime"]
+    if runtime not in ("tflite", "onnxruntime"):
+      continue
+    predicted = score_rows(version_dir, variant, eval_rows)
+    accuracy = float(np.mean([p == t for p, t in zip(predicted, truth, strict=True)]))
+    scored[variant] = accuracy
+    assert abs(accuracy - saved_model) <= 0.01, (variant, accuracy, saved_model)
+    # The same number the Optimizer measured on these rows.
+    assert accuracy == pytest.approx(entry["metrics"]["accuracy"], abs=0.005), variant
+  assert {"tflite_float32", "onnx"} <= set(scored), manifest["variants"].keys()
+  assert any(name.endswith("int8") for name in scored), scored
+
+
+# ---------------------------------------------------------------- user errors before any work
+
+
+@pytest.mark.timeout(300)
+def test_too_small_for_an_evaluation_fails_in_one_line_and_writes_nothing(tmp_path):
+  folder = write_csv(tmp_path / "data", ["x", "label"], [[i, i % 2] for i in range(60)])
+  out = tmp_path / "out"
+  proc = run_script("run_local.py", "--data-root", folder, "--output-dir", out, timeout=240)
+  assert proc.returncode == 2
+  assert "Traceback" not in proc.stderr
+  errors = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert errors == [
+    "error: the data has 60 rows, so the eval split gets about 12, fewer than "
+    "--min-eval-examples 50; add rows (at least 251) or lower --min-eval-examples."
+  ]
+  assert not (out / "pipeline_root").exists()
+  assert not (out / "serving").exists()
+
+
+@pytest.mark.timeout(300)
+def test_label_over_the_class_cap_fails_in_one_line_naming_column_and_count(tmp_path):
+  rows = [[i, f"{i % 7}.5", f"kind_{i % 10}"] for i in range(400)]
+  folder = write_csv(tmp_path / "data", ["x", "y", "kind"], rows)
+  out = tmp_path / "out"
+  proc = run_script(
+    "run_local.py",
+    "--data-root",
+    folder,
+    "--label-key",
+    "kind",
+    "--max-classes",
+    "3",
+    "--output-dir",
+    out,
+    timeout=240,
+  )
+  assert proc.returncode == 2
+  errors = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert len(errors) == 1, proc.stderr
+  assert errors[0].startswith("error: label column 'kind' has at least 10 distinct values, over ")
+  assert "3-class cap" in errors[0] and "--max-classes N" in errors[0]
+  assert not (out / "pipeline_root").exists()
