@@ -1,0 +1,139 @@
+"""Canaries for components.tf_compat: each fails when TensorFlow changes what a patch works around.
+
+When one fails after an upgrade, the patch it names is either no longer needed or no longer
+right; re-check it and PATCHED_TF.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+from components import tf_compat
+from tests.pipeline_utils import REPO_ROOT, project_env
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+  return subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(code)],
+    capture_output=True,
+    text=True,
+    env=project_env(),
+    cwd=REPO_ROOT,
+    timeout=300,
+    check=False,
+  )
+
+
+def test_patches_were_written_for_this_tensorflow_line():
+  assert tf_compat.supported(), (
+    f"TensorFlow {tf.__version__} is not {tf_compat.PATCHED_TF}: re-check every patch"
+  )
+
+
+def test_autograph_rules_still_convert_tf_keras_unless_patched():
+  # Canary for apply(): TF's own rules exempt `keras` but not `tf_keras`.
+  proc = _python(
+    """
+    from tensorflow.python.autograph.core import config
+    names = [r._prefix for r in config.CONVERSION_RULES if type(r).__name__ == "DoNotConvert"]
+    print("keras" in names, "tf_keras" in names)
+    """
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.split() == ["True", "False"]
+  tf_compat.apply()
+  from tensorflow.python.autograph.core import config
+
+  assert any(getattr(r, "_prefix", None) == "tf_keras" for r in config.CONVERSION_RULES)
+
+
+def test_backup_and_restore_still_rejects_one_device_strategy_unless_patched(tmp_path):
+  # Canary for backup_and_restore(): tf_keras allows it by an allow-list only.
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  plain = tf.keras.callbacks.BackupAndRestore(str(tmp_path / "plain"))
+  assert tf.distribute.OneDeviceStrategy not in plain._supported_strategies
+  patched = tf_compat.backup_and_restore(str(tmp_path / "patched"))
+  assert tf.distribute.OneDeviceStrategy in patched._supported_strategies
+  with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+  model.fit(tf.zeros((8, 2)), tf.zeros((8, 1)), epochs=1, verbose=0, callbacks=[patched])
+
+
+def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras():
+  # Canary for keras_tuner_on_tf_keras() (keras-team/keras-tuner#1039).
+  plain = _python(
+    """
+    import keras_tuner
+    from keras_tuner.src.backend import config
+    print(config.multi_backend())
+    """
+  )
+  assert plain.returncode == 0, plain.stderr[-2000:]
+  assert plain.stdout.split()[-1] == "True"
+  patched = _python(
+    """
+    from components import tf_compat
+    print(tf_compat.keras_tuner_on_tf_keras())
+    import tensorflow as tf
+    import keras_tuner
+
+    def build(hp):
+      model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(hp.Int("u", 1, 2))])
+      model.compile("sgd", "mse")
+      return model
+
+    tuner = keras_tuner.RandomSearch(build, objective="loss", max_trials=1, overwrite=True,
+                                     directory="/tmp/kt-canary", project_name="c")
+    tuner.search(tf.zeros((4, 2)), tf.zeros((4, 2)), epochs=1, verbose=0)
+    print(len(tuner.get_best_hyperparameters()))
+    """
+  )
+  assert patched.returncode == 0, patched.stderr[-3000:]
+  assert patched.stdout.split()[-2:] == ["True", "1"]
+
+
+def test_auto_shard_policy_is_still_auto_by_default():
+  # Canary for shard_by_record(): it rewrites datasets left on the AUTO policy.
+  ds = tf.data.Dataset.range(4)
+  assert ds.options().experimental_distribute.auto_shard_policy == (
+    tf.data.experimental.AutoShardPolicy.AUTO
+  )
+
+
+@pytest.mark.timeout(300)
+def test_tensorflow_io_still_aborts_at_exit():
+  # Canary for register_filesystems() and the runners' os._exit: if this starts exiting 0,
+  # the workaround can go.
+  pytest.importorskip("tensorflow_io")
+  moto_server = pytest.importorskip("moto.server")
+  server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+  server.start()
+  try:
+    endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
+    code = """
+      import tensorflow as tf
+      import tensorflow_io
+      print(tf.io.gfile.exists("s3://bucket/x"))
+      """
+    proc = subprocess.run(
+      [sys.executable, "-c", textwrap.dedent(code)],
+      capture_output=True,
+      text=True,
+      env=project_env(
+        S3_ENDPOINT=endpoint,
+        S3_USE_HTTPS="0",
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="x",
+        AWS_REGION="us-east-1",
+      ),
+      timeout=240,
+      check=False,
+    )
+  finally:
+    server.stop()
+  assert proc.stdout.split()[-1:] == ["False"], proc.stderr[-2000:]
+  assert proc.returncode != 0 and "pure virtual method called" in proc.stderr
