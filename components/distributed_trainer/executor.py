@@ -19,7 +19,13 @@ from tfx.types import artifact_utils, standard_component_specs
 
 import components
 from components import defaults, model_contract
-from components.distributed_trainer import anomalies_lib, constants, launch, strategy_lib, tabular_lib
+from components.distributed_trainer import (
+  anomalies_lib,
+  constants,
+  launch,
+  strategy_lib,
+  tabular_lib,
+)
 from components.distributed_trainer import distributed_trainer_lib as lib
 from components.errors import UserCodeError, UserInputError
 
@@ -232,7 +238,7 @@ class Executor(trainer_executor.GenericExecutor):
     # The workers import this package by module path, so they need its parent on their path.
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    env = {"PYTHONPATH": python_path, "TF_USE_LEGACY_KERAS": "1"}
+    env = {"PYTHONPATH": python_path}
     custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
     if (custom or {}).get(constants.PROFILE_STEPS_CONFIG):
       # Every process serves its profile; the chief traces them all over the asked steps.

@@ -1,11 +1,6 @@
 """Launches a local TF cluster (workers, ps, chief) on loopback, one TF_CONFIG per process.
 
-Usable without TFX:
-
-  python -m components.distributed_trainer.launch --workers 2 [--ps 1] [--timeout 600] \
-      [--max-restarts 1] [--log-dir DIR] -- python my_train.py --flag
-
-Every process runs the same command with its own TF_CONFIG. Without ps tasks the cluster
+The DistributedTrainer uses it for `--local-workers`/`--local-ps`. Every process runs the same command with its own TF_CONFIG. Without ps tasks the cluster
 is `worker` x N (worker 0 is the chief) and every worker must exit 0. With ps tasks the
 cluster is `chief` + `worker` x N + `ps` x M; the chief runs the training program and the
 others are expected to serve (`tf.distribute.Server.join()`) until the chief is done, after
@@ -16,7 +11,6 @@ BackupAndRestore checkpoint.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -24,8 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -190,7 +182,6 @@ def run_local_cluster(
   failures: list[str] = []
   base_env = {**os.environ, **(env or {})}
   # Every process must use Keras 2 (tf_keras); see the project rules.
-  base_env.setdefault("TF_USE_LEGACY_KERAS", "1")
   for attempt in range(max_restarts + 1):
     cluster = make_cluster(num_workers, num_ps)
     attempt_dir = os.path.join(log_dir, f"attempt-{attempt}")
@@ -269,40 +260,3 @@ def _wait(
       running = [f"{t[0]} {t[1]}" for t, p in procs.items() if p.poll() is None and t in required]
       return required[0], f"timeout: {', '.join(running)} still running after the time limit"
     time.sleep(poll_s)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-  """Command-line entry point; see the module docstring."""
-  argv = list(sys.argv[1:] if argv is None else argv)
-  if "--" not in argv:
-    print("usage: launch --workers N [--ps M] ... -- COMMAND [ARGS...]", file=sys.stderr)
-    return 2
-  split = argv.index("--")
-  parser = argparse.ArgumentParser(prog="python -m components.distributed_trainer.launch")
-  parser.add_argument("--workers", type=int, required=True)
-  parser.add_argument("--ps", type=int, default=0)
-  parser.add_argument("--timeout", type=float, default=3600.0)
-  parser.add_argument("--max-restarts", type=int, default=0)
-  parser.add_argument("--log-dir", default=None, help="default: a new temporary folder")
-  args = parser.parse_args(argv[:split])
-  command = argv[split + 1 :]
-  if not command:
-    parser.error("give the command to run after --")
-  try:
-    run = run_local_cluster(
-      command,
-      args.workers,
-      args.ps,
-      log_dir=args.log_dir or tempfile.mkdtemp(prefix="local_cluster_"),
-      timeout_s=args.timeout,
-      max_restarts=args.max_restarts,
-    )
-  except ClusterError as e:
-    print(str(e), file=sys.stderr)
-    return 1
-  print(f"cluster finished after {run.restarts} restart(s); logs in {run.log_dir}")
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())

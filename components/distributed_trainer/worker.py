@@ -7,13 +7,10 @@ host a tf.distribute.Server until they are stopped; every other task (chief/coor
 MultiWorkerMirrored workers) runs the executor's training code on the artifacts in the spec.
 """
 
-import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
