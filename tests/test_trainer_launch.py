@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -126,23 +125,3 @@ def test_timeout_kills_the_cluster_and_says_so(tmp_path):
         os.waitpid(pid, os.WNOHANG)
 
 
-@pytest.mark.multiprocess
-@pytest.mark.timeout(60)
-def test_command_line_launcher(tmp_path, repo_root):
-  command, out = _command(tmp_path, "ok")
-  env = {**os.environ, "PYTHONPATH": str(repo_root)}
-  done = subprocess.run(
-    [sys.executable, "-m", "components.distributed_trainer.launch", "--workers", "2",
-     "--log-dir", str(tmp_path / "logs"), "--", *command],
-    env=env, capture_output=True, text=True, timeout=50, check=False,
-  )  # fmt: skip
-  assert done.returncode == 0, done.stderr
-  assert sorted(_written(out)) == ["worker-0-0", "worker-1-0"]
-  failing, _ = _command(tmp_path, "fail_worker_1")
-  done = subprocess.run(
-    [sys.executable, "-m", "components.distributed_trainer.launch", "--workers", "2",
-     "--log-dir", str(tmp_path / "logs2"), "--", *failing],
-    env=env, capture_output=True, text=True, timeout=50, check=False,
-  )  # fmt: skip
-  assert done.returncode == 1
-  assert "boom" in done.stderr
