@@ -121,7 +121,11 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
     config = run_kubeflow.kubeflow_config(compile_args)
   except ValueError as e:
     raise sl.ScheduleError(str(e)) from e
-  cli.quiet_logs(True)
+  # As run_kubeflow.py compiles: TFX's INFO chatter stays out of the terminal.
+  from pipeline import progress
+
+  progress.configure_logging(verbose=False)
+  logging.getLogger().setLevel(logging.WARNING)
   os.makedirs(args.build_dir, exist_ok=True)
   output = os.path.join(os.path.abspath(args.build_dir), f"{args.job_name}.json")
   run_kubeflow.compile_pipeline(

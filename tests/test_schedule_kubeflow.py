@@ -324,6 +324,8 @@ def test_compile_uses_run_kubeflow_and_its_flags(tmp_path, fake_kfp, capsys):
       "--compile", "--build-dir", str(build), "--dry-run",
       # run_kubeflow.py's own options, passed through:
       "--pipeline-root", "gs://bucket/nightly-root", "--train-steps", "20",
+      # The data is read inside the cluster, so the task cannot be read from it here.
+      "--task", "multiclass",
     ]
   )  # fmt: skip
   assert status == 0, capsys.readouterr().err
