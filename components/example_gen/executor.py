@@ -64,6 +64,11 @@ class Executor(BaseExampleGenExecutor):
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
   ) -> None:
+    """Plans the input, infers or reads the column types, converts, and records the outcome.
+
+    Raises:
+      csv_lib.CsvInputError: for input a user can fix, in one sentence naming the fix.
+    """
     self._log_startup(input_dict, output_dict, exec_properties)
     examples = artifact_utils.get_single_instance(
       output_dict[standard_component_specs.EXAMPLES_KEY]
