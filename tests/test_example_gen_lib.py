@@ -273,6 +273,29 @@ class TestIo:
     assert not (tmp_path / "d").exists()
 
 
+def test_tf_gfile_paths_are_read_and_written(tmp_path):
+  """A scheme Beam does not know (here ram://) goes through tf.io.gfile, gzip included."""
+  base = f"ram://{tmp_path.name}"
+  with tf.io.gfile.GFile(f"{base}/in/a.csv", "wb") as f:
+    f.write(b"x,label\n" + b"".join(b"%d,%d\n" % (i, i % 2) for i in range(1000)))
+  with tf.io.gfile.GFile(f"{base}/in/b.csv.gz", "wb") as f:
+    f.write(gzip.compress(b"x,label\n1,1\n2,0\n"))
+  paths = io_lib.glob(f"{base}/in/*")
+  assert paths == [f"{base}/in/a.csv", f"{base}/in/b.csv.gz"]
+  assert csv_lib.profile_column(paths, "label").value_counts == {0: 501, 1: 501}
+  assert csv_lib.infer_column_types(paths) == {"x": "int", "label": "int"}
+  options = csv_lib.ConvertOptions(column_types={"x": "int", "label": "int"}, label_key="label")
+  plan = csv_lib.SplitPlan(("train", "eval"), (2, 1))
+  out = {s: f"{base}/out/Split-{s}" for s in plan.names}
+  rows = 0
+  for chunk in [*csv_lib.plan_chunks(paths[0], 2048), csv_lib.Chunk(paths[1])]:
+    name = f"data-{chunk.path[-1]}{chunk.index}"
+    rows += csv_lib.convert_file(chunk, options, plan, out, name, f"{base}/q").rows_read
+  shards = tf.io.gfile.glob(f"{base}/out/Split-*/*.gz")
+  written = tf.data.TFRecordDataset(shards, compression_type="GZIP")
+  assert rows == sum(1 for _ in written) == 1002
+
+
 class TestPlanning:
   def test_plan_files_hash_split_and_rolling_window(self, tmp_path):
     for span in (1, 2, 3):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import glob as glob_lib
+import io
 import os
 import shutil
 import struct
@@ -58,6 +59,37 @@ def _gfile():
   return tf.io.gfile
 
 
+class _GFileReader(io.RawIOBase):
+  """A tf.io.gfile.GFile as a standard raw stream, which pyarrow and io.BufferedReader need."""
+
+  def __init__(self, f):
+    super().__init__()
+    self._f = f
+
+  def readable(self) -> bool:
+    return True
+
+  def seekable(self) -> bool:
+    return True
+
+  def readinto(self, b) -> int:
+    data = self._f.read(len(b))
+    b[: len(data)] = data
+    return len(data)
+
+  def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+    self._f.seek(offset, whence)
+    return self._f.tell()
+
+  def tell(self) -> int:
+    return self._f.tell()
+
+  def close(self) -> None:
+    if not self.closed:
+      self._f.close()
+    super().close()
+
+
 def open_read(path: str) -> BinaryIO:
   """Opens a file for reading bytes, as stored (no decompression)."""
   if not is_remote(path):
@@ -67,7 +99,7 @@ def open_read(path: str) -> BinaryIO:
     from apache_beam.io.filesystem import CompressionTypes
 
     return fs.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-  return _gfile().GFile(path, "rb")
+  return io.BufferedReader(_GFileReader(_gfile().GFile(path, "rb")), buffer_size=1 << 20)
 
 
 def open_write(path: str) -> BinaryIO:
