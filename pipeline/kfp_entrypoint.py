@@ -10,6 +10,9 @@
    artifact with `type: {instanceSchema: ""}` (its MLMD client does not read the schema back),
    and TFX then fails to find the artifact class (tensorflow/tfx#7768). The inputs spec TFX put
    in the container's arguments declares each input's type; it is copied into the artifacts.
+   Properties TFX wrote as `custom:<name>` because the type declares `<name>` (the span and
+   version that ExampleGen's span resolution records) are given back under their own name, so
+   that downstream steps read `examples.span` as they do on LocalDagRunner.
 
 `python -m pipeline.kfp_entrypoint resolve-span --executor_input {{$}}` is the span resolver
 task that `pipeline.kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen.
@@ -29,6 +32,8 @@ from pipeline import kubeflow_lib
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 CHECK_IMPORTS = "check-imports"
+# How TFX names a custom property whose name its artifact type declares as a property.
+CUSTOM_PREFIX = "custom:"
 
 
 def _untyped(artifact_type: Mapping[str, Any] | None) -> bool:
@@ -39,6 +44,8 @@ def fill_input_artifact_types(
   executor_input: dict[str, Any], inputs_spec: Mapping[str, Any]
 ) -> list[str]:
   """Gives each input artifact without a type the type its component declares, in place.
+
+  Also renames `custom:<name>` metadata to `<name>` (see the module docstring).
 
   Args:
     executor_input: the ExecutorInput as JSON (camelCase keys, as KFP writes it).
@@ -51,10 +58,11 @@ def fill_input_artifact_types(
   filled = []
   for key, artifact_list in (executor_input.get("inputs", {}).get("artifacts") or {}).items():
     artifact_type = (declared.get(key) or {}).get("artifactType")
-    if not artifact_type:
-      continue
     for artifact in artifact_list.get("artifacts") or []:
-      if _untyped(artifact.get("type")):
+      metadata = artifact.get("metadata") or {}
+      for name in [k for k in metadata if k.startswith(CUSTOM_PREFIX)]:
+        metadata.setdefault(name[len(CUSTOM_PREFIX) :], metadata.pop(name))
+      if artifact_type and _untyped(artifact.get("type")):
         artifact["type"] = dict(artifact_type)
         filled.append(key)
   return sorted(set(filled))
@@ -78,8 +86,8 @@ def patch_args(argv: Sequence[str]) -> list[str]:
   if not invocation or not inputs_spec:
     return args
   executor_input = json.loads(invocation)
-  if fill_input_artifact_types(executor_input, json.loads(inputs_spec)):
-    _replace_flag(args, INVOCATION_FLAG, json.dumps(executor_input))
+  fill_input_artifact_types(executor_input, json.loads(inputs_spec))
+  _replace_flag(args, INVOCATION_FLAG, json.dumps(executor_input))
   return args
 
 

@@ -36,7 +36,7 @@ import pathlib
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import json_format
@@ -234,12 +234,15 @@ class LocalKfp:
     self._artifacts: dict[int, Artifact] = {}
     self._cache: dict[tuple[str, str], tuple[dict[str, Artifact], dict[str, Any]]] = {}
 
-  def run(self, package: Mapping[str, Any], run_id: str) -> dict[str, TaskResult]:
+  def run(
+    self, package: Mapping[str, Any], run_id: str, until: str | None = None
+  ) -> dict[str, TaskResult]:
     """Runs every task of `package` once, in dependency order.
 
     Args:
       package: a compiled package (see `load_package`).
       run_id: names this run's folder under the pipeline root.
+      until: run only this task and the tasks it depends on.
 
     Returns:
       Every task's result, by task name.
@@ -251,7 +254,11 @@ class LocalKfp:
     pipeline_name = spec["pipelineInfo"]["name"]
     runtime = (package.get("runtimeConfig") or {}).get("parameterValues") or {}
     results: dict[str, TaskResult] = {}
-    for name in topological_order(spec):
+    order = topological_order(spec)
+    if until is not None:
+      needed = upstream_closure(spec, until)
+      order = [name for name in order if name in needed]
+    for name in order:
       results[name] = self._run_task(spec, pipeline_name, run_id, name, results, runtime)
     return results
 
@@ -403,15 +410,13 @@ def warnings(stderr: str) -> list[str]:
   return [line for line in stderr.splitlines() if line.startswith("warning:")]
 
 
-def dependency_closure(spec: Mapping[str, Any], names: Sequence[str]) -> set[str]:
-  """Every task downstream of `names`, themselves included."""
+def upstream_closure(spec: Mapping[str, Any], name: str) -> set[str]:
+  """`name` and every task it depends on, directly or not."""
   tasks = spec["root"]["dag"]["tasks"]
-  out = set(names)
-  changed = True
-  while changed:
-    changed = False
-    for name, task in tasks.items():
-      if name not in out and producers(task) & out:
-        out.add(name)
-        changed = True
+  out, todo = set(), [name]
+  while todo:
+    current = todo.pop()
+    if current not in out:
+      out.add(current)
+      todo.extend(producers(tasks[current]))
   return out

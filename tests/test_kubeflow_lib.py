@@ -206,7 +206,7 @@ def _kfp_executor_input(artifact_type):
       "artifacts": {
         "examples": {
           "artifacts": [
-            {"name": "7", "uri": "/a", "type": artifact_type, "metadata": {"span": 1.0}}
+            {"name": "7", "uri": "/a", "type": artifact_type, "metadata": {"custom:span": 1.0}}
           ]
         }
       }
@@ -221,6 +221,8 @@ def test_entrypoint_gives_untyped_kfp_input_artifacts_their_declared_type():
   assert kfp_entrypoint.fill_input_artifact_types(executor_input, inputs_spec) == ["examples"]
   artifact = executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]
   assert artifact["type"] == {"instanceSchema": EXAMPLES_SCHEMA}
+  # TFX's `custom:span` (span recorded by ExampleGen's span resolution) becomes `span` again.
+  assert artifact["metadata"] == {"span": 1.0}
   # A typed artifact (Vertex AI) is left alone.
   typed = _kfp_executor_input({"schemaTitle": "tfx.Model"})
   assert kfp_entrypoint.fill_input_artifact_types(typed, inputs_spec) == []
