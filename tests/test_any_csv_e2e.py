@@ -139,13 +139,13 @@ def cancer_run(tmp_path_factory):
   proc, out = run_pipeline(
     root, folder, "--label-key", "diagnosis", "--model-name", "cancer", *CHEAP
   )
-  return proc, out
+  return proc, out, list(data.feature_names)
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(1800)
 def test_breast_cancer_with_a_text_label_is_binary_and_scores_090(cancer_run):
-  proc, out = cancer_run
+  proc, out, feature_names = cancer_run
   version_dir = pushed_version(out, proc)
   summary = load_summary(out)
   assert summary["task"] == "binary"
@@ -155,7 +155,9 @@ def test_breast_cancer_with_a_text_label_is_binary_and_scores_090(cancer_run):
   assert contract["label"]["classes"] == ["benign", "malignant"]
   assert "'malignant' (label.classes[1])" in contract["output"]
   [numeric] = contract["inputs"]
-  assert len(numeric["columns"]) == 30 and numeric["columns"][0]["column"] == "mean area"
+  # Every column, spaces in their names and all, in name order in the one numeric input.
+  assert [c["column"] for c in numeric["columns"]] == sorted(feature_names)
+  assert "mean radius" in feature_names
   scored = score_saved_model(version_dir, eval_records(out))
   assert scored["task"] == "binary"
   assert scored["accuracy"] >= 0.9
