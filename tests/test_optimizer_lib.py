@@ -283,15 +283,10 @@ def test_pruned_int8_keeps_sparsity_and_compresses(full_run):
   assert entry["gzipped_size_bytes"] < 0.5 * result["baseline"]["gzipped_size_bytes"]
 
 
-@pytest.mark.xfail(
-  strict=True,
-  reason="known bug: QAT annotates the Concatenate that joins numeric and one-hot parts, and "
-  "the int8 converter rejects it ('same scale constraint'); QAT works on numeric-only models",
-)
 def test_qat_variant_is_int8(full_run):
   entry = by_name(full_run[0])["qat"]
   assert entry["status"] == "ok", entry.get("reason")
-  assert entry["details"]["qat_scope"] in ("whole_model", "annotated_supported_layers")
+  assert entry["details"]["qat_scope"] == "dense_and_convolution_layers"
   assert entry["size_bytes"] < by_name(full_run[0])["tflite_float32"]["size_bytes"]
 
 
@@ -319,7 +314,7 @@ def test_qat_variant_on_a_numeric_only_model(tmp_path):
   )
   entry = result["variants"][0]
   assert entry["status"] == "ok", entry.get("reason")
-  assert entry["details"]["qat_scope"] in ("whole_model", "annotated_supported_layers")
+  assert entry["details"]["qat_scope"] == "dense_and_convolution_layers"
   assert entry["details"]["tflite_mode"] == "int8"
 
 

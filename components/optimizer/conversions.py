@@ -60,11 +60,42 @@ def _flex_needed(error: Exception) -> bool:
 # quantization keeps them in float: columns on different scales cannot share one int8 scale
 # (a raw income and a raw ratio would lose all precision in one input tensor), so the model
 # quantizes after its own normalization, where every column spans the same range.
-FLOAT_OPS_IN_INT8 = ("SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SELECT_V2", "NOT_EQUAL")
+FLOAT_OPS_IN_INT8 = (
+  "SUB",
+  "MUL",
+  "DIV",
+  "MAXIMUM",
+  "MINIMUM",
+  "SELECT_V2",
+  "NOT_EQUAL",
+  "CONCATENATION",
+)
 
 
-def _converter(model, mode, ops, representative):
-  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+def export_saved_model(model: tf.keras.Model, export_dir: str) -> str:
+  """Saves a model for conversion: one `serving_default` signature over its named inputs.
+
+  Keras' per-layer traces are not saved (save_traces=False): the converters need only the
+  signature, and tracing every layer costs seconds per model. Every TFLite variant of a model
+  converts from this one export instead of re-exporting the Keras model each time.
+  """
+  specs = {
+    t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0])
+    for t in model.inputs
+  }
+  serve = tf.function(lambda inputs: {"output_0": model(inputs, training=False)})
+  model.save(
+    export_dir,
+    save_format="tf",
+    include_optimizer=False,
+    save_traces=False,
+    signatures=serve.get_concrete_function(specs),
+  )
+  return export_dir
+
+
+def _converter(saved_model_dir, mode, ops, representative):
+  converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
   if mode != FLOAT32:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
   if mode == FLOAT16:
@@ -76,9 +107,10 @@ def _converter(model, mode, ops, representative):
 
 
 def to_tflite(
-  model: tf.keras.Model,
+  saved_model_dir: str,
   mode: str,
   representative: RepresentativeDataset | None = None,
+  quantization_aware: bool = False,
 ) -> tuple[bytes, dict[str, Any]]:
   """Converts a Keras model to a TFLite flatbuffer, with builtin ops where possible.
 
@@ -88,9 +120,11 @@ def to_tflite(
   (QuantizationDebugger with denylisted ops); inputs and outputs stay float.
 
   Args:
-    model: the Keras model (plain, stripped-pruned or quantization-aware).
+    saved_model_dir: the model exported by `export_saved_model`.
     mode: one of TFLITE_MODES.
     representative: calibration data; required for INT8.
+    quantization_aware: the model was trained with fake quantization (tfmot QAT); its own
+      quantization ranges are used, so selective quantization does not apply.
 
   Returns:
     (the .tflite file contents, details: op sets used, whether Select TF ops were needed and,
@@ -111,21 +145,25 @@ def to_tflite(
   base = (int8, builtins) if mode == INT8 else (builtins,)
   last_error: Exception | None = None
   for ops in (base, (*base, select)):
-    details = {"tflite_mode": mode, "op_sets": [o.name for o in ops], "select_tf_ops": select in ops}
+    details = {
+      "tflite_mode": mode,
+      "op_sets": [o.name for o in ops],
+      "select_tf_ops": select in ops,
+    }
     try:
-      if mode == INT8:
+      if mode == INT8 and not quantization_aware:
         options = tf.lite.experimental.QuantizationDebugOptions(
           denylisted_ops=list(FLOAT_OPS_IN_INT8)
         )
         debugger = tf.lite.experimental.QuantizationDebugger(
-          converter=_converter(model, mode, ops, representative),
+          converter=_converter(saved_model_dir, mode, ops, representative),
           debug_dataset=representative,
           debug_options=options,
         )
         content = debugger.get_nondebug_quantized_model()
         details["float_ops"] = list(FLOAT_OPS_IN_INT8)
       else:
-        content = _converter(model, mode, ops, representative).convert()
+        content = _converter(saved_model_dir, mode, ops, representative).convert()
     except Exception as error:  # The converter raises its own ConverterError types.
       last_error = error
       if not _flex_needed(error):
@@ -172,9 +210,7 @@ def distill(
   optimizer = tf.keras.optimizers.Adam(learning_rate)
   targets = np.asarray(targets, np.float32).reshape(len(targets), -1)
   scale = float(1.0 / max(np.var(targets), 1e-6))
-  specs = {
-    t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype) for t in model.inputs
-  }
+  specs = {t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype) for t in model.inputs}
   signature = [specs, tf.TensorSpec([None, targets.shape[1]], tf.float32)]
 
   @tf.function(autograph=False, input_signature=signature)
@@ -310,31 +346,37 @@ def quantize_aware(
 ) -> tuple[tf.keras.Model, str]:
   """Applies quantization-aware training with tfmot and distils briefly.
 
-  `quantize_model` rejects whole models containing a layer it has no config for (the
-  preprocessing layers are such); then only the supported layers are annotated and the rest
-  stay float during training. The int8 converter quantizes the remaining layers from the
-  representative dataset.
+  The Dense and convolution layers train with fake quantization; the rest stay float during
+  training and the int8 converter quantizes them from the representative dataset.
 
   Returns:
-    (the fine-tuned quantization-aware model, "whole_model" or "annotated_supported_layers").
+    (the fine-tuned quantization-aware model, which layers were annotated).
   """
   import tensorflow_model_optimization as tfmot
 
   quantization = tfmot.quantization.keras
-  try:
-    qat_model = quantization.quantize_model(model)
-    scope = "whole_model"
-  except (RuntimeError, TypeError, ValueError) as error:
-    logging.info("quantize_model rejected the whole model (%s); annotating layers.", error)
-    registry = quantization.default_8bit.Default8BitQuantizeRegistry()
 
-    def annotate(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
-      return quantization.quantize_annotate_layer(layer) if registry.supports(layer) else layer
+  # Dense and convolution layers are annotated, except those fed by a Concatenate: whole-model
+  # quantize_model rejects the preprocessing layers, and tfmot then fake-quantizes the
+  # concatenation of numbers and one-hot columns with one scale that the int8 converter's
+  # same-scale constraint rejects. Those layers are quantized after training, from the
+  # representative dataset, like the rest of the model.
+  def fed_by_concat(layer) -> bool:
+    inbound = [n.inbound_layers for n in layer.inbound_nodes]
+    flat = [x for group in inbound for x in (group if isinstance(group, list) else [group])]
+    return any(isinstance(x, tf.keras.layers.Concatenate) for x in flat)
 
-    annotated = tf.keras.models.clone_model(model, clone_function=annotate)
-    with quantization.quantize_scope():
-      qat_model = quantization.quantize_apply(annotated)
-    scope = "annotated_supported_layers"
+  annotated = tf.keras.models.clone_model(
+    model,
+    clone_function=lambda layer: (
+      quantization.quantize_annotate_layer(layer)
+      if _prunable(layer) and not fed_by_concat(layer)
+      else layer
+    ),
+  )
+  with quantization.quantize_scope():
+    qat_model = quantization.quantize_apply(annotated)
+  scope = "dense_and_convolution_layers"
   distill(
     qat_model,
     inputs,
@@ -355,9 +397,7 @@ def to_onnx(model: tf.keras.Model, onnx_path: str) -> dict[str, Any]:
   """
   import tf2onnx
 
-  signature = [
-    tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0]) for t in model.inputs
-  ]
+  signature = [tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0]) for t in model.inputs]
   tf2onnx.convert.from_keras(
     model, input_signature=signature, opset=ONNX_OPSET, output_path=onnx_path
   )

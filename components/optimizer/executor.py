@@ -14,7 +14,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components import defaults, model_contract
+from components import defaults, model_contract, tf_compat
 from components.optimizer import data_lib, optimizer_lib, report, spec
 
 
@@ -110,6 +110,7 @@ class Executor(base_executor.BaseExecutor):
       exec_properties: the parameters in spec.OptimizerSpec.PARAMETERS.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
+    tf_compat.apply()
     config = config_from_exec_properties(exec_properties)
     model_artifact = artifact_utils.get_single_instance(input_dict[spec.MODEL_KEY])
     examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])

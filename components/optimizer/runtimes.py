@@ -9,7 +9,6 @@ which the Optimizer writes to the variant's signature.json.
 from __future__ import annotations
 
 import abc
-import gc
 from typing import Any
 
 import numpy as np
@@ -116,7 +115,6 @@ class KerasRuntime(Runtime):
   def close(self) -> None:
     self._fn = None
     self._model = None
-    gc.collect()
 
 
 def _quantize(x: np.ndarray, detail: dict) -> np.ndarray:
@@ -194,7 +192,6 @@ class TFLiteRuntime(Runtime):
   def close(self) -> None:
     self._runner = None
     self._interpreter = None
-    gc.collect()
 
 
 def _text(value) -> str:
@@ -242,4 +239,3 @@ class OnnxRuntime(Runtime):
 
   def close(self) -> None:
     self._session = None
-    gc.collect()

@@ -168,7 +168,10 @@ class TensorRTRuntime(runtimes.Runtime):
       host, _, row = self._buffers[name]
       return {"name": name, "dtype": host.dtype.name, "shape": [-1, *row]}
 
-    return {"inputs": [entry(n) for n in self._inputs], "outputs": [entry(n) for n in self._outputs]}
+    return {
+      "inputs": [entry(n) for n in self._inputs],
+      "outputs": [entry(n) for n in self._outputs],
+    }
 
   def close(self) -> None:
     if getattr(self, "_engine", None) is None:

@@ -81,6 +81,8 @@ class ConversionContext:
     self.scratch_dir = scratch_dir
     self._pruned = None
     self._onnx = None
+    self._exports: dict[str, str] = {}
+    self._models: dict[str, tuple[tf.keras.Model, dict]] = {}
 
   def load_baseline(self) -> tf.keras.Model:
     """A fresh copy of the baseline Keras model (variants may modify their copy)."""
@@ -123,6 +125,19 @@ class ConversionContext:
       self._pruned = (path, conversions.kernel_sparsity(pruned))
     return self._pruned
 
+  def cached_model(self, key: str, load) -> tuple[tf.keras.Model, dict]:
+    """The model (and details) behind an export key, loaded once; variants do not modify it."""
+    if key not in self._models:
+      self._models[key] = load()
+    return self._models[key]
+
+  def export(self, key: str, model: tf.keras.Model) -> str:
+    """A SavedModel export of `model` for the converters, made once per key."""
+    if key not in self._exports:
+      path = os.path.join(self.scratch_dir, f"export-{key}")
+      self._exports[key] = conversions.export_saved_model(model, path)
+    return self._exports[key]
+
   def onnx_model(self) -> tuple[str, dict]:
     """Exports the baseline to ONNX once; returns the .onnx path and export details."""
     if self._onnx is None:
@@ -141,6 +156,8 @@ class Variant(abc.ABC):
 
   name: ClassVar[str]
   runtime: ClassVar[str]
+  # Whether convert() builds or trains Keras models (memory is released after such variants).
+  builds_models: ClassVar[bool] = False
 
   def skip_reason(self, context: ConversionContext) -> str | None:
     """Returns why this variant cannot run on this host, or None to run it."""
@@ -177,6 +194,7 @@ class PrunedVariant(Variant):
 
   name = PRUNED
   runtime = runtimes.KerasRuntime.name
+  builds_models = True
 
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
     path, sparsity = context.pruned_model()
@@ -196,16 +214,30 @@ class _TFLiteVariant(Variant):
   runtime = runtimes.TFLiteRuntime.name
   mode: ClassVar[str]
 
+  # Key of the SavedModel export this variant converts; variants sharing a key share it. None:
+  # the baseline's export when keras_model() is not overridden, else one of the variant's own.
+  export_key: ClassVar[str | None] = None
+
+  def _export_key(self) -> str:
+    if self.export_key:
+      return self.export_key
+    own = type(self).keras_model is not _TFLiteVariant.keras_model
+    return self.name if own else "baseline"
+
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
     """Returns the Keras model to convert and details to report about it."""
     return context.load_baseline(), {}
 
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
-    model, details = self.keras_model(context)
+    key = self._export_key()
+    model, details = context.cached_model(key, lambda: self.keras_model(context))
     representative = context.representative_dataset() if self.mode == conversions.INT8 else None
     if self.mode == conversions.FLOAT16:
       _check_float16_range(model)
-    content, conversion = conversions.to_tflite(model, self.mode, representative)
+    exported = context.export(key, model)
+    content, conversion = conversions.to_tflite(
+      exported, self.mode, representative, quantization_aware=self.name == QAT
+    )
     return Conversion([_write(out_dir, "model.tflite", content)], {**conversion, **details})
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
@@ -268,6 +300,7 @@ class PrunedInt8Variant(_TFLiteVariant):
 
   name = PRUNED_INT8
   mode = conversions.INT8
+  export_key = "pruned"
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
     path, sparsity = context.pruned_model()
@@ -282,6 +315,8 @@ class QatVariant(_TFLiteVariant):
 
   name = QAT
   mode = conversions.INT8
+  export_key = "qat"
+  builds_models = True
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
     model, scope = conversions.quantize_aware(
