@@ -185,11 +185,21 @@ def test_component_accepts_a_differently_defined_optimized_model_class():
   assert pusher.inputs[s.OPTIMIZED_MODEL_KEY].type_name == "components.OptimizedModel"
 
 
+def test_component_takes_an_object_store_serving_dir():
+  pusher = Pusher(
+    model=types.Channel(type=standard_artifacts.Model),
+    model_blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+    serving_dir="gs://bucket/models/",
+    model_name="digits",
+  )
+  assert pusher.exec_properties[s.SERVING_DIR_KEY] == "gs://bucket/models"
+
+
 @pytest.mark.parametrize(
   ("kwargs", "message"),
   [
     ({"serving_dir": "relative/dir"}, "relative"),
-    ({"serving_dir": "gs://bucket/models"}, "URL"),
+    ({"serving_dir": "gs:///models"}, "is not a valid URI"),
     ({"model_name": "../escape"}, "Invalid model name"),
     ({"model_name": ""}, "Invalid model name"),
     ({"keep_versions": 0}, "keep_versions"),
