@@ -156,8 +156,7 @@ def columns_from_schema(
   clashes = _clashes(columns)
   if clashes:
     raise ContractError(
-      f"columns {clashes} map to the same model input name; rename one of them in the CSV "
-      "header."
+      f"columns {clashes} map to the same model input name; rename one of them in the CSV header."
     )
   return columns
 

@@ -158,11 +158,11 @@ def plan_modules(
     functions = {defaults.RUN_FN}
   transform = defaults.PREPROCESSING_FN in functions
   if transform_module:
-    if local and not is_uri(transform_module):
-      if defaults.PREPROCESSING_FN not in module_functions(transform_module):
-        raise CheckError(
-          f"--transform-module {transform_module} defines no preprocessing_fn(inputs); add it."
-        )
+    local_file = local and not is_uri(transform_module)
+    if local_file and defaults.PREPROCESSING_FN not in module_functions(transform_module):
+      raise CheckError(
+        f"--transform-module {transform_module} defines no preprocessing_fn(inputs); add it."
+      )
     transform = True
   if tune and defaults.TUNER_FN not in functions:
     raise CheckError(

@@ -106,8 +106,7 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   g.add_argument(
     "--eval-label-key",
     default=None,
-    help="the label as the model sees it after Transform, e.g. species_xf "
-    "(default: --label-key)",
+    help="the label as the model sees it after Transform, e.g. species_xf (default: --label-key)",
   )
   g.add_argument(
     "--task",
@@ -185,8 +184,7 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     "--max-error-increase",
     type=float,
     default=d.max_error_increase,
-    help="regression: largest relative MSE increase against the live model "
-    "(default: %(default)s)",
+    help="regression: largest relative MSE increase against the live model (default: %(default)s)",
   )
   g.add_argument(
     "--min-eval-examples",

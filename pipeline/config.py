@@ -1,4 +1,4 @@
-"""What a pipeline run is made of: one frozen config, its defaults taken from components.defaults."""
+"""What a pipeline run is made of: one frozen config, defaults from components.defaults."""
 
 from __future__ import annotations
 

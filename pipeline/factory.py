@@ -19,7 +19,6 @@ from components.optimizer import Optimizer
 from components.pusher import Pusher
 from pipeline.config import PipelineConfig
 
-
 # Nodes whose output depends on something outside the pipeline's inputs (the serving folder):
 # runners switch caching off for them on every orchestrator.
 LIVE_MODEL_ID = "LiveModel"

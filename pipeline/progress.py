@@ -133,7 +133,7 @@ class _TableHandler(logging.Handler):
   def emit(self, record: logging.LogRecord) -> None:
     try:
       self._table.on_message(record.getMessage())
-    except Exception:  # noqa: BLE001 - logging must not raise into the pipeline.
+    except Exception:
       self.handleError(record)
 
 
@@ -273,7 +273,11 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
       f"task: {task} on label {config.get('label_key')!r}; floor: {config.get('floor_reason')}"
     )
   if summary.get("hparams") and any(c["name"] == "Tuner" for c in summary.get("components", [])):
-    tuned = {k: v for k, v in summary["hparams"].items() if k in ("hidden_units", "num_layers", "learning_rate")}
+    tuned = {
+      k: v
+      for k, v in summary["hparams"].items()
+      if k in ("hidden_units", "num_layers", "learning_rate")
+    }
     lines.append(f"hyper-parameters from the Tuner: {tuned}")
   strategy = summary.get("strategy") or {}
   if strategy.get("strategy"):

@@ -48,9 +48,9 @@ def fail_abandoned_executions(
       if execution.last_known_state != metadata_store_pb2.Execution.RUNNING:
         continue
       execution.last_known_state = metadata_store_pb2.Execution.FAILED
-      execution.custom_properties["__abandoned__"].string_value = (
-        "left RUNNING by a run that died; marked FAILED by the next run"
-      )
+      execution.custom_properties[
+        "__abandoned__"
+      ].string_value = "left RUNNING by a run that died; marked FAILED by the next run"
       store.put_executions([execution])
       cleaned.append(f"{node} (execution {execution.id})")
       if pipeline_root:

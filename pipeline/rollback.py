@@ -123,7 +123,9 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
   if "://" in serving_dir:
     from tfx.dsl.io import fileio
 
-    names = [n.rstrip("/") for n in fileio.listdir(serving_dir)] if fileio.exists(serving_dir) else []
+    names = (
+      [n.rstrip("/") for n in fileio.listdir(serving_dir)] if fileio.exists(serving_dir) else []
+    )
     if model_name in names:
       return
     models = sorted(n for n in names if n and not n.startswith("."))

@@ -10,15 +10,15 @@ import warnings
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
-import argparse
-import dataclasses
-import json
-import pathlib
-import sys
-import time
+import argparse  # noqa: E402 (after the warning filters, which must come first)
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-from pipeline import checks, cli, progress
-from pipeline.config import DEFAULT_OUTPUT_DIR
+from pipeline import checks, cli, progress  # noqa: E402
+from pipeline.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
 COMPONENT_ORDER = (
   "CsvExampleGen",
@@ -78,7 +78,10 @@ def main(argv=None) -> int:
   try:
     checks.check_text("--output-dir", args.output_dir)
     checks.check_writable("--output-dir", str(out))
-    for flag, value in (("--serving-dir", args.serving_dir), ("--pipeline-root", args.pipeline_root)):
+    for flag, value in (
+      ("--serving-dir", args.serving_dir),
+      ("--pipeline-root", args.pipeline_root),
+    ):
       if value:
         checks.check_text(flag, value)
         if not checks.is_uri(value):

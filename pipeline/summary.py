@@ -159,49 +159,59 @@ def build_summary(
   return summary
 
 
+def _examples_line(a) -> str:
+  train, evals, bad = (_prop(a, k) for k in ("num_rows_train", "num_rows_eval", "num_bad_rows"))
+  return f"{train} train / {evals} eval rows" + (f", {bad} quarantined" if bad else "")
+
+
+def _model_line(a) -> str:
+  metrics = json.loads(_prop(a, "eval_metrics") or "{}")
+  shown = "".join(f", {k} {v:.4g}" for k, v in metrics.items() if k != "examples")
+  task = _prop(a, "task")
+  return f"{_prop(a, 'strategy')}" + (f", {task}" if task else "") + shown
+
+
+def _optimized_line(a) -> str:
+  names = json.loads(_prop(a, "blessed_variants") or "[]")
+  return f"{len(names)} variant(s) blessed: {', '.join(names)}" if names else "no variant blessed"
+
+
+def _pushed_line(a) -> str:
+  if _prop(a, "pushed"):
+    return f"pushed version {_prop(a, 'pushed_version')}"
+  return f"not pushed: {(_prop(a, 'pushed_reason') or '')[:60]}"
+
+
+def _live_line(a) -> str:
+  if _prop(a, "available"):
+    return f"version {_prop(a, 'live_version')} is live"
+  return _prop(a, "reason") or "nothing is live yet"
+
+
+# Node id -> (output artifact type, one line from that artifact).
+_RESULT_LINES = {
+  "CsvExampleGen": ("Examples", _examples_line),
+  "SchemaGen": ("Schema", lambda a: "schema inferred"),
+  "Transform": ("TransformGraph", lambda a: "transform graph written"),
+  "Tuner": ("HyperParameters", lambda a: "best hyper-parameters chosen"),
+  "LiveModel": ("Model", _live_line),
+  "DistributedTrainer": ("Model", _model_line),
+  "Evaluator": ("ModelBlessing", lambda a: "blessed" if _prop(a, "blessed") else "not blessed"),
+  "Optimizer": ("components.OptimizedModel", _optimized_line),
+  "Pusher": ("PushedModel", _pushed_line),
+}
+
+
 def result_line(
   store: metadata_store.MetadataStore, pipeline_name: str, node: str, since_ms: int
 ) -> str:
   """One line saying what a finished component produced, for the live table."""
-  runs = {r["name"]: r for r in component_runs(store, pipeline_name, since_ms)}
-  run = runs.get(node)
-  if run is None:
+  run = {r["name"]: r for r in component_runs(store, pipeline_name, since_ms)}.get(node)
+  if run is None or node not in _RESULT_LINES:
     return ""
-  outputs = _outputs(store, run["execution_id"])
-  by_type = {}
-  for a in outputs:
-    by_type.setdefault(store.get_artifact_types_by_id([a.type_id])[0].name, a)
-  if node == "CsvExampleGen" and "Examples" in by_type:
-    a = by_type["Examples"]
-    train, evals, bad = (_prop(a, k) for k in ("num_rows_train", "num_rows_eval", "num_bad_rows"))
-    return f"{train} train / {evals} eval rows" + (f", {bad} quarantined" if bad else "")
-  if node == "SchemaGen" and "Schema" in by_type:
-    return "schema inferred"
-  if node == "DistributedTrainer" and "Model" in by_type:
-    a = by_type["Model"]
-    metrics = json.loads(_prop(a, "eval_metrics") or "{}")
-    shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k != "examples")
-    task = _prop(a, "task")
-    return f"{_prop(a, 'strategy')}" + (f", {task}" if task else "") + (f", {shown}" if shown else "")
-  if node == "Evaluator" and "ModelBlessing" in by_type:
-    return "blessed" if _prop(by_type["ModelBlessing"], "blessed") else "not blessed"
-  if node == "Optimizer" and "components.OptimizedModel" in by_type:
-    names = json.loads(_prop(by_type["components.OptimizedModel"], "blessed_variants") or "[]")
-    return f"{len(names)} variant(s) blessed: {', '.join(names)}" if names else "no variant blessed"
-  if node == "Pusher" and "PushedModel" in by_type:
-    a = by_type["PushedModel"]
-    if _prop(a, "pushed"):
-      return f"pushed version {_prop(a, 'pushed_version')}"
-    return f"not pushed: {(_prop(a, 'pushed_reason') or '')[:60]}"
-  if node == "LiveModel" and "Model" in by_type:
-    baseline = [a for a in outputs if store.get_artifact_types_by_id([a.type_id])[0].name == "Model"]
-    versions = {_prop(a, "live_version") for a in baseline if _prop(a, "available")}
-    return f"version {versions.pop()} is live" if versions else "nothing is live yet"
-  if node == "Tuner" and "HyperParameters" in by_type:
-    return "best hyper-parameters chosen"
-  if node == "Transform" and "TransformGraph" in by_type:
-    return "transform graph written"
-  return ""
+  type_name, line = _RESULT_LINES[node]
+  artifact = _output_of_type(store, run["execution_id"], type_name)
+  return line(artifact) if artifact is not None else ""
 
 
 def _version(value):

@@ -244,7 +244,9 @@ class Executor(trainer_executor.GenericExecutor):
       # Every process serves its profile; the chief traces them all over the asked steps.
       tasks = [f"worker-{i}" for i in range(workers)] + [f"ps-{i}" for i in range(num_ps)]
       tasks += ["chief-0"] if num_ps else []
-      env[lib.PROFILER_PORTS_ENV] = json.dumps(dict(zip(tasks, launch.free_ports(len(tasks)), strict=True)))
+      env[lib.PROFILER_PORTS_ENV] = json.dumps(
+        dict(zip(tasks, launch.free_ports(len(tasks)), strict=True))
+      )
     run = launch.run_local_cluster(
       [sys.executable, "-m", "components.distributed_trainer.worker", "--spec", spec_path],
       num_workers=workers,
@@ -354,7 +356,9 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
   built = fn_args.built_strategy
   if getattr(run_fn, "manages_strategy", False):
     run_fn(fn_args)
-    return lib.read_result(lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index))
+    return lib.read_result(
+      lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index)
+    )
   scratch = None
   if not built.is_chief:
     # Stock modules save unconditionally, and a distributed save must run on every worker,

@@ -1,6 +1,7 @@
 """Launches a local TF cluster (workers, ps, chief) on loopback, one TF_CONFIG per process.
 
-The DistributedTrainer uses it for `--local-workers`/`--local-ps`. Every process runs the same command with its own TF_CONFIG. Without ps tasks the cluster
+The DistributedTrainer uses it for `--local-workers`/`--local-ps`. Every process runs the
+same command with its own TF_CONFIG. Without ps tasks the cluster
 is `worker` x N (worker 0 is the chief) and every worker must exit 0. With ps tasks the
 cluster is `chief` + `worker` x N + `ps` x M; the chief runs the training program and the
 others are expected to serve (`tf.distribute.Server.join()`) until the chief is done, after

@@ -168,7 +168,8 @@ def profile_data(
 
   ds = tf.data.TFRecordDataset(list(files), compression_type="GZIP").batch(_PROFILE_BATCH)
   position = {c.name: i for i, c in enumerate(model_contract.numeric_columns(columns))}
-  for features, label in ds.map(parse).as_numpy_iterator():
+  for features, batch_label in ds.map(parse).as_numpy_iterator():
+    label = batch_label
     rows += len(label)
     for c in columns:
       if c.kind == NUMERIC:
@@ -314,9 +315,7 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
       name = s.column.input_name
       inputs[name] = tf.keras.Input(shape=(1,), dtype=tf.string, name=name)
       parts.append(
-        layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(
-          inputs[name]
-        )
+        layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(inputs[name])
       )
   x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate(name="preprocessed")(parts)
   hp = model_hparams(profile, hparams, x.shape[-1])
@@ -684,9 +683,7 @@ def settings_from_fn_args(fn_args) -> RunSettings:
     eval_steps=fn_args.eval_steps or None,
     global_batch_size=int(getattr(fn_args, "global_batch_size", defaults.GLOBAL_BATCH_SIZE)),
     num_epochs=int(getattr(fn_args, "num_epochs", defaults.NUM_EPOCHS)),
-    steps_per_execution=int(
-      getattr(fn_args, "steps_per_execution", defaults.STEPS_PER_EXECUTION)
-    ),
+    steps_per_execution=int(getattr(fn_args, "steps_per_execution", defaults.STEPS_PER_EXECUTION)),
     mixed_precision=getattr(fn_args, "mixed_precision", "") or "",
     base_model=getattr(fn_args, "base_model", None),
     seed=int(custom.get("seed", train_lib.DEFAULT_SHUFFLE_SEED)),
@@ -702,9 +699,7 @@ def prepare(settings: RunSettings) -> tuple[Profile, list[str], list[str]]:
     (profile, training files, eval files).
   """
   schema = model_contract.read_schema(settings.schema_path)
-  columns = model_contract.columns_from_schema(
-    schema, settings.label_key, settings.exclude_columns
-  )
+  columns = model_contract.columns_from_schema(schema, settings.label_key, settings.exclude_columns)
   dtype = model_contract.label_dtype(schema, settings.label_key)
   train_files = train_lib.list_files(settings.train_files)
   eval_files = train_lib.list_files(settings.eval_files)

@@ -1,8 +1,8 @@
-"""LiveModel: the version the serving folder serves now, as a Model for the Evaluator and Trainer."""
+"""LiveModel: the version the serving folder serves now, as Models for Evaluator and Trainer."""
 
 from typing import Any
 
-__all__ = ["LiveModel", "BaselineAwareEvaluator"]
+__all__ = ["BaselineAwareEvaluator", "LiveModel"]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,9 @@ class Executor(base_executor.BaseExecutor):
     self._log_startup(input_dict, output_dict, exec_properties)
     baseline = artifact_utils.get_single_instance(output_dict["baseline"])
     warm = artifact_utils.get_single_instance(output_dict["warm_start"])
-    live = live_model_lib.live_version(exec_properties["serving_dir"], exec_properties["model_name"])
+    live = live_model_lib.live_version(
+      exec_properties["serving_dir"], exec_properties["model_name"]
+    )
     if live is None:
       for artifact in (baseline, warm):
         _unavailable(artifact, "nothing is live yet")

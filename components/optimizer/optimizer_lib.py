@@ -280,8 +280,8 @@ def signature_document(
   """The input/output contract of one variant, as written to its signature.json."""
   described = runtime.signature()
   inputs = []
-  for position, entry in enumerate(described.get("inputs", [])):
-    entry = dict(entry)
+  for position, described_input in enumerate(described.get("inputs", [])):
+    entry = dict(described_input)
     entry["position"] = position
     entry["columns"] = facts.columns.get(entry["name"], [entry["name"]])
     if entry["name"] in facts.missing:

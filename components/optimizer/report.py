@@ -68,11 +68,16 @@ def markdown(report: dict) -> str:
   metric = report.get("metric", "accuracy")
   unit = "accuracy %" if metric == "accuracy" else metric
   drop = "points" if metric == "accuracy" else "percent of the RMSE"
+  inside = (
+    "yes"
+    if report.get("preprocessing_included", True)
+    else "no (the transform graph ships with them)"
+  )
   lines += [
     f"Task: {report.get('task')}. Blessing: {metric} at most {config.get('max_accuracy_drop')} "
     f"{drop} worse than the baseline. Latency: batch 1, {config.get('latency_runs')} timed runs. "
     f"Eval rows: {report.get('rows', {}).get('eval', 0)}. Preprocessing inside the variants: "
-    f"{'yes' if report.get('preprocessing_included', True) else 'no (the transform graph ships with them)'}.",
+    f"{inside}.",
     "",
     f"Sizes: {report.get('size_basis')}.",
     "",
