@@ -63,7 +63,7 @@ TENSORRT_OFF = "off"
 TENSORRT_AUTO = "auto"
 TENSORRT_REQUIRED = "required"
 TENSORRT_MODES = (TENSORRT_OFF, TENSORRT_AUTO, TENSORRT_REQUIRED)
-TARGET_SPARSITY = 0.8
+TARGET_SPARSITY = 0.9
 # A variant is blessed if its metric is at most this many points (percent) worse.
 VARIANT_MAX_DROP = 1.0
 

@@ -28,7 +28,7 @@ from components.model_contract import CATEGORICAL, NUMERIC, Column
 _LOG = logging.getLogger(__name__)
 
 DEFAULT_HPARAMS: dict[str, Any] = {
-  "hidden_units": 64,
+  "hidden_units": 256,
   "num_layers": 1,
   "learning_rate": 1e-3,
   "dropout": 0.0,
@@ -868,7 +868,7 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   profile, train_files, eval_files = prepare(settings)
   base = {**DEFAULT_HPARAMS, **settings.hparams}
   space = keras_tuner.HyperParameters()
-  space.Choice("hidden_units", [16, 32, 64, 128], default=int(base["hidden_units"]))
+  space.Choice("hidden_units", [32, 64, 128, 256], default=int(base["hidden_units"]))
   space.Int("num_layers", 1, 3, default=int(base["num_layers"]))
   space.Choice("learning_rate", [1e-3, 3e-3, 1e-2], default=float(base["learning_rate"]))
 
