@@ -203,7 +203,12 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     default=d.tensorrt,
     help="TensorRT FP16 engine build (default: %(default)s)",
   )
-  g.add_argument("--model-name", default=d.model_name, help="(default: %(default)s)")
+  g.add_argument(
+    "--model-name",
+    default=None,
+    help="serving name, also the pipeline's name (default: the --data-root folder's name, "
+    "'digits' for the bundled data)",
+  )
   g.add_argument(
     "--keep-versions",
     type=int,
@@ -211,6 +216,13 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     help="pushed versions kept (default: %(default)s)",
   )
   g.add_argument("--no-cache", action="store_true", help="rerun every component")
+
+
+def default_model_name(data_root: str) -> str:
+  """A serving name from the data folder's name: 'digits' for data/digits, s3://b/churn -> churn."""
+  name = re.sub(r"[^A-Za-z0-9._-]", "_", str(data_root).rstrip("/").rsplit("/", 1)[-1])
+  name = name.lstrip("._-")[:128]
+  return name or "model"
 
 
 def _absolute(path: str | None) -> str | None:
@@ -266,6 +278,8 @@ def config_from_args(
     )
   from components.pusher import pusher_lib
 
+  if args.model_name is None:
+    args.model_name = default_model_name(args.data_root)
   try:
     pusher_lib.validate_model_name(args.model_name)
   except pusher_lib.PusherError as e:
@@ -369,6 +383,7 @@ def config_from_args(
     optimizer_variants=variants,
     tensorrt=args.tensorrt,
     model_name=args.model_name,
+    pipeline_name=args.model_name,
     keep_versions=args.keep_versions,
     enable_cache=not args.no_cache,
   )

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.e2e
 # (--rolling-spans 1, the default): each night trains and evaluates on the span that arrived.
 NIGHTLY_FLAGS = (
   "--warm-start",
+  "--model-name", "digits",
   "--train-steps", "100",
   "--min-accuracy", "0.5",
   "--max-accuracy-drop", "0.01",

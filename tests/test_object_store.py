@@ -112,6 +112,8 @@ def _run(env, out, *extra):
       f"s3://{BUCKET}/serving",
       "--output-dir",
       str(out),
+      "--model-name",
+      "digits",
       "--train-steps",
       "200",
       "--optimizer-variants",

@@ -98,6 +98,8 @@ def test_other_csv_with_unseen_stock_tfx_module(tmp_path):
     "5",
     "--min-accuracy",
     "0.8",
+    "--model-name",
+    "digits",
     "--quiet",
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
