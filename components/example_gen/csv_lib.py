@@ -288,6 +288,12 @@ def scan_chunk(chunk: Chunk) -> tuple[bool, int]:
   return valid, newlines
 
 
+def shown_names(names: Sequence[str], limit: int = 10) -> str:
+  """Column names for a message: the first `limit`, and how many there are in all."""
+  shown = ", ".join(repr(n) for n in names[:limit])
+  return shown + (f" ... ({len(names)} columns)" if len(names) > limit else "")
+
+
 def delimiter_hint(names: Sequence[str], delimiter: str) -> str:
   """A clause suggesting --delimiter when a one-column header holds another likely delimiter."""
   if len(names) != 1:
@@ -1118,7 +1124,7 @@ def profile_column(
     names = read_header(path, delimiter)
     if column not in names:
       hint = delimiter_hint(names, delimiter)
-      fix = hint or f"pass one of {names} as the label key"
+      fix = hint or f"pass one of {shown_names(names)} as --label-key"
       raise CsvInputError(f"column {column!r} is not in the header of {path}; {fix}.")
     options = ConvertOptions(
       column_types=dict.fromkeys(names, STRING), delimiter=delimiter, block_size=block_size

@@ -178,7 +178,7 @@ def check_columns(
   """
   hint = csv_lib.delimiter_hint(names, delimiter)
   if label_key and label_key not in names:
-    fix = hint or f"pass one of {sorted(names)} as the label key"
+    fix = hint or f"pass one of {csv_lib.shown_names(sorted(names))} as --label-key"
     raise csv_lib.CsvInputError(
       f"label column {label_key!r} is not in the header of {path}; {fix}."
     )
