@@ -350,7 +350,7 @@ class TestPlanning:
 
   def test_check_columns(self):
     example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "label", "a")
-    with pytest.raises(csv_lib.CsvInputError, match=r"pass one of \['a', 'label'\]"):
+    with pytest.raises(csv_lib.CsvInputError, match=r"pass one of 'a', 'label' as --label-key"):
       example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "y")
     with pytest.raises(csv_lib.CsvInputError, match="looks ';'-delimited"):
       example_gen_lib.check_columns("f.csv", ["a;label"], ",", "label")
