@@ -307,8 +307,8 @@ def merge_results(
   if failing:
     raise csv_lib.CsvInputError(
       f"{bad} of {rows} rows ({bad / rows:.2%}) are malformed, more than the allowed "
-      f"{max_bad_row_fraction:.2%}; see {quarantine_uri} and fix those rows or raise the "
-      "bad-row fraction."
+      f"{max_bad_row_fraction:.2%}; see {quarantine_uri} and fix those rows or raise "
+      "--max-bad-row-fraction."
     )
   for split, n in per_split.items():
     if n == 0:

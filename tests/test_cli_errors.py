@@ -1,0 +1,103 @@
+"""Mistakes a user makes on the command line: one `error:` line, exit code 2, nothing written.
+
+Each case runs the real `run_local.py` in a subprocess; all of them stop before TensorFlow is
+imported, so each takes a second or two.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.pipeline_utils import REPO_ROOT, project_env
+
+
+def _run(*args, timeout=120):
+  return subprocess.run(
+    [sys.executable, str(REPO_ROOT / "pipeline" / "run_local.py"), *map(str, args)],
+    capture_output=True,
+    text=True,
+    env=project_env(),
+    cwd=REPO_ROOT,
+    timeout=timeout,
+    check=False,
+  )
+
+
+def _one_error_line(proc, expected: str) -> None:
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1, proc.stderr
+  assert lines[0].startswith("error: "), lines[0]
+  assert expected in lines[0], lines[0]
+  assert "Traceback" not in proc.stderr
+
+
+@pytest.fixture
+def data(tmp_path):
+  semi = tmp_path / "semi"
+  semi.mkdir()
+  (semi / "d.csv").write_text("a;b;label\n1;2;0\n3;4;1\n")
+  tiny = tmp_path / "tiny"
+  tiny.mkdir()
+  (tiny / "t.csv").write_text("a,label\n" + "".join(f"{i},{i % 2}\n" for i in range(5)))
+  (tmp_path / "afile").write_text("x")
+  return tmp_path
+
+
+@pytest.mark.parametrize(
+  ("args", "expected"),
+  [
+    (("--output-dir", "{tmp}/afile"), "is a file, not a folder; pass a folder."),
+    (("--data-root", "{tmp}/afile"), "--data-root {tmp}/afile is a file, not a folder"),
+    (("--min-accuracy", "2"), "--min-accuracy must be between 0 and 1, got 2."),
+    (("--max-bad-row-fraction", "5"), "--max-bad-row-fraction must be between 0 and 1, got 5."),
+    (("--model-name", "../../evil"), "Invalid model name '../../evil'"),
+    (("--output-dir", "{tmp}/o\n* * * * * touch PWNED #"), "contains control characters (\\n)"),
+    (("--module-file", "{tmp}/nope.py"), "module file {tmp}/nope.py does not exist"),
+    (
+      ("--tune", "--module-file", REPO_ROOT / "tests" / "data" / "stock_tfx_module.py"),
+      "--tune needs a tuner_fn",
+    ),
+    (("--data-root", "{tmp}/semi"), "the header looks ';'-delimited, so pass --delimiter ';'"),
+    (("--label-key", "nope"), "(65 columns) as --label-key"),
+    (("--data-root", "{tmp}/tiny"), "the data has 5 rows, so the eval split gets about 1"),
+    (("--max-classes", "3"), "over the 3-class cap; pass --task regression"),
+    (("--delimiter", ";;"), "--delimiter must be one character"),
+  ],
+  ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_bad_flag_is_one_error_line(data, args, expected):
+  tmp = str(data)
+  args = [str(a).replace("{tmp}", tmp) for a in args]
+  if "--output-dir" not in args:
+    args += ["--output-dir", f"{tmp}/out"]
+  proc = _run(*args)
+  _one_error_line(proc, expected.replace("{tmp}", tmp))
+  assert not (data / "out").exists()
+  assert not (REPO_ROOT / "PWNED").exists()
+
+
+@pytest.fixture
+def read_only(tmp_path):
+  folder = tmp_path / "ro"
+  folder.mkdir()
+  mounted = subprocess.run(
+    ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+    capture_output=True,
+    check=False,
+  )
+  if mounted.returncode != 0:
+    pytest.skip("a read-only tmpfs cannot be mounted here (needs root)")
+  yield folder
+  subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("flag", ["--output-dir", "--serving-dir"])
+def test_read_only_folder_is_refused_before_the_run(read_only, tmp_path, flag):
+  args = [flag, read_only / "x"]
+  if flag != "--output-dir":
+    args += ["--output-dir", tmp_path / "out"]
+  proc = _run(*args)
+  _one_error_line(proc, f"{flag} {read_only / 'x'} cannot be written (Read-only file system")
+  assert not (tmp_path / "out" / "pipeline_root").exists()
