@@ -66,6 +66,8 @@ def test_pipeline_stops_before_training_on_anomalies(tmp_path):
     out,
     "--optimizer-variants",
     "none",
+    "--min-eval-examples",
+    "20",
     "--quiet",
   )
   assert proc.returncode == 1
