@@ -2,7 +2,7 @@
 
 `python -m pipeline.kfp_entrypoint --executor_class_path ... --json_serialized_invocation_args
 {{$}} --json_serialized_inputs_spec_args ...` takes exactly the arguments of TFX 1.16's
-`kubeflow_v2_run_executor` and runs it, after two things that entrypoint cannot do itself:
+`kubeflow_v2_run_executor` and runs it, after what that entrypoint cannot do itself:
 
 1. `components.tf_compat.keras_tuner_on_tf_keras()`, before TFX is imported, so that a Tuner
    step's keras_tuner builds tf_keras models (TFX imports keras_tuner with Keras 3 otherwise).
@@ -13,6 +13,9 @@
    Properties TFX wrote as `custom:<name>` because the type declares `<name>` (the span and
    version that ExampleGen's span resolution records) are given back under their own name, so
    that downstream steps read `examples.span` as they do on LocalDagRunner.
+3. With an s3:// path among its artifacts or parameters, TensorFlow's S3 file system is
+   registered (tensorflow-io), and the process ends with `os._exit` once the outputs are
+   written (tensorflow-io aborts the interpreter at exit).
 
 `python -m pipeline.kfp_entrypoint resolve-span --executor_input {{$}}` is the span resolver
 task that `pipeline.kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen.
@@ -112,8 +115,7 @@ def _register_filesystems(args: Sequence[str]) -> bool:
   """Registers TensorFlow's S3 file system when the step touches s3:// (tensorflow-io)."""
   from components import tf_compat
 
-  register = getattr(tf_compat, "register_filesystems", None)
-  return bool(register and register(_uris(args)))
+  return tf_compat.register_filesystems(_uris(args))
 
 
 def run_executor(argv: Sequence[str]) -> None:
@@ -130,11 +132,7 @@ def run_executor(argv: Sequence[str]) -> None:
 
   def _main(parsed):
     stock.main(parsed)
-    if hard_exit:
-      # tensorflow-io 0.37 aborts the interpreter at exit; the outputs are written by now.
-      sys.stdout.flush()
-      sys.stderr.flush()
-      os._exit(0)
+    _exit(0, hard_exit)
 
   app.run(_main, argv=[sys.argv[0], *args], flags_parser=stock._parse_flags)
 
@@ -186,13 +184,14 @@ def resolve_span(argv: Sequence[str]) -> int:
   """The span resolver task: writes `span_key` into the executor output file KFP reads back."""
   executor_input = json.loads(kubeflow_lib.flag_value(argv, "--executor_input") or "{}")
   values = executor_input.get("inputs", {}).get("parameterValues") or {}
+  hard_exit = _register_filesystems(argv)
   from components.errors import UserInputError
 
   try:
     key = span_key(values)
   except UserInputError as e:
     print(f"error: {e}", file=sys.stderr)
-    return 1
+    return _exit(1, hard_exit)
   print(f"{kubeflow_lib.SPAN_KEY}: {key}")
   output_file = executor_input["outputs"]["outputFile"]
   from tfx.dsl.io import fileio
@@ -200,7 +199,20 @@ def resolve_span(argv: Sequence[str]) -> int:
   fileio.makedirs(os.path.dirname(output_file))
   with fileio.open(output_file, "w") as f:
     f.write(json.dumps({"parameterValues": {kubeflow_lib.SPAN_KEY: key}}))
-  return 0
+  return _exit(0, hard_exit)
+
+
+def _exit(code: int, hard: bool) -> int:
+  """Returns `code`, or ends the process with it at once after tensorflow-io was imported.
+
+  tensorflow-io 0.37 aborts the interpreter at exit ("pure virtual method called"); by now
+  every output is written.
+  """
+  if hard:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+  return code
 
 
 def check_imports(class_paths: Sequence[str]) -> int:

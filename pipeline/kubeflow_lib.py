@@ -17,14 +17,16 @@ JSON (plain dicts; nothing here imports TFX):
   `add_span_resolvers` replaces the hook with a small uncached task that resolves span, version
   and input fingerprint and feeds them to the ExampleGen as a parameter, so KFP's cache key of
   the ExampleGen changes exactly when its data does.
-- **Volumes.** KFP mounts a PersistentVolumeClaim into a step only through the package's
-  Kubernetes platform spec (a second YAML document), which TFX does not write: `platform_spec`.
+- **Volumes and credentials.** KFP mounts a PersistentVolumeClaim into a step, or sets an
+  environment variable from a Kubernetes secret, only through the package's Kubernetes platform
+  spec (a second YAML document), which TFX does not write: `platform_spec`.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +45,8 @@ SPAN_INPUTS = ("input_base", "input_config", "range_config", "rolling_spans")
 CLASS_PATH_FLAG = "--executor_class_path"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 SERVING_DIR_PARAMETER = "serving_dir"
+# Names of environment variables that hold credentials: never written into a package.
+SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY", "CREDENTIAL", "API_KEY")
 
 
 class PackageError(ValueError):
@@ -223,6 +227,47 @@ def serving_tasks(spec: Mapping[str, Any]) -> list[str]:
   ]
 
 
+def parse_env(text: str) -> tuple[str, str]:
+  """Parses `NAME=VALUE` for a plain environment variable of every step.
+
+  Raises:
+    ValueError: for another form, or a name that looks like a credential (those stay in a
+      Kubernetes secret: `parse_secret_env`).
+  """
+  name, sep, value = text.partition("=")
+  if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+    raise ValueError(f"{text!r} is not NAME=VALUE (e.g. S3_ENDPOINT=http://minio-service:9000)")
+  if any(word in name.upper() for word in SECRET_WORDS):
+    raise ValueError(
+      f"{name} looks like a credential, and the package is not the place for it; pass "
+      "--secret-env SECRET_NAME:KEY:ENV_VAR so it is read from a Kubernetes secret."
+    )
+  return name, value
+
+
+def parse_secret_env(text: str) -> tuple[str, str, str]:
+  """Parses `SECRET_NAME:KEY:ENV_VAR`: a Kubernetes secret's key as an environment variable.
+
+  Raises:
+    ValueError: naming the expected form.
+  """
+  parts = text.split(":")
+  if len(parts) != 3 or not all(parts):
+    raise ValueError(
+      f"{text!r} is not SECRET_NAME:KEY:ENV_VAR "
+      "(e.g. mlpipeline-minio-artifact:accesskey:AWS_ACCESS_KEY_ID)"
+    )
+  return parts[0], parts[1], parts[2]
+
+
+def add_env(spec: Mapping[str, Any], env: Sequence[tuple[str, str]]) -> None:
+  """Sets plain environment variables on every step's container (both targets read them)."""
+  for ex in spec["deploymentSpec"]["executors"].values():
+    container = ex.get("container")
+    if container is not None and env:
+      container["env"] = [*container.get("env", []), *({"name": n, "value": v} for n, v in env)]
+
+
 def parse_volume(text: str) -> tuple[str, str]:
   """Parses `PVC_NAME:/mount/path`.
 
@@ -235,18 +280,32 @@ def parse_volume(text: str) -> tuple[str, str]:
   return name, path
 
 
-def platform_spec(spec: Mapping[str, Any], volumes: Sequence[tuple[str, str]]) -> dict[str, Any]:
-  """KFP's Kubernetes platform spec mounting each (PVC name, mount path) into every step.
+def platform_spec(
+  spec: Mapping[str, Any],
+  volumes: Sequence[tuple[str, str]] = (),
+  secret_env: Sequence[tuple[str, str, str]] = (),
+) -> dict[str, Any]:
+  """KFP's Kubernetes platform spec: volumes and secret environment variables for every step.
 
-  The form is kfp-kubernetes' `pvcMount` with a constant claim name, which the KFP backend reads
-  from 2.0 on. Every step gets every volume: data, serving folder and module files may live
-  on them.
+  The forms are kfp-kubernetes' `pvcMount` and `secretAsEnv` with constant names, which the
+  KFP backend reads from 2.0 on. Every step gets every volume (data, serving folder and module
+  files may live on them) and every secret variable (object-store credentials).
+
+  Args:
+    spec: the pipelineSpec.
+    volumes: (PVC name, mount path) pairs.
+    secret_env: (secret name, key, environment variable) triples.
   """
+  config: dict[str, Any] = {}
+  if volumes:
+    config["pvcMount"] = [{"constant": pvc, "mountPath": path} for pvc, path in volumes]
+  if secret_env:
+    config["secretAsEnv"] = [
+      {"secretName": secret, "keyToEnv": [{"secretKey": key, "envVar": var}]}
+      for secret, key, var in secret_env
+    ]
   executors = {
-    component(spec, name)["executorLabel"]: {
-      "pvcMount": [{"constant": pvc, "mountPath": path} for pvc, path in volumes]
-    }
-    for name in tasks(spec)
+    component(spec, name)["executorLabel"]: copy.deepcopy(config) for name in tasks(spec)
   }
   return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
 
@@ -277,13 +336,18 @@ def postprocess(doc: dict[str, Any], target: str, never_cached: Iterable[str]) -
   return doc
 
 
-def kfp_package(doc: Mapping[str, Any], volumes: Sequence[tuple[str, str]] = ()) -> str:
+def kfp_package(
+  doc: Mapping[str, Any],
+  volumes: Sequence[tuple[str, str]] = (),
+  secret_env: Sequence[tuple[str, str, str]] = (),
+) -> str:
   """The package open-source KFP uploads: the bare PipelineSpec, then a platform spec if any.
 
   Both documents are JSON, which is YAML; they are separated by `---` as KFP expects.
   """
   spec = doc["pipelineSpec"]
   parts = [json.dumps(spec, indent=1, sort_keys=True)]
-  if volumes:
-    parts.append(json.dumps(platform_spec(spec, volumes), indent=1, sort_keys=True))
+  if volumes or secret_env:
+    platform = platform_spec(spec, volumes, secret_env)
+    parts.append(json.dumps(platform, indent=1, sort_keys=True))
   return "\n---\n".join(parts) + "\n"

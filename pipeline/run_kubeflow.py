@@ -34,6 +34,8 @@ def compile_pipeline(
   beam_pipeline_args: Sequence[str] = (),
   target: str = kubeflow_lib.KFP,
   volumes: Sequence[tuple[str, str]] = (),
+  step_env: Sequence[tuple[str, str]] = (),
+  secret_env: Sequence[tuple[str, str, str]] = (),
 ) -> str:
   """Writes the package for `config` and returns its path.
 
@@ -46,10 +48,13 @@ def compile_pipeline(
     beam_pipeline_args: Beam options for data components, e.g. Dataflow flags.
     target: `kfp` (open-source Kubeflow Pipelines 2.x) or `vertex` (see kubeflow_lib).
     volumes: (PVC name, mount path) pairs mounted into every step (kfp only).
+    step_env: (name, value) environment variables of every step (no credentials).
+    secret_env: (secret, key, variable) environment variables of every step read from
+      Kubernetes secrets (kfp only).
 
   Returns:
-    output_file. With target `kfp` the bare PipelineSpec, plus a platform spec mounting
-    `volumes`, is also written to `kfp_package_path(output_file)` for upload.
+    output_file. With target `kfp` the bare PipelineSpec, plus a platform spec with `volumes`
+    and `secret_env`, is also written to `kfp_package_path(output_file)` for upload.
   """
   from absl import logging as absl_logging
   from tfx import v1 as tfx
@@ -71,20 +76,38 @@ def compile_pipeline(
   with open(output_file, encoding="utf-8") as f:
     doc = json.load(f)
   kubeflow_lib.postprocess(doc, target, NEVER_CACHED)
+  kubeflow_lib.add_env(doc["pipelineSpec"], step_env)
   with open(output_file, "w", encoding="utf-8") as f:
     json.dump(doc, f, indent=2, sort_keys=True)
     f.write("\n")
   if target == kubeflow_lib.KFP:
     with open(kfp_package_path(output_file), "w", encoding="utf-8") as f:
-      f.write(kubeflow_lib.kfp_package(doc, volumes))
+      f.write(kubeflow_lib.kfp_package(doc, volumes, secret_env))
   return output_file
 
 
-def _volume(text: str) -> tuple[str, str]:
-  try:
-    return kubeflow_lib.parse_volume(text)
-  except ValueError as e:
-    raise argparse.ArgumentTypeError(str(e)) from None
+def compile_from_args(output_file: str, args: argparse.Namespace, config: PipelineConfig) -> str:
+  """`compile_pipeline` with every option `add_kubeflow_args` added (for schedule.py too)."""
+  return compile_pipeline(
+    output_file,
+    config,
+    image=args.image,
+    beam_pipeline_args=args.beam_arg,
+    target=args.target,
+    volumes=args.volume,
+    step_env=args.step_env,
+    secret_env=args.secret_env,
+  )
+
+
+def _flag_type(parse):
+  def convert(text: str):
+    try:
+      return parse(text)
+    except ValueError as e:
+      raise argparse.ArgumentTypeError(str(e)) from None
+
+  return convert
 
 
 def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
@@ -115,12 +138,31 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   )
   parser.add_argument(
     "--volume",
-    type=_volume,
+    type=_flag_type(kubeflow_lib.parse_volume),
     action="append",
     default=[],
     metavar="PVC:/PATH",
     help="kfp: mount this PersistentVolumeClaim at PATH in every step, repeatable, e.g. "
     "--volume serving-pvc:/mnt/serving (ReadWriteMany when steps run at once)",
+  )
+  parser.add_argument(
+    "--step-env",
+    type=_flag_type(kubeflow_lib.parse_env),
+    action="append",
+    default=[],
+    metavar="NAME=VALUE",
+    help="environment variable of every step, repeatable, e.g. for an s3:// pipeline root on "
+    "KFP's MinIO: --step-env S3_ENDPOINT=http://minio-service.kubeflow:9000 --step-env "
+    "S3_USE_HTTPS=0 (credentials are refused here: use --secret-env)",
+  )
+  parser.add_argument(
+    "--secret-env",
+    type=_flag_type(kubeflow_lib.parse_secret_env),
+    action="append",
+    default=[],
+    metavar="SECRET:KEY:VAR",
+    help="kfp: set VAR in every step from key KEY of Kubernetes secret SECRET, repeatable, e.g. "
+    "mlpipeline-minio-artifact:accesskey:AWS_ACCESS_KEY_ID",
   )
   parser.add_argument(
     "--beam-arg",
@@ -196,6 +238,7 @@ def compile_warnings(
 ) -> list[str]:
   """Settings that compile but would not run as meant on a cluster, one line each."""
   out = []
+  secret_env = getattr(args, "secret_env", None)
   if args.image == DEFAULT_IMAGE:
     out.append(
       f"--image is still the placeholder {DEFAULT_IMAGE}; build and push the Dockerfile's "
@@ -221,8 +264,17 @@ def compile_warnings(
       f"--serving-dir {config.serving_dir} is on no --volume: pushes would stay inside the "
       "Pusher's pod; mount a claim there (--volume PVC:/mnt/serving) or pass gs:// or s3://."
     )
-  if volumes and args.target != kubeflow_lib.KFP:
-    out.append("--volume applies to --target kfp only; Vertex AI mounts no claims.")
+  if args.target == kubeflow_lib.VERTEX:
+    if not checks.is_uri(config.serving_dir):
+      out.append(
+        f"--serving-dir {config.serving_dir} is a path in the step's container, and Vertex AI "
+        "mounts no volumes there; pass --serving-dir gs://BUCKET/serving."
+      )
+    if volumes or secret_env:
+      out.append(
+        "--volume and --secret-env apply to --target kfp only; Vertex AI mounts no claims and "
+        "reads no Kubernetes secrets."
+      )
   return out
 
 
@@ -247,14 +299,7 @@ def main(argv=None) -> int:
     print(f"warning: {line}", file=sys.stderr)
   progress.configure_logging(verbose=False)
   logging.getLogger().setLevel(logging.WARNING)
-  path = compile_pipeline(
-    str(args.output),
-    config,
-    image=args.image,
-    beam_pipeline_args=args.beam_arg,
-    target=args.target,
-    volumes=args.volume,
-  )
+  path = compile_from_args(str(args.output), args, config)
   extra = f"; upload {kfp_package_path(path)}" if args.target == kubeflow_lib.KFP else ""
   print(f"wrote {path} for {args.target} (image {args.image}){extra}")
   return 0

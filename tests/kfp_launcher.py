@@ -222,10 +222,20 @@ class LocalKfp:
     pipeline_root: folder that stands for the run's pipeline root (artifacts, executor outputs).
     env: environment of the task subprocesses (default: this process's).
     timeout: seconds one task may take.
+    artifact_root: where output artifacts go instead, e.g. an s3:// prefix, as KFP's launcher
+      provisions them under an object-store pipeline root; executor outputs and logs stay
+      local, as they do in KFP's pods (/tmp/kfp_outputs).
   """
 
-  def __init__(self, pipeline_root: str | os.PathLike, env=None, timeout: int = 900):
+  def __init__(
+    self,
+    pipeline_root: str | os.PathLike,
+    env=None,
+    timeout: int = 900,
+    artifact_root: str | None = None,
+  ):
     self.pipeline_root = pathlib.Path(pipeline_root)
+    self.artifact_root = artifact_root.rstrip("/") if artifact_root else None
     self.env = dict(env or os.environ)
     self.env["PYTHONPATH"] = os.pathsep.join(
       p for p in (str(REPO_ROOT), self.env.get("PYTHONPATH")) if p
@@ -284,9 +294,12 @@ class LocalKfp:
     executor_input = executor_input_utils.construct_executor_input(
       no_artifacts, self._arguments(task, results, runtime), str(task_root)
     )
-    for artifact_list in executor_input.outputs.artifacts.values():
+    for key, artifact_list in executor_input.outputs.artifacts.items():
       for artifact in artifact_list.artifacts:
         artifact.name = ""  # KFP's driver provisions outputs without a name.
+        if self.artifact_root:
+          relative = task_root.relative_to(self.pipeline_root)
+          artifact.uri = f"{self.artifact_root}/{relative.as_posix()}/{key}"
     for key, ref in ((task.get("inputs") or {}).get("artifacts") or {}).items():
       if "taskOutputArtifact" not in ref:
         raise LauncherError(f"input artifact {key}: {sorted(ref)} is not supported here")

@@ -42,6 +42,10 @@ def kfp_compiled(tmp_path_factory):
     TRANSFORM_MODULE,
     "--volume",
     "serving-pvc:/mnt/serving",
+    "--step-env",
+    "S3_USE_HTTPS=0",
+    "--secret-env",
+    "minio-creds:secretkey:AWS_SECRET_ACCESS_KEY",
     env=_secret_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -60,6 +64,8 @@ def vertex_compiled(tmp_path_factory):
     "multiclass",
     "--pipeline-root",
     "gs://bucket/root",
+    "--serving-dir",
+    "gs://bucket/serving",
     "--tune",
     "--schema",
     "/pipeline/data/schema.pbtxt",
@@ -201,6 +207,12 @@ def test_kfp_upload_package_mounts_the_serving_volume(kfp_compiled):
   for label in ("LiveModel_executor", "Pusher_executor"):
     mount = executors[label]["pvcMount"][0]
     assert (mount["constant"], mount["mountPath"]) == ("serving-pvc", "/mnt/serving")
+    (from_secret,) = executors[label]["secretAsEnv"]
+    assert from_secret["secretName"] == "minio-creds"
+  # Plain variables are in every container; credentials only by secret name and key.
+  for name in _spec(kfp_compiled)["root"]["dag"]["tasks"]:
+    env = kubeflow_lib.executor(_spec(kfp_compiled), name)["container"]["env"]
+    assert env == [{"name": "S3_USE_HTTPS", "value": "0"}]
 
 
 def test_no_secret_reaches_the_packages_or_the_output(kfp_compiled, vertex_compiled):
@@ -220,10 +232,25 @@ def test_no_secret_reaches_the_packages_or_the_output(kfp_compiled, vertex_compi
   ],
 )
 def test_user_mistakes_are_one_error_line_and_exit_2(tmp_path, flags, message):
+  """Mistakes found after the flags parsed: one `error:` line, nothing written."""
   proc = kfp_launcher.compile_package(
     tmp_path / "p.json", "--task", "multiclass", *flags, env=project_env(), timeout=120
   )
   assert proc.returncode == 2, proc.stderr
   (line,) = proc.stderr.strip().splitlines()
   assert line.startswith("error: ") and message in line
+  assert not (tmp_path / "p.json").exists()
+
+
+def test_a_credential_as_plain_step_env_is_refused_without_echoing_it(tmp_path):
+  proc = kfp_launcher.compile_package(
+    tmp_path / "p.json",
+    "--step-env",
+    f"AWS_SECRET_ACCESS_KEY={SENTINEL}",
+    env=project_env(),
+    timeout=120,
+  )
+  assert proc.returncode == 2
+  assert "--secret-env" in proc.stderr.strip().splitlines()[-1]
+  assert SENTINEL not in proc.stdout + proc.stderr
   assert not (tmp_path / "p.json").exists()

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import os
 import pathlib
 import shutil
 
@@ -152,45 +153,88 @@ def _trained_on(results) -> int:
   return int(fingerprint.split(";")[0].removeprefix("span="))
 
 
-def _versions(serving) -> list[str]:
-  return sorted(p.name for p in (serving / "digits").iterdir() if p.name.isdigit())
+class _LocalStore:
+  """Data, pipeline root and serving folder in local folders."""
+
+  artifact_root = None
+
+  def __init__(self, root):
+    self.root = root
+
+  def uri(self, path: str) -> str:
+    return str(self.root / path)
+
+  def put(self, path: str, text: str) -> None:
+    (self.root / path).parent.mkdir(parents=True, exist_ok=True)
+    (self.root / path).write_text(text)
+
+  def read(self, path: str) -> str:
+    return (self.root / path).read_text()
+
+  def versions(self) -> list[str]:
+    return sorted(p.name for p in (self.root / "serving" / "digits").iterdir() if p.name.isdigit())
 
 
-@pytest.mark.e2e
-def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
-  data = tmp_path / "data"
-  (data / "span-1").mkdir(parents=True)
+class _S3Store:
+  """The same on moto's S3 server; output artifacts go under s3:// as KFP provisions them."""
+
+  def __init__(self, client, bucket):
+    self.client, self.bucket = client, bucket
+    self.artifact_root = f"s3://{bucket}/kfp-root"
+
+  def uri(self, path: str) -> str:
+    return f"s3://{self.bucket}/{path}"
+
+  def put(self, path: str, text: str) -> None:
+    self.client.put_object(Bucket=self.bucket, Key=path, Body=text.encode())
+
+  def read(self, path: str) -> str:
+    return self.client.get_object(Bucket=self.bucket, Key=path)["Body"].read().decode()
+
+  def versions(self) -> list[str]:
+    listed = self.client.list_objects_v2(
+      Bucket=self.bucket, Prefix="serving/digits/", Delimiter="/"
+    )
+    names = [p["Prefix"].split("/")[-2] for p in listed.get("CommonPrefixes", [])]
+    return sorted(n for n in names if n.isdigit())
+
+
+def _three_nights(tmp_path, store, env) -> None:
+  """Night 1 pushes span-1, night 2 (same data) pushes nothing, night 3 pushes span-2."""
   rows = (REPO_ROOT / "data" / "digits" / "digits.csv").read_text().splitlines(keepends=True)
-  (data / "span-1" / "digits.csv").write_text("".join(rows[:1201]))
-  serving = tmp_path / "serving"
+  store.put("data/span-1/digits.csv", "".join(rows[:1201]))
   package_path = tmp_path / "digits.json"
   proc = kfp_launcher.compile_package(
     package_path,
     "--image",
     "registry.example/kit:test",
     "--pipeline-root",
-    tmp_path / "compile-root",
+    store.uri("compile-root"),
     "--data-root",
-    data,
+    store.uri("data"),
     "--input-pattern",
     "span-{SPAN}/*.csv",
     "--serving-dir",
-    serving,
+    store.uri("serving"),
     "--task",
     "multiclass",
+    "--model-name",
+    "digits",
     "--train-steps",
     "200",
     "--optimizer-variants",
     "tflite_float32",
-    env=project_env(),
+    env=env,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   package = kfp_launcher.load_package(package_path)
-  launcher = kfp_launcher.LocalKfp(tmp_path / "kfp-root", env=project_env())
+  launcher = kfp_launcher.LocalKfp(
+    tmp_path / "kfp-root", env=env, artifact_root=store.artifact_root
+  )
 
   first = launcher.run(package, "night-1")
   assert set(kfp_launcher.states(first).values()) == {RAN}
-  assert _pushed(first) and _versions(serving) == ["1"]
+  assert _pushed(first) and store.versions() == ["1"]
   assert json.loads(first["CsvExampleGen_span"].parameters["span_key"])["span"] == 1
   assert _trained_on(first) == 1
 
@@ -205,19 +249,58 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
     "Evaluator",
     "Pusher",
   }
-  assert not _pushed(second) and _versions(serving) == ["1"]
+  assert not _pushed(second) and store.versions() == ["1"]
   reason = second["Pusher"].artifacts["pushed_model"].value("pushed_reason")
   assert reason.startswith("nothing new to push: live version 1")
 
   # A new span: its key changes, so the ExampleGen and everything after it run, and it pushes.
-  (data / "span-2").mkdir()
-  shutil.copy(REPO_ROOT / "data" / "digits" / "digits.csv", data / "span-2" / "digits.csv")
+  store.put("data/span-2/digits.csv", "".join(rows))
   third = launcher.run(package, "night-3")
   assert set(kfp_launcher.states(third).values()) == {RAN}
   assert _trained_on(third) == 2
-  assert _pushed(third) and _versions(serving) == ["1", "2"]
-  manifest = json.loads((serving / "digits" / "2" / "manifest.json").read_text())
-  assert manifest["data_spans"] == [2]
+  assert _pushed(third) and store.versions() == ["1", "2"]
+  assert json.loads(store.read("serving/digits/2/manifest.json"))["data_spans"] == [2]
+
+
+@pytest.mark.e2e
+def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
+  _three_nights(tmp_path, _LocalStore(tmp_path / "store"), project_env())
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(
+  os.environ.get("KFP_LAUNCHER_S3") != "1",
+  reason="the same three nights on moto's S3 server take minutes more; set KFP_LAUNCHER_S3=1",
+)
+def test_nightly_runs_on_the_kfp_launcher_with_everything_on_s3(tmp_path):
+  moto_server = pytest.importorskip("moto.server")
+  boto3 = pytest.importorskip("boto3")
+  server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+  server.start()
+  try:
+    endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
+    client = boto3.client(
+      "s3",
+      endpoint_url=endpoint,
+      region_name="us-east-1",
+      aws_access_key_id="test",
+      aws_secret_access_key="test",
+    )
+    client.create_bucket(Bucket="kit")
+    env = project_env(
+      S3_ENDPOINT=endpoint,
+      S3_USE_HTTPS="0",
+      S3_VERIFY_SSL="0",
+      AWS_ENDPOINT_URL_S3=endpoint,
+      AWS_ACCESS_KEY_ID="test",
+      AWS_SECRET_ACCESS_KEY="test",
+      AWS_REGION="us-east-1",
+      AWS_DEFAULT_REGION="us-east-1",
+    )
+    _three_nights(tmp_path, _S3Store(client, "kit"), env)
+  finally:
+    server.stop()
 
 
 @pytest.mark.e2e

@@ -181,7 +181,8 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
       kubeflow_lib.parse_volume(bad)
   doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["LiveModel"])
   path = tmp_path / "toy.kfp.yaml"
-  path.write_text(kubeflow_lib.kfp_package(doc, [("serving-pvc", "/mnt/serving")]))
+  secret = ("minio-creds", "accesskey", "AWS_ACCESS_KEY_ID")
+  path.write_text(kubeflow_lib.kfp_package(doc, [("serving-pvc", "/mnt/serving")], [secret]))
   # The kfp 2.5 client's own reader: pipeline spec first, platform spec second.
   parsed = kfp_client._extract_pipeline_yaml(str(path))
   assert parsed.pipeline_spec.schema_version == "2.1.0"
@@ -195,6 +196,12 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
   }
   mount = executors["Pusher_executor"]["pvcMount"][0]
   assert (mount["constant"], mount["mountPath"]) == ("serving-pvc", "/mnt/serving")
+  (from_secret,) = executors["Gen_executor"]["secretAsEnv"]
+  assert from_secret["secretName"] == "minio-creds"
+  assert dict(from_secret["keyToEnv"][0]) == {
+    "secretKey": "accesskey",
+    "envVar": "AWS_ACCESS_KEY_ID",
+  }
   assert kubeflow_lib.serving_tasks(doc["pipelineSpec"]) == ["LiveModel", "Pusher"]
   # Without volumes the package is the spec alone.
   assert "---" not in kubeflow_lib.kfp_package(doc)
@@ -315,4 +322,30 @@ def test_compile_warnings_name_each_placeholder_and_a_serving_dir_on_no_volume()
     _args(), PipelineConfig(pipeline_root="/local/root", serving_dir="gs://b/s"), []
   )
   assert "neither gs:// nor s3://" in line
-  assert run_kubeflow.compile_warnings(_args(target=kubeflow_lib.VERTEX), config, []) == []
+  vertex = _args(target=kubeflow_lib.VERTEX)
+  (line,) = run_kubeflow.compile_warnings(vertex, config, [])
+  assert "Vertex AI mounts no volumes" in line
+  on_gcs = PipelineConfig(pipeline_root="gs://b/root", serving_dir="gs://b/serving")
+  assert run_kubeflow.compile_warnings(vertex, on_gcs, []) == []
+
+
+def test_step_env_is_plain_values_only_and_secret_env_names_a_secret_key():
+  assert kubeflow_lib.parse_env("S3_ENDPOINT=http://minio:9000") == (
+    "S3_ENDPOINT",
+    "http://minio:9000",
+  )
+  for bad in ("NOVALUE", "1X=y", "=y"):
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+      kubeflow_lib.parse_env(bad)
+  for credential in ("AWS_SECRET_ACCESS_KEY=x", "AWS_ACCESS_KEY_ID=x", "KFP_TOKEN=x"):
+    with pytest.raises(ValueError, match="--secret-env"):
+      kubeflow_lib.parse_env(credential)
+  assert kubeflow_lib.parse_secret_env("s:k:V") == ("s", "k", "V")
+  with pytest.raises(ValueError, match="SECRET_NAME:KEY:ENV_VAR"):
+    kubeflow_lib.parse_secret_env("s:k")
+  spec = _package()["pipelineSpec"]
+  kubeflow_lib.add_env(spec, [("S3_USE_HTTPS", "0")])
+  for name in ("Gen", "LiveModel", "Pusher"):
+    assert kubeflow_lib.executor(spec, name)["container"]["env"] == [
+      {"name": "S3_USE_HTTPS", "value": "0"}
+    ]
