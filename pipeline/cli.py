@@ -225,6 +225,10 @@ def default_model_name(data_root: str) -> str:
   return name or "model"
 
 
+def _as_given(path: str | None) -> str | None:
+  return None if path is None else str(path)
+
+
 def _absolute(path: str | None) -> str | None:
   if path is None:
     return None
@@ -237,6 +241,7 @@ def config_from_args(
   serving_dir: str,
   *,
   local_paths: bool = True,
+  local_modules: bool | None = None,
 ) -> PipelineConfig:
   """Checks the flags and the data and resolves them into a PipelineConfig.
 
@@ -246,6 +251,9 @@ def config_from_args(
     serving_dir: where the Pusher publishes versions.
     local_paths: whether local paths refer to this machine (checked and made absolute);
       False for paths that only exist inside the cluster's image.
+    local_modules: whether --module-file and --transform-module are on this machine (read to
+      decide Transform and Tuner); defaults to `local_paths`. The Kubeflow compiler passes
+      True: TFX packages the module files at compile time, while the data is read in the cluster.
 
   Raises:
     checks.CheckError: (a UserInputError) with a one-sentence message naming the fix.
@@ -293,10 +301,13 @@ def config_from_args(
       f"unknown optimizer variants {unknown}; choose from {', '.join(defaults.VARIANTS)}."
     )
 
-  resolve = _absolute if local_paths else (lambda p: None if p is None else str(p))
+  if local_modules is None:
+    local_modules = local_paths
+  resolve = _absolute if local_paths else _as_given
+  resolve_module = _absolute if local_modules else _as_given
   data_root = resolve(args.data_root)
-  module_file = resolve(args.module_file)
-  transform_module = resolve(args.transform_module)
+  module_file = resolve_module(args.module_file)
+  transform_module = resolve_module(args.transform_module)
   schema = resolve(args.schema)
   local_data = local_paths and not checks.is_uri(data_root)
   if local_data:
@@ -305,7 +316,7 @@ def config_from_args(
     raise checks.CheckError(
       f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
     )
-  plan = checks.plan_modules(module_file, transform_module, args.tune, local=local_paths)
+  plan = checks.plan_modules(module_file, transform_module, args.tune, local=local_modules)
   if args.eval_label_key and not plan.transform:
     raise checks.CheckError(
       "--eval-label-key names a label made by a Transform, but the module has no "

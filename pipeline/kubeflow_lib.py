@@ -343,9 +343,14 @@ def kfp_package(
 ) -> str:
   """The package open-source KFP uploads: the bare PipelineSpec, then a platform spec if any.
 
-  Both documents are JSON, which is YAML; they are separated by `---` as KFP expects.
+  Both documents are JSON, which is YAML; they are separated by `---` as KFP expects. The
+  PipelineJob's pipeline root becomes the spec's `defaultPipelineRoot`, which KFP uses for a
+  run that names no root, so the package alone is enough to submit.
   """
-  spec = doc["pipelineSpec"]
+  spec = dict(doc["pipelineSpec"])
+  root = doc.get("runtimeConfig", {}).get("gcsOutputDirectory")
+  if root:
+    spec["defaultPipelineRoot"] = root
   parts = [json.dumps(spec, indent=1, sort_keys=True)]
   if volumes or secret_env:
     platform = platform_spec(spec, volumes, secret_env)

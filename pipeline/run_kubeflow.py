@@ -5,7 +5,6 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse
-import dataclasses
 import json
 import logging
 import pathlib
@@ -172,10 +171,6 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   )
 
 
-def _local_file(path: str | None) -> str | None:
-  return None if path is None or checks.is_uri(path) else str(pathlib.Path(path).resolve())
-
-
 def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
   """A PipelineConfig whose data and serving paths are read inside the cluster.
 
@@ -191,28 +186,8 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
   defaults = PipelineConfig()
   if str(args.data_root) == defaults.data_root:
     args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
-  module_file = _local_file(args.module_file) or args.module_file
-  transform_module = _local_file(args.transform_module) or args.transform_module
-  plan = checks.plan_modules(module_file, transform_module, args.tune, local=True)
-  if args.eval_label_key and not plan.transform:
-    raise checks.CheckError(
-      "--eval-label-key names a label made by a Transform, but the module has no "
-      "preprocessing_fn; leave it out or pass --transform-module."
-    )
-  # config_from_args(local_paths=False) reads no file, so it cannot see the module's functions:
-  # give it the plan's decisions afterwards.
-  remote = argparse.Namespace(
-    **{
-      **vars(args),
-      "module_file": module_file,
-      "transform_module": transform_module,
-      "tune": False,
-      "eval_label_key": None,
-    }
-  )
-  config = cli.config_from_args(remote, args.pipeline_root, args.serving_dir, local_paths=False)
-  return dataclasses.replace(
-    config, transform=plan.transform, tune=plan.tune, eval_label_key=args.eval_label_key
+  return cli.config_from_args(
+    args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
   )
 
 

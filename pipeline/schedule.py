@@ -119,8 +119,11 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
   compile_args = parser.parse_args(list(compile_argv))
   try:
     config = run_kubeflow.kubeflow_config(compile_args)
+    run_kubeflow.check_target(compile_args.target, config)
   except ValueError as e:
     raise sl.ScheduleError(str(e)) from e
+  for line in run_kubeflow.compile_warnings(compile_args, config, compile_args.volume):
+    print(f"warning: {line}", file=sys.stderr)
   # As run_kubeflow.py compiles: TFX's INFO chatter stays out of the terminal.
   from pipeline import progress
 
@@ -128,9 +131,7 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
   logging.getLogger().setLevel(logging.WARNING)
   os.makedirs(args.build_dir, exist_ok=True)
   output = os.path.join(os.path.abspath(args.build_dir), f"{args.job_name}.json")
-  run_kubeflow.compile_pipeline(
-    output, config, image=compile_args.image, beam_pipeline_args=compile_args.beam_arg
-  )
+  run_kubeflow.compile_from_args(output, compile_args, config)
   print(f"Compiled {output} (image {compile_args.image})")
   return output
 

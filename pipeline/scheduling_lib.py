@@ -682,8 +682,10 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
 
   TFX's KubeflowV2DagRunner writes a PipelineJob JSON (``displayName``, ``pipelineSpec``,
   ``runtimeConfig``), while ``kfp.Client.create_recurring_run`` only reads ``.yaml``,
-  ``.zip`` or ``.tar.gz`` packages holding a bare PipelineSpec. This writes the PipelineSpec
-  to ``<out_dir>/<name>.kfp.yaml`` (JSON is valid YAML) and returns the run-time settings.
+  ``.zip`` or ``.tar.gz`` packages holding a bare PipelineSpec. run_kubeflow.py writes that
+  package beside the JSON (``<name>.kfp.yaml``, with its platform spec); it is used when it is
+  there, else the PipelineSpec is written to ``<out_dir>/<name>.kfp.yaml`` (JSON is valid
+  YAML). Either way the run-time settings come from the JSON.
 
   Args:
     compiled_path: A TFX-compiled ``.json`` or a KFP ``.yaml``/``.zip``/``.tar.gz`` package.
@@ -725,9 +727,13 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   for name, value in (settings.get("params") or {}).items():
     reject_control_chars(name, f"a parameter name in {compiled_path}")
     reject_control_chars(value, f"parameter {name!r} in {compiled_path}")
+  stem = compiled_path[: -len(".json")]
+  if os.path.isfile(f"{stem}.kfp.yaml"):
+    # run_kubeflow.py's package written beside the JSON: it also holds the platform spec
+    # (volumes, secrets) that the bare PipelineSpec below would drop.
+    return f"{stem}.kfp.yaml", settings
   os.makedirs(out_dir, exist_ok=True)
-  stem = os.path.basename(compiled_path)[: -len(".json")]
-  out = os.path.join(out_dir, f"{stem}.kfp.yaml")
+  out = os.path.join(out_dir, f"{os.path.basename(stem)}.kfp.yaml")
   with open(out, "w", encoding="utf-8") as f:
     json.dump(spec, f, indent=1, sort_keys=True)
     f.write("\n")

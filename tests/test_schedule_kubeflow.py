@@ -325,7 +325,7 @@ def test_compile_uses_run_kubeflow_and_its_flags(tmp_path, fake_kfp, capsys):
       # run_kubeflow.py's own options, passed through:
       "--pipeline-root", "gs://bucket/nightly-root", "--train-steps", "20",
       # The data is read inside the cluster, so the task cannot be read from it here.
-      "--task", "multiclass",
+      "--task", "multiclass", "--volume", "serving-pvc:/mnt/serving",
     ]
   )  # fmt: skip
   assert status == 0, capsys.readouterr().err
@@ -337,6 +337,16 @@ def test_compile_uses_run_kubeflow_and_its_flags(tmp_path, fake_kfp, capsys):
   )
   assert runtime["pipeline_root"] == "gs://bucket/nightly-root"
   assert package == str(build / "digits-nightly.kfp.yaml")
+  # The uploaded package is run_kubeflow's: the platform spec with the volume survives, and the
+  # spec carries the pipeline root for a `--package X.kfp.yaml` upload that names none.
+  spec_doc, platform_doc = (
+    json.loads(d) for d in pathlib.Path(package).read_text().split("\n---\n")
+  )
+  assert spec_doc["defaultPipelineRoot"] == "gs://bucket/nightly-root"
+  assert "serving-pvc" in json.dumps(platform_doc)
+  from kfp.client import client as kfp_client_module
+
+  assert kfp_client_module._extract_pipeline_yaml(package).pipeline_spec.default_pipeline_root
   assert fake_kfp.requests == []  # --dry-run contacts no server.
   with pytest.raises(SystemExit) as bad:
     schedule.main(
