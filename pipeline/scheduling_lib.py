@@ -702,7 +702,9 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   reject_control_chars(out_dir, "--build-dir")
   if not os.path.isfile(compiled_path):
     raise ScheduleError(f"Pipeline package {compiled_path!r} does not exist; compile it first.")
-  if compiled_path.endswith((".yaml", ".yml", ".zip", ".tar.gz", ".tgz")):
+  if compiled_path.endswith((".yaml", ".yml")):
+    return compiled_path, _yaml_package_settings(compiled_path)
+  if compiled_path.endswith((".zip", ".tar.gz", ".tgz")):
     return compiled_path, {}
   if not compiled_path.endswith(".json"):
     raise ScheduleError(
@@ -738,6 +740,22 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
     json.dump(spec, f, indent=1, sort_keys=True)
     f.write("\n")
   return out, settings
+
+
+def _yaml_package_settings(path: str) -> dict[str, Any]:
+  """The pipeline root a KFP package names (`defaultPipelineRoot`), as run-time settings."""
+  import yaml  # PyYAML, a kfp dependency.
+
+  try:
+    with open(path, encoding="utf-8") as f:
+      spec = next(iter(yaml.safe_load_all(f)), None)
+  except yaml.YAMLError as e:
+    raise ScheduleError(f"{path} is not valid YAML ({e}).") from e
+  root = spec.get("defaultPipelineRoot") if isinstance(spec, dict) else None
+  if not root:
+    return {}
+  reject_control_chars(root, f"the pipeline root in {path}")
+  return {"pipeline_root": root}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -347,6 +347,11 @@ def test_compile_uses_run_kubeflow_and_its_flags(tmp_path, fake_kfp, capsys):
   from kfp.client import client as kfp_client_module
 
   assert kfp_client_module._extract_pipeline_yaml(package).pipeline_spec.default_pipeline_root
+  # Scheduling that package directly sends the same pipeline root.
+  assert scheduling_lib.kfp_package_from_tfx(package, str(build)) == (
+    package,
+    {"pipeline_root": "gs://bucket/nightly-root"},
+  )
   assert fake_kfp.requests == []  # --dry-run contacts no server.
   with pytest.raises(SystemExit) as bad:
     schedule.main(
