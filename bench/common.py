@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,13 +35,20 @@ def child_env() -> dict[str, str]:
   return env
 
 
+def _children_cpu_s() -> float:
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
 def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
   """Runs a command, sampling the summed RSS of its whole process tree every 50 ms.
 
   Returns:
-    wall seconds, peak RSS in MB, the exit code, and the last line of stdout
-    parsed as JSON when it is JSON (the child's own measurements).
+    wall_s (the whole process, start-up and imports included), process_cpu_s (user + system
+    CPU seconds of the process and every descendant it waited for), peak_rss_mb, returncode,
+    and the keys of the last line of stdout that is JSON (the child's own measurements).
   """
+  cpu_start = _children_cpu_s()
   start = time.monotonic()
   proc = subprocess.Popen(
     list(cmd),
@@ -73,7 +81,12 @@ def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
   stop.set()
   sampler.join()
   wall = time.monotonic() - start
-  result = {"wall_s": wall, "peak_rss_mb": peak / 2**20, "returncode": proc.returncode}
+  result = {
+    "wall_s": wall,
+    "process_cpu_s": _children_cpu_s() - cpu_start,
+    "peak_rss_mb": peak / 2**20,
+    "returncode": proc.returncode,
+  }
   lines = [line for line in out.strip().splitlines() if line.startswith("{")]
   if lines:
     result.update(json.loads(lines[-1]))
