@@ -10,6 +10,7 @@ import tensorflow as tf
 from tfx import types
 from tfx.types import artifact_utils, standard_artifacts
 
+from components import defaults
 from components.errors import UserInputError
 from components.optimizer import (
   OptimizationReport,
@@ -67,7 +68,7 @@ def test_component_wires_spec_and_outputs():
   assert props[spec.TENSORRT_KEY] == "off"
   assert props[spec.TASK_KEY] == "regression"
   assert props[spec.LABEL_KEY_KEY] == "price_xf"
-  assert props[spec.TARGET_SPARSITY_KEY] == 0.8
+  assert props[spec.TARGET_SPARSITY_KEY] == defaults.TARGET_SPARSITY
   assert props[spec.MAX_ACCURACY_DROP_KEY] == 1.0
   assert props[spec.LATENCY_RUNS_KEY] == 200
   assert set(component.inputs) == {
