@@ -190,5 +190,7 @@ def test_existing_model_folder_without_versions_still_lists(tmp_path):
 def test_malformed_url_serving_dir_is_one_line():
   result = _cli("--serving-dir", "gs:///serving", "--model-name", "digits", "--list")
   assert result.returncode == 1
-  assert result.stderr.startswith("rollback.py: error: serving_dir 'gs:///serving' is not a valid URI")
+  assert result.stderr.startswith(
+    "rollback.py: error: serving_dir 'gs:///serving' is not a valid URI"
+  )
   assert len(result.stderr.splitlines()) == 1

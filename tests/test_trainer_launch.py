@@ -123,5 +123,3 @@ def test_timeout_kills_the_cluster_and_says_so(tmp_path):
     for pid in json.load(f).values():
       with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-
-
