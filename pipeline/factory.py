@@ -20,9 +20,14 @@ from components.pusher import Pusher
 from pipeline.config import PipelineConfig
 
 # Nodes whose output depends on something outside the pipeline's inputs (the serving folder):
-# runners switch caching off for them on every orchestrator.
+# the Kubeflow package switches caching off for them.
 LIVE_MODEL_ID = "LiveModel"
 NEVER_CACHED = (LIVE_MODEL_ID,)
+# LocalDagRunner reads the serving folder before the run and caches LiveModel by what is live
+# (its `live_key`): a rerun with nothing new reuses LiveModel, the Evaluator and the Trainer.
+# The Pusher writes the serving folder, so it always runs (and pushes nothing when its
+# candidate is already live).
+LOCAL_NEVER_CACHED = ("Pusher",)
 
 
 def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalConfig:
@@ -90,6 +95,7 @@ def create_pipeline(
   config: PipelineConfig,
   metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
   beam_pipeline_args: Sequence[str] = (),
+  live_key: str | None = None,
 ) -> tfx.dsl.Pipeline:
   """Builds ExampleGen -> validation -> [Transform] -> [Tuner] -> DistributedTrainer ->
   Evaluator (against LiveModel) -> Optimizer -> Pusher.
@@ -101,6 +107,9 @@ def create_pipeline(
       cluster provides it.
     beam_pipeline_args: Options for every Beam-based component (DirectRunner
       flags locally; Dataflow, Flink or Spark flags to scale out).
+    live_key: what the serving folder serves now (`live_model_lib.live_key`), read by a
+      runner before the run; it keys LiveModel's cache. None where the runner cannot read the
+      folder first (Kubeflow: LiveModel is then never cached).
 
   Returns:
     The pipeline, not yet run or compiled.
@@ -180,7 +189,10 @@ def create_pipeline(
   # when it was trained on other data. It replaces TFX's resolvers, which open-source Kubeflow
   # cannot run, and follows rollbacks.
   live = LiveModel(
-    serving_dir=config.serving_dir, model_name=config.model_name, examples=examples
+    serving_dir=config.serving_dir,
+    model_name=config.model_name,
+    examples=examples,
+    live_key=live_key,
   ).with_id(LIVE_MODEL_ID)
   trainer = DistributedTrainer(
     examples=transform.outputs["transformed_examples"] if transform else examples,
@@ -241,16 +253,21 @@ def create_pipeline(
 
 
 def local_ir(pipeline: tfx.dsl.Pipeline):
-  """Compiles a pipeline for LocalDagRunner.run_with_ir, with NEVER_CACHED nodes uncached.
+  """Compiles a pipeline for LocalDagRunner.run_with_ir, with LOCAL_NEVER_CACHED nodes uncached.
 
   TFX's compiler applies the pipeline's cache setting to every node; this turns it off for the
-  nodes that read the serving folder. Module files are packaged first, as LocalDagRunner.run
-  does.
+  node that writes the serving folder, and for LiveModel when it was built without a
+  `live_key`. Module files are packaged first, as LocalDagRunner.run does.
   """
   from tfx.orchestration.portable import tfx_runner
 
   ir = tfx_runner._make_pipeline_proto(pipeline)  # Packages module files, then compiles.
+  live_key = next(
+    (c.exec_properties.get("live_key") for c in pipeline.components if c.id == LIVE_MODEL_ID),
+    None,
+  )
+  uncached = LOCAL_NEVER_CACHED + (() if live_key else NEVER_CACHED)
   for node in ir.nodes:
-    if node.pipeline_node.node_info.id in NEVER_CACHED:
+    if node.pipeline_node.node_info.id in uncached:
       node.pipeline_node.execution_options.caching_options.enable_cache = False
   return ir

@@ -130,26 +130,27 @@ def _run(args, config, out: pathlib.Path) -> int:
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 
-    from pipeline import recovery
+    from pipeline import live_cache, recovery
     from pipeline import summary as summary_lib
     from pipeline.factory import create_pipeline, local_ir
 
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
       str(out / "metadata.sqlite")
     )
-    cleanup = recovery.fail_abandoned_executions(
-      metadata_store.MetadataStore(connection), config.pipeline_name, config.pipeline_root
-    )
+    store = metadata_store.MetadataStore(connection)
+    cleanup = recovery.fail_abandoned_executions(store, config.pipeline_name, config.pipeline_root)
     beam_args = []
     if args.direct_workers:
       beam_args = [
         "--direct_running_mode=multi_processing",
         f"--direct_num_workers={args.direct_workers}",
       ]
-    pipeline = create_pipeline(config, connection, beam_args)
+    live_key = live_cache.live_model_key(
+      store, config.pipeline_name, config.serving_dir, config.model_name
+    )
+    pipeline = create_pipeline(config, connection, beam_args, live_key=live_key)
     names = [n for n in COMPONENT_ORDER if n in {c.id for c in pipeline.components}]
     names += [c.id for c in pipeline.components if c.id not in names]
-    store = metadata_store.MetadataStore(connection)
     started_ms = int(time.time() * 1000) - 1
     table = progress.RunTable(
       names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)

@@ -77,6 +77,8 @@ def _output_of_type(store, execution_id: int, type_name: str):
   except errors.NotFoundError:  # no artifact of that type was ever registered
     return None
   arts = [a for a in _outputs(store, execution_id) if a.type_id == type_id]
+  # LiveModel has two Model outputs; its line describes the baseline.
+  arts.sort(key=lambda a: "/baseline/" not in a.uri)
   return arts[0] if arts else None
 
 
@@ -184,8 +186,8 @@ def _pushed_line(a) -> str:
 
 def _live_line(a) -> str:
   if _prop(a, "available"):
-    return f"version {_prop(a, 'live_version')} is live"
-  return _prop(a, "reason") or "nothing is live yet"
+    return f"baseline: live version {_prop(a, 'live_version')}"
+  return f"no baseline ({_prop(a, 'reason') or 'nothing was live'})"
 
 
 # Node id -> (output artifact type, one line from that artifact).

@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -124,6 +125,11 @@ def test_component_rejects_nonsense(args, message):
     )
 
 
+def _cells(markdown_row: str) -> int:
+  """Cell borders in a markdown table row (escaped pipes inside a cell do not count)."""
+  return len(re.findall(r"(?<!\\)\|", markdown_row))
+
+
 def test_executor_do_writes_variants_signatures_report_and_properties(tmp_path, tabular_model):
   optimized, report = run_executor(
     tmp_path,
@@ -138,6 +144,16 @@ def test_executor_do_writes_variants_signatures_report_and_properties(tmp_path, 
   report_dir = pathlib.Path(report.uri)
   for name in ("report.json", "report.md", "report.png"):
     assert (report_dir / name).stat().st_size > 0
+  # Every row of the variants table, the skipped TensorRT one included, has the header's cells.
+  table = [
+    line
+    for line in (report_dir / "report.md").read_text().splitlines()
+    if line.startswith("| ") and "|---" not in line
+  ]
+  header = [line for line in table if line.startswith("| variant |")]
+  rows = [line for line in table if line.split("|")[1].strip() in ("baseline", "tensorrt_fp16")]
+  assert header and len(rows) == 2, table
+  assert {_cells(line) for line in rows} == {_cells(header[0])}
   result = json.loads((report_dir / "report.json").read_text())
   assert result["rows"] == {"train": 300, "eval": len(tabular_model["eval"])}
   assert result["task"] == "multiclass"  # from the model's contract

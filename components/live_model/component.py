@@ -11,6 +11,7 @@ from components.live_model import executor
 
 SERVING_DIR_KEY = "serving_dir"
 MODEL_NAME_KEY = "model_name"
+LIVE_KEY_KEY = "live_key"
 EXAMPLES_KEY = "examples"
 BASELINE_KEY = "baseline"
 WARM_START_KEY = "warm_start"
@@ -22,6 +23,7 @@ class LiveModelSpec(ComponentSpec):
   PARAMETERS = {
     SERVING_DIR_KEY: ExecutionParameter(type=str),
     MODEL_NAME_KEY: ExecutionParameter(type=str),
+    LIVE_KEY_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
     EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
@@ -41,8 +43,10 @@ class LiveModel(base_component.BaseComponent):
     warm_start: the same model when it was trained on other data than `examples`, for the
       Trainer's base_model; `available` is 0 otherwise.
 
-  Its output depends on the serving folder, not on its inputs, so runners never serve it
-  from a cache (see pipeline.factory.NEVER_CACHED).
+  Its output depends on the serving folder, not on its inputs. A runner that reads the
+  folder before the run passes `live_key` (`live_model_lib.live_key`), which puts what is live
+  into the cache key; without one, runners never serve it from a cache
+  (see pipeline.factory.NEVER_CACHED).
   """
 
   SPEC_CLASS = LiveModelSpec
@@ -54,6 +58,7 @@ class LiveModel(base_component.BaseComponent):
     serving_dir: str,
     model_name: str,
     examples: types.BaseChannel | None = None,
+    live_key: str | None = None,
   ):
     """Wires LiveModel.
 
@@ -61,12 +66,15 @@ class LiveModel(base_component.BaseComponent):
       serving_dir: the Pusher's serving folder (local path or object-store URI).
       model_name: the Pusher's model name.
       examples: this run's Examples, to tell whether the live model was trained on them.
+      live_key: what is live when the pipeline is built (`live_model_lib.live_key`), for
+        runners that cache LiveModel by it.
     """
     super().__init__(
       spec=LiveModelSpec(
         serving_dir=serving_dir,
         model_name=model_name,
         examples=examples,
+        live_key=live_key,
         baseline=types.Channel(type=standard_artifacts.Model),
         warm_start=types.Channel(type=standard_artifacts.Model),
       )

@@ -44,7 +44,7 @@ class Executor(base_executor.BaseExecutor):
     )
     if live is None:
       for artifact in (baseline, warm):
-        _unavailable(artifact, "nothing is live yet")
+        _unavailable(artifact, "nothing was live")
       logging.info("LiveModel: nothing is live under %s.", exec_properties["serving_dir"])
       return
     serving = path_utils.serving_model_dir(baseline.uri)

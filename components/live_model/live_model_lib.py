@@ -10,6 +10,7 @@ or object-store URIs (gs://, s3://); all access goes through TFX's fileio.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -98,3 +99,11 @@ def copy_saved_model(live: LiveVersion, target: str) -> None:
 def trained_on_same_data(live: LiveVersion, data_fingerprints: Sequence[str]) -> bool:
   """Whether the live version was trained on exactly these Examples (by data fingerprint)."""
   return bool(data_fingerprints) and sorted(live.data_fingerprints) == sorted(data_fingerprints)
+
+
+def live_key(live: LiveVersion | None) -> str:
+  """A short key that changes whenever the live version does: its number and manifest digest."""
+  if live is None:
+    return "none"
+  manifest = json.dumps(live.manifest, sort_keys=True).encode()
+  return f"{live.version}:{hashlib.sha256(manifest).hexdigest()[:16]}"

@@ -21,8 +21,9 @@ def _fmt(value, spec: str) -> str:
 def _row(entry: dict, metric: str) -> str:
   if entry.get("status") != "ok":
     reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")
+    # 15 columns: name, status, runtime, 11 empty measurement cells, then the reason as note.
     return f"| {entry['name']} | {entry.get('status')} | {entry.get('runtime', '')} |" + (
-      " |" * 12 + f" {reason} |"
+      " |" * 11 + f" {reason} |"
     )
   ratios = entry.get("ratios", {})
   value = entry.get("metric_value")

@@ -176,6 +176,12 @@ class Executor(stock_pusher.Executor):
         "pipeline_run_id": context.pipeline_run_id if context else None,
         "pipeline_name": context.pipeline_info.id if context and context.pipeline_info else None,
         "node_id": pipeline_node.node_info.id if pipeline_node else None,
+        # ML Metadata ids: the model, its blessing and the Examples it was trained on.
+        "artifact_ids": {
+          "model": model.id,
+          "model_blessing": blessing.id,
+          "examples": [a.id for a in examples],
+        },
       },
       "optimizer": {"task": index.get("task"), "baseline": index.get("baseline")}
       if index
