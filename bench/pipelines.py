@@ -286,8 +286,8 @@ def to_markdown(r: dict) -> str:
     f"{sum(ours['components'][n].get('first_s', 0) for n in extra):.1f} s of our first run "
     "(sum of medians). On the cached re-run these ran again: "
     + ", ".join(f"{n} ({ours['components'][n]['rerun_s']:.2f} s)" for n in again)
-    + ". LiveModel is never cached by design; the Evaluator then sees a new baseline input "
-    "and evaluates again.",
+    + ". The Pusher always runs (it writes the serving folder); LiveModel is cached by what "
+    "is live (pipeline/live_cache.py).",
     "",
   ]
   return "\n".join(lines)
