@@ -10,14 +10,13 @@ import csv
 import glob
 import io
 import json
-import os
 import pathlib
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.pipeline_utils import load_summary, run_script
+from tests.pipeline_utils import REPO_ROOT, load_summary, run_script
 
 CHEAP = ("--train-steps", "300", "--optimizer-variants", "tflite_float32,onnx", "--quiet")
 
@@ -315,69 +314,19 @@ def test_excluded_column_is_not_a_model_input(messy_run):
 # ---------------------------------------------------------------- a client of the serving folder
 
 
-def score_rows(version_dir, variant: str, rows: list[dict]) -> list:
-  """Predicts labels for raw CSV rows with one pushed variant, from the serving folder alone.
+def readme_client():
+  """`score_rows(version_dir, variant, rows)`: the client code the README shows, run as shown.
 
-  The README shows this same code. It needs only the version's manifest.json, the variant's
-  assets.extra/variants/<name>/signature.json and its model file: TensorFlow Lite (via
-  tf.lite.Interpreter, or the tflite-runtime package) or onnxruntime, and no code of this
-  project. Each model input is built from signature.json: a float32 [n, k] array of its
-  `columns` in that order (NaN for an empty cell), or a [n, 1] text array.
-
-  Args:
-    version_dir: serving/<model>/<version>.
-    variant: a variant listed in manifest.json, e.g. 'tflite_int8' or 'onnx'.
-    rows: CSV rows as dicts, column -> cell text ('' for an empty cell).
-
-  Returns:
-    One prediction per row: a class name from label.classes, or a value for regression.
+  It is read from between the README's client-snippet markers, so the README cannot drift from
+  what this test checks. It needs only the version's manifest.json, the variant's
+  signature.json and its model file: TensorFlow Lite or onnxruntime, and no code of this project.
   """
-  with open(os.path.join(version_dir, "manifest.json")) as f:
-    manifest = json.load(f)
-  folder = os.path.join(version_dir, manifest["variants"][variant]["path"])
-  with open(os.path.join(folder, "signature.json")) as f:
-    signature = json.load(f)
-  feeds = {}
-  for spec in signature["inputs"]:
-    if spec["dtype"] == "string":
-      [column] = spec["columns"]
-      feeds[spec["name"]] = np.array([[row[column].encode()] for row in rows], dtype=object)
-      continue
-    values = np.array(
-      [[float(row[c]) if row[c] != "" else np.nan for c in spec["columns"]] for row in rows],
-      dtype=np.float32,
-    )
-    if "quantization" in spec:  # an integer input: quantize with its scale and zero point
-      q = spec["quantization"]
-      info = np.iinfo(spec["dtype"])
-      values = np.round(values / q["scale"] + q["zero_point"])
-      values = np.clip(values, info.min, info.max).astype(spec["dtype"])
-    feeds[spec["name"]] = values
-  model_file = os.path.join(folder, signature["model_file"])
-  output = signature["outputs"][0]
-  if signature["runtime"] == "tflite":
-    interpreter = tf.lite.Interpreter(model_path=model_file)
-    runner = interpreter.get_signature_runner(signature.get("signature_key", "serving_default"))
-    out = runner(**feeds)[output["name"]]
-  elif signature["runtime"] == "onnxruntime":
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(model_file, providers=["CPUExecutionProvider"])
-    # onnxruntime takes text as Python str, TFLite as bytes.
-    feeds = {k: v.astype(str).astype(object) if v.dtype == object else v for k, v in feeds.items()}
-    out = session.run([output["name"]], feeds)[0]
-  else:
-    raise ValueError(f"{variant} runs on {signature['runtime']}, not TFLite or ONNX Runtime")
-  out = np.asarray(out, dtype=np.float32)
-  if "quantization" in output:
-    q = output["quantization"]
-    out = (out - q["zero_point"]) * q["scale"]
-  classes = signature["label"]["classes"]
-  if signature["task"] == "regression":
-    return out[:, 0].tolist()
-  if signature["task"] == "binary":
-    return [classes[int(p >= 0.5)] for p in out[:, 0]]
-  return [classes[int(i)] for i in out.argmax(axis=1)]
+  text = (REPO_ROOT / "README.md").read_text()
+  block = text.split("<!-- client-snippet-start -->")[1].split("<!-- client-snippet-end -->")[0]
+  code = block.split("```python\n", 1)[1].split("```", 1)[0]
+  namespace: dict = {}
+  exec(compile(code, "README.md client snippet", "exec"), namespace)
+  return namespace["score_rows"]
 
 
 @pytest.mark.e2e
@@ -396,6 +345,7 @@ def test_a_client_scores_every_pushed_variant_from_the_serving_folder(messy_run)
   truth = [row["churn"] for row in eval_rows]
   saved_model = score_saved_model(version_dir, records)["accuracy"]
   manifest = json.loads((version_dir / "manifest.json").read_text())
+  score_rows = readme_client()
   scored = {}
   for variant, entry in manifest["variants"].items():
     runtime = entry["metrics"]["signature"]["runtime"]
