@@ -9,6 +9,7 @@ import pathlib
 import re
 import sys
 import traceback
+from collections.abc import Sequence
 
 from components import defaults, tasks
 from components.errors import UserCodeError, UserInputError, find
@@ -443,6 +444,34 @@ def user_error_message(exc: BaseException, output_dir: str | None = None) -> str
       )
     e = e.__cause__ or e.__context__
   return None
+
+
+def user_code_error(exc: BaseException, module_files: Sequence[str | None]) -> UserCodeError | None:
+  """A UserCodeError for an exception raised inside one of the user's module files, else None.
+
+  Our trainer wraps errors from run_fn itself; stock components (Transform calling
+  preprocessing_fn, the Tuner calling tuner_fn) do not, so the runner looks for the user's file
+  in the tracebacks of the exception chain. TFX imports module files from a packaged copy, so
+  frames are matched by file name.
+
+  Args:
+    exc: the exception that stopped the run.
+    module_files: --module-file and --transform-module (None when not given).
+  """
+  by_name = {os.path.basename(f): f for f in module_files if f}
+  found = None
+  e: BaseException | None = exc
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename]
+    user = [f for f in frames if os.path.basename(f.filename) in by_name]
+    if user:  # the deepest exception of the chain that passed through the user's code wins
+      error = UserCodeError(by_name[os.path.basename(user[-1].filename)], user[-1].name, e)
+      error.__cause__ = e
+      found = error
+    e = e.__cause__ or e.__context__
+  return found
 
 
 def print_user_traceback(exc: BaseException) -> None:

@@ -165,6 +165,11 @@ def _run(args, config, out: pathlib.Path) -> int:
         table.mark_failed()
         failure = e
         error = cli.user_error_message(e, str(out))
+        code_error = None
+        if error is None:
+          code_error = cli.user_code_error(e, [config.module_file, config.transform_module])
+        if code_error is not None:
+          failure, error = code_error, str(code_error)
     summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)
     summary["seconds"] = round(time.monotonic() - started, 2)
     summary["config"] = dataclasses.asdict(config)

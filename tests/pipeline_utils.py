@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -37,3 +38,36 @@ def load_summary(output_dir) -> dict:
 
 def states(summary: dict) -> dict[str, str]:
   return {c["name"]: c["state"] for c in summary["components"]}
+
+
+@contextlib.contextmanager
+def moto_s3(bucket: str):
+  """moto's S3-compatible server on a free loopback port, with `bucket` created.
+
+  Yields (boto3 client, environment for subprocesses): tensorflow-io reads S3_ENDPOINT and
+  friends, boto3 (Beam) the AWS_* variables.
+  """
+  import pytest
+
+  moto_server = pytest.importorskip("moto.server")
+  boto3 = pytest.importorskip("boto3")
+  server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+  server.start()
+  try:
+    endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
+    credentials = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials)
+    client.create_bucket(Bucket=bucket)
+    env = project_env(
+      S3_ENDPOINT=endpoint,
+      S3_USE_HTTPS="0",
+      S3_VERIFY_SSL="0",
+      AWS_ENDPOINT_URL_S3=endpoint,
+      AWS_ACCESS_KEY_ID="test",
+      AWS_SECRET_ACCESS_KEY="test",
+      AWS_REGION="us-east-1",
+      AWS_DEFAULT_REGION="us-east-1",
+    )
+    yield client, env
+  finally:
+    server.stop()

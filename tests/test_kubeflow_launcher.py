@@ -10,7 +10,7 @@ import pytest
 
 from tests import kfp_launcher
 from tests.kfp_launcher import CACHED, RAN
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.pipeline_utils import REPO_ROOT, moto_s3, project_env
 
 # A container task in one line of Python: writes each output artifact and parameter it is given.
 TOY_STEP = r"""
@@ -274,33 +274,8 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
   reason="the same three nights on moto's S3 server take minutes more; set KFP_LAUNCHER_S3=1",
 )
 def test_nightly_runs_on_the_kfp_launcher_with_everything_on_s3(tmp_path):
-  moto_server = pytest.importorskip("moto.server")
-  boto3 = pytest.importorskip("boto3")
-  server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-  server.start()
-  try:
-    endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
-    client = boto3.client(
-      "s3",
-      endpoint_url=endpoint,
-      region_name="us-east-1",
-      aws_access_key_id="test",
-      aws_secret_access_key="test",
-    )
-    client.create_bucket(Bucket="kit")
-    env = project_env(
-      S3_ENDPOINT=endpoint,
-      S3_USE_HTTPS="0",
-      S3_VERIFY_SSL="0",
-      AWS_ENDPOINT_URL_S3=endpoint,
-      AWS_ACCESS_KEY_ID="test",
-      AWS_SECRET_ACCESS_KEY="test",
-      AWS_REGION="us-east-1",
-      AWS_DEFAULT_REGION="us-east-1",
-    )
+  with moto_s3("kit") as (client, env):
     _three_nights(tmp_path, _S3Store(client, "kit"), env)
-  finally:
-    server.stop()
 
 
 @pytest.mark.e2e

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from components.pusher import object_store_lib
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.pipeline_utils import REPO_ROOT, moto_s3
 
 BUCKET = "kit"
 
@@ -72,31 +72,8 @@ def test_history_is_one_object_per_event_in_time_order(tmp_path):
 
 @pytest.fixture(scope="module")
 def s3_server():
-  moto_server = pytest.importorskip("moto.server")
-  boto3 = pytest.importorskip("boto3")
-  server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-  server.start()
-  endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
-  client = boto3.client(
-    "s3",
-    endpoint_url=endpoint,
-    region_name="us-east-1",
-    aws_access_key_id="test",
-    aws_secret_access_key="test",
-  )
-  client.create_bucket(Bucket=BUCKET)
-  env = project_env(
-    S3_ENDPOINT=endpoint,
-    S3_USE_HTTPS="0",
-    S3_VERIFY_SSL="0",
-    AWS_ENDPOINT_URL_S3=endpoint,
-    AWS_ACCESS_KEY_ID="test",
-    AWS_SECRET_ACCESS_KEY="test",
-    AWS_REGION="us-east-1",
-    AWS_DEFAULT_REGION="us-east-1",
-  )
-  yield client, env
-  server.stop()
+  with moto_s3(BUCKET) as (client, env):
+    yield client, env
 
 
 def _run(env, out, *extra):

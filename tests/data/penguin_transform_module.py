@@ -1,4 +1,4 @@
-"""A trainer module with preprocessing_fn and run_fn, written the way TFX's penguin example is.
+"""A module with preprocessing_fn, tuner_fn and run_fn, written the way TFX's penguin example is.
 
 The project never imports it; tests hand it to the pipeline unchanged. The data is iris, with
 the four measurements and a string `species` label.
@@ -6,6 +6,7 @@ the four measurements and a string `species` label.
 
 from typing import List
 
+import keras_tuner
 import tensorflow as tf
 import tensorflow_transform as tft
 from tfx import v1 as tfx
@@ -64,19 +65,55 @@ def _input_fn(file_pattern: List[str], data_accessor, tf_transform_output, batch
   ).repeat()
 
 
-def _build_keras_model() -> tf.keras.Model:
+def _get_hyperparameters() -> keras_tuner.HyperParameters:
+  hp = keras_tuner.HyperParameters()
+  hp.Choice("learning_rate", [1e-2, 3e-3], default=1e-2)
+  hp.Int("num_layers", 1, 2, default=2)
+  return hp
+
+
+def _build_keras_model(hparams: keras_tuner.HyperParameters) -> tf.keras.Model:
   inputs = [tf.keras.layers.Input(shape=(1,), name=_transformed_name(f)) for f in _FEATURE_KEYS]
   d = tf.keras.layers.concatenate(inputs)
-  for _ in range(2):
+  for _ in range(int(hparams.get("num_layers"))):
     d = tf.keras.layers.Dense(8, activation="relu")(d)
   outputs = tf.keras.layers.Dense(3)(d)
   model = tf.keras.Model(inputs=inputs, outputs=outputs)
   model.compile(
-    optimizer=tf.keras.optimizers.Adam(1e-2),
+    optimizer=tf.keras.optimizers.Adam(hparams.get("learning_rate")),
     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     metrics=[tf.keras.metrics.SparseCategoricalAccuracy()],
   )
   return model
+
+
+# TFX Tuner will call this function.
+def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
+  tuner = keras_tuner.RandomSearch(
+    _build_keras_model,
+    max_trials=int((fn_args.custom_config or {}).get("tune_trials", 6)),
+    hyperparameters=_get_hyperparameters(),
+    allow_new_entries=False,
+    objective=keras_tuner.Objective("val_sparse_categorical_accuracy", "max"),
+    directory=fn_args.working_dir,
+    project_name="iris_tuning",
+  )
+  tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+  train_dataset = _input_fn(
+    fn_args.train_files, fn_args.data_accessor, tf_transform_output, _TRAIN_BATCH_SIZE
+  )
+  eval_dataset = _input_fn(
+    fn_args.eval_files, fn_args.data_accessor, tf_transform_output, _EVAL_BATCH_SIZE
+  )
+  return tfx.components.TunerFnResult(
+    tuner=tuner,
+    fit_kwargs={
+      "x": train_dataset,
+      "validation_data": eval_dataset,
+      "steps_per_epoch": fn_args.train_steps,
+      "validation_steps": fn_args.eval_steps,
+    },
+  )
 
 
 # TFX Trainer will call this function.
@@ -88,7 +125,11 @@ def run_fn(fn_args: tfx.components.FnArgs):
   eval_dataset = _input_fn(
     fn_args.eval_files, fn_args.data_accessor, tf_transform_output, _EVAL_BATCH_SIZE
   )
-  model = _build_keras_model()
+  if fn_args.hyperparameters:
+    hparams = keras_tuner.HyperParameters.from_config(fn_args.hyperparameters)
+  else:
+    hparams = _get_hyperparameters()
+  model = _build_keras_model(hparams)
   model.fit(
     train_dataset,
     steps_per_epoch=fn_args.train_steps,
