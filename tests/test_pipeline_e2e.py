@@ -109,3 +109,9 @@ def test_other_csv_with_unseen_stock_tfx_module(tmp_path):
   version_dir = out / "serving" / "digits" / "1"
   acc = _accuracy_of_pushed_model(version_dir, _eval_records(out / "pipeline_root"), "diagnosis")
   assert acc >= 0.8
+  # The Optimizer converts a stock run_fn's model too (no contract: inputs read with the schema).
+  [report] = (out / "pipeline_root" / "Optimizer" / "report").glob("*/report.json")
+  variants = {v["name"]: v for v in json.loads(report.read_text())["variants"]}
+  for name in ("tflite_float32", "onnx"):
+    assert variants[name]["status"] == "ok", variants[name].get("reason")
+    assert variants[name]["agreement"] >= 0.99, (name, variants[name]["agreement"])
