@@ -287,7 +287,7 @@ def to_markdown(r: dict) -> str:
     "(sum of medians). On the cached re-run these ran again: "
     + ", ".join(f"{n} ({ours['components'][n]['rerun_s']:.2f} s)" for n in again)
     + ". The Pusher always runs (it writes the serving folder); LiveModel is cached by what "
-    "is live (pipeline/live_cache.py).",
+    "is live (live_model_lib.live_model_key).",
     "",
   ]
   return "\n".join(lines)

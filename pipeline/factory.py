@@ -19,15 +19,13 @@ from components.optimizer import Optimizer
 from components.pusher import Pusher
 from pipeline.config import PipelineConfig
 
-# Nodes whose output depends on something outside the pipeline's inputs (the serving folder):
-# the Kubeflow package switches caching off for them.
-LIVE_MODEL_ID = "LiveModel"
-NEVER_CACHED = (LIVE_MODEL_ID,)
-# LocalDagRunner reads the serving folder before the run and caches LiveModel by what is live
-# (its `live_key`): a rerun with nothing new reuses LiveModel, the Evaluator and the Trainer.
 # The Pusher writes the serving folder, so it always runs (and pushes nothing when its
-# candidate is already live).
-LOCAL_NEVER_CACHED = ("Pusher",)
+# candidate is already live). LiveModel reads it: both runners cache it by what is live (its
+# `live_key`, `live_model_lib.live_model_key`), so a rerun with nothing new reuses LiveModel,
+# the Evaluator and the Trainer; built without a key, it is never cached either.
+LIVE_MODEL_ID = "LiveModel"
+PUSHER_ID = "Pusher"
+NEVER_CACHED = (PUSHER_ID,)
 
 
 def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalConfig:
@@ -107,9 +105,10 @@ def create_pipeline(
       cluster provides it.
     beam_pipeline_args: Options for every Beam-based component (DirectRunner
       flags locally; Dataflow, Flink or Spark flags to scale out).
-    live_key: what the serving folder serves now (`live_model_lib.live_key`), read by a
-      runner before the run; it keys LiveModel's cache. None where the runner cannot read the
-      folder first (Kubeflow: LiveModel is then never cached).
+    live_key: what the serving folder serves now (`live_model_lib.live_model_key`), read by
+      a runner before the run; it keys LiveModel's cache and the Pusher records it. None where
+      the runner cannot read the folder first (Kubeflow, where a task in the package reads it:
+      `kubeflow_lib.add_live_key_task`).
 
   Returns:
     The pipeline, not yet run or compiled.
@@ -239,7 +238,8 @@ def create_pipeline(
     serving_dir=config.serving_dir,
     model_name=config.model_name,
     keep_versions=config.keep_versions,
-  )
+    live_key=live_key,
+  ).with_id(PUSHER_ID)
   nodes = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
   nodes += [trainer, evaluator, optimizer, pusher]
   return tfx.dsl.Pipeline(
@@ -253,7 +253,7 @@ def create_pipeline(
 
 
 def local_ir(pipeline: tfx.dsl.Pipeline):
-  """Compiles a pipeline for LocalDagRunner.run_with_ir, with LOCAL_NEVER_CACHED nodes uncached.
+  """Compiles a pipeline for LocalDagRunner.run_with_ir, with NEVER_CACHED nodes uncached.
 
   TFX's compiler applies the pipeline's cache setting to every node; this turns it off for the
   node that writes the serving folder, and for LiveModel when it was built without a
@@ -266,7 +266,7 @@ def local_ir(pipeline: tfx.dsl.Pipeline):
     (c.exec_properties.get("live_key") for c in pipeline.components if c.id == LIVE_MODEL_ID),
     None,
   )
-  uncached = LOCAL_NEVER_CACHED + (() if live_key else NEVER_CACHED)
+  uncached = NEVER_CACHED + (() if live_key else (LIVE_MODEL_ID,))
   for node in ir.nodes:
     if node.pipeline_node.node_info.id in uncached:
       node.pipeline_node.execution_options.caching_options.enable_cache = False

@@ -18,7 +18,8 @@
    written (tensorflow-io aborts the interpreter at exit).
 
 `python -m pipeline.kfp_entrypoint resolve-span --executor_input {{$}}` is the span resolver
-task that `pipeline.kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen.
+task that `pipeline.kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen, and
+`... live-key --executor_input {{$}}` the task `add_live_key_task` adds in front of LiveModel.
 `python -m pipeline.kfp_entrypoint check-imports CLASS_PATH...` imports classes as the steps do
 (the Dockerfile runs it on every class the packages name).
 """
@@ -180,25 +181,44 @@ def span_key(parameter_values: Mapping[str, Any]) -> str:
   )
 
 
-def resolve_span(argv: Sequence[str]) -> int:
-  """The span resolver task: writes `span_key` into the executor output file KFP reads back."""
+def live_key(parameter_values: Mapping[str, Any]) -> str:
+  """LiveModel's cache key from its serving_dir and model_name and the pipeline's name."""
+  from components.live_model import live_model_lib
+
+  return live_model_lib.live_model_key(
+    parameter_values[kubeflow_lib.SERVING_DIR_PARAMETER],
+    parameter_values[kubeflow_lib.MODEL_NAME_PARAMETER],
+    parameter_values[kubeflow_lib.PIPELINE_NAME_PARAMETER],
+  )
+
+
+# Key tasks: subcommand -> (the function that computes the value, its output parameter).
+KEY_TASKS = {
+  kubeflow_lib.RESOLVE_SPAN: (span_key, kubeflow_lib.SPAN_KEY),
+  kubeflow_lib.LIVE_KEY_COMMAND: (live_key, kubeflow_lib.LIVE_KEY),
+}
+
+
+def run_key_task(command: str, argv: Sequence[str]) -> int:
+  """Runs a key task: writes its one output parameter into the executor output file."""
+  compute, output = KEY_TASKS[command]
   executor_input = json.loads(kubeflow_lib.flag_value(argv, "--executor_input") or "{}")
   values = executor_input.get("inputs", {}).get("parameterValues") or {}
   hard_exit = _register_filesystems(argv)
   from components.errors import UserInputError
 
   try:
-    key = span_key(values)
+    key = compute(values)
   except UserInputError as e:
     print(f"error: {e}", file=sys.stderr)
     return _exit(1, hard_exit)
-  print(f"{kubeflow_lib.SPAN_KEY}: {key}")
+  print(f"{output}: {key}")
   output_file = executor_input["outputs"]["outputFile"]
   from tfx.dsl.io import fileio
 
   fileio.makedirs(os.path.dirname(output_file))
   with fileio.open(output_file, "w") as f:
-    f.write(json.dumps({"parameterValues": {kubeflow_lib.SPAN_KEY: key}}))
+    f.write(json.dumps({"parameterValues": {output: key}}))
   return _exit(0, hard_exit)
 
 
@@ -229,11 +249,11 @@ def check_imports(class_paths: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  """Dispatches to the span resolver, the import check, or TFX's executor entrypoint."""
+  """Dispatches to a key task, the import check, or TFX's executor entrypoint."""
   argv = list(sys.argv[1:] if argv is None else argv)
   os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-  if argv[:1] == [kubeflow_lib.RESOLVE_SPAN]:
-    return resolve_span(argv[1:])
+  if argv[:1] and argv[0] in KEY_TASKS:
+    return run_key_task(argv[0], argv[1:])
   if argv[:1] == [CHECK_IMPORTS]:
     return check_imports(argv[1:])
   run_executor(argv)

@@ -6,8 +6,10 @@ same spec with four differences this module papers over, each a small function o
 JSON (plain dicts; nothing here imports TFX):
 
 - **Caching per task.** TFX applies the pipeline's cache setting to every task;
-  `disable_cache` turns it off for tasks whose output depends on something outside their
-  inputs (the serving folder: `pipeline.factory.NEVER_CACHED`).
+  `disable_cache` turns it off for the task that writes the serving folder
+  (`pipeline.factory.NEVER_CACHED`). LiveModel reads that folder, which no cache can see:
+  `add_live_key_task` (both targets) puts a small uncached task in front of it that reads what
+  is live and feeds it to LiveModel as a parameter, so LiveModel is cached by what is live.
 - **The container entrypoint.** `use_entrypoint` makes every step run
   `python -m pipeline.kfp_entrypoint` instead of TFX's own entrypoint, which it wraps: it points
   keras_tuner at tf_keras before TFX is imported, and gives upstream artifacts back their types
@@ -45,6 +47,13 @@ SPAN_INPUTS = ("input_base", "input_config", "range_config", "rolling_spans")
 CLASS_PATH_FLAG = "--executor_class_path"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
 SERVING_DIR_PARAMETER = "serving_dir"
+MODEL_NAME_PARAMETER = "model_name"
+PIPELINE_NAME_PARAMETER = "pipeline_name"
+# The live key task: its subcommand, name suffix and output, which LiveModel and Pusher get.
+LIVE_MODEL_TASK = "LiveModel"
+LIVE_KEY_COMMAND = "live-key"
+LIVE_KEY_SUFFIX = "_key"
+LIVE_KEY = "live_key"
 # Names of environment variables that hold credentials: never written into a package.
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY", "CREDENTIAL", "API_KEY")
 
@@ -159,6 +168,68 @@ def span_driver_tasks(spec: Mapping[str, Any]) -> list[str]:
   ]
 
 
+def _add_key_task(
+  spec: dict[str, Any],
+  name: str,
+  command: str,
+  parameters: Mapping[str, Any],
+  output: str,
+  consumers: Sequence[str],
+  image: str,
+) -> None:
+  """Adds an uncached task that outputs one string parameter, an input of `consumers`.
+
+  The task runs `python -m pipeline.kfp_entrypoint <command> --executor_input {{$}}`. Its
+  output becomes the input parameter `output` of each consumer (`taskOutputParameter`), so
+  KFP's cache key of a consumer changes exactly when the value does.
+
+  Args:
+    spec: the pipelineSpec, changed in place.
+    name: the new task's name.
+    command: the entrypoint's subcommand.
+    parameters: the task's input parameters, as task input specs (constants or upstream
+      outputs), each with its definition: name -> (task input spec, input definition).
+    output: the output parameter's name.
+    consumers: tasks that get the output as an input parameter.
+    image: the container image.
+
+  Raises:
+    PackageError: when a task of that name is already in the package.
+  """
+  dag = tasks(spec)
+  if name in dag:
+    raise PackageError(f"a task named {name!r} is already in the package")
+  spec["components"][name] = {
+    "executorLabel": name + "_executor",
+    "inputDefinitions": {"parameters": {p: d for p, (_, d) in parameters.items()}},
+    "outputDefinitions": {"parameters": {output: {"parameterType": "STRING"}}},
+  }
+  spec["deploymentSpec"]["executors"][name + "_executor"] = {
+    "container": {
+      "image": image,
+      "command": ["python", "-m", ENTRYPOINT_MODULE, command],
+      "args": ["--executor_input", "{{$}}"],
+    }
+  }
+  dag[name] = {
+    "taskInfo": {"name": name},
+    "componentRef": {"name": name},
+    "inputs": {"parameters": {p: t for p, (t, _) in parameters.items()}},
+    "cachingOptions": {"enableCache": False},
+  }
+  for consumer in consumers:
+    task = dag[consumer]
+    task.setdefault("inputs", {}).setdefault("parameters", {})[output] = {
+      "taskOutputParameter": {"producerTask": name, "outputParameterKey": output}
+    }
+    task["dependentTasks"] = sorted({*task.get("dependentTasks", []), name})
+    comp = component(spec, consumer)
+    comp.setdefault("inputDefinitions", {}).setdefault("parameters", {})[output] = {
+      "parameterType": "STRING"
+    }
+    _add_to_inputs_spec_arg(executor(spec, consumer)["container"]["args"], output, "STRING")
+
+
 def add_span_resolvers(spec: dict[str, Any]) -> list[str]:
   """Replaces TFX's span driver hook of each FileBasedExampleGen by an uncached resolver task.
 
@@ -174,51 +245,55 @@ def add_span_resolvers(spec: dict[str, Any]) -> list[str]:
     The resolver task names.
   """
   resolvers = []
-  dag = tasks(spec)
   for name in span_driver_tasks(spec):
-    task = dag[name]
-    comp = component(spec, name)
     container = executor(spec, name)["container"]
     container.pop("lifecycle", None)
+    task_params = tasks(spec)[name].get("inputs", {}).get("parameters", {})
+    comp_params = component(spec, name).get("inputDefinitions", {}).get("parameters", {})
+    params = {
+      p: (copy.deepcopy(task_params[p]), copy.deepcopy(comp_params[p]))
+      for p in SPAN_INPUTS
+      if p in task_params
+    }
     resolver = name + SPAN_RESOLVER_SUFFIX
-    if resolver in dag:
-      raise PackageError(f"a task named {resolver!r} is already in the package")
-    task_params = task.get("inputs", {}).get("parameters", {})
-    comp_params = comp.get("inputDefinitions", {}).get("parameters", {})
-    inputs = [p for p in SPAN_INPUTS if p in task_params]
-    spec["components"][resolver] = {
-      "executorLabel": resolver + "_executor",
-      "inputDefinitions": {"parameters": {p: copy.deepcopy(comp_params[p]) for p in inputs}},
-      "outputDefinitions": {"parameters": {SPAN_KEY: {"parameterType": "STRING"}}},
-    }
-    spec["deploymentSpec"]["executors"][resolver + "_executor"] = {
-      "container": {
-        "image": container["image"],
-        "command": ["python", "-m", ENTRYPOINT_MODULE, RESOLVE_SPAN],
-        "args": ["--executor_input", "{{$}}"],
-      }
-    }
-    dag[resolver] = {
-      "taskInfo": {"name": resolver},
-      "componentRef": {"name": resolver},
-      "inputs": {"parameters": {p: copy.deepcopy(task_params[p]) for p in inputs}},
-      "cachingOptions": {"enableCache": False},
-    }
-    task_params[SPAN_KEY] = {
-      "taskOutputParameter": {"producerTask": resolver, "outputParameterKey": SPAN_KEY}
-    }
-    task.setdefault("inputs", {})["parameters"] = task_params
-    task["dependentTasks"] = sorted({*task.get("dependentTasks", []), resolver})
-    comp.setdefault("inputDefinitions", {}).setdefault("parameters", {})[SPAN_KEY] = {
-      "parameterType": "STRING"
-    }
-    _add_to_inputs_spec_arg(container["args"], SPAN_KEY, "STRING")
+    _add_key_task(spec, resolver, RESOLVE_SPAN, params, SPAN_KEY, [name], container["image"])
     resolvers.append(resolver)
   return resolvers
 
 
+def add_live_key_task(spec: dict[str, Any]) -> str | None:
+  """Adds the task that reads what the serving folder serves, for LiveModel's cache key.
+
+  LiveModel's output depends on the serving folder, which KFP's cache cannot see. The task
+  (`LiveModel_key`, uncached, `python -m pipeline.kfp_entrypoint live-key`) computes
+  `live_model_lib.live_model_key` from the LiveModel's serving_dir and model_name and the
+  pipeline's name, and feeds it as `live_key` to LiveModel, which is then cached by it, and to
+  the Pusher, which records it in the manifest, exactly as LocalDagRunner does.
+
+  Returns:
+    The task's name, or None when the package has no LiveModel.
+  """
+  if LIVE_MODEL_TASK not in tasks(spec):
+    return None
+  task_params = tasks(spec)[LIVE_MODEL_TASK]["inputs"]["parameters"]
+  comp_params = component(spec, LIVE_MODEL_TASK)["inputDefinitions"]["parameters"]
+  params = {
+    p: (copy.deepcopy(task_params[p]), copy.deepcopy(comp_params[p]))
+    for p in (SERVING_DIR_PARAMETER, MODEL_NAME_PARAMETER)
+  }
+  params[PIPELINE_NAME_PARAMETER] = (
+    {"runtimeValue": {"constant": spec["pipelineInfo"]["name"]}},
+    {"parameterType": "STRING"},
+  )
+  name = LIVE_MODEL_TASK + LIVE_KEY_SUFFIX
+  image = executor(spec, LIVE_MODEL_TASK)["container"]["image"]
+  _add_key_task(spec, name, LIVE_KEY_COMMAND, params, LIVE_KEY, serving_tasks(spec), image)
+  return name
+
+
 def serving_tasks(spec: Mapping[str, Any]) -> list[str]:
-  """Tasks that read or write the serving folder (a `serving_dir` parameter): LiveModel, Pusher."""
+  """Tasks that read or write the serving folder (a `serving_dir` parameter): LiveModel, its key
+  task, Pusher."""
   return [
     name
     for name in tasks(spec)
@@ -332,6 +407,7 @@ def postprocess(doc: dict[str, Any], target: str, never_cached: Iterable[str]) -
   disable_cache(spec, never_cached)
   if target == KFP:
     add_span_resolvers(spec)
+  add_live_key_task(spec)
   use_entrypoint(spec)
   return doc
 

@@ -130,7 +130,8 @@ def _run(args, config, out: pathlib.Path) -> int:
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 
-    from pipeline import live_cache, recovery
+    from components.live_model import live_model_lib
+    from pipeline import recovery
     from pipeline import summary as summary_lib
     from pipeline.factory import create_pipeline, local_ir
 
@@ -145,8 +146,8 @@ def _run(args, config, out: pathlib.Path) -> int:
         "--direct_running_mode=multi_processing",
         f"--direct_num_workers={args.direct_workers}",
       ]
-    live_key = live_cache.live_model_key(
-      store, config.pipeline_name, config.serving_dir, config.model_name
+    live_key = live_model_lib.live_model_key(
+      config.serving_dir, config.model_name, config.pipeline_name
     )
     pipeline = create_pipeline(config, connection, beam_args, live_key=live_key)
     names = [n for n in COMPONENT_ORDER if n in {c.id for c in pipeline.components}]

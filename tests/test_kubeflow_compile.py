@@ -95,6 +95,7 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
     "SchemaGen",
     "ExampleValidator",
     "Transform",
+    "LiveModel_key",
     "LiveModel",
     "DistributedTrainer",
     "Evaluator",
@@ -108,16 +109,20 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   assert deps["StatisticsGen"] == {"CsvExampleGen"}
   assert {"SchemaGen", "Transform", "ExampleValidator"} <= deps["DistributedTrainer"]
   assert {"DistributedTrainer", "LiveModel"} <= deps["Evaluator"]
+  assert deps["LiveModel"] == {"CsvExampleGen", "LiveModel_key"}
   assert {"Evaluator", "Optimizer", "DistributedTrainer"} <= deps["Pusher"]
   assert kfp_launcher.topological_order(doc["pipelineSpec"])[0] == "CsvExampleGen_span"
 
 
-def test_kfp_caching_live_model_and_span_resolver_never_cached(kfp_compiled):
+def test_kfp_caching_pusher_and_key_tasks_never_cached(kfp_compiled):
   tasks = _spec(kfp_compiled)["root"]["dag"]["tasks"]
   caching = {name: t["cachingOptions"]["enableCache"] for name, t in tasks.items()}
-  assert caching.pop("LiveModel") is False
-  assert caching.pop("CsvExampleGen_span") is False
+  for name in ("Pusher", "CsvExampleGen_span", "LiveModel_key"):
+    assert caching.pop(name) is False, name
   assert all(caching.values()), caching
+  # LiveModel's cache key holds what the serving folder serves.
+  live_key = tasks["LiveModel"]["inputs"]["parameters"][kubeflow_lib.LIVE_KEY]
+  assert live_key["taskOutputParameter"]["producerTask"] == "LiveModel_key"
   # The ExampleGen's cache key holds the resolved span, not TFX's span driver hook.
   span_key = tasks["CsvExampleGen"]["inputs"]["parameters"][kubeflow_lib.SPAN_KEY]
   assert span_key["taskOutputParameter"]["producerTask"] == "CsvExampleGen_span"
@@ -137,7 +142,8 @@ def test_every_step_runs_our_entrypoint_on_an_importable_executor(kfp_compiled, 
     for name in spec["root"]["dag"]["tasks"]:
       command = kubeflow_lib.executor(spec, name)["container"]["command"]
       assert command[:3] == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
-      assert name in paths or name.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX)
+      key_task = name.endswith((kubeflow_lib.SPAN_RESOLVER_SUFFIX, kubeflow_lib.LIVE_KEY_SUFFIX))
+      assert name in paths or key_task
     for path in paths.values():
       assert "__main__" not in path
       import_utils.import_class_by_path(path)
@@ -183,8 +189,9 @@ def test_vertex_package_keeps_tfx_span_driver_and_no_resolver_task(vertex_compil
   assert spec["schemaVersion"] == "2.1.0"
   assert not any(n.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX) for n in tasks)
   assert "preCacheCheck" in kubeflow_lib.executor(spec, "CsvExampleGen")["container"]["lifecycle"]
-  assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": False}
-  assert {"Tuner", "ImportSchemaGen"} <= set(tasks)
+  assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": True}
+  assert tasks["Pusher"]["cachingOptions"] == {"enableCache": False}
+  assert {"Tuner", "ImportSchemaGen", "LiveModel_key"} <= set(tasks)
   assert not (out.parent / "pipeline.kfp.yaml").exists()
   # The default image is a placeholder: one warning line, and the compile still succeeds.
   (line,) = kfp_launcher.warnings(proc.stderr)
@@ -204,7 +211,7 @@ def test_kfp_upload_package_mounts_the_serving_volume(kfp_compiled):
     _spec(kfp_compiled)["root"]["dag"]["tasks"]
   )
   executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
-  for label in ("LiveModel_executor", "Pusher_executor"):
+  for label in ("LiveModel_key_executor", "LiveModel_executor", "Pusher_executor"):
     mount = executors[label]["pvcMount"][0]
     assert (mount["constant"], mount["mountPath"]) == ("serving-pvc", "/mnt/serving")
     (from_secret,) = executors[label]["secretAsEnv"]

@@ -10,7 +10,7 @@ import pytest
 
 from tests import kfp_launcher
 from tests.kfp_launcher import CACHED, RAN
-from tests.pipeline_utils import REPO_ROOT, moto_s3, project_env
+from tests.pipeline_utils import REPO_ROOT, moto_s3, project_env, run_script
 
 # A container task in one line of Python: writes each output artifact and parameter it is given.
 TOY_STEP = r"""
@@ -199,8 +199,9 @@ class _S3Store:
     return sorted(n for n in names if n.isdigit())
 
 
-def _three_nights(tmp_path, store, env) -> None:
-  """Night 1 pushes span-1, night 2 (same data) pushes nothing, night 3 pushes span-2."""
+def _four_nights(tmp_path, store, env) -> None:
+  """Night 1 pushes span-1, night 2 (same data) pushes nothing, night 3 pushes span-2, and
+  night 4, after a rollback, evaluates against the rolled-back model and pushes nothing."""
   rows = (REPO_ROOT / "data" / "digits" / "digits.csv").read_text().splitlines(keepends=True)
   store.put("data/span-1/digits.csv", "".join(rows[:1201]))
   package_path = tmp_path / "digits.json"
@@ -238,17 +239,19 @@ def _three_nights(tmp_path, store, env) -> None:
   assert json.loads(first["CsvExampleGen_span"].parameters["span_key"])["span"] == 1
   assert _trained_on(first) == 1
 
-  # Same data: the span resolver and LiveModel run (never cached), the ExampleGen and everything
-  # fed only by it are served from KFP's cache; the Evaluator and Pusher rerun because the
-  # LiveModel's baseline is a new artifact, and the Pusher finds the same training live.
+  # Same data: the span resolver and the live key task run (never cached) and find what they
+  # found last night (the live version carries the key night 1's LiveModel had), so everything
+  # else is served from KFP's cache; the Pusher always runs and finds the same training live.
   second = launcher.run(package, "night-2")
   states = kfp_launcher.states(second)
   assert {n for n, s in states.items() if s == RAN} == {
     "CsvExampleGen_span",
-    "LiveModel",
-    "Evaluator",
+    "LiveModel_key",
     "Pusher",
   }
+  assert (
+    second["LiveModel_key"].parameters["live_key"] == first["LiveModel_key"].parameters["live_key"]
+  )
   assert not _pushed(second) and store.versions() == ["1"]
   reason = second["Pusher"].artifacts["pushed_model"].value("pushed_reason")
   assert reason.startswith("nothing new to push: live version 1")
@@ -261,10 +264,38 @@ def _three_nights(tmp_path, store, env) -> None:
   assert _pushed(third) and store.versions() == ["1", "2"]
   assert json.loads(store.read("serving/digits/2/manifest.json"))["data_spans"] == [2]
 
+  # A rollback to version 1 (re-published as version 3) changes the live key: LiveModel runs
+  # again and its baseline is the rolled-back model; the Trainer and Optimizer stay cached, and
+  # the Pusher does not undo the rollback.
+  proc = run_script(
+    "rollback.py",
+    "--serving-dir",
+    store.uri("serving"),
+    "--model-name",
+    "digits",
+    "--to",
+    "1",
+    env=env,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  fourth = launcher.run(package, "night-4")
+  states = kfp_launcher.states(fourth)
+  assert {n for n, s in states.items() if s == RAN} == {
+    "CsvExampleGen_span",
+    "LiveModel_key",
+    "LiveModel",
+    "Evaluator",
+    "Pusher",
+  }
+  assert fourth["LiveModel"].artifacts["baseline"].value("live_version") == 3
+  assert not _pushed(fourth) and store.versions() == ["1", "2", "3"]
+  reason = fourth["Pusher"].artifacts["pushed_model"].value("pushed_reason")
+  assert reason.startswith("not pushed: a rollback moved away from this training")
+
 
 @pytest.mark.e2e
 def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
-  _three_nights(tmp_path, _LocalStore(tmp_path / "store"), project_env())
+  _four_nights(tmp_path, _LocalStore(tmp_path / "store"), project_env())
 
 
 @pytest.mark.e2e
@@ -275,7 +306,7 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
 )
 def test_nightly_runs_on_the_kfp_launcher_with_everything_on_s3(tmp_path):
   with moto_s3("kit") as (client, env):
-    _three_nights(tmp_path, _S3Store(client, "kit"), env)
+    _four_nights(tmp_path, _S3Store(client, "kit"), env)
 
 
 @pytest.mark.e2e

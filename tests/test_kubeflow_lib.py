@@ -45,7 +45,10 @@ def _package():
     "rolling_spans": {"parameterType": "NUMBER_INTEGER"},
     "label_key": {"parameterType": "STRING"},
   }
-  live_params = {"serving_dir": {"parameterType": "STRING"}}
+  live_params = {
+    "serving_dir": {"parameterType": "STRING"},
+    "model_name": {"parameterType": "STRING"},
+  }
   examples = {"artifactType": {"instanceSchema": EXAMPLES_SCHEMA}}
   spec = {
     "schemaVersion": "2.1.0",
@@ -95,7 +98,10 @@ def _package():
               "cachingOptions": {"enableCache": True},
               "dependentTasks": ["Gen"],
               "inputs": {
-                "parameters": {"serving_dir": _const("/mnt/serving")},
+                "parameters": {
+                  "serving_dir": _const("/mnt/serving"),
+                  "model_name": _const("toy"),
+                },
                 "artifacts": {
                   "examples": {
                     "taskOutputArtifact": {"producerTask": "Gen", "outputArtifactKey": "examples"}
@@ -113,7 +119,7 @@ def _package():
 
 
 def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
-  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["LiveModel"])
+  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
   spec = doc["pipelineSpec"]
   tasks = spec["root"]["dag"]["tasks"]
   resolver = "Gen" + kubeflow_lib.SPAN_RESOLVER_SUFFIX
@@ -141,10 +147,10 @@ def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
 
 def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entrypoint():
   for target in kubeflow_lib.TARGETS:
-    spec = kubeflow_lib.postprocess(_package(), target, ["LiveModel"])["pipelineSpec"]
+    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
     tasks = spec["root"]["dag"]["tasks"]
-    assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": False}
-    assert tasks["Pusher"]["cachingOptions"] == {"enableCache": True}
+    assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": True}
+    assert tasks["Pusher"]["cachingOptions"] == {"enableCache": False}
     for name in ("Gen", "LiveModel", "Pusher"):
       command = kubeflow_lib.executor(spec, name)["container"]["command"]
       assert command == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
@@ -155,10 +161,50 @@ def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entryp
     }
 
 
-def test_vertex_target_keeps_tfx_span_driver_and_adds_no_task():
-  spec = kubeflow_lib.postprocess(_package(), kubeflow_lib.VERTEX, [])["pipelineSpec"]
-  assert set(spec["root"]["dag"]["tasks"]) == {"Gen", "LiveModel", "Pusher"}
-  assert "preCacheCheck" in kubeflow_lib.executor(spec, "Gen")["container"]["lifecycle"]
+def test_both_targets_key_live_model_by_an_uncached_task_that_reads_the_serving_folder():
+  for target in kubeflow_lib.TARGETS:
+    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
+    tasks = spec["root"]["dag"]["tasks"]
+    key_task = "LiveModel" + kubeflow_lib.LIVE_KEY_SUFFIX
+    assert tasks[key_task]["cachingOptions"] == {"enableCache": False}
+    assert tasks[key_task]["inputs"]["parameters"] == {
+      "serving_dir": _const("/mnt/serving"),
+      "model_name": _const("toy"),
+      "pipeline_name": _const("toy"),
+    }
+    command = kubeflow_lib.executor(spec, key_task)["container"]["command"]
+    assert command == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE, "live-key"]
+    # LiveModel is cached by the key; the Pusher records it in the manifest.
+    for name in ("LiveModel", "Pusher"):
+      assert tasks[name]["inputs"]["parameters"][kubeflow_lib.LIVE_KEY] == {
+        "taskOutputParameter": {"producerTask": key_task, "outputParameterKey": "live_key"}
+      }
+      assert key_task in tasks[name]["dependentTasks"]
+      args = kubeflow_lib.executor(spec, name)["container"]["args"]
+      declared = json.loads(kubeflow_lib.flag_value(args, kubeflow_lib.INPUTS_SPEC_FLAG))
+      assert declared["parameters"]["live_key"] == {"parameterType": "STRING"}
+
+
+def test_live_key_task_writes_the_key_of_what_is_live(tmp_path):
+  from components.live_model import live_model_lib
+
+  serving = tmp_path / "serving"
+  output_file = tmp_path / "task" / "executor_output.json"
+  executor_input = {
+    "inputs": {
+      "parameterValues": {
+        "serving_dir": str(serving),
+        "model_name": "toy",
+        "pipeline_name": "toy",
+      }
+    },
+    "outputs": {"outputFile": str(output_file)},
+  }
+  args = ["live-key", "--executor_input", json.dumps(executor_input)]
+  assert kfp_entrypoint.main(args) == 0
+  written = json.loads(output_file.read_text())["parameterValues"]["live_key"]
+  assert written == live_model_lib.live_model_key(str(serving), "toy", "toy")
+  assert json.loads(written) == {"pipeline": "toy", "live": "none"}
 
 
 def test_unknown_target_task_or_non_container_task_is_refused():
@@ -179,7 +225,7 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
   for bad in ("serving-pvc", ":/mnt", "pvc:relative"):
     with pytest.raises(ValueError, match="PVC_NAME:/mount/path"):
       kubeflow_lib.parse_volume(bad)
-  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["LiveModel"])
+  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
   path = tmp_path / "toy.kfp.yaml"
   secret = ("minio-creds", "accesskey", "AWS_ACCESS_KEY_ID")
   path.write_text(kubeflow_lib.kfp_package(doc, [("serving-pvc", "/mnt/serving")], [secret]))
@@ -192,6 +238,7 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
     "Gen_executor",
     "Gen_span_executor",
     "LiveModel_executor",
+    "LiveModel_key_executor",
     "Pusher_executor",
   }
   mount = executors["Pusher_executor"]["pvcMount"][0]
@@ -202,7 +249,7 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
     "secretKey": "accesskey",
     "envVar": "AWS_ACCESS_KEY_ID",
   }
-  assert kubeflow_lib.serving_tasks(doc["pipelineSpec"]) == ["LiveModel", "Pusher"]
+  assert kubeflow_lib.serving_tasks(doc["pipelineSpec"]) == ["LiveModel", "Pusher", "LiveModel_key"]
   # Without volumes the package is the spec alone.
   assert "---" not in kubeflow_lib.kfp_package(doc)
 

@@ -165,6 +165,7 @@ def test_component_wires_channels_and_parameters():
     s.SERVING_DIR_KEY: "/srv/models",
     s.MODEL_NAME_KEY: "digits",
     s.KEEP_VERSIONS_KEY: 3,
+    s.LIVE_KEY_KEY: None,
   }
   # Importable module path, so the executor can be found on Kubeflow.
   assert pusher.executor_spec.executor_class.__module__ == "components.pusher.executor"

@@ -43,10 +43,9 @@ class LiveModel(base_component.BaseComponent):
     warm_start: the same model when it was trained on other data than `examples`, for the
       Trainer's base_model; `available` is 0 otherwise.
 
-  Its output depends on the serving folder, not on its inputs. A runner that reads the
-  folder before the run passes `live_key` (`live_model_lib.live_key`), which puts what is live
-  into the cache key; without one, runners never serve it from a cache
-  (see pipeline.factory.NEVER_CACHED).
+  Its output depends on the serving folder, not on its inputs. Runners read the folder before
+  it runs and pass `live_key` (`live_model_lib.live_model_key`), which puts what is live into
+  the cache key; built without one, it is never served from a cache (`pipeline.factory`).
   """
 
   SPEC_CLASS = LiveModelSpec
@@ -66,7 +65,7 @@ class LiveModel(base_component.BaseComponent):
       serving_dir: the Pusher's serving folder (local path or object-store URI).
       model_name: the Pusher's model name.
       examples: this run's Examples, to tell whether the live model was trained on them.
-      live_key: what is live when the pipeline is built (`live_model_lib.live_key`), for
+      live_key: what is live when the pipeline runs (`live_model_lib.live_model_key`), for
         runners that cache LiveModel by it.
     """
     super().__init__(

@@ -21,6 +21,8 @@ from tfx.dsl.io import fileio
 from tfx.utils import io_utils
 
 MANIFEST_FILE = "manifest.json"
+# The manifest field where the Pusher records the key its run's LiveModel was cached by.
+LIVE_KEY_FIELD = "live_key"
 _VERSION = re.compile(r"^[0-9]{1,18}$")
 
 
@@ -107,3 +109,33 @@ def live_key(live: LiveVersion | None) -> str:
     return "none"
   manifest = json.dumps(live.manifest, sort_keys=True).encode()
   return f"{live.version}:{hashlib.sha256(manifest).hexdigest()[:16]}"
+
+
+def live_model_key(serving_dir: str, model_name: str, pipeline_name: str) -> str:
+  """The key a runner caches LiveModel by: what the serving folder serves, read before the run.
+
+  LiveModel's output depends on the serving folder, not on its inputs, so no cache can see
+  when it changes; this key, an input of LiveModel, changes exactly when the live version
+  does. A rerun with nothing new then reuses LiveModel, and with it the Evaluator and a
+  warm-started Trainer. LocalDagRunner (`pipeline/run_local.py`) computes it before the run;
+  on Kubeflow a small uncached task does (`pipeline.kubeflow_lib.add_live_key_task`).
+
+  One refinement keeps the first rerun after a push cached too: the Pusher records the key of
+  its run's LiveModel in the manifest (`LIVE_KEY_FIELD`). When the live version carries a key
+  of this pipeline and is not a rollback, that key is reused: that run evaluated and trained
+  this very model against what was live before it, and the Pusher, which always runs, finds
+  the candidate already live and pushes nothing. New data changes LiveModel's input and makes
+  it run regardless.
+
+  Returns:
+    A JSON string naming the pipeline and the live version's `live_key`.
+  """
+  live = live_version(serving_dir, model_name)
+  recorded = live.manifest.get(LIVE_KEY_FIELD) if live else None
+  if isinstance(recorded, str) and "rollback" not in live.manifest:
+    try:
+      if json.loads(recorded).get("pipeline") == pipeline_name:
+        return recorded
+    except (json.JSONDecodeError, AttributeError):
+      pass
+  return json.dumps({"pipeline": pipeline_name, "live": live_key(live)}, sort_keys=True)

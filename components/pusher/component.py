@@ -36,6 +36,7 @@ class Pusher(base_component.BaseComponent):
     optimized_model: types.BaseChannel | None = None,
     examples: types.BaseChannel | None = None,
     transform_graph: types.BaseChannel | None = None,
+    live_key: str | None = None,
   ):
     """Wires the Pusher.
 
@@ -51,6 +52,8 @@ class Pusher(base_component.BaseComponent):
       examples: Optional `Examples` channel; its spans are recorded in the manifest.
       transform_graph: Optional `TransformGraph` channel; shipped with the version when a
         blessed variant takes transformed features.
+      live_key: the key this run's LiveModel is cached by, recorded in the manifest so that
+        the next run reuses it (`live_model_lib.live_model_key`).
 
     Raises:
       ValueError: If serving_dir, model_name or keep_versions is unusable.
@@ -73,6 +76,7 @@ class Pusher(base_component.BaseComponent):
       serving_dir=serving_dir,
       model_name=model_name,
       keep_versions=keep_versions,
+      live_key=live_key,
       pushed_model=types.Channel(type=standard_artifacts.PushedModel),
     )
     super().__init__(spec=component_spec)

@@ -66,7 +66,7 @@ class Executor(stock_pusher.Executor):
       input_dict: model, model_blessing, and optionally optimized_model, examples and
         transform_graph.
       output_dict: pushed_model.
-      exec_properties: serving_dir, model_name, keep_versions.
+      exec_properties: serving_dir, model_name, keep_versions, and optionally live_key.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     pushed_model = artifact_utils.get_single_instance(output_dict[s.PUSHED_MODEL_KEY])
@@ -98,7 +98,9 @@ class Executor(stock_pusher.Executor):
         },
         variant_metrics={v.name: {**v.metrics, "signature": v.signature} for v in blessed},
         extra_trees=trees,
-        manifest_extra=self._manifest_extra(input_dict, index, needs_transform if trees else []),
+        manifest_extra=self._manifest_extra(
+          input_dict, index, needs_transform if trees else [], exec_properties.get(s.LIVE_KEY_KEY)
+        ),
         keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
         source={"saved_model": model_path, "variants": {v.name: v.folder for v in blessed}},
       )
@@ -151,6 +153,7 @@ class Executor(stock_pusher.Executor):
     input_dict: dict[str, list[types.Artifact]],
     index: dict[str, Any],
     transform_needed_by: list[str],
+    live_key: str | None,
   ) -> dict[str, Any]:
     model = artifact_utils.get_single_instance(input_dict[s.MODEL_KEY])
     blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
@@ -187,6 +190,8 @@ class Executor(stock_pusher.Executor):
       if index
       else None,
     }
+    if live_key:
+      extra[live_model_lib.LIVE_KEY_FIELD] = live_key
     if transform_needed_by:
       extra["transform_graph"] = {"path": TRANSFORM_GRAPH_SUBDIR, "needed_by": transform_needed_by}
     return extra

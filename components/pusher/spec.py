@@ -17,6 +17,7 @@ PUSHED_MODEL_KEY = "pushed_model"
 SERVING_DIR_KEY = "serving_dir"
 MODEL_NAME_KEY = "model_name"
 KEEP_VERSIONS_KEY = "keep_versions"
+LIVE_KEY_KEY = "live_key"
 
 # Custom properties written on the PushedModel artifact (stock names for the first three).
 PUSHED_PROPERTY = "pushed"
@@ -37,6 +38,7 @@ class PusherSpec(ComponentSpec):
     SERVING_DIR_KEY: ExecutionParameter(type=str),
     MODEL_NAME_KEY: ExecutionParameter(type=str),
     KEEP_VERSIONS_KEY: ExecutionParameter(type=int),
+    LIVE_KEY_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
     MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),

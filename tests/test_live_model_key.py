@@ -1,0 +1,55 @@
+"""live_model_lib.live_model_key: the key LiveModel is cached by, on both orchestrators."""
+
+import json
+
+from components.live_model import live_model_lib
+
+
+def _publish(serving, version, **fields):
+  folder = serving / "digits" / str(version)
+  folder.mkdir(parents=True)
+  (folder / "manifest.json").write_text(json.dumps({"version": version, **fields}))
+  return live_model_lib.live_key(live_model_lib.live_version(str(serving), "digits"))
+
+
+def _key(serving, pipeline="digits"):
+  return live_model_lib.live_model_key(str(serving), "digits", pipeline)
+
+
+def test_nothing_live_names_the_pipeline_and_none(tmp_path):
+  assert json.loads(_key(tmp_path / "serving")) == {"pipeline": "digits", "live": "none"}
+  assert _key(tmp_path / "serving") != _key(tmp_path / "serving", "other")
+
+
+def test_a_version_pushed_by_this_pipeline_keeps_the_key_its_run_had(tmp_path):
+  serving = tmp_path / "serving"
+  first = _key(serving)
+  own = _publish(serving, 1, live_key=first)
+  assert own.startswith("1:")
+  assert _key(serving) == first
+
+
+def test_other_pipelines_rollbacks_and_unrecorded_keys_get_the_live_versions_own_key(tmp_path):
+  recorded = json.dumps({"pipeline": "digits", "live": "none"}, sort_keys=True)
+  cases = {
+    "other-pipeline": {"live_key": json.dumps({"pipeline": "other", "live": "none"})},
+    "rollback": {"live_key": recorded, "rollback": {"from": 2, "to": 1}},
+    "no-key": {},
+    "not-json": {"live_key": "none"},
+    "not-an-object": {"live_key": "[1]"},
+  }
+  for name, fields in cases.items():
+    serving = tmp_path / name
+    own = _publish(serving, 3, **fields)
+    assert json.loads(_key(serving)) == {"pipeline": "digits", "live": own}, name
+
+
+def test_the_key_changes_with_the_live_version_and_its_manifest(tmp_path):
+  serving = tmp_path / "serving"
+  first = _publish(serving, 1)
+  second = _publish(serving, 2)
+  assert first != second and second.startswith("2:")
+  (serving / "digits" / "2" / "manifest.json").write_text(json.dumps({"version": 2, "x": 1}))
+  live = live_model_lib.live_version(str(serving), "digits")
+  assert live_model_lib.live_key(live) not in (first, second)
+  assert json.loads(_key(serving))["live"] == live_model_lib.live_key(live)
