@@ -37,8 +37,12 @@ def _accuracy_of_pushed_model(version_dir, records, label_key):
 @pytest.mark.timeout(900)
 def test_default_run_pushes_a_model_that_scores_090_and_rerun_is_cached(tmp_path):
   out = tmp_path / "out"
-  first = run_script("run_local.py", "--output-dir", out, "--quiet")
+  first = run_script("run_local.py", "--output-dir", out)
   assert first.returncode == 0, first.stderr[-3000:]
+  # The default view: the component table and the summary, the full log in a file.
+  printed = (first.stdout + first.stderr).splitlines()
+  assert len(printed) <= 60, "\n".join(printed)
+  assert list((out / "logs").glob("run-*.log"))
   summary = load_summary(out)
   assert summary["status"] == "succeeded"
   assert set(states(summary).values()) == {"ran"}
