@@ -302,7 +302,7 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
 @pytest.mark.timeout(1800)
 @pytest.mark.skipif(
   os.environ.get("KFP_LAUNCHER_S3") != "1",
-  reason="the same three nights on moto's S3 server take minutes more; set KFP_LAUNCHER_S3=1",
+  reason="the same four nights on moto's S3 server take minutes more; set KFP_LAUNCHER_S3=1",
 )
 def test_nightly_runs_on_the_kfp_launcher_with_everything_on_s3(tmp_path):
   with moto_s3("kit") as (client, env):
