@@ -172,26 +172,28 @@ def _add_key_task(
   spec: dict[str, Any],
   name: str,
   command: str,
-  parameters: Mapping[str, Any],
+  source: str,
+  copied: Sequence[str],
   output: str,
   consumers: Sequence[str],
-  image: str,
+  constants: Mapping[str, str] | None = None,
 ) -> None:
   """Adds an uncached task that outputs one string parameter, an input of `consumers`.
 
-  The task runs `python -m pipeline.kfp_entrypoint <command> --executor_input {{$}}`. Its
-  output becomes the input parameter `output` of each consumer (`taskOutputParameter`), so
-  KFP's cache key of a consumer changes exactly when the value does.
+  The task runs `python -m pipeline.kfp_entrypoint <command> --executor_input {{$}}` in the
+  image of `source`, with the parameters of `source` named in `copied` (those it has) plus
+  string `constants`. Its output becomes the input parameter `output` of each consumer
+  (`taskOutputParameter`), so KFP's cache key of a consumer changes exactly when the value does.
 
   Args:
     spec: the pipelineSpec, changed in place.
     name: the new task's name.
     command: the entrypoint's subcommand.
-    parameters: the task's input parameters, as task input specs (constants or upstream
-      outputs), each with its definition: name -> (task input spec, input definition).
+    source: the task whose parameters (values and definitions) and image the new task takes.
+    copied: names of the parameters of `source` to take.
     output: the output parameter's name.
     consumers: tasks that get the output as an input parameter.
-    image: the container image.
+    constants: more string parameters, by name.
 
   Raises:
     PackageError: when a task of that name is already in the package.
@@ -199,14 +201,22 @@ def _add_key_task(
   dag = tasks(spec)
   if name in dag:
     raise PackageError(f"a task named {name!r} is already in the package")
+  task_params = dag[source].get("inputs", {}).get("parameters", {})
+  comp_params = component(spec, source).get("inputDefinitions", {}).get("parameters", {})
+  names = [p for p in copied if p in task_params]
+  values = {p: copy.deepcopy(task_params[p]) for p in names}
+  definitions = {p: copy.deepcopy(comp_params[p]) for p in names}
+  for key, value in (constants or {}).items():
+    values[key] = {"runtimeValue": {"constant": value}}
+    definitions[key] = {"parameterType": "STRING"}
   spec["components"][name] = {
     "executorLabel": name + "_executor",
-    "inputDefinitions": {"parameters": {p: d for p, (_, d) in parameters.items()}},
+    "inputDefinitions": {"parameters": definitions},
     "outputDefinitions": {"parameters": {output: {"parameterType": "STRING"}}},
   }
   spec["deploymentSpec"]["executors"][name + "_executor"] = {
     "container": {
-      "image": image,
+      "image": executor(spec, source)["container"]["image"],
       "command": ["python", "-m", ENTRYPOINT_MODULE, command],
       "args": ["--executor_input", "{{$}}"],
     }
@@ -214,7 +224,7 @@ def _add_key_task(
   dag[name] = {
     "taskInfo": {"name": name},
     "componentRef": {"name": name},
-    "inputs": {"parameters": {p: t for p, (t, _) in parameters.items()}},
+    "inputs": {"parameters": values},
     "cachingOptions": {"enableCache": False},
   }
   for consumer in consumers:
@@ -246,17 +256,9 @@ def add_span_resolvers(spec: dict[str, Any]) -> list[str]:
   """
   resolvers = []
   for name in span_driver_tasks(spec):
-    container = executor(spec, name)["container"]
-    container.pop("lifecycle", None)
-    task_params = tasks(spec)[name].get("inputs", {}).get("parameters", {})
-    comp_params = component(spec, name).get("inputDefinitions", {}).get("parameters", {})
-    params = {
-      p: (copy.deepcopy(task_params[p]), copy.deepcopy(comp_params[p]))
-      for p in SPAN_INPUTS
-      if p in task_params
-    }
+    executor(spec, name)["container"].pop("lifecycle", None)
     resolver = name + SPAN_RESOLVER_SUFFIX
-    _add_key_task(spec, resolver, RESOLVE_SPAN, params, SPAN_KEY, [name], container["image"])
+    _add_key_task(spec, resolver, RESOLVE_SPAN, name, SPAN_INPUTS, SPAN_KEY, [name])
     resolvers.append(resolver)
   return resolvers
 
@@ -275,19 +277,17 @@ def add_live_key_task(spec: dict[str, Any]) -> str | None:
   """
   if LIVE_MODEL_TASK not in tasks(spec):
     return None
-  task_params = tasks(spec)[LIVE_MODEL_TASK]["inputs"]["parameters"]
-  comp_params = component(spec, LIVE_MODEL_TASK)["inputDefinitions"]["parameters"]
-  params = {
-    p: (copy.deepcopy(task_params[p]), copy.deepcopy(comp_params[p]))
-    for p in (SERVING_DIR_PARAMETER, MODEL_NAME_PARAMETER)
-  }
-  params[PIPELINE_NAME_PARAMETER] = (
-    {"runtimeValue": {"constant": spec["pipelineInfo"]["name"]}},
-    {"parameterType": "STRING"},
-  )
   name = LIVE_MODEL_TASK + LIVE_KEY_SUFFIX
-  image = executor(spec, LIVE_MODEL_TASK)["container"]["image"]
-  _add_key_task(spec, name, LIVE_KEY_COMMAND, params, LIVE_KEY, serving_tasks(spec), image)
+  _add_key_task(
+    spec,
+    name,
+    LIVE_KEY_COMMAND,
+    LIVE_MODEL_TASK,
+    (SERVING_DIR_PARAMETER, MODEL_NAME_PARAMETER),
+    LIVE_KEY,
+    serving_tasks(spec),
+    constants={PIPELINE_NAME_PARAMETER: spec["pipelineInfo"]["name"]},
+  )
   return name
 
 

@@ -146,6 +146,11 @@ def _pushed(results) -> bool:
   return results["Pusher"].artifacts["pushed_model"].value("pushed") == 1.0
 
 
+def _ran(results) -> set[str]:
+  """The tasks that ran (were not served from KFP's cache)."""
+  return {n for n, s in kfp_launcher.states(results).items() if s == RAN}
+
+
 def _trained_on(results) -> int:
   """The span the trained model's data fingerprint names (read by the Trainer from Examples)."""
   model = results["DistributedTrainer"].artifacts["model"]
@@ -243,8 +248,7 @@ def _four_nights(tmp_path, store, env) -> None:
   # found last night (the live version carries the key night 1's LiveModel had), so everything
   # else is served from KFP's cache; the Pusher always runs and finds the same training live.
   second = launcher.run(package, "night-2")
-  states = kfp_launcher.states(second)
-  assert {n for n, s in states.items() if s == RAN} == {
+  assert _ran(second) == {
     "CsvExampleGen_span",
     "LiveModel_key",
     "Pusher",
@@ -279,8 +283,7 @@ def _four_nights(tmp_path, store, env) -> None:
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   fourth = launcher.run(package, "night-4")
-  states = kfp_launcher.states(fourth)
-  assert {n for n, s in states.items() if s == RAN} == {
+  assert _ran(fourth) == {
     "CsvExampleGen_span",
     "LiveModel_key",
     "LiveModel",
