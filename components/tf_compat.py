@@ -175,3 +175,96 @@ def register_filesystems(paths) -> bool:
   import tensorflow_io  # noqa: F401  (registers the s3 file system)
 
   return True
+
+
+class StrategyScope:
+  """What happened inside `yielding_scope`: whose strategy was in effect when it ended.
+
+  Attributes:
+    trainer_strategy: the strategy whose scope `yielding_scope` entered.
+    module_strategy: the first other strategy whose scope the code inside entered (it then
+      replaced the trainer's), or None when the trainer's stayed in effect.
+  """
+
+  def __init__(self, trainer_strategy):
+    self.trainer_strategy = trainer_strategy
+    self.module_strategy = None
+
+  @property
+  def strategy(self):
+    """The strategy that trained: the module's when it entered one, else the trainer's."""
+    return self.module_strategy or self.trainer_strategy
+
+
+def yielding_scope(strategy):
+  """Enters `strategy.scope()` until the code inside enters the scope of a strategy of its own.
+
+  A stock TFX module builds its own strategy in run_fn (`tf.distribute.MirroredStrategy()`) and
+  enters its scope, as the TFX examples do; inside another strategy's scope TensorFlow refuses
+  that ("Mixing different tf.distribute.Strategy objects"). The stock Trainer enters no scope,
+  so there the module's strategy simply trains. This gives the same result and keeps the
+  trainer's choice for modules that take it (`tf.distribute.get_strategy()`, variables created
+  without a scope): while this context is active, the first time the current thread enters the
+  scope of another strategy (not TensorFlow's default one) at the top level of the trainer's
+  scope, the trainer's scope is closed first and stays closed, and the module's strategy is
+  recorded. TensorFlow has no public hook for that, so `StrategyBase.scope`, which every
+  strategy's `scope()` reaches, is wrapped for the duration (checked for TF 2.16 by a canary).
+
+  Args:
+    strategy: the trainer's tf.distribute.Strategy.
+
+  Returns:
+    A context manager yielding a `StrategyScope`.
+  """
+  import contextlib
+  import threading
+
+  from tensorflow.python.distribute import distribute_lib
+
+  @contextlib.contextmanager
+  def scope():
+    record = StrategyScope(strategy)
+    if not supported():
+      _LOG.warning(
+        "TensorFlow %s is not %s: run_fn runs inside the trainer's strategy scope, and a "
+        "module that enters a strategy of its own will fail.",
+        _tf_line(),
+        PATCHED_TF,
+      )
+      with strategy.scope():
+        yield record
+      return
+    outer = strategy.scope()
+    outer.__enter__()
+    owner = threading.get_ident()
+    state = {"open": True}
+    original = distribute_lib.StrategyBase.scope
+
+    def scope_of(self):
+      if (
+        state["open"]
+        and self is not strategy
+        and threading.get_ident() == owner
+        and not isinstance(self, distribute_lib._DefaultDistributionStrategy)
+        and distribute_lib.get_strategy() is strategy
+        and distribute_lib.in_cross_replica_context()
+      ):
+        outer.__exit__(None, None, None)
+        state["open"] = False
+        record.module_strategy = self
+        _LOG.info(
+          "run_fn entered the scope of its own %s; it replaces the trainer's %s.",
+          type(self).__name__,
+          type(strategy).__name__,
+        )
+      return original(self)
+
+    distribute_lib.StrategyBase.scope = scope_of
+    try:
+      yield record
+    finally:
+      distribute_lib.StrategyBase.scope = original
+      if state["open"]:
+        outer.__exit__(None, None, None)
+
+  return scope()

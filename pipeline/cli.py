@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Sequence
 
 from components import defaults, tasks
+from components.distributed_trainer import steps_lib
 from components.errors import UserCodeError, UserInputError, find
 from pipeline import checks
 from pipeline.config import PipelineConfig
@@ -130,7 +131,11 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   )
   g.add_argument("--train-steps", type=int, default=d.train_steps, help="(default: %(default)s)")
   g.add_argument(
-    "--eval-steps", type=int, default=d.eval_steps, help="eval batches, 0: all (default: 0)"
+    "--eval-steps",
+    type=int,
+    default=d.eval_steps,
+    help="eval batches; 0 (default): one pass over the eval split at the global batch size "
+    "(64), which is also what a run_fn module gets as fn_args.eval_steps",
   )
   g.add_argument(
     "--strategy",
@@ -159,7 +164,8 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     "--profile-steps",
     type=_steps,
     default=None,
-    help="START,END: write a TensorBoard profile of those training steps under model_run",
+    help="FIRST,LAST: write a TensorBoard profile of training steps FIRST to LAST (from 1, "
+    "whole executions of 10 steps around them) under model_run",
   )
   g = parser.add_argument_group("blessing, optimization and push")
   g.add_argument(
@@ -281,6 +287,8 @@ def config_from_args(
     ("--tune-trials", args.tune_trials, 1),
   ):
     checks.check_at_least(flag, value, low)
+  if args.profile_steps:
+    steps_lib.check_profile_steps(args.profile_steps, args.train_steps)
   if len(args.delimiter) != 1:
     raise checks.CheckError(
       f"--delimiter must be one character, got {args.delimiter!r}; e.g. ';' or $'\\t'."

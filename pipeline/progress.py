@@ -281,8 +281,10 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
     lines.append(f"hyper-parameters from the Tuner: {tuned}")
   strategy = summary.get("strategy") or {}
   if strategy.get("strategy"):
+    by = strategy.get("strategy_chosen_by") or "trainer"
     lines.append(
-      f"strategy: {strategy['strategy']} ({strategy.get('num_replicas_in_sync')} replica(s))"
+      f"strategy: {strategy['strategy']} ({strategy.get('num_replicas_in_sync')} replica(s)), "
+      f"chosen by the {by}"
     )
   metrics = summary.get("eval_metrics") or {}
   if metrics:

@@ -103,7 +103,8 @@ def build_summary(
     model = _output_of_type(store, trainer["execution_id"], "Model")
     if model is not None:
       summary["strategy"] = {
-        k: _prop(model, k) for k in ("strategy", "num_replicas_in_sync", "strategy_reason")
+        k: _prop(model, k)
+        for k in ("strategy", "num_replicas_in_sync", "strategy_reason", "strategy_chosen_by")
       }
       summary["task"] = _prop(model, "task")
       classes = _prop(model, "label_classes")

@@ -137,3 +137,60 @@ def test_tensorflow_io_still_aborts_at_exit():
     server.stop()
   assert proc.stdout.split()[-1:] == ["False"], proc.stderr[-2000:]
   assert proc.returncode != 0 and "pure virtual method called" in proc.stderr
+
+
+def test_strategy_scopes_still_refuse_to_nest_unless_yielding():
+  # Canary for yielding_scope(): TensorFlow refuses another strategy's scope inside one.
+  trainer = tf.distribute.OneDeviceStrategy("/cpu:0")
+  module = tf.distribute.MirroredStrategy(["/cpu:0"])
+  with trainer.scope(), pytest.raises(RuntimeError, match="Mixing different"):
+    with module.scope():
+      pass
+  with tf_compat.yielding_scope(trainer) as record:
+    assert tf.distribute.get_strategy() is trainer
+    with module.scope():
+      assert tf.distribute.get_strategy() is module
+      model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    # The trainer's scope stays closed after the module's strategy took over.
+    assert not tf.distribute.has_strategy()
+  assert record.module_strategy is module and record.strategy is module
+  assert model.distribute_strategy is module
+  assert not tf.distribute.has_strategy()
+
+
+def test_yielding_scope_keeps_the_trainers_strategy_for_modules_that_take_it():
+  trainer = tf.distribute.OneDeviceStrategy("/cpu:0")
+  scope_method = type(trainer).__mro__[2].scope
+  with tf_compat.yielding_scope(trainer) as record:
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    model.fit(tf.zeros((8, 2)), tf.zeros((8, 1)), epochs=1, verbose=0)
+    # Entering the trainer's own scope again, as Keras does in fit, changes nothing.
+    with trainer.scope():
+      assert tf.distribute.get_strategy() is trainer
+  assert record.module_strategy is None and record.strategy is trainer
+  assert model.distribute_strategy is trainer
+  assert type(trainer).__mro__[2].scope is scope_method  # The wrapper is gone.
+
+
+def test_yielding_scope_lets_a_custom_loop_step_with_its_own_strategy():
+  trainer = tf.distribute.OneDeviceStrategy("/cpu:0")
+  with tf_compat.yielding_scope(trainer) as record:
+    module = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with module.scope():
+      weight = tf.Variable(1.0)
+      optimizer = tf.keras.optimizers.SGD(0.5)
+
+    @tf.function
+    def step():
+      def replica_fn():
+        with tf.GradientTape() as tape:
+          loss = weight * weight
+        optimizer.apply_gradients([(tape.gradient(loss, weight), weight)])
+        return loss
+
+      return module.run(replica_fn)
+
+    step()
+  assert record.module_strategy is module
+  assert float(weight.numpy()) == pytest.approx(0.0)

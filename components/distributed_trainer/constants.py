@@ -33,6 +33,8 @@ DEFAULT_MODULE_PATH = defaults.DEFAULT_MODULE_PATH
 STRATEGY_PROPERTY = "strategy"
 NUM_REPLICAS_PROPERTY = "num_replicas_in_sync"
 STRATEGY_REASON_PROPERTY = "strategy_reason"
+# "trainer" or "module": who chose the strategy that trained (strategy_lib.CHOSEN_BY_*).
+STRATEGY_CHOSEN_BY_PROPERTY = "strategy_chosen_by"
 EVAL_ACCURACY_PROPERTY = "eval_accuracy"
 EVAL_METRICS_PROPERTY = "eval_metrics"
 MODULE_STYLE_PROPERTY = "module_style"

@@ -136,6 +136,9 @@ class TrainResult:
     weights_sha256: digest of the trained weights (equal on all MWMS workers).
     warm_started_layers: layers whose weights came from the base model.
     profile_dir: where a TensorBoard profile of the requested steps was written.
+    strategy_chosen_by: 'trainer' (the rule table or --strategy) or 'module' (run_fn built
+      and entered a strategy of its own, which then trained).
+    trainer_strategy: the trainer's choice, recorded also when the module's replaced it.
   """
 
   strategy: str
@@ -158,6 +161,8 @@ class TrainResult:
   weights_sha256: str | None = None
   warm_started_layers: list[str] = dataclasses.field(default_factory=list)
   profile_dir: str | None = None
+  strategy_chosen_by: str = "trainer"
+  trainer_strategy: str | None = None
 
 
 def run_state_dir(model_run_dir: str, *parts: str) -> str:
@@ -256,7 +261,9 @@ class FitConfig:
     steps_per_epoch: steps per epoch.
     global_batch_size: examples per step over all replicas.
     attempt: restart count of a surrounding local cluster.
-    profile_steps: (start, end) training steps to profile, or None.
+    profile_steps: (first, last) training steps to profile, 1-based and inclusive, or None.
+    steps_per_execution: steps per compiled call of the model (Keras' batch hooks run once per
+      call, so the profile covers whole calls around the steps).
     backup_dir: BackupAndRestore's folder; None: `<model_run_dir>/distributed_trainer/backup`.
   """
 
@@ -266,6 +273,7 @@ class FitConfig:
   global_batch_size: int = defaults.GLOBAL_BATCH_SIZE
   attempt: int = 0
   profile_steps: tuple[int, int] | None = None
+  steps_per_execution: int = 1
   backup_dir: str | None = None
 
 
@@ -307,15 +315,21 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
   import tensorflow as tf
 
   from components import tf_compat
+  from components.distributed_trainer import steps_lib
 
   epoch_times: list[float] = []
   progress = progress_path(config.model_run_dir, built.task_type, built.task_index)
   logs = os.path.join(config.model_run_dir, TENSORBOARD_DIR)
   cluster_ports = profiler_ports()
   local_profile = config.profile_steps and not cluster_ports
-  tensorboard = tf.keras.callbacks.TensorBoard(
-    logs, profile_batch=list(config.profile_steps) if local_profile else 0
+  profile_calls = (
+    steps_lib.profile_calls(
+      config.profile_steps, config.steps_per_epoch, config.steps_per_execution
+    )
+    if local_profile
+    else 0
   )
+  tensorboard = tf.keras.callbacks.TensorBoard(logs, profile_batch=profile_calls)
   callbacks = [
     tf_compat.backup_and_restore(
       config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from components.distributed_trainer import (
   anomalies_lib,
   constants,
   launch,
+  steps_lib,
   strategy_lib,
   tabular_lib,
 )
@@ -166,6 +168,21 @@ class Executor(trainer_executor.GenericExecutor):
     built = strategy_lib.build_strategy(
       _prop(exec_properties, constants.STRATEGY_KEY, strategy_lib.AUTO)
     )
+    global_batch_size = int(
+      _prop(exec_properties, constants.GLOBAL_BATCH_SIZE_KEY, defaults.GLOBAL_BATCH_SIZE)
+    )
+    # Modules get positive step counts, as the stock Trainer's examples set them.
+    exec_properties, eval_steps = steps_lib.with_eval_steps(
+      exec_properties,
+      input_dict.get(standard_component_specs.EXAMPLES_KEY) or [],
+      global_batch_size,
+    )
+    if eval_steps:
+      _LOG.info(
+        "No eval steps given: fn_args.eval_steps=%d (one pass at %d).",
+        eval_steps,
+        global_batch_size,
+      )
     fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
     fn_args = DistributedFnArgs(
       **attr.asdict(fn_args, recurse=False),
@@ -176,9 +193,7 @@ class Executor(trainer_executor.GenericExecutor):
       is_chief=built.is_chief,
       task_type=built.task_type,
       task_index=built.task_index,
-      global_batch_size=int(
-        _prop(exec_properties, constants.GLOBAL_BATCH_SIZE_KEY, defaults.GLOBAL_BATCH_SIZE)
-      ),
+      global_batch_size=global_batch_size,
       num_epochs=int(_prop(exec_properties, constants.NUM_EPOCHS_KEY, defaults.NUM_EPOCHS)),
       steps_per_execution=int(
         _prop(exec_properties, constants.STEPS_PER_EXECUTION_KEY, defaults.STEPS_PER_EXECUTION)
@@ -378,7 +393,7 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
       tf_compat.shard_by_record(built.strategy)
   _LOG.info("Training with run_fn under %s (attempt %d).", built.choice.name, fn_args.attempt)
   try:
-    with built.strategy.scope():
+    with tf_compat.yielding_scope(built.strategy) as scope:
       run_fn(fn_args)
   finally:
     if scratch:
@@ -391,9 +406,36 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
     task_index=built.task_index,
     is_chief=built.is_chief,
     module_style=constants.RUN_FN,
+    trainer_strategy=built.choice.name,
   )
+  if scope.module_strategy is not None:
+    result = _module_chose(result, scope.module_strategy, built)
   lib.write_result(fn_args.model_run_dir, result)
   return result
+
+
+def _module_chose(result: lib.TrainResult, strategy, built) -> lib.TrainResult:
+  """The result of a run_fn that trained under a strategy it built and entered itself."""
+  name = strategy_lib.strategy_name(strategy)
+  replicas = int(strategy.num_replicas_in_sync)
+  reason = (
+    f"chosen by the module: run_fn built and entered its own {type(strategy).__name__} "
+    f"({replicas} replica(s)), which replaced the trainer's {built.choice.name}"
+  )
+  if built.num_workers > 1 and name not in (
+    strategy_lib.MULTI_WORKER_MIRRORED,
+    strategy_lib.PARAMETER_SERVER,
+  ):
+    # Each worker of the cluster then trained on its own; the chief's model is the one kept.
+    reason += f"; it spans one process, so the {built.num_workers} workers trained apart"
+    _LOG.warning("%s.", reason)
+  return dataclasses.replace(
+    result,
+    strategy=name,
+    strategy_reason=reason,
+    num_replicas_in_sync=replicas,
+    strategy_chosen_by=strategy_lib.CHOSEN_BY_MODULE,
+  )
 
 
 def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, restarts: int):
@@ -401,6 +443,7 @@ def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, re
   model.set_string_custom_property(constants.STRATEGY_PROPERTY, result.strategy)
   model.set_int_custom_property(constants.NUM_REPLICAS_PROPERTY, result.num_replicas_in_sync)
   model.set_string_custom_property(constants.STRATEGY_REASON_PROPERTY, result.strategy_reason)
+  model.set_string_custom_property(constants.STRATEGY_CHOSEN_BY_PROPERTY, result.strategy_chosen_by)
   model.set_string_custom_property(constants.MODULE_STYLE_PROPERTY, result.module_style)
   model.set_int_custom_property(constants.NUM_WORKERS_PROPERTY, num_workers)
   model.set_int_custom_property(constants.RESTARTS_PROPERTY, restarts)

@@ -481,3 +481,39 @@ def default_strategy() -> BuiltStrategy:
     strategy=tf.distribute.get_strategy(),
     choice=StrategyChoice(DEFAULT, "no strategy was chosen: TensorFlow's default strategy"),
   )
+
+
+# The kit's name for each public strategy class, for strategies a module builds itself.
+_CLASS_NAMES = (
+  ("TPUStrategy", TPU),
+  ("MultiWorkerMirroredStrategy", MULTI_WORKER_MIRRORED),
+  ("ParameterServerStrategy", PARAMETER_SERVER),
+  ("MirroredStrategy", MIRRORED),
+  ("OneDeviceStrategy", ONE_DEVICE),
+)
+
+# Who decided the strategy that trained (recorded on the Model artifact).
+CHOSEN_BY_TRAINER = "trainer"
+CHOSEN_BY_MODULE = "module"
+
+
+def strategy_name(strategy) -> str:
+  """The kit's name of a tf.distribute strategy object (its class name when the kit has none).
+
+  Args:
+    strategy: any tf.distribute.Strategy.
+
+  Returns:
+    One of STRATEGY_NAMES but 'auto', or the class name (e.g. 'CentralStorageStrategy').
+  """
+  import tensorflow as tf
+
+  for class_name, name in _CLASS_NAMES:
+    # Subclass order matters: MultiWorkerMirrored and Mirrored are unrelated classes in TF,
+    # TPUStrategy is checked first because it is the most specific.
+    cls = getattr(tf.distribute, class_name, None) or getattr(
+      tf.distribute.experimental, class_name, None
+    )
+    if cls is not None and isinstance(strategy, cls):
+      return name
+  return type(strategy).__name__

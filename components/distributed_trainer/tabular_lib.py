@@ -22,7 +22,7 @@ import numpy as np
 
 from components import defaults, model_contract, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
-from components.distributed_trainer import strategy_lib
+from components.distributed_trainer import steps_lib, strategy_lib
 from components.model_contract import CATEGORICAL, NUMERIC, Column
 
 _LOG = logging.getLogger(__name__)
@@ -771,6 +771,7 @@ def train(
   hparams = {**DEFAULT_HPARAMS, **settings.hparams}
   epochs = max(1, min(settings.num_epochs, settings.train_steps))
   steps_per_epoch = math.ceil(settings.train_steps / epochs)
+  steps_lib.check_profile_steps(settings.profile_steps, epochs * steps_per_epoch)
   previous_policy = tf.keras.mixed_precision.global_policy()
   if settings.mixed_precision:
     tf.keras.mixed_precision.set_global_policy(settings.mixed_precision)
@@ -810,6 +811,7 @@ def train(
         global_batch_size=settings.global_batch_size,
         attempt=attempt,
         profile_steps=settings.profile_steps,
+        steps_per_execution=settings.steps_per_execution,
         backup_dir=settings.backup_dir,
       ),
     )

@@ -1,0 +1,159 @@
+"""Step counts a trainer module receives, and profiled steps mapped onto Keras' step calls.
+
+The stock Trainer hands `TrainArgs.num_steps` and `EvalArgs.num_steps` to a module as
+`fn_args.train_steps` and `fn_args.eval_steps`, and TFX's examples always set both, so module
+code passes them straight to `fit(steps_per_epoch=..., validation_steps=...)` on repeated
+datasets. An unset count (0) would reach such a module as None and `fit` would never end an
+infinite dataset, so the DistributedTrainer and the Tuner turn an unset eval count into one
+pass over the eval split at the global batch size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from components import defaults
+from components.errors import UserInputError
+
+# The ExampleGen records each split's row count under this prefix (example_gen.executor).
+_ROWS_PROPERTY_PREFIX = "num_rows_"
+
+
+def count_examples(artifacts: Sequence[Any], split: str) -> int:
+  """Examples in `split` of the given Examples artifacts.
+
+  Reads the row count the kit's ExampleGen records on the artifact; for other Examples (a
+  Transform's output, another ExampleGen) it counts the records of the split's files.
+
+  Args:
+    artifacts: Examples artifacts.
+    split: split name, e.g. 'eval'.
+
+  Returns:
+    The number of examples (0 when the split has no files).
+  """
+  total = 0
+  for artifact in artifacts:
+    key = _ROWS_PROPERTY_PREFIX + split
+    if artifact.has_custom_property(key):
+      total += int(artifact.get_int_custom_property(key))
+      continue
+    total += _count_records(artifact, split)
+  return total
+
+
+def _count_records(artifact: Any, split: str) -> int:
+  import tensorflow as tf
+  from tfx.types import artifact_utils
+
+  folder = artifact_utils.get_split_uri([artifact], split)
+  files = sorted(tf.io.gfile.glob(f"{folder}/*"))
+  if not files:
+    return 0
+  compression = "GZIP" if files[0].endswith(".gz") else ""
+  dataset = tf.data.TFRecordDataset(files, compression_type=compression)
+  return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+
+
+def default_eval_steps(num_examples: int, batch_size: int = defaults.GLOBAL_BATCH_SIZE) -> int:
+  """Eval steps for one pass over `num_examples` at `batch_size`, at least 1."""
+  return max(1, math.ceil(num_examples / batch_size))
+
+
+def eval_split(exec_properties: dict[str, Any]) -> str:
+  """The eval split the trainer reads (EvalArgs.splits, default 'eval')."""
+  from tfx.proto import trainer_pb2
+  from tfx.types import standard_component_specs
+  from tfx.utils import proto_utils
+
+  raw = exec_properties.get(standard_component_specs.EVAL_ARGS_KEY)
+  if not raw:
+    return "eval"
+  eval_args = proto_utils.json_to_proto(raw, trainer_pb2.EvalArgs())
+  return eval_args.splits[0] if eval_args.splits else "eval"
+
+
+def with_eval_steps(
+  exec_properties: dict[str, Any], examples: Sequence[Any], batch_size: int
+) -> tuple[dict[str, Any], int | None]:
+  """`exec_properties` whose EvalArgs.num_steps is positive.
+
+  Args:
+    exec_properties: stock Trainer or Tuner properties.
+    examples: the Examples artifacts the module reads.
+    batch_size: examples per eval step for the default count.
+
+  Returns:
+    (properties, steps): the properties with a positive count (unchanged when the user set
+    one) and the count filled in, or None when nothing was filled in.
+  """
+  from tfx.proto import trainer_pb2
+  from tfx.types import standard_component_specs
+  from tfx.utils import proto_utils
+
+  key = standard_component_specs.EVAL_ARGS_KEY
+  eval_args = trainer_pb2.EvalArgs()
+  if exec_properties.get(key):
+    proto_utils.json_to_proto(exec_properties[key], eval_args)
+  if eval_args.num_steps > 0:
+    return exec_properties, None
+  steps = default_eval_steps(count_examples(examples, eval_split(exec_properties)), batch_size)
+  eval_args.num_steps = steps
+  return {**exec_properties, key: proto_utils.proto_to_json(eval_args)}, steps
+
+
+def check_profile_steps(profile_steps: Sequence[int] | None, total_steps: int) -> None:
+  """Refuses a profile range the run will not reach.
+
+  Args:
+    profile_steps: (first, last) training steps, 1-based and inclusive, or None.
+    total_steps: optimizer steps the run takes.
+
+  Raises:
+    UserInputError: when the range is empty or ends after the last step.
+  """
+  if not profile_steps:
+    return
+  first, last = (int(s) for s in profile_steps)
+  if first < 1 or last < first:
+    raise UserInputError(
+      f"--profile-steps {first},{last} is not a range of training steps; pass FIRST,LAST with "
+      "1 <= FIRST <= LAST."
+    )
+  if last > total_steps:
+    raise UserInputError(
+      f"--profile-steps {first},{last} ends after the last training step of this run "
+      f"({total_steps}); pass a range within 1,{total_steps} or raise --train-steps."
+    )
+
+
+def profile_calls(
+  profile_steps: Sequence[int], steps_per_epoch: int, steps_per_execution: int
+) -> tuple[int, int]:
+  """The Keras batch-hook calls that cover training steps `profile_steps`.
+
+  Keras calls its batch hooks once per execution of up to `steps_per_execution` steps (the
+  last one of an epoch may be shorter), and the TensorBoard callback's `profile_batch` counts
+  those calls from 1 over the whole fit. So the profile covers whole executions around the
+  range.
+
+  Args:
+    profile_steps: (first, last) training steps, 1-based and inclusive.
+    steps_per_epoch: steps per epoch of the fit.
+    steps_per_execution: steps per compiled call.
+
+  Returns:
+    (first, last) calls, 1-based and inclusive.
+  """
+  per = max(1, int(steps_per_execution))
+  epoch_steps = max(1, int(steps_per_epoch))
+  calls_per_epoch = math.ceil(epoch_steps / per)
+
+  def call_of(step: int) -> int:
+    epoch, within = divmod(int(step) - 1, epoch_steps)
+    return epoch * calls_per_epoch + within // per + 1
+
+  first, last = profile_steps
+  return call_of(first), call_of(last)
