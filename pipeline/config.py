@@ -54,6 +54,8 @@ class PipelineConfig:
   strategy: str = defaults.AUTO
   local_workers: int = 0
   local_ps: int = 0
+  # Kubeflow only: tfjob_lib.TFJobSettings JSON; the trainer step runs a TFJob ('': it trains).
+  tfjob: str = ""
   warm_start: bool = False
   tune: bool = False
   tune_trials: int = 10

@@ -205,6 +205,7 @@ def create_pipeline(
     strategy=config.strategy,
     local_workers=config.local_workers,
     local_ps=config.local_ps,
+    tfjob=config.tfjob,
     custom_config=custom_config,
     base_model=live.outputs["warm_start"] if config.warm_start else None,
   )

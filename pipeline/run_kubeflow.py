@@ -5,12 +5,16 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse
+import dataclasses
 import json
 import logging
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
 
+from components import defaults
+from components.distributed_trainer import tfjob_lib
 from pipeline import checks, cli, kubeflow_lib, progress
 from pipeline.config import DEFAULT_IMAGE, PipelineConfig
 
@@ -163,6 +167,48 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
     help="kfp: set VAR in every step from key KEY of Kubernetes secret SECRET, repeatable, e.g. "
     "mlpipeline-minio-artifact:accesskey:AWS_ACCESS_KEY_ID",
   )
+  g = parser.add_argument_group(
+    "training across machines (kfp: a Kubeflow Training Operator TFJob, kubeflow.org/v1)"
+  )
+  g.add_argument(
+    "--workers",
+    type=int,
+    default=0,
+    metavar="N",
+    help="the DistributedTrainer step runs a TFJob of N Worker replicas and waits for it",
+  )
+  g.add_argument(
+    "--ps",
+    type=int,
+    default=0,
+    metavar="M",
+    help="M PS replicas in the TFJob, and a Chief replica that coordinates (parameter_server)",
+  )
+  g.add_argument(
+    "--worker-resources",
+    type=_flag_type(tfjob_lib.parse_resources),
+    default={},
+    metavar="NAME=QTY,...",
+    help="requests (= limits) of the chief and each worker, e.g. "
+    "cpu=4,memory=16Gi,nvidia.com/gpu=1",
+  )
+  g.add_argument(
+    "--ps-resources",
+    type=_flag_type(tfjob_lib.parse_resources),
+    default={},
+    metavar="NAME=QTY,...",
+    help="requests (= limits) of each PS replica, e.g. cpu=2,memory=8Gi",
+  )
+  g.add_argument(
+    "--tfjob-namespace",
+    default="",
+    help="namespace of the TFJob (default: the trainer step's own)",
+  )
+  g.add_argument(
+    "--tfjob-service-account",
+    default="",
+    help="service account of the replicas (default: the namespace's default)",
+  )
   parser.add_argument(
     "--beam-arg",
     action="append",
@@ -183,12 +229,92 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
   Raises:
     checks.CheckError: with a one-line message naming the fix.
   """
-  defaults = PipelineConfig()
-  if str(args.data_root) == defaults.data_root:
+  if str(args.data_root) == PipelineConfig().data_root:
     args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
-  return cli.config_from_args(
+  config = cli.config_from_args(
     args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
   )
+  return dataclasses.replace(config, tfjob=tfjob_setting(args, config))
+
+
+_K8S_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+
+def tfjob_setting(args: argparse.Namespace, config: PipelineConfig) -> str:
+  """The DistributedTrainer's TFJob settings from --workers and friends ('' without --workers).
+
+  Every replica gets what a pipeline step gets: the image, --step-env, --secret-env (as
+  secret references) and --volume.
+
+  Raises:
+    checks.CheckError: for flags a TFJob cannot honour, naming what to pass instead.
+  """
+  given = {
+    "--workers": args.workers,
+    "--ps": args.ps,
+    "--worker-resources": args.worker_resources,
+    "--ps-resources": args.ps_resources,
+    "--tfjob-namespace": args.tfjob_namespace,
+    "--tfjob-service-account": args.tfjob_service_account,
+  }
+  given = [flag for flag, value in given.items() if value]
+  if not given:
+    return ""
+  if args.target == kubeflow_lib.VERTEX:
+    raise checks.CheckError(
+      f"{given[0]} runs a Kubeflow Training Operator TFJob, which Vertex AI does not have; on "
+      "Vertex train on one machine with --strategy mirrored and GPUs, or compile --target kfp "
+      "for open-source Kubeflow with the training operator installed."
+    )
+  if not args.workers:
+    raise checks.CheckError(f"{given[0]} configures the TFJob of --workers N; pass --workers too.")
+  checks.check_at_least("--workers", args.workers, 1)
+  checks.check_at_least("--ps", args.ps, 0)
+  if config.local_workers or config.local_ps:
+    raise checks.CheckError(
+      "--local-workers and --local-ps start processes inside the trainer's step; with --workers "
+      "the replicas are TFJob pods, so leave them out."
+    )
+  if args.ps_resources and not args.ps:
+    raise checks.CheckError("--ps-resources sizes the PS replicas of --ps M; pass --ps too.")
+  if args.ps and config.strategy not in (defaults.PARAMETER_SERVER, defaults.AUTO):
+    raise checks.CheckError(
+      f"--ps {args.ps} trains with ParameterServerStrategy, not {config.strategy}; pass "
+      "--strategy parameter_server or auto."
+    )
+  if not args.ps and config.strategy not in (defaults.MULTI_WORKER_MIRRORED, defaults.AUTO):
+    raise checks.CheckError(
+      f"--workers {args.workers} trains with MultiWorkerMirroredStrategy, not "
+      f"{config.strategy}; pass --strategy multi_worker_mirrored or auto (or --ps M for "
+      "parameter_server)."
+    )
+  if args.workers == 1 and not args.ps and config.strategy == defaults.MULTI_WORKER_MIRRORED:
+    raise checks.CheckError(
+      "a TFJob of one replica gets no TF_CONFIG from the training operator, so "
+      "multi_worker_mirrored cannot start; pass --workers 2 or more, or --strategy auto."
+    )
+  if args.tfjob_namespace and not re.fullmatch(_K8S_NAME, args.tfjob_namespace):
+    raise checks.CheckError(
+      f"--tfjob-namespace {args.tfjob_namespace!r} is not a Kubernetes namespace name "
+      "(lower-case letters, digits and '-')."
+    )
+  account = args.tfjob_service_account
+  if account and not re.fullmatch(rf"{_K8S_NAME}(\.{_K8S_NAME})*", account):
+    raise checks.CheckError(
+      f"--tfjob-service-account {account!r} is not a Kubernetes service account name."
+    )
+  return tfjob_lib.TFJobSettings(
+    workers=args.workers,
+    ps=args.ps,
+    image=args.image,
+    namespace=args.tfjob_namespace,
+    service_account=account,
+    worker_resources=dict(args.worker_resources),
+    ps_resources=dict(args.ps_resources),
+    env=tuple(args.step_env),
+    secret_env=tuple(args.secret_env),
+    volumes=tuple(args.volume),
+  ).to_json()
 
 
 def check_target(target: str, config: PipelineConfig) -> None:

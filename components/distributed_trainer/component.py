@@ -37,6 +37,7 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
     constants.MIXED_PRECISION_KEY: ExecutionParameter(type=str, optional=True),
     constants.WORKER_TIMEOUT_KEY: ExecutionParameter(type=int),
     constants.MAX_RESTARTS_KEY: ExecutionParameter(type=int),
+    constants.TFJOB_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
     **standard_component_specs.TrainerSpec.INPUTS,
@@ -111,6 +112,7 @@ class DistributedTrainer(base_component.BaseComponent):
     mixed_precision: str = "",
     worker_timeout_s: int = defaults.WORKER_TIMEOUT_S,
     max_restarts: int = defaults.MAX_RESTARTS,
+    tfjob: str = "",
   ):
     """Wires a DistributedTrainer.
 
@@ -141,6 +143,8 @@ class DistributedTrainer(base_component.BaseComponent):
       mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
       worker_timeout_s: wall-clock limit of a local cluster run.
       max_restarts: local cluster restarts after a failed process.
+      tfjob: `tfjob_lib.TFJobSettings` JSON: the step runs its replicas as a Kubeflow TFJob
+        (run_kubeflow.py --workers); '' trains here or in the local cluster.
 
     Raises:
       ValueError: for argument combinations that cannot work; the message says what to pass.
@@ -151,6 +155,8 @@ class DistributedTrainer(base_component.BaseComponent):
     # needs no wheel packaging on Kubeflow.
     module_path = None if (module_file or run_fn) else constants.DEFAULT_MODULE_PATH
     _check_arguments(strategy, local_workers, local_ps, global_batch_size, mixed_precision)
+    if tfjob and (local_workers or local_ps):
+      raise ValueError("tfjob runs the replicas on Kubernetes; pass local_workers=0, local_ps=0")
     spec = DistributedTrainerSpec(
       examples=examples,
       transform_graph=transform_graph,
@@ -173,6 +179,7 @@ class DistributedTrainer(base_component.BaseComponent):
       mixed_precision=mixed_precision,
       worker_timeout_s=worker_timeout_s,
       max_restarts=max_restarts,
+      tfjob=tfjob or None,
       model=types.Channel(type=standard_artifacts.Model),
       model_run=types.Channel(type=standard_artifacts.ModelRun),
     )

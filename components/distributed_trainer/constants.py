@@ -12,6 +12,8 @@ STEPS_PER_EXECUTION_KEY = "steps_per_execution"
 MIXED_PRECISION_KEY = "mixed_precision"
 WORKER_TIMEOUT_KEY = "worker_timeout_s"
 MAX_RESTARTS_KEY = "max_restarts"
+# JSON of tfjob_lib.TFJobSettings: set by run_kubeflow.py --workers, the step runs a TFJob.
+TFJOB_KEY = "tfjob"
 # Optional input: ExampleValidator output; anomalies stop training before it starts.
 ANOMALIES_KEY = "anomalies"
 
@@ -49,6 +51,10 @@ HPARAMS_PROPERTY = "hparams"
 PROFILE_DIR_PROPERTY = "profile_dir"
 DATA_FINGERPRINTS_PROPERTY = "data_fingerprints"
 TRAINING_FINGERPRINT_PROPERTY = "training_fingerprint"
+# Where a TFJob trained: its name, namespace and replica counts (JSON {"worker": 2, ...}).
+TFJOB_NAME_PROPERTY = "tfjob_name"
+TFJOB_NAMESPACE_PROPERTY = "tfjob_namespace"
+TFJOB_REPLICAS_PROPERTY = "tfjob_replicas"
 
 DEFAULT_WORKER_TIMEOUT_S = defaults.WORKER_TIMEOUT_S
 DEFAULT_MAX_RESTARTS = defaults.MAX_RESTARTS

@@ -31,8 +31,11 @@ _PROGRESS_DIR = "progress"
 _RESULTS_DIR = "results"
 TENSORBOARD_DIR = "logs"
 _SHUFFLE_BUFFER = 10_000
-# JSON {"<job>-<index>": port} of the profiler servers of a local cluster's processes.
+# JSON {"<job>-<index>": port} of the profiler servers of a local cluster's processes, or
+# PROFILER_PORTS_FROM_TF_CONFIG: in a cluster whose addresses only TF_CONFIG knows (a TFJob's
+# pods), each process serves at its own TF_CONFIG host and port + 1.
 PROFILER_PORTS_ENV = "TFXKIT_PROFILER_PORTS"
+PROFILER_PORTS_FROM_TF_CONFIG = "tf_config_port+1"
 
 
 class TrainerInputError(UserInputError):
@@ -369,9 +372,26 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
 
 
 def profiler_ports() -> dict[str, int]:
-  """The local cluster's profiler server ports, {"<job>-<index>": port}; {} outside one."""
+  """The cluster's profiler server ports, {"<job>-<index>": port}; {} outside a cluster."""
+  return {k: int(a.rpartition(":")[2]) for k, a in profiler_addresses().items()}
+
+
+def profiler_addresses() -> dict[str, str]:
+  """Where each process of the cluster serves its profile, {"<job>-<index>": "host:port"}."""
   raw = os.environ.get(PROFILER_PORTS_ENV)
-  return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
+  if not raw:
+    return {}
+  if raw != PROFILER_PORTS_FROM_TF_CONFIG:
+    return {k: f"localhost:{int(v)}" for k, v in json.loads(raw).items()}
+  cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+  out = {}
+  for job, addresses in cluster.items():
+    # A sparse TF_CONFIG (the operator's enableDynamicWorker) maps indexes to addresses.
+    pairs = addresses.items() if isinstance(addresses, dict) else enumerate(addresses or ())
+    for index, address in pairs:
+      host, _, port = address.rpartition(":")
+      out[f"{job}-{index}"] = f"{host}:{int(port) + 1}"
+  return out
 
 
 def start_profiler_server(task_type: str, task_index: int) -> int | None:
@@ -427,7 +447,7 @@ def _ClusterTrace(
       t0, s0 = self._started
       per_step = (time.perf_counter() - t0) / max(step - s0, 1) if step > s0 else 0.05
       duration_ms = int(min(max(per_step * (steps[1] - steps[0] + 1) * 1000, 1000), 60000))
-      addresses = ",".join(f"grpc://localhost:{p}" for p in ports.values())
+      addresses = ",".join(f"grpc://{a}" for a in profiler_addresses().values())
       self._thread = threading.Thread(
         target=tf.profiler.experimental.client.trace,
         args=(addresses, logdir, duration_ms),

@@ -118,7 +118,10 @@ class Executor(trainer_executor.GenericExecutor):
     workers = int(_prop(exec_properties, constants.LOCAL_WORKERS_KEY, 0))
     num_ps = int(_prop(exec_properties, constants.LOCAL_PS_KEY, 0))
     restarts = 0
-    if workers or num_ps:
+    tfjob = _prop(exec_properties, constants.TFJOB_KEY, "")
+    if tfjob:
+      result, restarts, workers = self._run_tfjob(input_dict, output_dict, exec_properties, tfjob)
+    elif workers or num_ps:
       result, restarts = self._run_local_cluster(
         input_dict, output_dict, exec_properties, workers, num_ps
       )
@@ -277,6 +280,64 @@ class Executor(trainer_executor.GenericExecutor):
     result = lib.read_result(lib.result_path(model_run_dir, chief_type, 0))
     return result, run.restarts
 
+  def _run_tfjob(
+    self,
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+    tfjob: str,
+  ) -> tuple[lib.TrainResult, int, int]:
+    """Trains in a Kubeflow TFJob; returns the chief's result, the restarts and the workers.
+
+    Every replica runs the worker entry point on a spec written under model_run (the
+    pipeline root, which the replicas read); the job is recorded on the Model artifact.
+    """
+    from components.distributed_trainer import tfjob_lib
+
+    settings = tfjob_lib.TFJobSettings.from_json(tfjob)
+    model = artifact_utils.get_single_instance(output_dict[standard_component_specs.MODEL_KEY])
+    model_run_dir = artifact_utils.get_single_uri(
+      output_dict[standard_component_specs.MODEL_RUN_KEY]
+    )
+    spec_path = lib.run_state_dir(model_run_dir, "spec.json")
+    fileio.makedirs(os.path.dirname(spec_path))
+    with fileio.open(spec_path, "w") as f:
+      f.write(
+        json.dumps(
+          {
+            "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
+            "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
+            "exec_properties": exec_properties,
+          }
+        )
+      )
+    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+    env = {}
+    if (custom or {}).get(constants.PROFILE_STEPS_CONFIG):
+      # Each replica serves its profile on its TF_CONFIG port + 1; the chief traces them all.
+      env[lib.PROFILER_PORTS_ENV] = lib.PROFILER_PORTS_FROM_TF_CONFIG
+    timeout_s = int(_prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S))
+    namespace = settings.namespace or tfjob_lib.current_namespace()
+    body = tfjob_lib.build_tfjob(
+      tfjob_lib.job_name(model.uri),
+      namespace,
+      settings,
+      ["python", "-m", "components.distributed_trainer.worker", "--spec", spec_path],
+      artifact_uri=model.uri,
+      extra_env=env,
+      active_deadline_s=timeout_s,
+    )
+    run = tfjob_lib.run_job(tfjob_lib.connect(), body, timeout_s=timeout_s, poll_s=settings.poll_s)
+    chief_type, chief_index = settings.chief()
+    result = lib.read_result(lib.result_path(model_run_dir, chief_type, chief_index))
+    model.set_string_custom_property(constants.TFJOB_NAME_PROPERTY, run.name)
+    model.set_string_custom_property(constants.TFJOB_NAMESPACE_PROPERTY, run.namespace)
+    model.set_string_custom_property(
+      constants.TFJOB_REPLICAS_PROPERTY,
+      json.dumps({t.lower(): n for t, n in settings.replicas().items()}, sort_keys=True),
+    )
+    return result, run.logs.restarts, settings.workers
+
 
 def backup_dir(input_dict, output_dict, exec_properties) -> str:
   """`<node folder>/.backup/<training fingerprint>`: one checkpoint folder per training setup.
@@ -305,7 +366,12 @@ def _without_unavailable_base_model(input_dict):
 
 
 # Execution properties that do not change what a run learns.
-_NOT_TRAINING_SETUP = (constants.WORKER_TIMEOUT_KEY, constants.MAX_RESTARTS_KEY)
+# Where a TFJob's replicas run (image, resources, namespace) is not what they learn.
+_NOT_TRAINING_SETUP = (
+  constants.WORKER_TIMEOUT_KEY,
+  constants.MAX_RESTARTS_KEY,
+  constants.TFJOB_KEY,
+)
 
 
 def training_fingerprint(data: list[str], exec_properties: dict[str, Any]) -> str:

@@ -1,0 +1,706 @@
+"""Runs the DistributedTrainer's replicas as a Kubeflow Training Operator TFJob (kubeflow.org/v1).
+
+Plain Python over the `kubernetes` client; it knows no TFX types. The executor builds the job
+body (`build_tfjob`), creates it or attaches to the one it created before a retry
+(`create_or_attach`), waits for its `Succeeded` or `Failed` condition while copying each
+replica's log tail (`wait_for_job`, `ReplicaLogs`), and deletes it (`delete_job`).
+
+The operator's contract followed here was read in kubeflow/training-operator v1.7.0:
+`pkg/apis/kubeflow.org/v1/{tensorflow_types,tensorflow_defaults,tensorflow_validation,
+common_types}.go` (field names, defaults, the `tensorflow` container and `tfjob-port`),
+`pkg/controller.v1/tensorflow/{tensorflow,tfjob_controller}.go` (TF_CONFIG, success and failure
+rules) and `pkg/controller.v1/common/{job,pod}.go` (restart policies, backoffLimit,
+cleanPodPolicy, pod labels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from components.distributed_trainer.launch import ClusterError
+
+_LOG = logging.getLogger(__name__)
+
+GROUP = "kubeflow.org"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "TFJob"
+PLURAL = "tfjobs"
+
+# The operator reads the port of this container (TFJobDefaultContainerName, ...PortName).
+CONTAINER_NAME = "tensorflow"
+PORT_NAME = "tfjob-port"
+DEFAULT_PORT = 2222
+
+# Replica types as the CRD spells them; TF_CONFIG and pod labels use them lower-cased.
+CHIEF = "Chief"
+WORKER = "Worker"
+PS = "PS"
+EVALUATOR = "Evaluator"
+
+# Labels the operator puts on every pod of a job (common_types.go).
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+# Marks the jobs this kit creates, and which Model artifact a job trains (the retry check).
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "tfx-pipeline-kit"
+ARTIFACT_ANNOTATION = "tfx-pipeline-kit/model-uri"
+
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_NAMESPACE = "default"
+# Total container restarts after which the operator fails the job (runPolicy.backoffLimit).
+DEFAULT_BACKOFF_LIMIT = 3
+# The step deletes its job when it is done; this removes a job whose step died (after a retry
+# had its chance to attach).
+TTL_SECONDS_AFTER_FINISHED = 3600
+DEFAULT_POLL_S = 2.0
+TAIL_LINES = 40
+
+# Kubernetes names: DNS-1035 labels (TFJob names, which also prefix pod and service names).
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_MAX = 63
+# Resource names: an optional DNS prefix and a name, e.g. cpu, memory, nvidia.com/gpu.
+_RESOURCE_NAME = re.compile(
+  r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+  r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_JOB_NAME_PREFIX = "trainer"
+# The longest suffix the operator adds to a job name for its pods and services: -evaluator-NNNNN.
+_LONGEST_REPLICA_SUFFIX = len("-evaluator-") + 5
+
+Replica = tuple[str, int]  # (lower-case replica type, index), as in TF_CONFIG.
+
+
+class TFJobError(ClusterError):
+  """The TFJob failed, timed out or cannot be used; one summary line, then a log tail."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TFJobSettings:
+  """What the compiled pipeline tells the DistributedTrainer step about its TFJob.
+
+  Attributes:
+    workers: Worker replicas (>= 1).
+    ps: PS replicas; with any, a Chief replica coordinates (ParameterServerStrategy).
+    image: the container image of every replica (the pipeline's own).
+    namespace: where the job runs; '' for the step pod's own namespace.
+    service_account: the replicas' service account; '' for the namespace's default.
+    worker_resources: requests (= limits) of the chief and each worker, e.g. {'cpu': '4'}.
+    ps_resources: requests (= limits) of each PS replica.
+    env: (name, value) environment variables of every replica.
+    secret_env: (secret, key, variable) environment variables read from Kubernetes secrets.
+    volumes: (PersistentVolumeClaim, mount path) pairs mounted in every replica.
+    backoff_limit: container restarts over the whole job before the operator fails it.
+    poll_s: how often the step reads the job's status.
+  """
+
+  workers: int
+  ps: int = 0
+  image: str = ""
+  namespace: str = ""
+  service_account: str = ""
+  worker_resources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  ps_resources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  env: tuple[tuple[str, str], ...] = ()
+  secret_env: tuple[tuple[str, str, str], ...] = ()
+  volumes: tuple[tuple[str, str], ...] = ()
+  backoff_limit: int = DEFAULT_BACKOFF_LIMIT
+  poll_s: float = DEFAULT_POLL_S
+
+  def to_json(self) -> str:
+    """The execution parameter's value (sorted keys, so equal settings compile equally)."""
+    return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> TFJobSettings:
+    """Reads `to_json`'s output."""
+    raw = json.loads(text)
+    for key in ("env", "secret_env", "volumes"):
+      raw[key] = tuple(tuple(item) for item in raw.get(key) or ())
+    return cls(**raw)
+
+  def replicas(self) -> dict[str, int]:
+    """Replica counts by CRD type: Worker, plus PS and a Chief when there are PS replicas."""
+    counts = {WORKER: self.workers}
+    if self.ps:
+      counts = {CHIEF: 1, WORKER: self.workers, PS: self.ps}
+    return counts
+
+  def chief(self) -> Replica:
+    """The replica that trains, evaluates and exports: the chief, else worker 0."""
+    return ("chief", 0) if self.ps else ("worker", 0)
+
+
+def parse_resources(text: str) -> dict[str, str]:
+  """Parses `cpu=4,memory=16Gi,nvidia.com/gpu=1` into Kubernetes resource quantities.
+
+  Raises:
+    ValueError: naming the part that is not NAME=QUANTITY or not a valid quantity.
+  """
+  from kubernetes.utils import parse_quantity
+
+  out: dict[str, str] = {}
+  for part in filter(None, (p.strip() for p in text.split(","))):
+    name, sep, quantity = (s.strip() for s in part.partition("="))
+    if not sep or not _RESOURCE_NAME.match(name) or not quantity:
+      raise ValueError(f"{part!r} is not NAME=QUANTITY (e.g. cpu=4,memory=16Gi,nvidia.com/gpu=1)")
+    try:
+      value = parse_quantity(quantity)
+    except ValueError:
+      value = None
+    if value is None or value < 0:
+      raise ValueError(
+        f"{name}={quantity!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi, 1.5)"
+      )
+    # Extended resources (a prefixed name such as nvidia.com/gpu) are whole devices.
+    if "/" in name and not name.startswith("kubernetes.io/") and value != int(value):
+      raise ValueError(f"{name}={quantity} must be a whole number of devices")
+    out[name] = quantity
+  if not out:
+    raise ValueError(f"{text!r} names no resource; e.g. cpu=4,memory=16Gi")
+  return out
+
+
+def job_name(artifact_uri: str) -> str:
+  """A TFJob name that is the same for every try of one pipeline task and differs between tasks.
+
+  KFP makes the Model artifact's URI unique per run and task and keeps it for a retried pod,
+  so its digest names the job. The name is a DNS-1035 label short enough that the operator's
+  pod and service names (`<job>-<type>-<index>`) are labels too.
+  """
+  digest = hashlib.sha256(artifact_uri.rstrip("/").encode()).hexdigest()[:16]
+  return f"{_JOB_NAME_PREFIX}-{digest}"
+
+
+def is_valid_job_name(name: str) -> bool:
+  """Whether the operator accepts `name` (a DNS-1035 label) with room for its pod suffixes."""
+  return bool(_DNS_1035.match(name)) and len(name) + _LONGEST_REPLICA_SUFFIX <= _LABEL_MAX
+
+
+def _container_env(settings: TFJobSettings, extra_env: Mapping[str, str]) -> list[dict[str, Any]]:
+  # Every process must use Keras 2 (tf_keras); see the project rules.
+  values = {"TF_USE_LEGACY_KERAS": "1", **dict(settings.env), **dict(extra_env)}
+  env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+  # Secret values never enter the job body: the kubelet reads them into the container.
+  env += [
+    {"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+    for secret, key, var in settings.secret_env
+  ]
+  return env
+
+
+def _pod_template(
+  settings: TFJobSettings,
+  command: Sequence[str],
+  resources: Mapping[str, str],
+  extra_env: Mapping[str, str],
+) -> dict[str, Any]:
+  container: dict[str, Any] = {
+    "name": CONTAINER_NAME,
+    "image": settings.image,
+    "command": list(command),
+    "env": _container_env(settings, extra_env),
+    "ports": [{"name": PORT_NAME, "containerPort": DEFAULT_PORT}],
+  }
+  if resources:
+    container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+  volumes = [
+    {"name": f"volume-{i}", "persistentVolumeClaim": {"claimName": claim}}
+    for i, (claim, _) in enumerate(settings.volumes)
+  ]
+  if volumes:
+    container["volumeMounts"] = [
+      {"name": f"volume-{i}", "mountPath": path} for i, (_, path) in enumerate(settings.volumes)
+    ]
+  spec: dict[str, Any] = {"containers": [container]}
+  if volumes:
+    spec["volumes"] = volumes
+  if settings.service_account:
+    spec["serviceAccountName"] = settings.service_account
+  return {
+    "metadata": {
+      "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+      # Kubeflow's Istio would add a sidecar that keeps each pod alive after training and sits
+      # between the replicas' gRPC connections; the operator's docs turn it off for TFJobs.
+      "annotations": {"sidecar.istio.io/inject": "false"},
+    },
+    "spec": spec,
+  }
+
+
+def build_tfjob(
+  name: str,
+  namespace: str,
+  settings: TFJobSettings,
+  command: Sequence[str],
+  *,
+  artifact_uri: str,
+  extra_env: Mapping[str, str] | None = None,
+  active_deadline_s: int | None = None,
+) -> dict[str, Any]:
+  """The TFJob body: every replica runs `command` in the pipeline's image.
+
+  Restart policies, as the operator applies them (common/pod.go, job.go):
+  - Worker and PS: `OnFailure`. The kubelet restarts a failed container in place, in the
+    same pod with the same DNS name, so a lost worker comes back where its peers expect it;
+    under ParameterServerStrategy the coordinator re-queues the lost worker's steps and
+    carries on, and MultiWorkerMirrored workers resume from BackupAndRestore.
+  - Chief: `ExitCode`. An exception in training code exits 1, which the operator treats as
+    permanent: the job fails at once, with the chief's pod and log kept for the report,
+    instead of crash-looping through the backoff limit. A chief killed from outside
+    (exit code >= 128: OOM kill, eviction, preemption) is recreated and resumes from its
+    BackupAndRestore checkpoint.
+  Every container restart counts against `backoffLimit`. `cleanPodPolicy: Running` removes the
+  replicas still running when the job finishes (the PS servers, which never exit by
+  themselves) and keeps the finished ones, whose logs the step copies before it deletes the
+  job; `ttlSecondsAfterFinished` removes a job whose step died.
+
+  Args:
+    name: the job name (`job_name`).
+    namespace: where it runs.
+    settings: replicas, image, resources, environment and volumes.
+    command: the replicas' command line (the worker entry point and its spec).
+    artifact_uri: the Model artifact the job trains; recorded so a retried step knows the job
+      is its own.
+    extra_env: more environment for every replica (e.g. the profiler's port rule).
+    active_deadline_s: the operator fails the job after this long (None: no deadline).
+
+  Returns:
+    The body to POST to /apis/kubeflow.org/v1/namespaces/<namespace>/tfjobs.
+  """
+  extra_env = dict(extra_env or {})
+  policies = {CHIEF: "ExitCode", WORKER: "OnFailure", PS: "OnFailure"}
+  specs = {}
+  for rtype, count in settings.replicas().items():
+    resources = settings.ps_resources if rtype == PS else settings.worker_resources
+    specs[rtype] = {
+      "replicas": count,
+      "restartPolicy": policies[rtype],
+      "template": _pod_template(settings, command, resources, extra_env),
+    }
+  run_policy: dict[str, Any] = {
+    "cleanPodPolicy": "Running",
+    "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+    "backoffLimit": settings.backoff_limit,
+  }
+  if active_deadline_s:
+    run_policy["activeDeadlineSeconds"] = int(active_deadline_s)
+  return {
+    "apiVersion": API_VERSION,
+    "kind": KIND,
+    "metadata": {
+      "name": name,
+      "namespace": namespace,
+      "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+      "annotations": {ARTIFACT_ANNOTATION: artifact_uri},
+    },
+    "spec": {"runPolicy": run_policy, "tfReplicaSpecs": specs},
+  }
+
+
+@dataclasses.dataclass
+class Api:
+  """The two Kubernetes APIs the step uses (kubernetes.client objects)."""
+
+  custom: Any  # CustomObjectsApi: tfjobs
+  core: Any  # CoreV1Api: pods and their logs
+
+
+def connect() -> Api:
+  """Clients for the cluster: in-cluster config in a pod, else kubeconfig ($KUBECONFIG)."""
+  from kubernetes import client, config
+
+  token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+  if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(token):
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)
+    api_client = client.ApiClient(configuration)
+  else:
+    api_client = config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
+  return Api(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client))
+
+
+def current_namespace(namespace_file: str = NAMESPACE_FILE) -> str:
+  """The step pod's namespace, else the kubeconfig context's, else 'default'."""
+  if os.path.exists(namespace_file):
+    with open(namespace_file) as f:
+      namespace = f.read().strip()
+    if namespace:
+      return namespace
+  try:
+    from kubernetes import config
+
+    _, active = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
+    return (active or {}).get("context", {}).get("namespace") or DEFAULT_NAMESPACE
+  except Exception:  # No kubeconfig at all: Kubernetes' own default namespace.
+    return DEFAULT_NAMESPACE
+
+
+def get_job(api: Api, namespace: str, name: str) -> dict[str, Any] | None:
+  """The TFJob, or None when there is none of that name."""
+  from kubernetes.client.exceptions import ApiException
+
+  try:
+    return api.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+  except ApiException as e:
+    if e.status == 404:
+      return None
+    raise
+
+
+def create_or_attach(
+  api: Api, body: Mapping[str, Any], *, timeout_s: float = 120.0, poll_s: float = 1.0
+) -> tuple[dict[str, Any], bool]:
+  """Creates the job, or attaches to the job of that name this task created before.
+
+  A retried step (its pod died while the job ran) finds its job by name (HTTP 409 on
+  create) and attaches to it if the job's annotation names the same Model artifact; it never
+  creates a second job. A job of the same name that is still being deleted is waited out.
+
+  Returns:
+    (the job, whether this call created it).
+
+  Raises:
+    TFJobError: when a job of that name belongs to another artifact, or a deleted one does
+      not go away within `timeout_s`.
+  """
+  from kubernetes.client.exceptions import ApiException
+
+  namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+  ours = body["metadata"]["annotations"][ARTIFACT_ANNOTATION]
+  deadline = time.monotonic() + timeout_s
+  while True:
+    try:
+      created = api.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+      return created, True
+    except ApiException as e:
+      if e.status != 409:
+        raise
+    existing = get_job(api, namespace, name)
+    if existing is None:
+      continue  # Deleted between the two calls: create it again.
+    owner = (existing.get("metadata", {}).get("annotations") or {}).get(ARTIFACT_ANNOTATION)
+    if owner != ours:
+      raise TFJobError(
+        f"TFJob {namespace}/{name} already exists and trains {owner or 'something else'}, not "
+        f"{ours}; delete it (kubectl delete tfjob -n {namespace} {name}) and retry the step."
+      )
+    if not existing["metadata"].get("deletionTimestamp"):
+      return existing, False
+    if time.monotonic() > deadline:
+      raise TFJobError(f"TFJob {namespace}/{name} is still being deleted after {timeout_s:.0f} s")
+    time.sleep(poll_s)
+
+
+def delete_job(api: Api, namespace: str, name: str) -> bool:
+  """Deletes the job; its pods and services go with it (owner references). False if gone."""
+  from kubernetes import client
+  from kubernetes.client.exceptions import ApiException
+
+  try:
+    api.custom.delete_namespaced_custom_object(
+      GROUP,
+      VERSION,
+      namespace,
+      PLURAL,
+      name,
+      body=client.V1DeleteOptions(propagation_policy="Background"),
+    )
+    return True
+  except ApiException as e:
+    if e.status == 404:
+      return False
+    raise
+
+
+def condition(job: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+  """The job's condition of type `kind` when its status is "True", else None."""
+  for c in (job.get("status") or {}).get("conditions") or []:
+    if c.get("type") == kind and c.get("status") == "True":
+      return c
+  return None
+
+
+def finished(job: Mapping[str, Any]) -> str | None:
+  """SUCCEEDED or FAILED once the operator has decided, else None."""
+  for kind in (FAILED, SUCCEEDED):
+    if condition(job, kind):
+      return kind
+  return None
+
+
+def _describe_exit(code: int, reason: str | None) -> str:
+  if reason == "OOMKilled":
+    return f"was killed for running out of memory (OOMKilled, exit code {code})"
+  if code > 128:
+    try:
+      return f"was killed by {signal.Signals(code - 128).name} (exit code {code})"
+    except ValueError:
+      pass
+  return f"exited with status {code}"
+
+
+@dataclasses.dataclass
+class Failure:
+  """One failed run of a replica's container, as the step saw it."""
+
+  replica: Replica
+  what: str
+  finished_at: str  # the container's finishedAt (RFC 3339), for ordering
+
+
+class ReplicaLogs:
+  """Follows the job's pods: each replica's latest log tail, its failures and its restarts.
+
+  The operator deletes pods on its own (cleanPodPolicy, backoffLimit), so tails are read while
+  the pods exist: a container's log when it has just failed (the previous container's, after
+  an in-place restart), and every `refresh_s` for running ones.
+  """
+
+  def __init__(
+    self, api: Api, namespace: str, job: str, tail_lines: int = TAIL_LINES, refresh_s=10.0
+  ):
+    self.api, self.namespace, self.job = api, namespace, job
+    self.tail_lines, self.refresh_s = tail_lines, refresh_s
+    self.tails: dict[Replica, str] = {}
+    self.failures: list[Failure] = []
+    self.started: dict[Replica, str] = {}
+    self._read_at: dict[str, float] = {}
+    self._seen: set[tuple[str, int, str]] = set()
+    self._restarts: dict[str, int] = {}
+    self._pods_by_replica: dict[Replica, set[str]] = {}
+
+  @property
+  def restarts(self) -> int:
+    """Container restarts plus pods the operator recreated, over the whole job."""
+    recreated = sum(len(uids) - 1 for uids in self._pods_by_replica.values())
+    return sum(self._restarts.values()) + recreated
+
+  def pods(self) -> list[Any]:
+    """The job's pods (V1Pod), by the operator's job-name label."""
+    listed = self.api.core.list_namespaced_pod(
+      self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job}"
+    )
+    return list(listed.items or [])
+
+  def _tail(self, pod: str, previous: bool = False) -> str | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+      return self.api.core.read_namespaced_pod_log(
+        pod,
+        self.namespace,
+        container=CONTAINER_NAME,
+        tail_lines=self.tail_lines,
+        previous=previous,
+      )
+    except ApiException:
+      return None  # Not started yet, or already gone.
+
+  def update(self, final: bool = False) -> None:
+    """Reads the pods once: new failures and restarts, and the tails that are due."""
+    now = time.monotonic()
+    for pod in self.pods():
+      labels = pod.metadata.labels or {}
+      try:
+        replica = (labels[REPLICA_TYPE_LABEL], int(labels[REPLICA_INDEX_LABEL]))
+      except (KeyError, ValueError):
+        continue
+      name, uid = pod.metadata.name, pod.metadata.uid or pod.metadata.name
+      self._pods_by_replica.setdefault(replica, set()).add(uid)
+      status = next(
+        (s for s in (pod.status.container_statuses or []) if s.name == CONTAINER_NAME), None
+      )
+      if status is None:
+        continue
+      restarts = int(status.restart_count or 0)
+      last = status.last_state.terminated if status.last_state else None
+      if last is not None and restarts > self._restarts.get(uid, 0) and last.exit_code:
+        # Restarted in place since the last look: the previous container's log says why.
+        self._fail(replica, uid, restarts, last, self._tail(name, previous=True))
+      self._restarts[uid] = max(restarts, self._restarts.get(uid, 0))
+      state = status.state
+      if state and state.running and replica not in self.started:
+        self.started[replica] = str(state.running.started_at)
+      if state and state.terminated:
+        key = (uid, restarts, "terminated")
+        if key not in self._seen:
+          self._seen.add(key)
+          tail = self._tail(name)
+          if tail is not None:
+            self.tails[replica] = tail
+          if state.terminated.exit_code:
+            self._fail(replica, uid, restarts, state.terminated, tail)
+      elif state and state.running and (final or now >= self._read_at.get(uid, 0.0)):
+        self._read_at[uid] = now + self.refresh_s
+        tail = self._tail(name)
+        if tail is not None:
+          self.tails[replica] = tail
+
+  def _fail(self, replica: Replica, uid: str, restarts: int, terminated, tail) -> None:
+    key = (uid, restarts, f"failed-{terminated.finished_at}")
+    if key in self._seen:
+      return
+    self._seen.add(key)
+    if tail is not None:
+      self.tails[replica] = tail
+    self.failures.append(
+      Failure(
+        replica,
+        _describe_exit(int(terminated.exit_code), terminated.reason),
+        str(terminated.finished_at or ""),
+      )
+    )
+
+  def first_failure(self) -> Failure | None:
+    """The earliest failure seen: later ones are usually peers losing the failed replica."""
+    return min(self.failures, key=lambda f: f.finished_at, default=None)
+
+
+def wait_for_job(
+  api: Api,
+  namespace: str,
+  name: str,
+  logs: ReplicaLogs,
+  *,
+  timeout_s: float,
+  poll_s: float = DEFAULT_POLL_S,
+  on_poll: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+  """Waits for the job's Succeeded or Failed condition, following its pods meanwhile.
+
+  Returns:
+    The finished job (check `finished(job)`).
+
+  Raises:
+    TFJobError: on timeout, or when the job disappears before it finishes.
+  """
+  deadline = time.monotonic() + timeout_s
+  while True:
+    job = get_job(api, namespace, name)
+    if job is None:
+      raise TFJobError(
+        f"TFJob {namespace}/{name} disappeared before it finished (deleted by someone else, "
+        "or its ttlSecondsAfterFinished passed while the step was away)"
+      )
+    if on_poll is not None:
+      on_poll(job)
+    done = finished(job)
+    logs.update(final=done is not None)
+    if done:
+      return job
+    if time.monotonic() > deadline:
+      chief = logs.tails.get(_chief_of(job), "<no log yet>")
+      raise TFJobError(
+        f"TFJob {namespace}/{name} did not finish within {timeout_s:.0f} s (worker_timeout_s); "
+        f"the chief's log ends with:\n{chief}"
+      )
+    time.sleep(poll_s)
+
+
+def _chief_of(job: Mapping[str, Any]) -> Replica:
+  specs = (job.get("spec") or {}).get("tfReplicaSpecs") or {}
+  return ("chief", 0) if CHIEF in specs else ("worker", 0)
+
+
+def failure_message(job: Mapping[str, Any], logs: ReplicaLogs) -> str:
+  """One line naming the replica that failed first, then its log tail."""
+  meta = job["metadata"]
+  where = f"TFJob {meta.get('namespace')}/{meta['name']}"
+  reason = (condition(job, FAILED) or {}).get("message") or "the operator marked it Failed"
+  first = logs.first_failure()
+  if first is None:
+    chief = _chief_of(job)
+    tail = logs.tails.get(chief)
+    line = f"{where} failed: {reason.rstrip('.')}; no replica was seen failing"
+    return f"{line}; {chief[0]} {chief[1]}'s log ends with:\n{tail or '<no log>'}"
+  rtype, index = first.replica
+  tail = logs.tails.get(first.replica) or "<no log: its pod was gone before the step read it>"
+  line = f"{where} failed: {rtype} {index} {first.what} ({reason.rstrip('.')})"
+  return f"{line}; its log ends with:\n{tail}"
+
+
+def log_tails_text(logs: ReplicaLogs) -> str:
+  """Every replica's log tail, one block each, for the step's own log."""
+  blocks = []
+  for (rtype, index), tail in sorted(logs.tails.items()):
+    blocks.append(f"----- {rtype} {index}: last {logs.tail_lines} log lines -----\n{tail.rstrip()}")
+  return "\n".join(blocks)
+
+
+@dataclasses.dataclass
+class JobRun:
+  """A TFJob that succeeded.
+
+  Attributes:
+    name: its name.
+    namespace: its namespace.
+    created: whether this step created it (False: it attached after a retry).
+    job: the job as last read, with its conditions.
+    logs: its replicas' log tails, failures and restarts.
+  """
+
+  name: str
+  namespace: str
+  created: bool
+  job: dict[str, Any]
+  logs: ReplicaLogs
+
+
+def run_job(
+  api: Api, body: Mapping[str, Any], *, timeout_s: float, poll_s: float = DEFAULT_POLL_S
+) -> JobRun:
+  """Creates (or attaches to) the job, waits for it, logs each replica's tail and deletes it.
+
+  The job is deleted however the wait ends, so its pods and services go with it; only a step
+  that is killed leaves it behind, for its retry to attach to (or for the operator's
+  activeDeadlineSeconds and ttlSecondsAfterFinished to remove).
+
+  Raises:
+    TFJobError: when the job fails (one line naming the replica that failed first, then its
+      log tail), times out or disappears.
+  """
+  namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+  _, created = create_or_attach(api, body)
+  counts = {t: s["replicas"] for t, s in body["spec"]["tfReplicaSpecs"].items()}
+  _LOG.info(
+    "%s TFJob %s/%s with replicas %s; waiting for it to finish.",
+    "Created" if created else "Attached to the existing",
+    namespace,
+    name,
+    counts,
+  )
+  logs = ReplicaLogs(api, namespace, name)
+  try:
+    job = wait_for_job(api, namespace, name, logs, timeout_s=timeout_s, poll_s=poll_s)
+  finally:
+    try:
+      delete_job(api, namespace, name)
+    except Exception as e:  # The job's TTL removes it; the wait's own outcome matters more.
+      _LOG.warning("Could not delete TFJob %s/%s: %s", namespace, name, e)
+  outcome = finished(job)
+  _LOG.info(
+    "TFJob %s/%s %s (%d restart(s)); replica logs:\n%s",
+    namespace,
+    name,
+    outcome,
+    logs.restarts,
+    log_tails_text(logs),
+  )
+  if outcome != SUCCEEDED:
+    raise TFJobError(failure_message(job, logs))
+  return JobRun(name, namespace, created, job, logs)
