@@ -241,6 +241,7 @@ def decide_label(
   max_classes: int,
   min_accuracy: float | None,
   max_mse: float | None,
+  model_label_key: str | None = None,
 ) -> LabelDecision:
   """Profiles the label column of the input and decides the task and the floor.
 
@@ -248,12 +249,27 @@ def decide_label(
   by AUTO_FLOOR_MARGIN; without `--max-mse`, a regressor's mean squared error must stay under
   AUTO_MSE_SHARE of the label's variance (what always answering the mean scores).
 
+  When the model learns a label a Transform computes (`model_label_key`, e.g. TFX's taxi
+  example turns the float `tips` into the 0/1 `tips_xf`) and the task is given, the raw
+  column says nothing about the model's label: the task is the one given, and the floor is
+  `--min-accuracy` / `--max-mse` or none.
+
   Raises:
     CheckError: or tasks.LabelError, naming the column and the fix.
   """
   from components.example_gen import csv_lib
 
   profile = csv_lib.profile_column(files, label_key, delimiter, max_distinct=max_classes)
+  if model_label_key and model_label_key != label_key and requested_task != tasks.AUTO:
+    if requested_task == tasks.REGRESSION:
+      reason = f"--max-mse {max_mse:g}" if max_mse is not None else "no ceiling"
+    else:
+      reason = f"--min-accuracy {min_accuracy:g}" if min_accuracy is not None else "no floor"
+    reason += (
+      f" (the model learns {model_label_key!r}, which the Transform computes, so the "
+      f"column {label_key!r} sets no automatic one)"
+    )
+    return LabelDecision(requested_task, min_accuracy or 0.0, max_mse, reason, profile.num_rows)
   distinct = list(profile.values)
   task = tasks.infer_task(
     label_key,
