@@ -51,7 +51,7 @@ def run_fn(fn_args: tfx.components.FnArgs):
       per_example = loss_fn(labels, logits)
       loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
     grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
     return loss
 
   @tf.function
