@@ -143,9 +143,8 @@ def test_strategy_scopes_still_refuse_to_nest_unless_yielding():
   # Canary for yielding_scope(): TensorFlow refuses another strategy's scope inside one.
   trainer = tf.distribute.OneDeviceStrategy("/cpu:0")
   module = tf.distribute.MirroredStrategy(["/cpu:0"])
-  with trainer.scope(), pytest.raises(RuntimeError, match="Mixing different"):
-    with module.scope():
-      pass
+  with trainer.scope(), pytest.raises(RuntimeError, match="Mixing different"), module.scope():
+    pass
   with tf_compat.yielding_scope(trainer) as record:
     assert tf.distribute.get_strategy() is trainer
     with module.scope():
