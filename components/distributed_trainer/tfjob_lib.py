@@ -141,8 +141,9 @@ class TFJobSettings:
     return counts
 
   def chief(self) -> Replica:
-    """The replica that trains, evaluates and exports: the chief, else worker 0."""
-    return ("chief", 0) if self.ps else ("worker", 0)
+    """The task that trains, evaluates and exports (its TrainResult's name): the chief, else
+    worker 0; a single replica gets no TF_CONFIG from the operator, so it is a 'chief'."""
+    return ("chief", 0) if self.ps or self.workers == 1 else ("worker", 0)
 
 
 def parse_resources(text: str) -> dict[str, str]:
@@ -461,6 +462,7 @@ class Failure:
   replica: Replica
   what: str
   finished_at: str  # the container's finishedAt (RFC 3339), for ordering
+  tail: str | None  # the failed container's log tail, if the step read it in time
 
 
 class ReplicaLogs:
@@ -527,35 +529,41 @@ class ReplicaLogs:
       )
       if status is None:
         continue
-      restarts = int(status.restart_count or 0)
-      last = status.last_state.terminated if status.last_state else None
-      if last is not None and restarts > self._restarts.get(uid, 0) and last.exit_code:
-        # Restarted in place since the last look: the previous container's log says why.
-        self._fail(replica, uid, restarts, last, self._tail(name, previous=True))
-      self._restarts[uid] = max(restarts, self._restarts.get(uid, 0))
+      self._restarts[uid] = max(int(status.restart_count or 0), self._restarts.get(uid, 0))
       state = status.state
-      if state and state.running and replica not in self.started:
+      running = bool(state and state.running)
+      if running and replica not in self.started:
         self.started[replica] = str(state.running.started_at)
+      last = status.last_state.terminated if status.last_state else None
+      if last is not None and last.exit_code:
+        # A container that failed and is restarting in place (or waits to, in back-off):
+        # once restarted, its log is the pod's previous one.
+        self._fail(replica, uid, last, name, previous=running)
       if state and state.terminated:
-        key = (uid, restarts, "terminated")
+        key = (uid, str(state.terminated.finished_at), "read")
         if key not in self._seen:
           self._seen.add(key)
           tail = self._tail(name)
           if tail is not None:
             self.tails[replica] = tail
           if state.terminated.exit_code:
-            self._fail(replica, uid, restarts, state.terminated, tail)
-      elif state and state.running and (final or now >= self._read_at.get(uid, 0.0)):
+            self._fail(replica, uid, state.terminated, name, tail=tail)
+      elif running and (final or now >= self._read_at.get(uid, 0.0)):
         self._read_at[uid] = now + self.refresh_s
         tail = self._tail(name)
         if tail is not None:
           self.tails[replica] = tail
 
-  def _fail(self, replica: Replica, uid: str, restarts: int, terminated, tail) -> None:
-    key = (uid, restarts, f"failed-{terminated.finished_at}")
+  def _fail(
+    self, replica: Replica, uid: str, terminated, pod: str, previous=False, tail=None
+  ) -> None:
+    """Records one failed container run (once, by pod and finish time) with its log tail."""
+    key = (uid, str(terminated.finished_at), "failed")
     if key in self._seen:
       return
     self._seen.add(key)
+    if tail is None:
+      tail = self._tail(pod, previous=previous)
     if tail is not None:
       self.tails[replica] = tail
     self.failures.append(
@@ -563,6 +571,7 @@ class ReplicaLogs:
         replica,
         _describe_exit(int(terminated.exit_code), terminated.reason),
         str(terminated.finished_at or ""),
+        tail,
       )
     )
 
@@ -629,7 +638,7 @@ def failure_message(job: Mapping[str, Any], logs: ReplicaLogs) -> str:
     line = f"{where} failed: {reason.rstrip('.')}; no replica was seen failing"
     return f"{line}; {chief[0]} {chief[1]}'s log ends with:\n{tail or '<no log>'}"
   rtype, index = first.replica
-  tail = logs.tails.get(first.replica) or "<no log: its pod was gone before the step read it>"
+  tail = first.tail or "<no log: its pod was gone before the step read it>"
   line = f"{where} failed: {rtype} {index} {first.what} ({reason.rstrip('.')})"
   return f"{line}; its log ends with:\n{tail}"
 

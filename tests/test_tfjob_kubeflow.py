@@ -1,0 +1,222 @@
+"""run_kubeflow.py --workers: the flags' checks, the compiled TFJob settings, and the whole
+pipeline on the local KFP launcher with the DistributedTrainer's replicas as a TFJob."""
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from components.distributed_trainer import constants, tfjob_lib
+from pipeline import run_kubeflow
+from tests import fake_kubernetes, kfp_launcher
+from tests.fake_kubernetes import FakeKubernetes
+from tests.pipeline_utils import REPO_ROOT, project_env
+
+IMAGE = "registry.example/kit:test"
+SENTINEL = "SENTINEL-SECRET-VALUE-7f3a"
+
+
+@pytest.mark.parametrize(
+  ("flags", "says"),
+  [
+    (["--workers", "2", "--strategy", "mirrored"], "--strategy multi_worker_mirrored or auto"),
+    (
+      ["--workers", "2", "--ps", "1", "--strategy", "multi_worker_mirrored"],
+      "--strategy parameter_server or auto",
+    ),
+    (["--workers", "1", "--strategy", "multi_worker_mirrored"], "gets no TF_CONFIG"),
+    (["--workers", "2", "--local-workers", "2"], "leave them out"),
+    (["--ps", "1"], "--ps configures the TFJob of --workers N; pass --workers too"),
+    (["--workers", "2", "--ps-resources", "cpu=2"], "--ps-resources sizes the PS replicas"),
+    (["--workers", "-1"], "--workers must be at least 1"),
+    (["--workers", "2", "--tfjob-namespace", "Team_A"], "is not a Kubernetes namespace"),
+    (
+      ["--workers", "2", "--target", "vertex", "--pipeline-root", "gs://b/root"],
+      "on Vertex train on one machine with --strategy mirrored and GPUs",
+    ),
+  ],
+)
+def test_tfjob_flags_that_cannot_work_are_one_error_line(tmp_path, capsys, flags, says):
+  output = tmp_path / "p.json"
+  code = run_kubeflow.main(["--output", str(output), "--task", "multiclass", *flags])
+  err = capsys.readouterr().err
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+  assert says in lines[0], lines[0]
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_resource_quantities_are_refused_by_the_parser(tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_:
+    run_kubeflow.main(["--output", str(tmp_path / "p.json"), "--worker-resources", "memory=1GB"])
+  assert exit_.value.code == 2
+  assert "'1GB' is not a Kubernetes quantity" in capsys.readouterr().err
+
+
+def _tfjob_parameter(package: dict) -> tfjob_lib.TFJobSettings:
+  task = package["pipelineSpec"]["root"]["dag"]["tasks"]["DistributedTrainer"]
+  value = task["inputs"]["parameters"][constants.TFJOB_KEY]["runtimeValue"]["constant"]
+  return tfjob_lib.TFJobSettings.from_json(value)
+
+
+def test_the_package_carries_the_tfjob_with_image_env_secret_refs_and_volumes(tmp_path):
+  output = tmp_path / "digits.json"
+  proc = kfp_launcher.compile_package(
+    output,
+    "--image",
+    IMAGE,
+    "--pipeline-root",
+    "s3://bucket/root",
+    "--serving-dir",
+    "/mnt/serving",
+    "--task",
+    "multiclass",
+    "--workers",
+    "4",
+    "--ps",
+    "2",
+    "--worker-resources",
+    "cpu=4,memory=16Gi,nvidia.com/gpu=1",
+    "--ps-resources",
+    "cpu=2,memory=8Gi",
+    "--tfjob-service-account",
+    "pipeline-runner",
+    "--step-env",
+    "S3_ENDPOINT=http://minio-service.kubeflow:9000",
+    "--secret-env",
+    "mlpipeline-minio-artifact:secretkey:AWS_SECRET_ACCESS_KEY",
+    "--volume",
+    "serving-pvc:/mnt/serving",
+    env=project_env(AWS_SECRET_ACCESS_KEY=SENTINEL),
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  settings = _tfjob_parameter(json.loads(output.read_text()))
+  assert settings == tfjob_lib.TFJobSettings(
+    workers=4,
+    ps=2,
+    image=IMAGE,
+    service_account="pipeline-runner",
+    worker_resources={"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+    ps_resources={"cpu": "2", "memory": "8Gi"},
+    env=(("S3_ENDPOINT", "http://minio-service.kubeflow:9000"),),
+    secret_env=(("mlpipeline-minio-artifact", "secretkey", "AWS_SECRET_ACCESS_KEY"),),
+    volumes=(("serving-pvc", "/mnt/serving"),),
+  )
+  for path in (output, pathlib.Path(run_kubeflow.kfp_package_path(str(output)))):
+    assert SENTINEL not in path.read_text()
+
+
+def test_without_tfjob_settings_the_trainer_has_no_tfjob_parameter():
+  from tfx import types
+  from tfx.types import standard_artifacts
+
+  from components.distributed_trainer import DistributedTrainer
+
+  examples = types.Channel(type=standard_artifacts.Examples)
+  plain = DistributedTrainer(examples=examples)
+  assert plain.exec_properties.get(constants.TFJOB_KEY) is None  # trains in its own pod
+  settings = tfjob_lib.TFJobSettings(workers=2, image=IMAGE).to_json()
+  assert (
+    DistributedTrainer(examples=examples, tfjob=settings).exec_properties[constants.TFJOB_KEY]
+    == settings
+  )
+  with pytest.raises(ValueError, match="pass local_workers=0"):
+    DistributedTrainer(examples=examples, tfjob=settings, local_workers=2)
+
+
+def _traces(model_run: str) -> list[str]:
+  root = pathlib.Path(model_run)
+  return sorted(p.name for p in root.glob("logs/plugins/profile/*/*.xplane.pb"))
+
+
+@pytest.mark.e2e
+@pytest.mark.multiprocess
+@pytest.mark.timeout(900)
+def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  shutil.copy(REPO_ROOT / "data" / "digits" / "digits.csv", data / "digits.csv")
+  package_path = tmp_path / "digits.json"
+  proc = kfp_launcher.compile_package(
+    package_path,
+    "--image",
+    IMAGE,
+    "--pipeline-root",
+    tmp_path / "compile-root",
+    "--data-root",
+    data,
+    "--serving-dir",
+    tmp_path / "serving",
+    "--task",
+    "multiclass",
+    "--train-steps",
+    "100",
+    "--optimizer-variants",
+    "none",
+    "--workers",
+    "2",
+    "--strategy",
+    "multi_worker_mirrored",
+    "--profile-steps",
+    "25,45",
+    env=project_env(),
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with FakeKubernetes(
+    namespace="kubeflow-user",
+    base_env=project_env(PYTHONPATH=str(REPO_ROOT)),
+    cwd=str(REPO_ROOT),
+  ) as fake:
+    env = project_env(KUBECONFIG=fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    launcher = kfp_launcher.LocalKfp(tmp_path / "kfp-root", env=env)
+    results = launcher.run(kfp_launcher.load_package(package_path), "night-1")
+
+    assert results["Pusher"].artifacts["pushed_model"].value("pushed") == 1.0
+    trainer = results["DistributedTrainer"]
+    model = trainer.artifacts["model"]
+    name = tfjob_lib.job_name(model.uri)
+    assert model.value(constants.TFJOB_NAME_PROPERTY) == name
+    assert model.value(constants.TFJOB_NAMESPACE_PROPERTY) == "kubeflow-user"
+    assert json.loads(model.value(constants.TFJOB_REPLICAS_PROPERTY)) == {"worker": 2}
+    assert model.value(constants.STRATEGY_PROPERTY) == "multi_worker_mirrored"
+    assert model.value(constants.NUM_REPLICAS_PROPERTY) == 2.0
+
+    # Both replicas ran the pipeline's image and worker entry point, with the operator's
+    # TF_CONFIG in their pod spec.
+    pods = {p["metadata"]["name"]: p for p in fake.pod_history}
+    assert sorted(pods) == [f"{name}-worker-0", f"{name}-worker-1"]
+    host = f"{name}-worker-{{}}.kubeflow-user.svc:2222"
+    for i in range(2):
+      (container,) = pods[f"{name}-worker-{i}"]["spec"]["containers"]
+      assert container["image"] == IMAGE
+      spec_path = container["command"][-1]
+      assert container["command"][:-1] == [
+        "python",
+        "-m",
+        "components.distributed_trainer.worker",
+        "--spec",
+      ]
+      assert spec_path.startswith(trainer.artifacts["model_run"].uri)
+      env_vars = {e["name"]: e.get("value") for e in container["env"]}
+      assert env_vars["TF_CONFIG"] == (
+        '{"cluster":{"worker":["' + host.format(0) + '","' + host.format(1) + '"]},'
+        f'"task":{{"type":"worker","index":{i}}},"environment":"cloud"}}'
+      )
+      job = {"metadata": {"name": name, "namespace": "kubeflow-user"}, "spec": {}}
+      job["spec"]["tfReplicaSpecs"] = {
+        "Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}
+      }
+      assert env_vars["TF_CONFIG"] == fake_kubernetes.tf_config(job, "Worker", i)
+    # The step deleted its job, and copied both replicas' log tails into its own log.
+    assert ("DELETE", f"/apis/kubeflow.org/v1/namespaces/kubeflow-user/tfjobs/{name}", 200) in (
+      fake.requests
+    )
+    assert not fake.jobs and not fake.pods
+    log = trainer.log.read_text()
+    assert "----- worker 0: last 40 log lines -----" in log
+    assert "----- worker 1: last 40 log lines -----" in log
+    # --profile-steps traced each replica's profiler server (its TF_CONFIG port + 1).
+    traces = _traces(trainer.artifacts["model_run"].uri)
+    assert len(traces) == 2 and len({t.split("_")[-1] for t in traces}) == 2, traces
