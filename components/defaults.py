@@ -69,6 +69,10 @@ VARIANT_MAX_DROP = 1.0
 
 # Blessing.
 MAX_ACCURACY_DROP = 0.01
+# Automatic floors: beat the most frequent class by this much; stay under this share of the
+# label variance (regression).
+AUTO_FLOOR_MARGIN = 0.01
+AUTO_MSE_SHARE = 0.99
 
 # Pusher.
 KEEP_VERSIONS = 5

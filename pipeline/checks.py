@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from components import defaults, tasks
 from components.errors import UserInputError
 
-# Margin by which the automatic floor must beat always predicting the most frequent class.
-AUTO_FLOOR_MARGIN = 0.01
-# Share of the label variance the automatic regression ceiling lets the error keep.
-AUTO_MSE_SHARE = 0.99
+# The automatic floors (the Evaluator recomputes them on the eval split: live_model.floor_lib).
+AUTO_FLOOR_MARGIN = defaults.AUTO_FLOOR_MARGIN
+AUTO_MSE_SHARE = defaults.AUTO_MSE_SHARE
 
 
 class CheckError(UserInputError):
@@ -231,6 +230,8 @@ class LabelDecision:
   max_mse: float | None
   floor_reason: str
   rows: int
+  # Whether the floor is automatic (the Evaluator then takes it from the eval split).
+  auto: bool = False
 
 
 def decide_label(
@@ -291,7 +292,7 @@ def decide_label(
       f"auto: mean squared error below {AUTO_MSE_SHARE:g} x the label variance "
       f"({variance:.4g}), i.e. better than always predicting the mean"
     )
-    return LabelDecision(task, 0.0, ceiling, reason, profile.num_rows)
+    return LabelDecision(task, 0.0, ceiling, reason, profile.num_rows, auto=True)
   if min_accuracy is not None:
     return LabelDecision(
       task, min_accuracy, None, f"--min-accuracy {min_accuracy:g}", profile.num_rows
@@ -303,7 +304,29 @@ def decide_label(
     f"auto: accuracy at least {floor:g}, i.e. better than always answering the most frequent "
     f"class ({majority:.3g} of the rows)"
   )
-  return LabelDecision(task, floor, None, reason, profile.num_rows)
+  return LabelDecision(task, floor, None, reason, profile.num_rows, auto=True)
+
+
+def check_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:
+  """Refuses flags that name columns the data does not have.
+
+  Args:
+    path: the first input file (its header is every file's header).
+    delimiter: the field delimiter.
+    wanted: (flag, column) pairs, e.g. ("--split-column", "user_id").
+
+  Raises:
+    CheckError: naming the first missing column, its flag and the columns there are.
+  """
+  from components.example_gen import csv_lib
+
+  header = csv_lib.read_header(path, delimiter)
+  for flag, column in wanted:
+    if column not in header:
+      shown = ", ".join(repr(c) for c in header[:8]) + (", ..." if len(header) > 8 else "")
+      raise CheckError(
+        f"{flag} {column!r} is not a column of {path}; pass one of {shown} ({len(header)} columns)."
+      )
 
 
 def check_eval_size(rows: int, eval_share: float, min_eval_examples: int) -> None:

@@ -86,6 +86,13 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     default=(),
     help="comma-separated columns the model must not learn from (ids, leaks)",
   )
+  g.add_argument(
+    "--split-column",
+    default=None,
+    help="keep rows with the same value of this column in the same split (a grouped split, "
+    "e.g. a user id; stock TFX's partition_feature_name); default: each row's place in its "
+    "file decides",
+  )
   g.add_argument("--schema", default=None, help="schema.pbtxt to use instead of the inferred one")
   g.add_argument(
     "--max-bad-row-fraction",
@@ -346,6 +353,10 @@ def config_from_args(
       raise checks.CheckError(
         f"no file under {data_root} matches {pattern!r}; check --data-root and --input-pattern."
       )
+    wanted = [("--exclude-columns", c) for c in args.exclude_columns]
+    if args.split_column:
+      wanted.append(("--split-column", args.split_column))
+    checks.check_columns(files[0], args.delimiter, wanted)
     decision = checks.decide_label(
       files,
       args.label_key,
@@ -354,6 +365,7 @@ def config_from_args(
       args.max_classes,
       args.min_accuracy,
       args.max_mse,
+      model_label_key=args.eval_label_key,
     )
     checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples)
     task, floor, max_mse, reason = (
@@ -382,6 +394,7 @@ def config_from_args(
     max_bad_row_fraction=args.max_bad_row_fraction,
     schema_path=schema,
     exclude_columns=tuple(args.exclude_columns),
+    split_column=args.split_column,
     task=task,
     max_classes=args.max_classes,
     hparams=dict(args.hparams),
@@ -400,6 +413,13 @@ def config_from_args(
     max_error_increase=args.max_error_increase,
     min_eval_examples=args.min_eval_examples,
     floor_reason=reason,
+    auto_floor=(
+      args.min_accuracy is None
+      and args.max_mse is None
+      and (
+        not args.eval_label_key or args.eval_label_key == args.label_key or args.task == tasks.AUTO
+      )
+    ),
     optimizer_variants=variants,
     tensorrt=args.tensorrt,
     model_name=args.model_name,

@@ -39,6 +39,8 @@ class PipelineConfig:
   input_pattern: str = "*.csv"
   delimiter: str = ","
   rolling_spans: int = 1
+  # Rows with the same value of this column go to the same split; None: by row position.
+  split_column: str | None = None
   eval_hash_buckets: int = 1
   train_hash_buckets: int = 4
   max_bad_row_fraction: float = 0.0
@@ -69,6 +71,8 @@ class PipelineConfig:
   min_eval_examples: int = defaults.MIN_EVAL_EXAMPLES
   # How the floor was chosen, for the summary ("--min-accuracy", or the auto rule).
   floor_reason: str = ""
+  # No floor was given: the Evaluator takes it from the eval split (live_model.floor_lib).
+  auto_floor: bool = False
   # Optimizer.
   optimizer_variants: tuple[str, ...] = defaults.DEFAULT_VARIANTS
   variant_max_accuracy_drop: float = defaults.VARIANT_MAX_DROP

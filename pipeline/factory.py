@@ -13,6 +13,7 @@ from components import defaults, model_contract, tasks
 from components.distributed_trainer import DistributedTrainer, constants
 from components.distributed_trainer.tuner import Tuner
 from components.example_gen import CsvExampleGen
+from components.live_model import floor_lib
 from components.live_model.component import LiveModel
 from components.live_model.evaluator import BaselineAwareEvaluator
 from components.optimizer import Optimizer
@@ -121,7 +122,8 @@ def create_pipeline(
       splits=[
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_hash_buckets),
         example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_hash_buckets),
-      ]
+      ],
+      partition_feature_name=config.split_column or "",
     )
   )
   example_gen = CsvExampleGen(
@@ -218,6 +220,7 @@ def create_pipeline(
     model=trainer.outputs["model"],
     baseline_model=live.outputs["baseline"],
     eval_config=make_eval_config(config, preprocessing),
+    auto_floor=floor_lib.auto_floor_spec(config.task) if config.auto_floor else None,
   ).with_id("Evaluator")
   optimizer = Optimizer(
     model=trainer.outputs["model"],

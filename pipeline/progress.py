@@ -270,7 +270,8 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
   task = summary.get("task") or config.get("task")
   if task:
     lines.append(
-      f"task: {task} on label {config.get('label_key')!r}; floor: {config.get('floor_reason')}"
+      f"task: {task} on label {config.get('label_key')!r}; floor: "
+      f"{(summary.get('floor') or {}).get('reason') or config.get('floor_reason')}"
     )
   if summary.get("hparams") and any(c["name"] == "Tuner" for c in summary.get("components", [])):
     tuned = {

@@ -120,6 +120,11 @@ def build_summary(
     evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
     if blessing is not None:
       summary["blessed"] = bool(_prop(blessing, "blessed"))
+      if _prop(blessing, "floor_reason"):
+        summary["floor"] = {
+          "value": _prop(blessing, "floor"),
+          "reason": _prop(blessing, "floor_reason"),
+        }
     if evaluation is not None:
       summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
       summary["validation"] = read_tfma_validation(evaluation.uri)

@@ -14,6 +14,8 @@ import pytest
 import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as stock_executor
 from tfx.proto import example_gen_pb2
+from tfx.types import standard_component_specs as specs
+from tfx.utils import proto_utils
 
 from components.example_gen import CsvExampleGen, csv_lib, example_gen_lib
 from components.example_gen import executor as fast_executor
@@ -112,6 +114,53 @@ class TestExecutor:
     a = run_executor(fast_executor.Executor, exec_properties(tmp_path / "in"), tmp_path / "o1")
     b = run_executor(fast_executor.Executor, exec_properties(tmp_path / "in"), tmp_path / "o2")
     assert read_examples(a.uri, "eval") == read_examples(b.uri, "eval")
+
+  def test_duplicate_rows_spread_over_the_splits_like_any_others(self, tmp_path):
+    # 600 identical rows: a content hash (stock TFX) puts every one in the same split.
+    _write_csv(tmp_path / "in" / "a.csv", HEADER, [[1, 0.5, "c0", 3]] * 600)
+    ex = run_executor(fast_executor.Executor, exec_properties(tmp_path / "in"), tmp_path / "out")
+    assert 330 < ex.get_int_custom_property("num_rows_train") < 470  # 2:1 of 600
+
+  def test_the_split_does_not_depend_on_the_label(self, tmp_path):
+    rows = _good_rows(400)
+    _write_csv(tmp_path / "a" / "a.csv", HEADER, rows)
+    _write_csv(tmp_path / "b" / "a.csv", HEADER, [[*r[:3], 9 - r[3]] for r in rows])
+    a = run_executor(fast_executor.Executor, exec_properties(tmp_path / "a"), tmp_path / "oa")
+    b = run_executor(fast_executor.Executor, exec_properties(tmp_path / "b"), tmp_path / "ob")
+
+    def features(uri):
+      return [
+        tuple(sorted((k, v) for k, v in r.items() if k != "label"))
+        for r in read_examples(uri, "eval")
+      ]
+
+    assert features(a.uri) == features(b.uri)
+
+  def test_split_column_keeps_groups_together(self, tmp_path):
+    rows = [[i % 40, float(i), f"c{i % 3}", i % 10] for i in range(600)]
+    _write_csv(tmp_path / "in" / "a.csv", HEADER, rows)
+    props = exec_properties(tmp_path / "in")
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(props[specs.OUTPUT_CONFIG_KEY], output_config)
+    output_config.split_config.partition_feature_name = "pix"
+    props[specs.OUTPUT_CONFIG_KEY] = proto_utils.proto_to_json(output_config)
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    train = {r["pix"] for r in read_examples(ex.uri, "train")}
+    evals = {r["pix"] for r in read_examples(ex.uri, "eval")}
+    assert train and evals and not train & evals
+
+  def test_records_the_label_counts_of_each_split(self, tmp_path):
+    _write_csv(tmp_path / "in" / "a.csv", HEADER, _good_rows(300))
+    ex = run_executor(
+      fast_executor.Executor, exec_properties(tmp_path / "in", label_key="label"), tmp_path / "out"
+    )
+    stats = json.loads(ex.get_string_custom_property("label_stats"))
+    for split in ("train", "eval"):
+      labels = [r["label"][0] for r in read_examples(ex.uri, split)]
+      assert stats[split]["rows"] == len(labels)
+      assert stats[split]["counts"] == {str(k): v for k, v in collections.Counter(labels).items()}
+      assert stats[split]["total"] == pytest.approx(sum(labels))
+      assert stats[split]["total_sq"] == pytest.approx(sum(v * v for v in labels))
 
   def test_same_feature_values_as_stock_csv_example_gen(self, tmp_path, digits_csv):
     src = tmp_path / "in" / "digits.csv"
@@ -454,16 +503,18 @@ class TestChunks:
     _write_csv(tmp_path / "in" / "a.csv", ["pix", "score", "label"], rows)
     props = exec_properties(tmp_path / "in", label_key="label", **{MAX_BAD_ROW_FRACTION_KEY: 0.01})
     whole = run_executor(fast_executor.Executor, props, tmp_path / "whole")
-    monkeypatch.setattr(example_gen_lib, "MIN_CHUNK_BYTES", 20_000)
-    monkeypatch.setattr(example_gen_lib, "MAX_CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(example_gen_lib, "CHUNK_BYTES", 20_000)
     chunked = run_executor(fast_executor.Executor, props, tmp_path / "chunked")
     assert len(os.listdir(os.path.join(chunked.uri, "Split-train"))) > 3
 
-    def bag(uri):
-      return collections.Counter(tuple(sorted(r.items())) for r in read_examples(uri))
+    def bag(uri, split=None):
+      return collections.Counter(tuple(sorted(r.items())) for r in read_examples(uri, split))
 
     assert bag(chunked.uri) == bag(whole.uri)
     assert sum(bag(chunked.uri).values()) == 5999
+    # A row's split follows its place in the file, however the file is cut.
+    for split in ("train", "eval"):
+      assert bag(chunked.uri, split) == bag(whole.uri, split)
     for ex in (whole, chunked):
       q = list(
         csv.DictReader(

@@ -323,11 +323,10 @@ class TestPlanning:
       example_gen_lib.plan_files(str(tmp_path), [("test", "test/*")], hash_split=False)
 
   def test_plan_units_cuts_large_files_only(self, tmp_path, monkeypatch):
-    monkeypatch.setattr(example_gen_lib, "MIN_CHUNK_BYTES", 10_000)
-    monkeypatch.setattr(example_gen_lib, "MAX_CHUNK_BYTES", 10_000)
+    monkeypatch.setattr(example_gen_lib, "CHUNK_BYTES", 10_000)
     big = _write(tmp_path / "big.csv", "x\n" + "123456\n" * 10_000)
     small = _write(tmp_path / "small.csv", "x\n1\n")
-    units = example_gen_lib.plan_units([(big, None), (small, "eval")], cpus=2)
+    units = example_gen_lib.plan_units([(big, None), (small, "eval")])
     assert [u.index for u in units] == list(range(len(units)))
     assert len([u for u in units if u.chunk.path == big]) > 4
     assert units[-1] == csv_lib.Unit(len(units) - 1, csv_lib.Chunk(small), "eval")

@@ -115,23 +115,33 @@ class SplitPlan:
     hash_buckets: Buckets per split for hash partitioning; empty when `fixed` is set.
     fixed: Name of the single split every row of a unit goes to (input-defined
       splits), or None for hash partitioning.
-    partition_column: Column whose value is hashed instead of the whole example.
+    partition_column: Column whose value is hashed (a grouped split: rows with the same value
+      land in the same split); None hashes each row's place in its file instead.
+    input_base: The folder the input files are under; a row's place is its file's path
+      relative to it and its record number, so the split does not depend on where the data
+      lives, nor on the row's content (its label included).
   """
 
   names: tuple[str, ...]
   hash_buckets: tuple[int, ...] = ()
   fixed: str | None = None
   partition_column: str | None = None
+  input_base: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
-  """A byte range of a CSV file that holds whole rows; (0, None) is the whole file."""
+  """A byte range of a CSV file that holds whole rows; (0, None) is the whole file.
+
+  `first_record` is the file-wide record number of the chunk's first row (the header is
+  record 1), so every row has the same place in its file however the file is cut.
+  """
 
   path: str
   index: int = 0
   start: int = 0
   end: int | None = None
+  first_record: int = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +151,78 @@ class Unit:
   index: int
   chunk: Chunk
   fixed: str | None = None
+
+
+class LabelCounts:
+  """Counts of a label column's values as read, and their moments when they are numbers.
+
+  The Evaluator takes its automatic floor from the eval split's counts: the share of the most
+  frequent value (classification) or the variance (regression).
+  """
+
+  # Distinct values kept; past this a label is no class label the kit trains.
+  MAX_VALUES = 1001
+
+  def __init__(self, rows=0, counts=None, overflow=False, numeric=True, total=0.0, total_sq=0.0):
+    self.rows = int(rows)
+    self.counts = dict(counts or {})
+    self.overflow = bool(overflow)
+    self.numeric = bool(numeric)
+    self.total = float(total)
+    self.total_sq = float(total_sq)
+
+  def add(self, values: pa.Array) -> None:
+    """Adds the raw cells (bytes) of one batch."""
+    self.rows += len(values)
+    if not self.overflow:
+      for item in pc.value_counts(values).to_pylist():
+        text = item["values"]
+        text = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        self.counts[text] = self.counts.get(text, 0) + int(item["counts"])
+      if len(self.counts) > self.MAX_VALUES:
+        self.overflow = True
+        self.counts = {}
+    if self.numeric:
+      try:
+        numbers = pc.cast(pc.utf8_trim_whitespace(values.cast(pa.string())), pa.float64())
+      except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        self.numeric = False
+        return
+      array = numbers.to_numpy(zero_copy_only=False)
+      self.total += float(np.nansum(array))
+      self.total_sq += float(np.nansum(np.square(array)))
+
+  def merge(self, other: LabelCounts) -> None:
+    self.rows += other.rows
+    self.overflow = self.overflow or other.overflow
+    if self.overflow:
+      self.counts = {}
+    else:
+      for value, n in other.counts.items():
+        self.counts[value] = self.counts.get(value, 0) + n
+      if len(self.counts) > self.MAX_VALUES:
+        self.overflow, self.counts = True, {}
+    self.numeric = self.numeric and other.numeric
+    self.total += other.total
+    self.total_sq += other.total_sq
+
+  def to_json(self) -> dict:
+    out = {"rows": self.rows, "counts": self.counts, "overflow": self.overflow}
+    if self.numeric:
+      out.update(total=self.total, total_sq=self.total_sq)
+    return out
+
+  @classmethod
+  def from_json(cls, data: dict) -> LabelCounts:
+    numeric = "total" in data
+    return cls(
+      data["rows"],
+      data.get("counts"),
+      data.get("overflow", False),
+      numeric,
+      data.get("total", 0.0),
+      data.get("total_sq", 0.0),
+    )
 
 
 @dataclasses.dataclass
@@ -153,6 +235,8 @@ class UnitResult:
   rows_read: int = 0
   bad_rows: int = 0
   rows_per_split: dict[str, int] = dataclasses.field(default_factory=dict)
+  # Split name -> LabelCounts.to_json() of the label column's values in that split.
+  label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
   shards: dict[str, str] = dataclasses.field(default_factory=dict)
   quarantine_file: str | None = None
   # Message of the CsvInputError that stopped this unit, if any.
@@ -481,8 +565,24 @@ def plan_chunks(path: str, target_bytes: int) -> list[Chunk]:
       if pos >= size:
         break
       cuts.append(pos)
-  cuts.append(size)
-  return [Chunk(path, i, a, b) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
+    cuts.append(size)
+    # Every line is a row here: a chunk's first record is 2 plus the lines before it.
+    first = [2]
+    for a, b in itertools.pairwise(cuts[:-1]):
+      f.seek(a)
+      first.append(first[-1] + _count_newlines(f, b - a))
+  return [Chunk(path, i, a, b, first[i]) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
+
+
+def _count_newlines(f, length: int) -> int:
+  count = 0
+  while length > 0:
+    block = f.read(min(length, 16 << 20))
+    if not block:
+      break
+    count += block.count(b"\n")
+    length -= len(block)
+  return count
 
 
 # --- Types --------------------------------------------------------------------------
@@ -863,6 +963,33 @@ def row_hashes(raw: pa.RecordBatch, keep: np.ndarray, column: str | None = None)
   return hashes
 
 
+# Changing it moves rows between splits; it is part of what a run's split means.
+_SPLIT_SEED = b"tfx-pipeline-kit/split-by-position/v1"
+
+
+def file_key(path: str, input_base: str) -> str:
+  """A file's path relative to the input base ('/'-separated), or its name outside it."""
+  base = input_base.rstrip("/")
+  if base and path.startswith(base + "/"):
+    return path[len(base) + 1 :]
+  return path.rsplit("/", 1)[-1]
+
+
+def position_hashes(key: str, records: np.ndarray) -> np.ndarray:
+  """A 64-bit hash of each row's place: its file's key and its record number in the file.
+
+  Unlike a hash of the row's cells (stock TFX), this keeps duplicate rows apart (identical
+  rows of one file spread over the splits like any others) and never looks at the label, and
+  it is the same on every rerun and machine.
+  """
+  import hashlib
+
+  seed = np.frombuffer(
+    hashlib.blake2b(key.encode("utf-8"), digest_size=8, key=_SPLIT_SEED).digest(), np.uint64
+  )[0]
+  return _mix(_mix(records.astype(np.uint64) + seed) ^ seed)
+
+
 def assign_splits(hashes: np.ndarray, plan: SplitPlan) -> np.ndarray:
   """Returns the split index of every row, deterministically.
 
@@ -951,8 +1078,10 @@ def convert_file(
       "row": (text or "")[:_MAX_QUARANTINED_TEXT],
     }
 
-  next_record = 2 if chunk.start == 0 else 1
+  next_record = first_local = 2 if chunk.start == 0 else 1
   partition_column = plan.partition_column if plan.fixed is None else None
+  key = file_key(path, plan.input_base)
+  labels = {s: LabelCounts() for s in plan.names}
   try:
     for raw in iter_raw_batches(chunk, names, options, on_ragged, utf8=utf8):
       numbers, next_record = _record_numbers(next_record, raw.num_rows, set(ragged))
@@ -971,7 +1100,17 @@ def convert_file(
       if not verdict.num_kept:
         continue
       serialized = verdict.serialize()
-      split_of = assign_splits(row_hashes(raw, verdict.keep, partition_column), plan)
+      if partition_column:
+        hashes = row_hashes(raw, verdict.keep, partition_column)
+      else:
+        records = numbers[verdict.keep] + (chunk.first_record - first_local)
+        hashes = position_hashes(key, records)
+      split_of = assign_splits(hashes, plan)
+      label = (
+        raw.column(options.label_key).filter(pa.array(verdict.keep))
+        if options.label_key in raw.schema.names
+        else None
+      )
       for s_index, split in enumerate(plan.names):
         picked = split_of == s_index
         count = int(picked.sum())
@@ -980,10 +1119,13 @@ def convert_file(
         elif count:
           writers[split].write_many(serialized.filter(pa.array(picked)))
         result.rows_per_split[split] += count
+        if label is not None and count:
+          labels[split].add(label if count == len(label) else label.filter(pa.array(picked)))
   finally:
     for w in writers.values():
       w.close()
   quarantined.extend(ragged.values())
+  result.label_stats = {s: c.to_json() for s, c in labels.items() if c.rows}
   result.rows_read += len(ragged)
   result.bad_rows = len(quarantined)
   for split, tmp in tmp_paths.items():

@@ -12,8 +12,8 @@ from components.example_gen import csv_lib, io_lib
 QUARANTINE_DIR = "Quarantine"
 QUARANTINE_FILE = "bad_rows.csv"
 RESULTS_DIR = ".unit_results"
-MIN_CHUNK_BYTES = 4 << 20
-MAX_CHUNK_BYTES = 32 << 20
+# Bytes per unit of conversion work (a chunk of a large uncompressed file without quotes).
+CHUNK_BYTES = 16 << 20
 # Below this much input, conversion stays in the launcher's process: each DirectRunner
 # worker process costs about 350 MB and seconds to start, and on two cores saves little.
 PARALLEL_MIN_BYTES = 256 << 20
@@ -120,26 +120,21 @@ def plan_files(
   return FilePlan(tuple(files), (span,))
 
 
-def chunk_target(total_bytes: int, cpus: int) -> int:
-  """Chunk size that gives about four units per core, within fixed bounds."""
-  return min(MAX_CHUNK_BYTES, max(MIN_CHUNK_BYTES, total_bytes // (4 * cpus)))
+def plan_units(files: Sequence[tuple[str, str | None]]) -> list[csv_lib.Unit]:
+  """Cuts the input files into units of work of about CHUNK_BYTES (see `csv_lib.plan_chunks`).
 
-
-def plan_units(files: Sequence[tuple[str, str | None]], cpus: int) -> list[csv_lib.Unit]:
-  """Cuts the input files into units of work (see `csv_lib.plan_chunks`).
+  The cut depends on the files alone, not on the machine, so a rerun elsewhere writes the
+  same shards.
 
   Args:
     files: (path, fixed split or None) pairs.
-    cpus: Cores to keep busy.
 
   Returns:
     Units, numbered in file order.
   """
-  total = sum(io_lib.size(path) for path, _ in files)
-  target = chunk_target(total, cpus)
   units: list[csv_lib.Unit] = []
   for path, fixed in files:
-    for chunk in csv_lib.plan_chunks(path, target):
+    for chunk in csv_lib.plan_chunks(path, CHUNK_BYTES):
       units.append(csv_lib.Unit(len(units), chunk, fixed))
   return units
 
@@ -222,12 +217,14 @@ class Outcome:
     bad_rows: Rows quarantined.
     rows_per_split: Examples written per split.
     quarantine_uri: The merged bad-row file, or "" when every row was good.
+    label_stats: split -> csv_lib.LabelCounts JSON of the label column, when there is one.
   """
 
   rows: int
   bad_rows: int
   rows_per_split: dict[str, int]
   quarantine_uri: str
+  label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
 
 
 def offset_line_numbers(results: Sequence[csv_lib.UnitResult], rows: list[dict]) -> list[dict]:
@@ -285,6 +282,14 @@ def merge_results(
   rows = sum(r.rows_read for r in results)
   bad = sum(r.bad_rows for r in results)
   per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
+  label_stats = {}
+  for split in split_names:
+    counts = csv_lib.LabelCounts()
+    for r in results:
+      if split in r.label_stats:
+        counts.merge(csv_lib.LabelCounts.from_json(r.label_stats[split]))
+    if counts.rows:
+      label_stats[split] = counts.to_json()
   failing = rows == 0 or bad / rows > max_bad_row_fraction
   quarantine_uri = ""
   parts = sorted(r.quarantine_file for r in results if r.quarantine_file)
@@ -316,7 +321,7 @@ def merge_results(
         f"split {split!r} received no rows from {rows - bad} good rows; add data or change "
         "the split ratio."
       )
-  return Outcome(rows, bad, per_split, quarantine_uri)
+  return Outcome(rows, bad, per_split, quarantine_uri, label_stats)
 
 
 def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | None:

@@ -34,6 +34,8 @@ QUARANTINE_FILE = example_gen_lib.QUARANTINE_FILE
 # Custom properties recorded on the Examples artifact.
 ROWS_PROPERTY_PREFIX = "num_rows_"
 BAD_ROWS_PROPERTY = "num_bad_rows"
+# Split -> counts (and moments) of the label column's values: the Evaluator's automatic floor.
+LABEL_STATS_PROPERTY = "label_stats"
 QUARANTINE_PROPERTY = "quarantine_uri"
 COLUMN_TYPES_PROPERTY = "column_types"
 SPANS_PROPERTY = "data_spans"
@@ -119,6 +121,7 @@ class Executor(BaseExampleGenExecutor):
       names=tuple(split_names),
       hash_buckets=tuple(s.hash_buckets for s in split_config.splits),
       partition_column=partition,
+      input_base=input_base,
     )
     examples.split_names = artifact_utils.encode_split_names(list(split_names))
     output_dirs = {s: artifact_utils.get_split_uri([examples], s) for s in split_names}
@@ -127,7 +130,7 @@ class Executor(BaseExampleGenExecutor):
     quarantine_dir = os.path.join(examples.uri, QUARANTINE_DIR)
     results_dir = os.path.join(examples.uri, example_gen_lib.RESULTS_DIR)
 
-    units = example_gen_lib.plan_units(plan.files, example_gen_lib.cpu_count())
+    units = example_gen_lib.plan_units(plan.files)
     total_bytes = sum(io_lib.size(p) for p in plan.paths)
     self._beam_pipeline_args = example_gen_lib.direct_runner_args(
       self._beam_pipeline_args or [], len(units), total_bytes
@@ -177,6 +180,10 @@ class Executor(BaseExampleGenExecutor):
       COLUMN_TYPES_PROPERTY, json.dumps(column_types, sort_keys=True)
     )
     examples.set_string_custom_property(SPANS_PROPERTY, json.dumps(list(spans)))
+    if outcome.label_stats:
+      examples.set_string_custom_property(
+        LABEL_STATS_PROPERTY, json.dumps(outcome.label_stats, sort_keys=True)
+      )
     logging.info(
       "Examples written: %s rows per split, %d quarantined.",
       outcome.rows_per_split,

@@ -1,20 +1,39 @@
-"""TFX's stock Evaluator, told to compare against no baseline when nothing is live yet."""
+"""TFX's stock Evaluator, told to compare against no baseline when nothing is live yet, and to
+take its automatic floor from the eval split."""
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
+import tensorflow_model_analysis as tfma
 from tfx import types
-from tfx import v1 as tfx
 from tfx.components.evaluator import executor as stock_evaluator
-from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
+from tfx.utils import json_utils
 
 from components.live_model import executor as live_executor
+from components.live_model import floor_lib
+
+# JSON {"task": ...} when the floor is automatic (floor_lib); absent or "" otherwise.
+AUTO_FLOOR_KEY = "auto_floor"
+
+
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+  """The stock EvaluatorSpec plus `auto_floor`."""
+
+  PARAMETERS = {
+    **standard_component_specs.EvaluatorSpec.PARAMETERS,
+    AUTO_FLOOR_KEY: ExecutionParameter(type=str, optional=True),
+  }
 
 
 class Executor(stock_evaluator.Executor):
-  """Drops a baseline that LiveModel marked unavailable, then runs the stock Evaluator.
+  """Drops a baseline that LiveModel marked unavailable, sets the automatic floor from the eval
+  split, then runs the stock Evaluator.
 
   On the first run nothing is live: the Evaluator then applies the value thresholds alone, as
   stock TFX does when its baseline channel is empty.
@@ -31,10 +50,79 @@ class Executor(stock_evaluator.Executor):
     input_dict = {**input_dict, key: baselines}
     if not baselines:
       input_dict.pop(key)
+    floor = _eval_split_floor(input_dict, exec_properties)
+    if floor is not None:
+      task = json.loads(exec_properties[AUTO_FLOOR_KEY])["task"]
+      config_key = standard_component_specs.EVAL_CONFIG_KEY
+      exec_properties = {
+        **exec_properties,
+        config_key: floor_lib.with_floor(exec_properties[config_key], task, floor.value),
+      }
+      logging.info("Evaluator floor: %s", floor.reason)
     super().Do(input_dict, output_dict, exec_properties)
+    if floor is not None:
+      blessing = artifact_utils.get_single_instance(
+        output_dict[standard_component_specs.BLESSING_KEY]
+      )
+      blessing.set_float_custom_property(floor_lib.FLOOR_PROPERTY, floor.value)
+      blessing.set_string_custom_property(floor_lib.FLOOR_REASON_PROPERTY, floor.reason)
 
 
-class BaselineAwareEvaluator(tfx.components.Evaluator):
-  """`tfx.components.Evaluator` whose baseline may be an unavailable LiveModel output."""
+def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:
+  raw = exec_properties.get(AUTO_FLOOR_KEY)
+  if not raw:
+    return None
+  examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+  if len(examples) != 1 or not examples[0].has_custom_property(floor_lib.LABEL_STATS_PROPERTY):
+    # Examples from another ExampleGen: the floor decided before the run stays.
+    return None
+  stats = json.loads(examples[0].get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY))
+  return floor_lib.floor_from_label_stats(stats, json.loads(raw)["task"])
 
+
+class BaselineAwareEvaluator(base_component.BaseComponent):
+  """`tfx.components.Evaluator` whose baseline may be an unavailable LiveModel output and whose
+  automatic floor comes from the eval split.
+
+  It takes the stock Evaluator's inputs and produces its outputs (`evaluation`, `blessing`),
+  so TFMA's ModelEvaluation and ModelBlessing are exactly what stock writes; the blessing also
+  records `floor` and `floor_reason` when the floor was automatic.
+  """
+
+  SPEC_CLASS = EvaluatorSpec
   EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+  def __init__(
+    self,
+    examples: types.BaseChannel,
+    model: types.BaseChannel,
+    eval_config: tfma.EvalConfig,
+    baseline_model: types.BaseChannel | None = None,
+    schema: types.BaseChannel | None = None,
+    example_splits: list[str] | None = None,
+    auto_floor: str | None = None,
+  ):
+    """Wires the Evaluator.
+
+    Args:
+      examples: Examples to evaluate on (the `eval` split unless `example_splits`).
+      model: the candidate Model.
+      eval_config: TFMA's EvalConfig (metrics, thresholds, slices).
+      baseline_model: LiveModel's baseline (possibly marked unavailable).
+      schema: optional Schema.
+      example_splits: splits to evaluate on.
+      auto_floor: `floor_lib.auto_floor_spec(task)` when the floor is automatic: the
+        task metric's value threshold is then set from the eval split's label counts.
+    """
+    spec = EvaluatorSpec(
+      examples=examples,
+      model=model,
+      baseline_model=baseline_model,
+      schema=schema,
+      eval_config=eval_config,
+      example_splits=json_utils.dumps(example_splits),
+      auto_floor=auto_floor,
+      evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+      blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+    )
+    super().__init__(spec=spec)

@@ -1,0 +1,105 @@
+"""The Evaluator's automatic floor, taken from the eval split the model is evaluated on.
+
+Without `--min-accuracy` (or `--max-mse`), a classifier must beat always answering the eval
+split's most frequent label by `AUTO_FLOOR_MARGIN`, and a regressor's mean squared error must
+stay under `AUTO_MSE_SHARE` of the eval split's label variance (what always answering the
+mean scores). The ExampleGen counts the label's values per split (`label_stats` on the
+Examples artifact), so the floor is the eval split's own: on a file whose rows are ordered or
+duplicated, the whole column's majority share can be far from the eval split's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from components import defaults, tasks
+
+# The Examples property the kit's ExampleGen writes (example_gen.executor.LABEL_STATS_PROPERTY).
+LABEL_STATS_PROPERTY = "label_stats"
+# The ModelBlessing properties the floor is recorded in.
+FLOOR_PROPERTY = "floor"
+FLOOR_REASON_PROPERTY = "floor_reason"
+
+_ACCURACY_METRICS = ("BinaryAccuracy", "SparseCategoricalAccuracy", "CategoricalAccuracy")
+_MSE_METRICS = ("MeanSquaredError",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Floor:
+  """A threshold and why.
+
+  Attributes:
+    value: the accuracy floor (classification) or the mean squared error ceiling.
+    reason: one sentence for the summary.
+  """
+
+  value: float
+  reason: str
+
+
+def floor_from_label_stats(stats: dict[str, Any], task: str, split: str = "eval") -> Floor | None:
+  """The automatic floor of `task` from one split's label counts, or None without them.
+
+  Args:
+    stats: the Examples' `label_stats` (split -> {"rows", "counts", "total", "total_sq"}).
+    task: binary, multiclass or regression.
+    split: the split the Evaluator reads.
+
+  Returns:
+    The Floor, or None when the split has no counts (or the label is not numeric for a
+    regression).
+  """
+  counts = stats.get(split)
+  if not counts or not counts.get("rows"):
+    return None
+  rows = int(counts["rows"])
+  if task == tasks.REGRESSION:
+    if "total" not in counts:
+      return None
+    mean = counts["total"] / rows
+    variance = max(counts["total_sq"] / rows - mean * mean, 0.0)
+    ceiling = defaults.AUTO_MSE_SHARE * variance
+    return Floor(
+      ceiling,
+      f"auto: mean squared error below {defaults.AUTO_MSE_SHARE:g} x the {split} split's label "
+      f"variance ({variance:.4g}), i.e. better than always predicting the mean",
+    )
+  values = counts.get("counts") or {}
+  if not values:
+    return None
+  majority = max(values.values()) / rows
+  floor = min(round(majority + defaults.AUTO_FLOOR_MARGIN, 4), 0.99)
+  return Floor(
+    floor,
+    f"auto: accuracy at least {floor:g}, i.e. better than always answering the most frequent "
+    f"class of the {split} split ({majority:.3g} of its {rows} rows)",
+  )
+
+
+def with_floor(eval_config_json: str, task: str, value: float) -> str:
+  """An EvalConfig (JSON) whose task metric's value threshold is `value`.
+
+  Classification: the lower bound of the accuracy metric. Regression: the upper bound of the
+  mean squared error. Change thresholds (against the live model) are left as they are.
+  """
+  import tensorflow_model_analysis as tfma
+  from google.protobuf import json_format
+
+  config = json_format.Parse(eval_config_json, tfma.EvalConfig())
+  names = _MSE_METRICS if task == tasks.REGRESSION else _ACCURACY_METRICS
+  for spec in config.metrics_specs:
+    for metric in spec.metrics:
+      if metric.class_name not in names:
+        continue
+      if task == tasks.REGRESSION:
+        metric.threshold.value_threshold.upper_bound.value = value
+      else:
+        metric.threshold.value_threshold.lower_bound.value = value
+  return json_format.MessageToJson(config, sort_keys=True)
+
+
+def auto_floor_spec(task: str) -> str:
+  """The Evaluator's `auto_floor` parameter for a task (JSON)."""
+  return json.dumps({"task": task})
