@@ -86,7 +86,7 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
   killer = threading.Thread(target=kill_worker_1_after_the_first_epoch, daemon=True)
   killer.start()
   settings = tfjob_lib.TFJobSettings(workers=2, ps=1, image="kit:test", poll_s=0.5)
-  executor.Executor().Do(inputs, outputs, _props(settings, steps=400))
+  executor.Executor().Do(inputs, outputs, _props(settings, steps=300))
   killer.join(timeout=5)
   assert killed and killed["at_epoch"] < 5, killed
 
@@ -160,7 +160,7 @@ STEP = textwrap.dedent("""
 def test_a_retried_step_attaches_to_the_job_it_created(tmp_path, digits_csv, fake):
   inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
   settings = tfjob_lib.TFJobSettings(workers=1, image="kit:test", poll_s=0.5)
-  props = _props(settings, steps=300)
+  props = _props(settings, steps=100)
   spec = tmp_path / "step.json"
   spec.write_text(
     json.dumps(
