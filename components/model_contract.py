@@ -69,6 +69,12 @@ class Column:
     return NUMERIC_INPUT if self.kind == NUMERIC else TEXT_PREFIX + safe_name(self.name)
 
 
+def rows_key(column: str) -> str:
+  """The column's input name in the SavedModel's `rows` signature (TF Serving's JSON key)."""
+  name = safe_name(column)
+  return name if name[:1].isalnum() else f"c{name}"
+
+
 def safe_name(column: str) -> str:
   """A TensorFlow-safe name for a column (letters, digits, '_', '.', '-')."""
   return _NAME_OK.sub("_", column)
@@ -164,11 +170,10 @@ def columns_from_schema(
 def _clashes(columns: Sequence[Column]) -> list[str]:
   seen: dict[str, str] = {}
   for c in columns:
-    if c.kind == NUMERIC:
-      continue
-    if c.input_name in seen:
-      return [seen[c.input_name], c.name]
-    seen[c.input_name] = c.name
+    for key in {rows_key(c.name), *([c.input_name] if c.kind != NUMERIC else [])}:
+      if key in seen:
+        return [seen[key], c.name]
+      seen[key] = c.name
   return []
 
 

@@ -117,3 +117,155 @@ class CategoryOneHot(tf.keras.layers.Layer):
       "vocabulary": self.vocabulary,
       "missing_slot": self.missing_slot,
     }
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class NumericBins(tf.keras.layers.Layer):
+  """Piecewise-linear encoding of numbers over quantile bins (a quantile transform).
+
+  Input: float32 [batch, n] (NaN for missing; it is imputed with `fill`). Output: float32
+  [batch, n * b]: for column j and bin t with edges lo < hi, `clip((x - lo) / (hi - lo), 0, 1)`,
+  i.e. 0 below the bin, 1 above it and the position inside it. With edges at the training
+  quantiles every bin holds about as many rows, so a heavy tail or a skew takes no more of the
+  input than the bulk does, and the network sees where a value ranks, as gradient-boosted
+  trees do. Columns with fewer bins are padded with constant-0 bins. Arithmetic, min and max
+  only: TFLite builtins and ONNX ops, and bounded to [0, 1] for int8.
+  """
+
+  def __init__(self, edges: Sequence[Sequence[float]], fill: Sequence[float], **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
+    self.edges = [[float(e) for e in column] for column in edges]
+    self.fill = [float(v) for v in fill]
+    self._bins = max([len(e) - 1 for e in self.edges] + [1])
+    lo = np.zeros((len(self.edges), self._bins), np.float32)
+    inv = np.zeros((len(self.edges), self._bins), np.float32)
+    for j, column in enumerate(self.edges):
+      for t in range(len(column) - 1):
+        lo[j, t] = column[t]
+        inv[j, t] = 1.0 / (column[t + 1] - column[t])
+    self._lo = lo
+    self._inv = inv
+
+  def call(self, inputs):
+    x = tf.cast(inputs, tf.float32)
+    x = tf.where(tf.math.not_equal(x, x), tf.constant(np.asarray(self.fill, np.float32)), x)
+    scaled = (tf.expand_dims(x, -1) - tf.constant(self._lo)) * tf.constant(self._inv)
+    encoded = tf.minimum(tf.maximum(scaled, 0.0), 1.0)
+    return tf.reshape(encoded, [-1, len(self.edges) * self._bins])
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0], len(self.edges) * self._bins])
+
+  def get_config(self):
+    return {**super().get_config(), "edges": self.edges, "fill": self.fill}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class CategoryIndex(tf.keras.layers.Layer):
+  """Maps text to an index: 0..V-1 for the vocabulary, V for any other value, V+1 for missing.
+
+  Input: tf.string [batch, 1]. Output: int64 [batch]. An Embedding after it learns a vector per
+  value, for columns with too many values for a one-hot. The lookup is the same static hash
+  table as CategoryOneHot's (TFLite HASHTABLE_FIND, ONNX-ML CategoryMapper).
+  """
+
+  def __init__(self, vocabulary: Sequence[str], **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
+    self.vocabulary = [str(v) for v in vocabulary]
+    size = len(self.vocabulary)
+    self.num_indices = size + 2
+    self._table = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+        tf.constant([*self.vocabulary, ""], tf.string),
+        tf.constant([*range(size), size + 1], tf.int64),
+      ),
+      default_value=size,
+    )
+
+  def call(self, inputs):
+    return self._table.lookup(tf.reshape(inputs, [-1]))
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0]])
+
+  def get_config(self):
+    return {**super().get_config(), "vocabulary": self.vocabulary}
+
+
+# Date cells the model parses: year-month-day with '-', '/' or '.', zero-padded, optionally
+# followed by 'T' or ' ' and hours and minutes ("2012-01-01", "2012/01/01 13:45:00").
+DATE_PATTERN = r"\d{4}[-/.]\d{2}[-/.]\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d*)?)?.*)?"
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class DateFeatures(tf.keras.layers.Layer):
+  """Expands a date (or date-time) text column into numbers a network can use.
+
+  Input: tf.string [batch, 1] in DATE_PATTERN's layout. Output: float32 [batch, 8 or 10]: the
+  date as days since `day_mean`, scaled by `day_scale` and clipped (the trend); month, day of
+  week and day of year as (sin, cos) pairs (the seasons, without a jump at new year); the hour
+  as (sin, cos) when `with_time`; and a 0/1 indicator for an empty or unparsable cell, which
+  otherwise reads as `day_mean`. The calendar arithmetic is integer-exact (Howard Hinnant's
+  days_from_civil). Parsing text needs TensorFlow string ops, so TFLite runs this layer with
+  Select TF ops and ONNX cannot convert it.
+  """
+
+  def __init__(self, day_mean: float, day_scale: float, with_time: bool, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
+    self.day_mean = float(day_mean)
+    self.day_scale = float(day_scale) if day_scale > 0 else 1.0
+    self.with_time = bool(with_time)
+
+  @staticmethod
+  def _days_from_civil(y, m, d):
+    y = y - tf.cast(m <= 2, tf.float32)
+    era = tf.math.floordiv(y, 400.0)
+    yoe = y - era * 400.0
+    mp = tf.math.floormod(m + 9.0, 12.0)
+    doy = tf.math.floordiv(153.0 * mp + 2.0, 5.0) + d - 1.0
+    doe = yoe * 365.0 + tf.math.floordiv(yoe, 4.0) - tf.math.floordiv(yoe, 100.0) + doy
+    return era * 146097.0 + doe - 719468.0
+
+  def call(self, inputs):
+    text = tf.reshape(inputs, [-1])
+    valid = tf.strings.regex_full_match(text, DATE_PATTERN)
+    # A date alone reads as midnight; the suffix keeps every substring below in range.
+    text = tf.strings.join([tf.where(valid, text, "1970-01-01"), " 00:00"])
+
+    def number(start, length):
+      return tf.strings.to_number(tf.strings.substr(text, start, length), tf.float32)
+
+    year, month, day = number(0, 4), number(5, 2), number(8, 2)
+    days = self._days_from_civil(year, month, day)
+    day_of_year = days - self._days_from_civil(year, tf.ones_like(year), tf.ones_like(year))
+    weekday = tf.math.floormod(days + 4.0, 7.0)  # 1970-01-01 was a Thursday (4).
+    turn = 2.0 * np.pi
+    parts = [
+      tf.clip_by_value((days - self.day_mean) / self.day_scale, -CLIP_SIGMA, CLIP_SIGMA),
+      tf.sin(turn * (month - 1.0) / 12.0),
+      tf.cos(turn * (month - 1.0) / 12.0),
+      tf.sin(turn * weekday / 7.0),
+      tf.cos(turn * weekday / 7.0),
+      tf.sin(turn * day_of_year / 365.25),
+      tf.cos(turn * day_of_year / 365.25),
+    ]
+    if self.with_time:
+      hour = number(11, 2) + number(14, 2) / 60.0
+      parts += [tf.sin(turn * hour / 24.0), tf.cos(turn * hour / 24.0)]
+    valid_f = tf.cast(valid, tf.float32)
+    parts = [p * valid_f for p in parts]
+    return tf.stack([*parts, 1.0 - valid_f], axis=1)
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0], 10 if self.with_time else 8])
+
+  def get_config(self):
+    return {
+      **super().get_config(),
+      "day_mean": self.day_mean,
+      "day_scale": self.day_scale,
+      "with_time": self.with_time,
+    }

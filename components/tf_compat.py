@@ -58,7 +58,7 @@ def apply() -> None:
     autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
 
 
-def backup_and_restore(backup_dir: str):
+def backup_and_restore(backup_dir: str, save_freq="epoch"):
   """A BackupAndRestore callback that also accepts OneDeviceStrategy.
 
   tf_keras 2.16 rejects OneDeviceStrategy only by its allow-list (`_supported_strategies`);
@@ -67,7 +67,7 @@ def backup_and_restore(backup_dir: str):
   """
   import tensorflow as tf
 
-  callback = tf.keras.callbacks.BackupAndRestore(backup_dir)
+  callback = tf.keras.callbacks.BackupAndRestore(backup_dir, save_freq=save_freq)
   if supported() and hasattr(callback, "_supported_strategies"):
     callback._supported_strategies = (
       *callback._supported_strategies,

@@ -136,7 +136,13 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     default={},
     help="key=value,... for the model, e.g. hidden_units=128,num_layers=2,learning_rate=0.01",
   )
-  g.add_argument("--train-steps", type=int, default=d.train_steps, help="(default: %(default)s)")
+  g.add_argument(
+    "--train-steps",
+    type=int,
+    default=None,
+    help="optimizer steps; default: the default model trains for epochs sized to the data "
+    f"with early stopping, and a run_fn module gets {defaults.TRAIN_STEPS}",
+  )
   g.add_argument(
     "--eval-steps",
     type=int,
@@ -283,7 +289,6 @@ def config_from_args(
     checks.check_at_least("--max-mse", args.max_mse, 0)
   checks.check_at_least("--max-error-increase", args.max_error_increase, 0)
   for flag, value, low in (
-    ("--train-steps", args.train_steps, 1),
     ("--eval-steps", args.eval_steps, 0),
     ("--keep-versions", args.keep_versions, 1),
     ("--rolling-spans", args.rolling_spans, 1),
@@ -294,7 +299,10 @@ def config_from_args(
     ("--tune-trials", args.tune_trials, 1),
   ):
     checks.check_at_least(flag, value, low)
-  if args.profile_steps:
+  if args.train_steps is not None:
+    checks.check_at_least("--train-steps", args.train_steps, 1)
+  if args.profile_steps and args.train_steps:
+    # Without --train-steps the trainer checks the range against its plan, before training.
     steps_lib.check_profile_steps(args.profile_steps, args.train_steps)
   if len(args.delimiter) != 1:
     raise checks.CheckError(

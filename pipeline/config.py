@@ -51,7 +51,8 @@ class PipelineConfig:
   max_classes: int = defaults.MAX_CLASSES
   hparams: dict[str, Any] = dataclasses.field(default_factory=dict)
   # Training.
-  train_steps: int = defaults.TRAIN_STEPS
+  # None: the default model sizes its training to the data; run_fn modules get TRAIN_STEPS.
+  train_steps: int | None = None
   eval_steps: int = defaults.EVAL_STEPS
   strategy: str = defaults.AUTO
   local_workers: int = 0

@@ -167,7 +167,7 @@ def create_pipeline(
   }
   if config.profile_steps:
     custom_config[constants.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
-  train_args = tfx.proto.TrainArgs(num_steps=config.train_steps)
+  train_args = tfx.proto.TrainArgs(num_steps=config.train_steps or 0)
   eval_args = tfx.proto.EvalArgs(num_steps=config.eval_steps)
   module_kwargs = (
     {"module_file": config.module_file}

@@ -287,6 +287,14 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
       f"strategy: {strategy['strategy']} ({strategy.get('num_replicas_in_sync')} replica(s)), "
       f"chosen by the {by}"
     )
+  plan = summary.get("training_plan")
+  if plan:
+    line = f"training: {plan['reason']}"
+    if plan.get("epochs_run"):
+      line += f"; ran {plan['epochs_run']} epochs"
+      if plan.get("best_epoch"):
+        line += f", kept epoch {plan['best_epoch']}"
+    lines.append(line)
   metrics = summary.get("eval_metrics") or {}
   if metrics:
     shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))

@@ -109,6 +109,8 @@ def build_summary(
       summary["task"] = _prop(model, "task")
       classes = _prop(model, "label_classes")
       summary["label_classes"] = json.loads(classes) if classes else None
+      plan = _prop(model, "training_plan")
+      summary["training_plan"] = json.loads(plan) if plan else None
       hparams = _prop(model, "hparams")
       summary["hparams"] = json.loads(hparams) if hparams else None
       for key, value in json.loads(_prop(model, "eval_metrics") or "{}").items():

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
         schema_path=os.path.join(root, "schema", "schema.pbtxt"),
         serving_model_dir=os.path.join(root, name, "model", "Format-Serving"),
         model_run_dir=os.path.join(root, name, "model_run"),
-        label_key="label", train_steps=300, global_batch_size=64)
+        label_key="label", train_steps=300, hparams={"batch_size": 64})
     result = dataclasses.asdict(tabular_lib.train(settings, built, default_module._body))
     result["devices"] = list(built.strategy.extended.worker_devices)
     results[name] = result

@@ -1,4 +1,4 @@
-"""tabular_lib on tiny generated Examples: profile, build per task, train and export, adapters."""
+"""The default model on tiny generated Examples: profile, build per task, train, export."""
 
 import json
 import math
@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from components import errors, model_contract, tasks
-from components.distributed_trainer import tabular_lib
+from components.distributed_trainer import tabular_model, tabular_profile
 from tests import tabular_data as td
 
 
@@ -34,7 +34,7 @@ def _files(data, split="train"):
 def _profile(data, task=tasks.AUTO, hparams=None, label_dtype=None):
   schema = model_contract.read_schema(data["schema"])
   dtype = label_dtype or model_contract.label_dtype(schema, td.LABEL)
-  return tabular_lib.profile_data(_files(data), _columns(data), td.LABEL, dtype, task, hparams)
+  return tabular_profile.profile_data(_files(data), _columns(data), td.LABEL, dtype, task, hparams)
 
 
 def test_profile_reads_column_statistics_and_decides_the_task(examples):
@@ -80,8 +80,8 @@ def test_profile_refuses_labels_it_cannot_learn(examples, tmp_path):
     _profile(examples["multiclass"], hparams={"max_classes": 2})
   empty = tmp_path / "Split-train"
   td.write_split(str(empty), [], "multiclass")
-  with pytest.raises(tabular_lib.TabularInputError, match="the training split has no rows"):
-    tabular_lib.profile_data(
+  with pytest.raises(tabular_profile.TabularInputError, match="the training split has no rows"):
+    tabular_profile.profile_data(
       _files({"examples": str(tmp_path)}), _columns(examples["multiclass"]), td.LABEL, "string"
     )
 
@@ -92,7 +92,7 @@ def test_profile_refuses_labels_it_cannot_learn(examples, tmp_path):
 )
 def test_build_model_for_each_task(examples, task, width, activation):
   profile = _profile(examples[task])
-  model = tabular_lib.build_model(profile, tabular_lib.DEFAULT_HPARAMS)
+  model = tabular_model.build_model(profile, tabular_model.DEFAULT_HPARAMS)
   assert sorted(model.input_names) == ["numeric", "text_city", "text_color"]
   assert model.outputs[0].shape.as_list() == [None, width]
   inputs = td.model_inputs(examples[task]["eval"], text=("city", "color"))
@@ -122,14 +122,18 @@ def test_build_model_adapter_takes_the_preprocessed_vector(examples):
     seen.update(hparams)
     return _body_model(hparams["num_features"], hparams["num_outputs"])
 
-  model = tabular_lib.build_model(
-    profile, {"units": 8}, tabular_lib.build_model_adapter(build_model)
+  model = tabular_model.build_model(
+    profile, {"units": 8}, tabular_model.build_model_adapter(build_model)
   )
   assert seen["num_outputs"] == 3 and seen["num_classes"] == 3 and seen["units"] == 8
   assert seen["task"] == "multiclass"
-  # 3 numbers + 1 missing indicator (income) + city (V + OOV) + color (3 + OOV + missing).
-  city = len(next(s for s in profile.columns if s.column.name == "city").vocabulary)
-  assert seen["num_features"] == 3 + 1 + city + 1 + 5
+  # 3 numbers + 1 missing indicator (income) + their quantile bins + city (an embedding, its
+  # 40 values are over one_hot_max) + color (3 + OOV + missing).
+  stats = {s.column.name: s for s in profile.columns}
+  bins = max(len(stats[c].edges) - 1 for c in ("age", "income", "ratio"))
+  city = tabular_model.embedding_size(len(stats["city"].vocabulary))
+  assert len(stats["city"].vocabulary) > tabular_model.DEFAULT_HPARAMS["one_hot_max"]
+  assert seen["num_features"] == 3 + 1 + 3 * bins + city + 5
   assert model.outputs[0].shape.as_list() == [None, 3]
 
 
@@ -148,17 +152,17 @@ def test_build_model_adapter_takes_the_preprocessed_vector(examples):
 def test_build_model_adapter_rejects_a_wrong_model_in_one_line(examples, make, message):
   profile = _profile(examples["multiclass"])
   with pytest.raises(errors.UserInputError) as raised:
-    tabular_lib.build_model(profile, {}, tabular_lib.build_model_adapter(make))
+    tabular_model.build_model(profile, {}, tabular_model.build_model_adapter(make))
   assert message in str(raised.value)
   assert "\n" not in str(raised.value)
 
 
 def test_label_target_maps_classes_to_indices_and_unknown_to_minus_one():
   info = tasks.LabelInfo("y", tasks.MULTICLASS, ("cat", "dog"))
-  target = tabular_lib.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
+  target = tabular_model.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
   assert target.numpy().tolist() == [1, 0, -1]
   binary = tasks.LabelInfo("y", tasks.BINARY, (3, 7))
-  out = tabular_lib.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
+  out = tabular_model.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
   assert out.dtype == tf.float32 and out.numpy().tolist() == [1.0, 0.0]
 
 
@@ -218,6 +222,7 @@ def test_train_writes_the_contract(tabular_model):
       "kind": "categorical",
       "stored_as": "string",
       "may_be_missing": True,
+      "rows_input": "color",
       "vocabulary_size": 3,
     }
   ]
@@ -239,3 +244,126 @@ def test_the_keras_model_behind_the_export_matches_it(tabular_model):
   )["outputs"]
   np.testing.assert_allclose(keras_out, served.numpy(), atol=1e-5)
   assert not math.isnan(float(keras_out.sum()))
+
+
+# ----------------------------------------------------------------------------- new columns
+
+
+def test_quantile_edges_follow_the_data():
+  rng = np.random.default_rng(0)
+  skewed = rng.lognormal(size=5000)
+  edges = tabular_profile.quantile_edges(skewed, 8)
+  assert len(edges) == 9 and list(edges) == sorted(edges)
+  # Each bin holds about an eighth of the rows, however long the tail.
+  counts = np.histogram(skewed, bins=edges)[0]
+  assert counts.min() > 0.1 * len(skewed) and counts.max() < 0.15 * len(skewed)
+  # Few distinct values: one edge per value; one value or none: no bins.
+  assert tabular_profile.quantile_edges(np.array([0.0, 1, 1, 2, np.nan]), 16) == (0.0, 1.0, 2.0)
+  assert tabular_profile.quantile_edges(np.array([3.0, 3.0]), 16) == ()
+
+
+def test_numeric_bins_encode_where_a_value_ranks():
+  from components import preprocessing_layers as layers
+
+  bins = layers.NumericBins([[0.0, 1.0, 3.0], [5.0, 6.0]], fill=[2.0, 5.5])
+  out = bins(tf.constant([[0.5, 7.0], [2.0, 4.0], [np.nan, np.nan]], tf.float32)).numpy()
+  # Two bins per column (the second column's second bin is padding).
+  np.testing.assert_allclose(
+    out,
+    [
+      [0.5, 0.0, 1.0, 0.0],
+      [1.0, 0.5, 0.0, 0.0],
+      [1.0, 0.5, 0.5, 0.0],  # Missing: the training mean.
+    ],
+  )
+
+
+@pytest.mark.parametrize(
+  ("text", "month", "weekday", "missing"),
+  [
+    ("2012-01-01", 1, 0, 0.0),  # A Sunday (0); 1970-01-01 was a Thursday (4).
+    ("2012/03/15", 3, 4, 0.0),
+    ("2024.02.29 13:30", 2, 4, 0.0),
+    ("", 1, 0, 1.0),
+    ("not a date", 1, 0, 1.0),
+  ],
+)
+def test_date_features_read_month_weekday_and_missing(text, month, weekday, missing):
+  from components import preprocessing_layers as layers
+
+  out = layers.DateFeatures(day_mean=15000.0, day_scale=1000.0, with_time=True)(
+    tf.constant([[text]])
+  ).numpy()[0]
+  assert out.shape == (10,)
+  assert out[-1] == missing
+  if missing:
+    assert not out[:-1].any()
+    return
+  angle = math.atan2(out[1], out[2])
+  assert round((angle / (2 * math.pi)) * 12) % 12 == month - 1
+  assert round((math.atan2(out[3], out[4]) / (2 * math.pi)) * 7) % 7 == weekday
+
+
+def test_date_columns_are_recognised_from_their_values():
+  dates = np.array([b"2012-01-%02d" % d for d in range(1, 29)] + [b""], dtype=object)
+  stats = tabular_profile.date_stats(dates)
+  assert stats is not None and not stats.with_time
+  assert stats.day_mean == pytest.approx(15340 + 13.5)  # 2012-01-01 is day 15340.
+  assert tabular_profile.date_stats(np.array([b"2012-01-01", b"red", b"blue"], object)) is None
+
+
+def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
+  profile = _profile(examples["multiclass"])
+  model = tabular_model.build_model(profile, {"one_hot_max": 3})
+  kinds = {type(layer).__name__ for layer in model.layers}
+  assert {"CategoryIndex", "Embedding", "CategoryOneHot"} <= kinds  # city embedded, color not
+  out = model.predict(td.model_inputs(examples["multiclass"]["eval"], text=("city", "color")))
+  assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize(
+  ("hparams", "message"),
+  [
+    ({"hiden_units": 256}, "unknown hyper-parameter(s) hiden_units; use "),
+    ({"hidden_units": "abc"}, "hidden_units='abc' is not an integer"),
+    ({"num_layers": -3}, "num_layers=-3 must be at least 1"),
+    ({"learning_rate": 0}, "learning_rate=0 must be above 0"),
+    ({"dropout": 1.5}, "dropout=1.5 must be below 1"),
+  ],
+)
+def test_hyper_parameters_are_checked_in_one_line(hparams, message):
+  with pytest.raises(errors.UserInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    tabular_model.check_hparams(hparams)
+
+
+def test_the_plan_follows_the_rows_or_the_given_steps():
+  from components.distributed_trainer import tabular_lib
+
+  small = tabular_lib.plan_training(300, 30, None, None, 5)
+  assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
+  assert small.fit_rows == 270 and small.steps_per_epoch == 5
+  large = tabular_lib.plan_training(800_000, 80_000, None, None, 5)
+  assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 5
+  fixed = tabular_lib.plan_training(800_000, 80_000, 1000, None, 5)
+  assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
+  stopped = tabular_lib.plan_training(5000, 500, None, None, 5, early_stopping=False)
+  assert stopped.patience == 0 and stopped.fit_rows == 5000
+
+
+def test_the_rows_signature_takes_named_values(tabular_model):
+  from components.distributed_trainer.tabular_model import ROWS_SIGNATURE
+
+  loaded = tf.saved_model.load(str(tabular_model["serving_dir"]))
+  rows = tabular_model["eval"][:10]
+  named = {
+    "age": tf.constant([float(r["age"]) for r in rows]),
+    "income": tf.constant([math.nan if r["income"] is None else r["income"] for r in rows]),
+    "ratio": tf.constant([float(r["ratio"]) for r in rows]),
+    "city": tf.constant([r["city"] or "" for r in rows]),
+    "color": tf.constant([r["color"] or "" for r in rows]),
+  }
+  by_name = loaded.signatures[ROWS_SIGNATURE](**named)["outputs"].numpy()
+  served = loaded.signatures["serving_default"](
+    examples=tf.constant(td.serialize(rows, "multiclass"))
+  )["outputs"].numpy()
+  np.testing.assert_allclose(by_name, served, atol=1e-5)

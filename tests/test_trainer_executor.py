@@ -11,7 +11,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, executor, tabular_lib
+from components.distributed_trainer import constants, executor, tabular_model
 from components.errors import UserCodeError, UserInputError
 from tests import examples_lib
 
@@ -157,7 +157,7 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   assert metrics["examples"] > 300
   assert props[constants.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
   hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
-  defaults = tabular_lib.DEFAULT_HPARAMS
+  defaults = tabular_model.DEFAULT_HPARAMS
   assert hparams["hidden_units"] == defaults["hidden_units"]
   assert hparams["learning_rate"] == defaults["learning_rate"]
 

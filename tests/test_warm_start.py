@@ -125,7 +125,8 @@ def test_default_module_warm_start_begins_from_the_base_model_weights(tmp_path, 
   assert len(base_w) == len(warm_w) == len(cold_w)
   for b, w in zip(base_w, warm_w, strict=True):
     np.testing.assert_allclose(w, b, atol=5e-3)
-  assert max(float(np.max(np.abs(c - b))) for b, c in zip(base_w, cold_w, strict=True)) > 0.1
+  # A fresh initialisation is ten times further from the base model than that, somewhere.
+  assert max(float(np.max(np.abs(c - b))) for b, c in zip(base_w, cold_w, strict=True)) > 0.05
   assert _accuracy(warm, warm_inputs) >= base_accuracy - 0.03
   assert _accuracy(cold, cold_inputs) < 0.5
 

@@ -44,6 +44,8 @@ NUM_WORKERS_PROPERTY = "num_workers"
 RESTARTS_PROPERTY = "restarts"
 INITIAL_EPOCH_PROPERTY = "initial_epoch"
 STEPS_RUN_PROPERTY = "steps_run"
+# JSON of the default model's TrainingPlan, with the epochs it ran and the epoch it kept.
+TRAINING_PLAN_PROPERTY = "training_plan"
 EXAMPLES_PER_SEC_PROPERTY = "train_examples_per_sec"
 TASK_PROPERTY = "task"
 LABEL_CLASSES_PROPERTY = "label_classes"

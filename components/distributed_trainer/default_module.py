@@ -5,9 +5,11 @@ this project's DistributedTrainer and TFX's Tuner call. The network on top of th
 preprocessing is `_body`; change it, and keep its inputs and outputs:
 
   - in: the preprocessed float32 [batch, hparams['num_features']] vector (numbers imputed,
-    missing indicators added and standardized; text one-hot encoded, see tabular_lib);
-  - out: softmax probabilities over the classes (multiclass), one sigmoid probability
-    (binary) or the value (regression), as `tabular_lib.default_body` returns them.
+    standardized and binned at their quantiles, missing indicators added; text one-hot encoded
+    or embedded; dates as trend and seasons; see tabular_model.build_model);
+  - out: [batch, hparams['num_outputs']] logits (classification) or the standardized value
+    (regression), as `tabular_model.default_body` returns them; the model adds the softmax,
+    the sigmoid, or the rescaling to the label's units.
 
 Hyper-parameters come from the pipeline's `--hparams key=value,...` (custom_config['hparams'])
 and, with `--tune`, from the Tuner's best trial.
@@ -15,12 +17,12 @@ and, with `--tune`, from the Tuner's best trial.
 
 from typing import Any
 
-from components.distributed_trainer import tabular_lib
+from components.distributed_trainer import tabular_lib, tabular_model
 from components.distributed_trainer.distributed_trainer_lib import manages_strategy
 
 
 def _body(x, hparams: dict[str, Any]):
-  return tabular_lib.default_body(x, hparams)
+  return tabular_model.default_body(x, hparams)
 
 
 # TFX Trainer (and the DistributedTrainer) will call this function.

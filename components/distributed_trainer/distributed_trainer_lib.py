@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from components import defaults
 from components.errors import UserInputError
 
@@ -69,6 +71,35 @@ def list_files(file_patterns: Sequence[str]) -> list[str]:
   return files
 
 
+# Which records of the training files a dataset reads: all of them, or, for early stopping,
+# the fit part and the held-out part (every HOLDOUT_EVERY-th record of each file).
+ALL_RECORDS = "all"
+FIT_RECORDS = "fit"
+HOLDOUT_RECORDS = "holdout"
+HOLDOUT_EVERY = 10
+
+
+def _records(files: Sequence[str], holdout: str):
+  import tensorflow as tf
+
+  compression = "GZIP" if files[0].endswith(".gz") else ""
+  if holdout == ALL_RECORDS:
+    return tf.data.TFRecordDataset(
+      list(files), compression_type=compression, num_parallel_reads=min(len(files), 4)
+    )
+  held = holdout == HOLDOUT_RECORDS
+
+  def split(path):
+    # The record's place in its file decides, so every worker and rerun agrees.
+    ds = tf.data.TFRecordDataset(path, compression_type=compression).enumerate()
+    ds = ds.filter(lambda i, _: tf.equal(i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1, held))
+    return ds.map(lambda _, record: record)
+
+  return tf.data.Dataset.from_tensor_slices(list(files)).interleave(
+    split, cycle_length=min(len(files), 4), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+  )
+
+
 def record_dataset(
   files: Sequence[str],
   batch_size: int,
@@ -77,6 +108,7 @@ def record_dataset(
   seed: int = DEFAULT_SHUFFLE_SEED,
   num_shards: int = 1,
   shard_index: int = 0,
+  holdout: str = ALL_RECORDS,
 ):
   """Batches of serialized records from gzipped TFRecord files, sharded for one pipeline.
 
@@ -92,21 +124,17 @@ def record_dataset(
     seed: shuffle seed, identical on every worker.
     num_shards: number of input pipelines.
     shard_index: index of this pipeline.
+    holdout: ALL_RECORDS, FIT_RECORDS (all but the held-out slice) or HOLDOUT_RECORDS.
 
   Returns:
     A tf.data.Dataset of [batch] tf.string tensors.
   """
-  import tensorflow as tf
-
   files = list(files)
   shard_records = training and num_shards > 1
   if shard_records and len(files) >= num_shards:
     files = files[shard_index::num_shards]
     shard_records = False
-  compression = "GZIP" if files[0].endswith(".gz") else ""
-  ds = tf.data.TFRecordDataset(
-    files, compression_type=compression, num_parallel_reads=min(len(files), 4)
-  )
+  ds = _records(files, holdout)
   if training:
     ds = ds.repeat().shuffle(_SHUFFLE_BUFFER, seed=seed)
     if shard_records:
@@ -139,6 +167,9 @@ class TrainResult:
     weights_sha256: digest of the trained weights (equal on all MWMS workers).
     warm_started_layers: layers whose weights came from the base model.
     profile_dir: where a TensorBoard profile of the requested steps was written.
+    epochs_run: the last epoch fit ran (early stopping ends it before `epochs`).
+    best_epoch: the epoch whose weights were kept (best validation loss), with early stopping.
+    plan: what the trainer chose for the data (batch size, epoch budget, patience, rows).
     strategy_chosen_by: 'trainer' (the rule table or --strategy) or 'module' (run_fn built
       and entered a strategy of its own, which then trained).
     trainer_strategy: the trainer's choice, recorded also when the module's replaced it.
@@ -164,6 +195,9 @@ class TrainResult:
   weights_sha256: str | None = None
   warm_started_layers: list[str] = dataclasses.field(default_factory=list)
   profile_dir: str | None = None
+  epochs_run: int | None = None
+  best_epoch: int | None = None
+  plan: dict[str, Any] = dataclasses.field(default_factory=dict)
   strategy_chosen_by: str = "trainer"
   trainer_strategy: str | None = None
 
@@ -268,6 +302,11 @@ class FitConfig:
     steps_per_execution: steps per compiled call of the model (Keras' batch hooks run once per
       call, so the profile covers whole calls around the steps).
     backup_dir: BackupAndRestore's folder; None: `<model_run_dir>/distributed_trainer/backup`.
+    validation: a held-out dataset of (features, target) batches, or None.
+    validation_steps: batches of `validation` per evaluation.
+    patience: with `validation`, epochs without a better validation loss before training
+      stops (the best epoch's weights are kept); the learning rate is cut by 3 after half as
+      many. 0: no early stopping.
   """
 
   model_run_dir: str
@@ -278,6 +317,9 @@ class FitConfig:
   profile_steps: tuple[int, int] | None = None
   steps_per_execution: int = 1
   backup_dir: str | None = None
+  validation: Any = None
+  validation_steps: int = 0
+  patience: int = 0
 
 
 def train_input(built, dataset_fn: Callable[[Any], Any], global_batch_size: int):
@@ -335,7 +377,8 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
   tensorboard = tf.keras.callbacks.TensorBoard(logs, profile_batch=profile_calls)
   callbacks = [
     tf_compat.backup_and_restore(
-      config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR)
+      config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR),
+      _backup_every(built, config),
     ),
     tensorboard,
     _progress_callback(progress, config.attempt, config.epochs, epoch_times),
@@ -346,20 +389,40 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
         cluster_ports, config.profile_steps, config.steps_per_epoch, logs, built.is_chief
       )
     )
+  stopper = None
+  if config.validation is not None and config.patience:
+    stopper = tf.keras.callbacks.EarlyStopping(
+      monitor="val_loss", patience=config.patience, restore_best_weights=True
+    )
+    callbacks += [
+      stopper,
+      tf.keras.callbacks.ReduceLROnPlateau(
+        monitor="val_loss", factor=1 / 3, patience=max(1, config.patience // 2), min_lr=1e-5
+      ),
+    ]
   start = time.perf_counter()
   history = model.fit(
     train_input(built, dataset_fn, config.global_batch_size),
     epochs=config.epochs,
     steps_per_epoch=config.steps_per_epoch,
+    validation_data=config.validation if stopper else None,
+    validation_steps=config.validation_steps if stopper else None,
     callbacks=callbacks,
     verbose=0,
   )
   seconds = time.perf_counter() - start
   # history.epoch lists the epochs this fit ran; it starts late after a backup restore.
   initial_epoch = history.epoch[0] if history.epoch else config.epochs
+  epochs_run = (history.epoch[-1] + 1) if history.epoch else config.epochs
+  best_epoch = None
+  if stopper is not None and history.history.get("val_loss"):
+    losses = history.history["val_loss"]
+    best_epoch = history.epoch[int(np.argmin(losses))] + 1
   return {
     "initial_epoch": initial_epoch,
     "epochs": config.epochs,
+    "epochs_run": epochs_run,
+    "best_epoch": best_epoch,
     "steps_per_epoch": config.steps_per_epoch,
     "steps_run": len(history.epoch) * config.steps_per_epoch,
     "train_seconds": seconds,
@@ -369,6 +432,22 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
     "weights_sha256": _weights_digest(model.get_weights()),
     "profile_dir": os.path.join(logs, "plugins", "profile") if config.profile_steps else None,
   }
+
+
+# Short epochs are backed up every this many steps instead of after each epoch: a checkpoint
+# costs about as much as 20 small steps.
+BACKUP_STEPS = 200
+
+
+def _backup_every(built, config: FitConfig):
+  """BackupAndRestore's save_freq: each epoch, or every BACKUP_STEPS steps for short epochs.
+
+  ParameterServerStrategy takes epoch-level callbacks only, so it always saves per epoch.
+  Keras counts save_freq in calls of steps_per_execution steps.
+  """
+  if built.choice.name == defaults.PARAMETER_SERVER or config.steps_per_epoch >= BACKUP_STEPS:
+    return "epoch"
+  return max(1, BACKUP_STEPS // max(1, config.steps_per_execution))
 
 
 def profiler_ports() -> dict[str, int]:

@@ -27,6 +27,7 @@ from components.distributed_trainer import (
   steps_lib,
   strategy_lib,
   tabular_lib,
+  tabular_model,
 )
 from components.distributed_trainer import distributed_trainer_lib as lib
 from components.errors import UserCodeError, UserInputError
@@ -208,6 +209,11 @@ class Executor(trainer_executor.GenericExecutor):
     )
     own = _is_own_module(exec_properties)
     run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
+    if run_fn is not None and not own and not fn_args.train_steps:
+      # A module of the stock contract gets a step count, as the stock Trainer's examples set
+      # one; the default model sizes its training to the data instead.
+      fn_args.train_steps = defaults.TRAIN_STEPS
+      _LOG.info("No train steps given: fn_args.train_steps=%d.", defaults.TRAIN_STEPS)
     if run_fn is not None:
       try:
         return _call_user_code(
@@ -222,7 +228,7 @@ class Executor(trainer_executor.GenericExecutor):
         f"{_module_name(exec_properties)} defines neither run_fn(fn_args) nor "
         "build_model(hparams); add one of them."
       )
-    body = tabular_lib.build_model_adapter(build_model)
+    body = tabular_model.build_model_adapter(build_model)
     return _call_user_code(
       own,
       _module_name(exec_properties),
@@ -535,6 +541,9 @@ def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, re
     model.set_int_custom_property(constants.INITIAL_EPOCH_PROPERTY, result.initial_epoch)
   if result.steps_run is not None:
     model.set_int_custom_property(constants.STEPS_RUN_PROPERTY, result.steps_run)
+  if result.plan:
+    plan = {**result.plan, "epochs_run": result.epochs_run, "best_epoch": result.best_epoch}
+    model.set_string_custom_property(constants.TRAINING_PLAN_PROPERTY, json.dumps(plan))
   if result.train_examples_per_sec is not None:
     model.set_float_custom_property(
       constants.EXAMPLES_PER_SEC_PROPERTY, result.train_examples_per_sec

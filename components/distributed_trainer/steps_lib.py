@@ -104,6 +104,22 @@ def with_eval_steps(
   return {**exec_properties, key: proto_utils.proto_to_json(eval_args)}, steps
 
 
+def with_train_steps(exec_properties: dict[str, Any], steps: int) -> dict[str, Any]:
+  """`exec_properties` whose TrainArgs.num_steps is `steps` when it was unset (0)."""
+  from tfx.proto import trainer_pb2
+  from tfx.types import standard_component_specs
+  from tfx.utils import proto_utils
+
+  key = standard_component_specs.TRAIN_ARGS_KEY
+  train_args = trainer_pb2.TrainArgs()
+  if exec_properties.get(key):
+    proto_utils.json_to_proto(exec_properties[key], train_args)
+  if train_args.num_steps > 0:
+    return exec_properties
+  train_args.num_steps = steps
+  return {**exec_properties, key: proto_utils.proto_to_json(train_args)}
+
+
 def check_profile_steps(profile_steps: Sequence[int] | None, total_steps: int) -> None:
   """Refuses a profile range the run will not reach.
 

@@ -36,6 +36,10 @@ class TunerExecutor(stock_tuner.Executor):
       input_dict.get(standard_component_specs.EXAMPLES_KEY) or [],
       defaults.GLOBAL_BATCH_SIZE,
     )
+    if exec_properties.get(standard_component_specs.MODULE_FILE_KEY):
+      # A user's tuner_fn gets a step count, as the TFX examples set one; the default
+      # module's tuner sizes each trial to the data.
+      exec_properties = steps_lib.with_train_steps(exec_properties, defaults.TRAIN_STEPS)
     super().Do(input_dict, output_dict, exec_properties)
 
 

@@ -1,0 +1,349 @@
+"""One pass over the training split: what the default model's preprocessing is built from.
+
+Per numeric column: count, missing, mean and standard deviation, and quantile edges from a
+uniform sample of rows (for the model's piecewise-linear bins). Per text column: value counts
+(the vocabulary), and whether the values are dates. The label's values decide the task; a
+regression label's moments standardize the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from components import model_contract, tasks
+from components.model_contract import CATEGORICAL, NUMERIC, Column
+
+_BATCH = 4096
+# Rows kept (uniformly, by the smallest random keys) for quantiles and date detection.
+SAMPLE_ROWS = 20_000
+# A text column is a date column when this share of its sampled values parse as dates.
+DATE_SHARE = 0.95
+# Text values counted per column before rare ones are dropped from the running counts.
+_MAX_COUNTED = 200_000
+
+
+class TabularInputError(tasks.LabelError):
+  """The data, options or module do not fit the tabular model; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DateStats:
+  """A date column: the mean and spread of its days since 1970-01-01, and whether it has times."""
+
+  day_mean: float
+  day_scale: float
+  with_time: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnStats:
+  """Training statistics of one column.
+
+  Attributes:
+    column: the column.
+    count: rows with a value.
+    missing: rows without one.
+    mean: mean of the values (numeric columns).
+    std: standard deviation of the values (numeric columns).
+    edges: quantile bin edges, increasing (numeric columns; () when it has one value).
+    vocabulary: most frequent values, most frequent first (text columns).
+    distinct: distinct values seen (text columns; a lower bound past _MAX_COUNTED).
+    date: set when the text column holds dates.
+  """
+
+  column: Column
+  count: int
+  missing: int
+  mean: float = 0.0
+  std: float = 1.0
+  edges: tuple[float, ...] = ()
+  vocabulary: tuple[str, ...] = ()
+  distinct: int = 0
+  date: DateStats | None = None
+
+  @property
+  def may_be_missing(self) -> bool:
+    return self.missing > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+  """What the model's preprocessing and head are built from.
+
+  Attributes:
+    columns: per-column statistics, in input order.
+    label: the label's task and classes.
+    label_dtype: how the label is stored ('int64', 'float32' or 'string').
+    rows: training rows seen.
+    label_mean: mean of a regression label.
+    label_std: standard deviation of a regression label.
+    file_rows: rows of each training file, in file order.
+  """
+
+  columns: tuple[ColumnStats, ...]
+  label: tasks.LabelInfo
+  label_dtype: str
+  rows: int
+  label_mean: float = 0.0
+  label_std: float = 1.0
+  file_rows: tuple[int, ...] = ()
+
+  @property
+  def holdout_rows(self) -> int:
+    """Rows of the held-out slice (every HOLDOUT_EVERY-th record of each file)."""
+    from components.distributed_trainer import distributed_trainer_lib as train_lib
+
+    return sum(n // train_lib.HOLDOUT_EVERY for n in self.file_rows)
+
+
+class _Moments:
+  def __init__(self):
+    self.count = 0
+    self.total = 0.0
+    self.total_sq = 0.0
+
+  def add(self, values: np.ndarray) -> None:
+    values = values.astype(np.float64)
+    self.count += values.size
+    self.total += float(values.sum())
+    self.total_sq += float(np.square(values).sum())
+
+  def mean_std(self) -> tuple[float, float]:
+    if not self.count:
+      return 0.0, 1.0
+    mean = self.total / self.count
+    var = max(self.total_sq / self.count - mean * mean, 0.0)
+    return mean, math.sqrt(var)
+
+
+class _RowSample:
+  """A uniform sample of rows without replacement: the rows with the smallest random keys."""
+
+  def __init__(self, size: int, seed: int):
+    self._size = size
+    self._rng = np.random.default_rng(seed)
+    self._keys = np.empty(0)
+    self._columns: dict[str, np.ndarray] = {}
+
+  def add(self, columns: dict[str, np.ndarray]) -> None:
+    n = len(next(iter(columns.values()))) if columns else 0
+    keys = np.concatenate([self._keys, self._rng.random(n)])
+    merged = {
+      name: np.concatenate([self._columns[name], values]) if name in self._columns else values
+      for name, values in columns.items()
+    }
+    if len(keys) > self._size:
+      keep = np.argpartition(keys, self._size)[: self._size]
+      keys = keys[keep]
+      merged = {name: values[keep] for name, values in merged.items()}
+    self._keys = keys
+    self._columns = merged
+
+  def column(self, name: str) -> np.ndarray:
+    return self._columns[name]
+
+
+def _label_value(value, dtype: str):
+  if dtype == model_contract.STRING:
+    return value.decode("utf-8", "replace")
+  if dtype == model_contract.INT64:
+    return int(value)
+  return float(value)
+
+
+def profile_data(
+  files: Sequence[str],
+  columns: Sequence[Column],
+  label_key: str,
+  label_dtype: str,
+  task: str = tasks.AUTO,
+  hparams: dict[str, Any] | None = None,
+  seed: int = 42,
+) -> Profile:
+  """One pass over training files: column statistics, label values and the task.
+
+  Args:
+    files: gzipped TFRecord files of tf.Examples.
+    columns: the model's columns.
+    label_key: the label column.
+    label_dtype: how the label is stored.
+    task: tasks.AUTO or a task name (the pipeline's `--task`).
+    hparams: max_vocabulary, min_category_count, max_classes and numeric_bins are read.
+    seed: the row sample's seed.
+
+  Returns:
+    The Profile.
+
+  Raises:
+    TabularInputError: for an empty training split.
+    tasks.LabelError: for a label that cannot be learned as asked.
+  """
+  import tensorflow as tf
+
+  hp = dict(hparams or {})
+  max_classes = int(hp.get("max_classes", tasks.DEFAULT_MAX_CLASSES))
+  numeric = {c.name: _Moments() for c in columns if c.kind == NUMERIC}
+  missing = {c.name: 0 for c in columns}
+  counts: dict[str, Counter] = {c.name: Counter() for c in columns if c.kind == CATEGORICAL}
+  sample = _RowSample(SAMPLE_ROWS, seed)
+  label_values: set = set()
+  label_overflow = False
+  label_moments = _Moments()
+  rows = 0
+
+  def parse(serialized):
+    return (
+      model_contract.parse_columns(serialized, columns),
+      model_contract.parse_label(serialized, label_key, label_dtype),
+    )
+
+  position = {c.name: i for i, c in enumerate(model_contract.numeric_columns(columns))}
+  file_rows = []
+
+  def batches():
+    for path in files:
+      ds = tf.data.TFRecordDataset(path, compression_type="GZIP").batch(_BATCH)
+      file_rows.append(0)
+      for batch in ds.map(parse).as_numpy_iterator():
+        file_rows[-1] += len(batch[1])
+        yield batch
+
+  for features, batch_label in batches():
+    label = batch_label
+    rows += len(label)
+    batch: dict[str, np.ndarray] = {}
+    for c in columns:
+      if c.kind == NUMERIC:
+        values = features[c.input_name][:, position[c.name]]
+        present = ~np.isnan(values)
+        numeric[c.name].add(values[present])
+      else:
+        values = features[c.input_name][:, 0]
+        present = values != b""
+        uniques, freq = np.unique(values[present], return_counts=True)
+        counts[c.name].update(dict(zip(uniques.tolist(), freq.tolist(), strict=True)))
+        if len(counts[c.name]) > _MAX_COUNTED:
+          counts[c.name] = Counter({v: n for v, n in counts[c.name].items() if n > 1})
+      missing[c.name] += int((~present).sum())
+      batch[c.name] = values
+    sample.add(batch)
+    if label_dtype == model_contract.STRING:
+      label = label[label != b""]
+    else:
+      if label_dtype == model_contract.FLOAT32:
+        label = label[~np.isnan(label)]
+      label_moments.add(label)
+    if not label_overflow:
+      label_values.update(np.unique(label).tolist())
+      label_overflow = len(label_values) > max_classes
+      if label_overflow:
+        label_values = set(sorted(label_values)[: max_classes + 1])
+  if rows == 0:
+    raise TabularInputError(
+      "the training split has no rows; give the ExampleGen more data or another split ratio."
+    )
+  kind = {
+    model_contract.INT64: tasks.INT,
+    model_contract.FLOAT32: tasks.FLOAT,
+    model_contract.STRING: tasks.STRING,
+  }[label_dtype]
+  distinct = sorted(_label_value(v, label_dtype) for v in label_values)
+  count = len(distinct) + (1 if label_overflow else 0)
+  decided = tasks.infer_task(label_key, kind, distinct, count, task, max_classes)
+  label = tasks.label_info(label_key, decided, distinct)
+  stats = []
+  for c in columns:
+    present = rows - missing[c.name]
+    if c.kind == NUMERIC:
+      mean, std = numeric[c.name].mean_std()
+      edges = quantile_edges(sample.column(c.name), int(hp.get("numeric_bins", 16)))
+      stats.append(ColumnStats(c, present, missing[c.name], mean, std or 1.0, edges=edges))
+      continue
+    date = date_stats(sample.column(c.name))
+    vocab = ()
+    if date is None:
+      vocab = vocabulary(
+        counts[c.name], int(hp.get("max_vocabulary", 1000)), int(hp.get("min_category_count", 2))
+      )
+    stats.append(
+      ColumnStats(
+        c,
+        present,
+        missing[c.name],
+        vocabulary=vocab,
+        distinct=len(counts[c.name]),
+        date=date,
+      )
+    )
+  label_mean, label_std = label_moments.mean_std()
+  return Profile(
+    tuple(stats), label, label_dtype, rows, label_mean, label_std or 1.0, tuple(file_rows)
+  )
+
+
+def quantile_edges(values: np.ndarray, bins: int) -> tuple[float, ...]:
+  """Increasing bin edges at the quantiles of the present values (() without two of them).
+
+  A column with few distinct values gets an edge at each value, so each step between two
+  neighbouring values is a bin of its own.
+  """
+  values = values[~np.isnan(values)].astype(np.float64)
+  if bins < 1 or values.size == 0:
+    return ()
+  distinct = np.unique(values)
+  if distinct.size < 2:
+    return ()
+  if distinct.size <= bins + 1:
+    edges = distinct
+  else:
+    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)))
+  return tuple(float(e) for e in edges) if edges.size >= 2 else ()
+
+
+def vocabulary(counts: Counter, max_size: int, min_count: int) -> tuple[str, ...]:
+  """The most frequent values seen at least `min_count` times, most frequent first."""
+  # Ties broken by value so that reruns build identical models.
+  ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+  return tuple(v.decode("utf-8", "replace") for v, n in ranked[:max_size] if n >= min_count)
+
+
+_DATE = re.compile(
+  r"(\d{4})[-/.](\d{2})[-/.](\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d*)?)?.*)?"
+)
+
+
+def parse_date(text: str) -> tuple[datetime.date, bool] | None:
+  """(date, has a time) for a cell in the layout DateFeatures reads, else None."""
+  match = _DATE.fullmatch(text)
+  if not match:
+    return None
+  try:
+    day = datetime.date(int(match[1]), int(match[2]), int(match[3]))
+  except ValueError:
+    return None
+  return day, match[4] is not None
+
+
+def date_stats(values: np.ndarray) -> DateStats | None:
+  """DateStats when DATE_SHARE of the sampled non-empty cells parse as dates, else None."""
+  present = [v.decode("utf-8", "replace") for v in values.tolist() if v]
+  if not present:
+    return None
+  parsed = [p for p in map(parse_date, present) if p is not None]
+  if len(parsed) < DATE_SHARE * len(present):
+    return None
+  epoch = datetime.date(1970, 1, 1)
+  days = np.array([(d - epoch).days for d, _ in parsed], np.float64)
+  return DateStats(
+    day_mean=float(days.mean()),
+    day_scale=float(days.std()) or 1.0,
+    with_time=any(t for _, t in parsed),
+  )
