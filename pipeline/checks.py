@@ -124,10 +124,13 @@ class ModulePlan:
   Attributes:
     transform: a Transform runs (preprocessing_fn in the module or the transform module).
     tune: a Tuner runs (--tune, with tuner_fn in the module).
+    style: who builds the model: 'default' (the bundled module), 'build_model' (the default
+      model around the module's network) or 'run_fn' (the module itself).
   """
 
   transform: bool
   tune: bool
+  style: str = defaults.RUN_FN
 
 
 def plan_modules(
@@ -167,7 +170,13 @@ def plan_modules(
     raise CheckError(
       f"--tune needs a tuner_fn(fn_args) in {module_file}; add one or leave out --tune."
     )
-  return ModulePlan(transform=transform, tune=tune)
+  if module_file is None:
+    style = "default"
+  elif defaults.RUN_FN not in functions:
+    style = defaults.BUILD_MODEL_FN
+  else:
+    style = defaults.RUN_FN
+  return ModulePlan(transform=transform, tune=tune, style=style)
 
 
 def input_files(data_root: str, pattern: str) -> list[str]:

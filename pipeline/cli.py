@@ -28,7 +28,7 @@ def _hparams(text: str) -> dict:
   out = {}
   for part in filter(None, (p.strip() for p in text.split(","))):
     key, sep, value = part.partition("=")
-    if not sep or not key.strip():
+    if not sep or not key.strip() or "=" in value:
       raise argparse.ArgumentTypeError(f"{part!r} is not key=value (e.g. hidden_units=128)")
     for cast in (int, float):
       try:
@@ -341,6 +341,12 @@ def config_from_args(
       f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
     )
   plan = checks.plan_modules(module_file, transform_module, args.tune, local=local_modules)
+  if plan.style != defaults.RUN_FN:
+    # The default model reads --hparams: a misspelt name or a bad value is refused now, not
+    # after the data components ran (a run_fn module reads custom_config['hparams'] itself).
+    from components.distributed_trainer import tabular_model
+
+    tabular_model.check_hparams(args.hparams, allow_extra=plan.style == defaults.BUILD_MODEL_FN)
   if args.eval_label_key and not plan.transform:
     raise checks.CheckError(
       "--eval-label-key names a label made by a Transform, but the module has no "

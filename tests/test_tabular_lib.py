@@ -257,6 +257,9 @@ def test_quantile_edges_follow_the_data():
   # Each bin holds about an eighth of the rows, however long the tail.
   counts = np.histogram(skewed, bins=edges)[0]
   assert counts.min() > 0.1 * len(skewed) and counts.max() < 0.15 * len(skewed)
+  assert tabular_profile.bins_per_column(16, 6) == 16
+  assert tabular_profile.bins_per_column(16, 64) == 4  # Within MAX_BIN_FEATURES.
+  assert tabular_profile.bins_per_column(16, 300) == 0
   # Few distinct values: one edge per value; one value or none: no bins.
   assert tabular_profile.quantile_edges(np.array([0.0, 1, 1, 2, np.nan]), 16) == (0.0, 1.0, 2.0)
   assert tabular_profile.quantile_edges(np.array([3.0, 3.0]), 16) == ()
@@ -340,7 +343,7 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   from components.distributed_trainer import tabular_lib
 
   small = tabular_lib.plan_training(300, 30, None, None, 5)
-  assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
+  assert (small.batch_size, small.epochs, small.patience) == (64, 200, 10)
   assert small.fit_rows == 270 and small.steps_per_epoch == 5
   large = tabular_lib.plan_training(800_000, 80_000, None, None, 5)
   assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 5

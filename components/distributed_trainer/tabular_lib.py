@@ -118,7 +118,7 @@ def plan_training(
   fit_rows = rows - holdout
   epochs = int(max_epochs or min(MAX_EPOCHS, max(MIN_EPOCHS, math.ceil(EXAMPLE_BUDGET / rows))))
   per_epoch = max(1, math.ceil(fit_rows / batch))
-  patience = max(5, min(20, epochs // 8)) if holdout else 0
+  patience = max(5, min(10, epochs // 10)) if holdout else 0
   reason = f"up to {epochs} epochs of {per_epoch} steps of {batch} on {fit_rows} rows"
   if patience:
     reason += f", stopping after {patience} epochs without a better loss on {holdout} held-out rows"

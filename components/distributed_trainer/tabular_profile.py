@@ -260,11 +260,12 @@ def profile_data(
   decided = tasks.infer_task(label_key, kind, distinct, count, task, max_classes)
   label = tasks.label_info(label_key, decided, distinct)
   stats = []
+  bins = bins_per_column(int(hp.get("numeric_bins", 16)), len(numeric))
   for c in columns:
     present = rows - missing[c.name]
     if c.kind == NUMERIC:
       mean, std = numeric[c.name].mean_std()
-      edges = quantile_edges(sample.column(c.name), int(hp.get("numeric_bins", 16)))
+      edges = quantile_edges(sample.column(c.name), bins)
       stats.append(ColumnStats(c, present, missing[c.name], mean, std or 1.0, edges=edges))
       continue
     date = date_stats(sample.column(c.name))
@@ -287,6 +288,19 @@ def profile_data(
   return Profile(
     tuple(stats), label, label_dtype, rows, label_mean, label_std or 1.0, tuple(file_rows)
   )
+
+
+# Bin features of all numeric columns together, at most: a wide table gets fewer bins per
+# column (64 pixel columns get 4 each), so the first layer stays small.
+MAX_BIN_FEATURES = 256
+
+
+def bins_per_column(bins: int, numeric_columns: int) -> int:
+  """`bins`, or fewer when the numeric columns would exceed MAX_BIN_FEATURES (0 below 2)."""
+  if not numeric_columns:
+    return 0
+  per = min(bins, MAX_BIN_FEATURES // numeric_columns)
+  return per if per >= 2 else 0
 
 
 def quantile_edges(values: np.ndarray, bins: int) -> tuple[float, ...]:
