@@ -1,5 +1,6 @@
 """Tests of the Optimizer library on dict-input Keras models: every variant, signatures, gating."""
 
+import dataclasses
 import gzip
 import json
 import os
@@ -13,6 +14,7 @@ from components import preprocessing_layers
 from components.errors import UserInputError
 from components.optimizer import (
   conversions,
+  data_lib,
   optimizer_lib,
   report,
   runtimes,
@@ -638,3 +640,103 @@ def test_regression_variants_are_judged_by_rmse_and_agreement(regression_run):
   assert index["task"] == "regression"
   assert {v.name for v in blessed} >= {"tflite_float32", "onnx"}
   assert all("rmse" in v.metrics and "accuracy" not in v.metrics for v in blessed)
+
+
+def taxi_like_sample(rows: int, seed: int):
+  """Inputs as TFX's taxi module's model takes them: named [n, 1] float32 and int32 columns.
+
+  The label is `miles_xf + company_xf / 10 > 0.7`; rows within 0.05 of the bound are left out,
+  so that no row lies on the model's decision boundary (where int8's rounding may flip it).
+  """
+  rng = np.random.default_rng(seed)
+  miles = rng.uniform(0, 1, (rows, 1)).astype(np.float32)
+  company = rng.integers(0, 5, (rows, 1)).astype(np.int32)
+  score = miles[:, 0] + company[:, 0] / 10
+  keep = np.abs(score - 0.7) > 0.05
+  labels = score > 0.7
+  return {"miles_xf": miles[keep], "company_xf": company[keep]}, labels[keep].astype(np.int64)
+
+
+def test_a_model_saved_with_tf_saved_model_save_converts_from_its_inference_function(tmp_path):
+  train_inputs, train_labels = taxi_like_sample(800, 1)
+  eval_inputs, eval_labels = taxi_like_sample(300, 2)
+  tf.keras.utils.set_random_seed(0)
+  inputs = {
+    "miles_xf": tf.keras.Input((1,), name="miles_xf"),
+    "company_xf": tf.keras.Input((1,), dtype=tf.int32, name="company_xf"),
+  }
+  # Not one-hot: TFLite's int8 ONE_HOT reads its off value with the wrong scale (0.5, not 0).
+  company = tf.keras.layers.Lambda(lambda c: tf.cast(c, tf.float32) / 4)(inputs["company_xf"])
+  x = tf.keras.layers.concatenate([inputs["miles_xf"], company])
+  x = tf.keras.layers.Dropout(0.5)(tf.keras.layers.Dense(32, activation="relu")(x))
+  model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(x))
+  model.compile(tf.keras.optimizers.Adam(0.02), "binary_crossentropy", steps_per_execution=10)
+  model.fit(train_inputs, train_labels, epochs=40, batch_size=64, verbose=0)
+  serving_dir = str(tmp_path / "serving")
+  serve = tf.function(lambda features: {"outputs": model(features)})
+  specs = {k: tf.TensorSpec([None, 1], v.dtype, name=k) for k, v in inputs.items()}
+  tf.saved_model.save(model, serving_dir, signatures=serve.get_concrete_function(specs))
+
+  restored = data_lib.load_keras_model(serving_dir)
+  assert conversions.restored_call(restored) is not None
+  assert {k: s.dtype for k, s in data_lib.input_specs(restored).items()} == {
+    "miles_xf": tf.float32,
+    "company_xf": tf.int32,
+  }
+  # The inference function (training=False): Dropout is off, outputs are the model's own.
+  expected = model.predict(eval_inputs, verbose=0)
+  np.testing.assert_allclose(keras_outputs(restored, eval_inputs), expected, atol=1e-6)
+
+  output_dir = tmp_path / "optimized"
+  output_dir.mkdir()
+  converted = (*variants_of("tflite"), variants.ONNX)
+  config = quick([*converted, variants.PRUNED, variants.PRUNED_INT8, variants.QAT])
+  binary = dataclasses.replace(facts("binary"), columns={}, missing={})
+  result = optimizer_lib.optimize(
+    restored, train_inputs, eval_inputs, eval_labels, str(output_dir), binary, config
+  )
+  assert result["baseline"]["accuracy"] == float(np.mean((expected[:, 0] >= 0.5) == eval_labels))
+  entries = by_name(result)
+  for name in converted:
+    assert entries[name]["status"] == "ok", (name, entries[name].get("reason"))
+    assert entries[name]["agreement"] >= 0.99, (name, entries[name]["agreement"])
+  for name in (variants.PRUNED, variants.PRUNED_INT8, variants.QAT):
+    assert entries[name]["status"] == "skipped"
+    assert (
+      "which keeps no Keras config: save with model.save(fn_args.serving_model_dir, "
+      in (entries[name]["reason"])
+    )
+  signature = json.loads((output_dir / "tflite_int8" / "signature.json").read_text())
+  assert {i["name"]: (i["dtype"], i["columns"]) for i in signature["inputs"]} == {
+    "miles_xf": ("float32", ["miles_xf"]),
+    "company_xf": ("int32", ["company_xf"]),
+  }
+
+
+def variants_of(prefix: str) -> tuple[str, ...]:
+  return tuple(v for v in optimizer_lib.VARIANT_ORDER if v.startswith(prefix))
+
+
+def test_a_call_function_to_choose_by_guessing_is_refused(tmp_path):
+  module = tf.Module()
+  module.scale = tf.Variable(2.0)
+  module.__call__ = tf.function(lambda x: x * module.scale)
+  module.__call__(tf.zeros([2, 1]))
+  module.__call__(tf.zeros([2, 3]))
+  tf.saved_model.save(module, str(tmp_path))
+  with pytest.raises(data_lib.OptimizerInputError, match="has 2 call functions and no training"):
+    data_lib.load_keras_model(str(tmp_path))
+
+
+def test_int8_refuses_a_graph_the_converter_crashes_on(tmp_path):
+  # Keras' CategoryEncoding is DenseBincount, which TensorFlow 2.16's int8 converter segfaults on.
+  code = tf.keras.Input((1,), dtype=tf.int32, name="code")
+  encoded = tf.keras.layers.CategoryEncoding(num_tokens=4)(code)
+  model = tf.keras.Model({"code": code}, tf.keras.layers.Dense(2)(encoded))
+  exported = conversions.export_saved_model(model, str(tmp_path / "export"))
+  sample_inputs = {"code": np.array([[0], [3]], np.int32)}
+  representative = conversions.representative_dataset(sample_inputs, 2)
+  with pytest.raises(ValueError, match=r"\['DenseBincount'\].*crashes the TFLite converter"):
+    conversions.to_tflite(exported, conversions.INT8, representative)
+  content, _ = conversions.to_tflite(exported, conversions.DYNAMIC_RANGE)
+  assert content

@@ -9,6 +9,7 @@ needs neither labels nor the model's own loss, so it works for any task and any 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,18 +73,62 @@ FLOAT_OPS_IN_INT8 = (
 )
 
 
+class RestoredCall(tf.keras.layers.Layer):
+  """Calls a Keras model's inference function restored by `tf.saved_model.load`.
+
+  A run_fn that saves with `tf.saved_model.save` keeps the model's traced call but no Keras
+  config. Wrapped in a functional model of this one layer, that call converts like any Keras
+  model (TFLite, ONNX, TensorRT); what rebuilds Keras layers (pruning, QAT) cannot run on it.
+
+  Args:
+    restored: the object `tf.saved_model.load` returned (kept so exports save its variables).
+    function: its concrete inference function; its tensor arguments are named specs.
+  """
+
+  def __init__(self, restored, function, **kwargs):
+    super().__init__(**kwargs)
+    self.restored = restored
+    self._function = function
+    self._signature = tf.nest.flatten(function.structured_input_signature)
+    # Listed as the layer's weights, so the baseline's size and the float16 check see them.
+    self.restored_variables = list(function.variables)
+
+  def call(self, inputs):
+    # Each tensor argument by its spec's name; the others (training=False, mask=None) as traced.
+    flat = [inputs[x.name] if isinstance(x, tf.TensorSpec) else x for x in self._signature]
+    args, kwargs = tf.nest.pack_sequence_as(self._function.structured_input_signature, flat)
+    return tf.nest.flatten(self._function(*args, **kwargs))[0]
+
+  def get_config(self) -> dict[str, Any]:
+    # Enough to write the baseline's h5 (its size); a restored call cannot be rebuilt from it.
+    return {"name": self.name}
+
+
+def restored_call(model: tf.keras.Model) -> RestoredCall | None:
+  """The RestoredCall layer of a model wrapping a restored function, else None."""
+  return next((x for x in model.layers if isinstance(x, RestoredCall)), None)
+
+
 def export_saved_model(model: tf.keras.Model, export_dir: str) -> str:
   """Saves a model for conversion: one `serving_default` signature over its named inputs.
 
   Keras' per-layer traces are not saved (save_traces=False): the converters need only the
   signature, and tracing every layer costs seconds per model. Every TFLite variant of a model
-  converts from this one export instead of re-exporting the Keras model each time.
+  converts from this one export instead of re-exporting the Keras model each time. A model
+  wrapping a restored function is saved through the restored object (Keras' save of the
+  wrapper takes 10-30 s, this about 2).
   """
   specs = {
     t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0])
     for t in model.inputs
   }
   serve = tf.function(lambda inputs: {"output_0": model(inputs, training=False)})
+  restored = restored_call(model)
+  if restored is not None:
+    tf.saved_model.save(
+      restored.restored, export_dir, signatures=serve.get_concrete_function(specs)
+    )
+    return export_dir
   model.save(
     export_dir,
     save_format="tf",
@@ -92,6 +137,27 @@ def export_saved_model(model: tf.keras.Model, export_dir: str) -> str:
     signatures=serve.get_concrete_function(specs),
   )
   return export_dir
+
+
+# Ops that TensorFlow 2.16's TFLite converter crashes on (a segmentation fault, which would end
+# the whole run) when it quantizes a graph holding them to int8. DenseBincount is Keras'
+# CategoryEncoding, as in TFX's taxi example model.
+INT8_CRASHING_OPS = ("DenseBincount",)
+
+
+def _graph_ops(saved_model_dir: str) -> set[str]:
+  """Every op type in a SavedModel, its functions' bodies included."""
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  saved = saved_model_pb2.SavedModel()
+  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+    saved.ParseFromString(f.read())
+  ops = set()
+  for meta in saved.meta_graphs:
+    ops.update(node.op for node in meta.graph_def.node)
+    for function in meta.graph_def.library.function:
+      ops.update(node.op for node in function.node_def)
+  return ops
 
 
 def _converter(saved_model_dir, mode, ops, representative):
@@ -131,12 +197,20 @@ def to_tflite(
     for INT8, which ops stayed float).
 
   Raises:
-    ValueError: for an unknown mode or INT8 without representative data.
+    ValueError: for an unknown mode, INT8 without representative data, or INT8 of a graph with
+      an op in INT8_CRASHING_OPS.
   """
   if mode not in TFLITE_MODES:
     raise ValueError(f"Unknown TFLite mode {mode!r}; use one of {TFLITE_MODES}.")
   if mode == INT8 and representative is None:
     raise ValueError("int8 conversion needs a representative dataset.")
+  crashing = sorted(_graph_ops(saved_model_dir) & set(INT8_CRASHING_OPS)) if mode == INT8 else []
+  if crashing:
+    raise ValueError(
+      f"int8 quantization of a graph with {crashing} (Keras CategoryEncoding) crashes the "
+      f"TFLite converter of TensorFlow {tf.__version__}, so it is not attempted; serve the "
+      "float32, dynamic-range or float16 variant, or one-hot encode in the Transform."
+    )
   builtins, int8, select = (
     tf.lite.OpsSet.TFLITE_BUILTINS,
     tf.lite.OpsSet.TFLITE_BUILTINS_INT8,

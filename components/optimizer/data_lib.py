@@ -1,11 +1,12 @@
 """Loads the trained Keras model and the rows it is measured on, for any trainer module.
 
 The model comes from the Trainer's serving SavedModel (`Format-Serving`), which every Keras
-`run_fn` writes. The rows come from the Examples, parsed with the schema through TFXIO (the
-way a stock module reads them), passed through the Transform graph when there is one, and
-matched to the model's inputs by name. Labels are the model's own view of them: its
-`transform_features` signature when it has one, the transformed label after a Transform, the
-raw column otherwise.
+`run_fn` writes: with `model.save` it is the Keras model, with `tf.saved_model.save` its
+restored inference function in a one-layer Keras wrapper. The rows come from the Examples,
+parsed with the schema through TFXIO (the way a stock module reads them), passed through the
+Transform graph when there is one, and matched to the model's inputs by name. Labels are the
+model's own view of them: its `transform_features` signature when it has one, the transformed
+label after a Transform, the raw column otherwise.
 """
 
 from __future__ import annotations
@@ -54,22 +55,73 @@ class Sample:
 def load_keras_model(serving_dir: str):
   """Loads the Keras model behind a serving SavedModel.
 
+  A SavedModel that `model.save` wrote comes back as the Keras model. One that
+  `tf.saved_model.save` wrote (TFX's example modules) keeps no Keras config, only the traced
+  call: its inference function (training=False) comes back wrapped in a functional model of
+  one `conversions.RestoredCall` layer, with an Input per tensor argument named as its spec.
+
   Raises:
-    OptimizerInputError: when the SavedModel was not written by Keras (nothing to convert).
+    OptimizerInputError: when the SavedModel has no inference function to convert.
   """
   from components import preprocessing_layers  # noqa: F401  (registers the layers)
 
-  keras_metadata = os.path.join(serving_dir, "keras_metadata.pb")
-  if not tf.io.gfile.exists(keras_metadata):
-    raise OptimizerInputError(
-      f"{serving_dir} is not a Keras SavedModel (no keras_metadata.pb); the Optimizer converts "
-      "Keras models, so save the model with model.save(..., save_format='tf') in run_fn."
-    )
+  if not tf.io.gfile.exists(os.path.join(serving_dir, "keras_metadata.pb")):
+    return _restored_model(serving_dir)
   model = tf.keras.models.load_model(serving_dir, compile=False)
   # Modules attach objects to the model for their signatures (the TFX examples attach the
   # Transform layer as `model.tft_layer`); they come back as layers outside the graph, which
   # cannot be cloned or saved. The model proper is the graph from its inputs to its outputs.
   return tf.keras.Model(model.input, model.output, name=model.name)
+
+
+def _restored_model(serving_dir: str) -> tf.keras.Model:
+  from components.optimizer import conversions
+
+  restored = tf.saved_model.load(serving_dir)
+  try:
+    function, specs = _inference_function(restored)
+  except ValueError as e:
+    raise OptimizerInputError(
+      f"{serving_dir} is not a Keras SavedModel (no keras_metadata.pb) and {e}; converting a "
+      f"SavedModel's signatures ({sorted(restored.signatures)}) is out of the Optimizer's "
+      "scope: save the Keras model in run_fn, with model.save(..., save_format='tf') or "
+      "tf.saved_model.save(model, ...)."
+    ) from None
+  inputs = {s.name: tf.keras.Input(s.shape[1:], dtype=s.dtype, name=s.name) for s in specs}
+  output = conversions.RestoredCall(restored, function, name="restored_call")(inputs)
+  return tf.keras.Model(inputs, output, name="restored_model")
+
+
+def _inference_function(restored):
+  """The restored object's call function to convert (training=False), and its tensor specs.
+
+  Raises:
+    ValueError: saying why there is none.
+  """
+  call = restored.__call__ if callable(restored) else None
+  functions = list(getattr(call, "concrete_functions", ()))
+  if not functions:
+    raise ValueError("has no call function, only signatures (a tf.Module, not a Keras model)")
+
+  def training(function):
+    args, kwargs = function.structured_input_signature
+    named = dict(zip(function.function_type.parameters, args, strict=False))
+    return {**named, **kwargs}.get("training")
+
+  if any(training(f) is not None for f in functions):
+    functions = [f for f in functions if training(f) is False]
+    if not functions:
+      raise ValueError("has no call function traced with training=False")
+  elif len(functions) > 1:
+    raise ValueError(f"has {len(functions)} call functions and no training argument to choose by")
+  function = functions[0]
+  specs = [
+    x for x in tf.nest.flatten(function.structured_input_signature) if isinstance(x, tf.TensorSpec)
+  ]
+  names = [s.name for s in specs]
+  if not specs or None in names or len(set(names)) != len(names):
+    raise ValueError(f"has a call function whose inputs are not uniquely named ({names})")
+  return function, specs
 
 
 def input_specs(model) -> dict[str, tf.TensorSpec]:
@@ -183,11 +235,11 @@ class RowReader:
       ]
       features = model_contract.parse_columns(batch, columns)
       info = tasks.LabelInfo.from_json(self._contract.label)
-      from components.distributed_trainer import tabular_lib
+      from components.distributed_trainer import tabular_model
 
       dtype = self._contract.label.get("stored_as") or _guess_dtype(info)
       raw = model_contract.parse_label(batch, info.key, dtype)
-      label = tabular_lib.label_target(raw, info, dtype)
+      label = tabular_model.label_target(raw, info, dtype)
       return features, label.numpy()
     if self._schema is None:
       raise OptimizerInputError(

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from components import defaults, tasks
 from components.errors import UserInputError
-from components.optimizer import runtimes, tensorrt_lib
+from components.optimizer import conversions, runtimes, tensorrt_lib
 from components.optimizer import variants as variant_lib
 
 _LOG = logging.getLogger(__name__)
@@ -50,6 +50,11 @@ DEFAULT_VARIANTS = defaults.DEFAULT_VARIANTS
 SIZE_BASIS = (
   "baseline size = the Keras h5 file of the trained model without optimizer state (weights "
   "and architecture); variant sizes are their model files; gzipped = gzip level 9 in memory"
+)
+RESTORED_SIZE_BASIS = (
+  "baseline size = an h5 file of the trained model's weights (run_fn saved it with "
+  "tf.saved_model.save, which keeps no Keras architecture); variant sizes are their model "
+  "files; gzipped = gzip level 9 in memory"
 )
 # Converter messages can run to pages of MLIR; the report keeps the head, the log keeps all.
 MAX_REASON_CHARS = 2000
@@ -439,6 +444,7 @@ def optimize(
     raise UserInputError("the train or eval sample is empty; the Optimizer needs both splits.")
   tf.keras.utils.set_random_seed(config.seed)
 
+  restored = conversions.restored_call(model) is not None
   with tempfile.TemporaryDirectory(prefix="optimizer-scratch-") as scratch_dir:
     baseline_path = os.path.join(scratch_dir, "baseline.h5")
     model.save(baseline_path, include_optimizer=False)
@@ -465,6 +471,7 @@ def optimize(
       baseline_eval_outputs=baseline_outputs,
       config=config,
       scratch_dir=scratch_dir,
+      restored_baseline=model if restored else None,
     )
     names = config.variant_names()
     staging_dir = tempfile.mkdtemp(prefix=".staging-", dir=output_dir)
@@ -494,7 +501,7 @@ def optimize(
     "status": STATUS_OK,
     "task": facts.task,
     "metric": judge.metric_name,
-    "size_basis": SIZE_BASIS,
+    "size_basis": RESTORED_SIZE_BASIS if restored else SIZE_BASIS,
     "rows": {"train": runtimes.rows(train_inputs), "eval": runtimes.rows(eval_inputs)},
     "preprocessing_included": facts.preprocessing_included,
     KEY_BASELINE: baseline,

@@ -59,6 +59,9 @@ class ConversionContext:
     baseline_eval_outputs: the baseline's outputs on the eval rows.
     config: the OptimizerConfig.
     scratch_dir: a temporary folder for shared intermediate files.
+    restored_baseline: the baseline itself when it wraps a function restored from a SavedModel
+      without Keras config (see conversions.RestoredCall): it cannot be reloaded from
+      `baseline_path`, so the variants share it, and those that rebuild its layers skip.
   """
 
   def __init__(
@@ -71,7 +74,9 @@ class ConversionContext:
     baseline_eval_outputs: np.ndarray,
     config: Any,
     scratch_dir: str,
+    restored_baseline: tf.keras.Model | None = None,
   ):
+    self.restored_baseline = restored_baseline
     self.baseline_path = baseline_path
     self.train_inputs = train_inputs
     self.train_targets = train_targets
@@ -85,10 +90,25 @@ class ConversionContext:
     self._models: dict[str, tuple[tf.keras.Model, dict]] = {}
 
   def load_baseline(self) -> tf.keras.Model:
-    """A fresh copy of the baseline Keras model (variants may modify their copy)."""
+    """A fresh copy of the baseline Keras model (variants may modify their copy).
+
+    A restored baseline is shared: the variants that would modify it are skipped.
+    """
+    if self.restored_baseline is not None:
+      return self.restored_baseline
     from components import preprocessing_layers  # noqa: F401  (registers the layers)
 
     return tf.keras.models.load_model(self.baseline_path, compile=False)
+
+  def keras_layers_missing(self, what: str, variants: str) -> str | None:
+    """Why `what` cannot run on a restored baseline (it rebuilds Keras layers), else None."""
+    if self.restored_baseline is None:
+      return None
+    return (
+      f"{what} needs the Keras model; run_fn saved it with tf.saved_model.save, which keeps no "
+      "Keras config: save with model.save(fn_args.serving_model_dir, save_format='tf', "
+      f"signatures=...) to get {variants}."
+    )
 
   def representative_dataset(self) -> conversions.RepresentativeDataset:
     """Calibration data for int8 conversion, drawn from the train sample."""
@@ -196,6 +216,9 @@ class PrunedVariant(Variant):
   runtime = runtimes.KerasRuntime.name
   builds_models = True
 
+  def skip_reason(self, context: ConversionContext) -> str | None:
+    return context.keras_layers_missing("pruning", "pruned variants")
+
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
     path, sparsity = context.pruned_model()
     shutil.copyfile(path, os.path.join(out_dir, "model.h5"))
@@ -302,6 +325,9 @@ class PrunedInt8Variant(_TFLiteVariant):
   mode = conversions.INT8
   export_key = "pruned"
 
+  def skip_reason(self, context: ConversionContext) -> str | None:
+    return context.keras_layers_missing("pruning", "pruned variants")
+
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
     path, sparsity = context.pruned_model()
     from components import preprocessing_layers  # noqa: F401  (registers the layers)
@@ -317,6 +343,9 @@ class QatVariant(_TFLiteVariant):
   mode = conversions.INT8
   export_key = "qat"
   builds_models = True
+
+  def skip_reason(self, context: ConversionContext) -> str | None:
+    return context.keras_layers_missing("quantization-aware training", "the qat variant")
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
     model, scope = conversions.quantize_aware(
