@@ -161,39 +161,6 @@ class NumericBins(tf.keras.layers.Layer):
     return {**super().get_config(), "edges": self.edges, "fill": self.fill}
 
 
-@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
-class CategoryIndex(tf.keras.layers.Layer):
-  """Maps text to an index: 0..V-1 for the vocabulary, V for any other value, V+1 for missing.
-
-  Input: tf.string [batch, 1]. Output: int64 [batch]. An Embedding after it learns a vector per
-  value, for columns with too many values for a one-hot. The lookup is the same static hash
-  table as CategoryOneHot's (TFLite HASHTABLE_FIND, ONNX-ML CategoryMapper).
-  """
-
-  def __init__(self, vocabulary: Sequence[str], **kwargs):
-    kwargs.setdefault("dtype", "float32")
-    super().__init__(**kwargs)
-    self.vocabulary = [str(v) for v in vocabulary]
-    size = len(self.vocabulary)
-    self.num_indices = size + 2
-    self._table = tf.lookup.StaticHashTable(
-      tf.lookup.KeyValueTensorInitializer(
-        tf.constant([*self.vocabulary, ""], tf.string),
-        tf.constant([*range(size), size + 1], tf.int64),
-      ),
-      default_value=size,
-    )
-
-  def call(self, inputs):
-    return self._table.lookup(tf.reshape(inputs, [-1]))
-
-  def compute_output_shape(self, input_shape):
-    return tf.TensorShape([input_shape[0]])
-
-  def get_config(self):
-    return {**super().get_config(), "vocabulary": self.vocabulary}
-
-
 # Date cells the model parses: year-month-day with '-', '/' or '.', zero-padded, optionally
 # followed by 'T' or ' ' and hours and minutes ("2012-01-01", "2012/01/01 13:45:00").
 DATE_PATTERN = r"\d{4}[-/.]\d{2}[-/.]\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d*)?)?.*)?"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -172,11 +172,48 @@ def _converter(saved_model_dir, mode, ops, representative):
   return converter
 
 
+# The layer a model's preprocessing ends in (the default model's concat of its parts).
+PREPROCESSED_LAYER = "preprocessed"
+
+
+def preprocessing_layers(model: tf.keras.Model) -> list[str]:
+  """Names of the layers that feed the model's PREPROCESSED_LAYER, and that layer ([] without).
+
+  int8 keeps them in float: the preprocessing maps raw columns on different scales to bins,
+  one-hots, embeddings and date features, and its outputs meet in one concat, whose inputs
+  must all be float for the converter.
+  """
+  names = {layer.name for layer in model.layers}
+  if PREPROCESSED_LAYER not in names:
+    return []
+  found, todo = set(), [model.get_layer(PREPROCESSED_LAYER)]
+  while todo:
+    layer = todo.pop()
+    if layer.name in found or isinstance(layer, tf.keras.layers.InputLayer):
+      continue
+    found.add(layer.name)
+    for node in layer.inbound_nodes:
+      todo.extend(
+        node.inbound_layers if isinstance(node.inbound_layers, list) else [node.inbound_layers]
+      )
+  return sorted(found)
+
+
+def _tensor_names(content: bytes) -> list[str]:
+  return [t["name"] for t in tf.lite.Interpreter(model_content=content).get_tensor_details()]
+
+
+def _under(name: str, layers: Sequence[str]) -> bool:
+  # A fused op's tensor is named after each op it fused: "model/a/MatMul;model/a/BiasAdd".
+  return any(f"/{layer}/" in f"/{part}" for part in name.split(";") for layer in layers)
+
+
 def to_tflite(
   saved_model_dir: str,
   mode: str,
   representative: RepresentativeDataset | None = None,
   quantization_aware: bool = False,
+  float_layers: Sequence[str] = (),
 ) -> tuple[bytes, dict[str, Any]]:
   """Converts a Keras model to a TFLite flatbuffer, with builtin ops where possible.
 
@@ -190,7 +227,10 @@ def to_tflite(
     mode: one of TFLITE_MODES.
     representative: calibration data; required for INT8.
     quantization_aware: the model was trained with fake quantization (tfmot QAT); its own
-      quantization ranges are used, so selective quantization does not apply.
+      quantization ranges are used, and selective quantization applies only to
+      `float_layers` (the converter crashes on a QAT model whose preprocessing it quantizes).
+    float_layers: layers whose ops stay float under INT8 (`preprocessing_layers`), besides
+      the FLOAT_OPS_IN_INT8 ops.
 
   Returns:
     (the .tflite file contents, details: op sets used, whether Select TF ops were needed and,
@@ -225,9 +265,13 @@ def to_tflite(
       "select_tf_ops": select in ops,
     }
     try:
-      if mode == INT8 and not quantization_aware:
+      if mode == INT8 and (float_layers or not quantization_aware):
+        nodes = []
+        if float_layers:
+          plain = _converter(saved_model_dir, FLOAT32, [o for o in ops if o != int8], None)
+          nodes = [n for n in _tensor_names(plain.convert()) if _under(n, float_layers)]
         options = tf.lite.experimental.QuantizationDebugOptions(
-          denylisted_ops=list(FLOAT_OPS_IN_INT8)
+          denylisted_ops=list(FLOAT_OPS_IN_INT8), denylisted_nodes=nodes or None
         )
         debugger = tf.lite.experimental.QuantizationDebugger(
           converter=_converter(saved_model_dir, mode, ops, representative),
@@ -236,6 +280,8 @@ def to_tflite(
         )
         content = debugger.get_nondebug_quantized_model()
         details["float_ops"] = list(FLOAT_OPS_IN_INT8)
+        if float_layers:
+          details["float_layers"] = list(float_layers)
       else:
         content = _converter(saved_model_dir, mode, ops, representative).convert()
     except Exception as error:  # The converter raises its own ConverterError types.
@@ -440,11 +486,13 @@ def quantize_aware(
     flat = [x for group in inbound for x in (group if isinstance(group, list) else [group])]
     return any(isinstance(x, tf.keras.layers.Concatenate) for x in flat)
 
+  # The preprocessing (an embedding's projection included) stays float, as in int8.
+  keep_float = set(preprocessing_layers(model))
   annotated = tf.keras.models.clone_model(
     model,
     clone_function=lambda layer: (
       quantization.quantize_annotate_layer(layer)
-      if _prunable(layer) and not fed_by_concat(layer)
+      if _prunable(layer) and not fed_by_concat(layer) and layer.name not in keep_float
       else layer
     ),
   )

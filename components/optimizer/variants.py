@@ -259,7 +259,11 @@ class _TFLiteVariant(Variant):
       _check_float16_range(model)
     exported = context.export(key, model)
     content, conversion = conversions.to_tflite(
-      exported, self.mode, representative, quantization_aware=self.name == QAT
+      exported,
+      self.mode,
+      representative,
+      quantization_aware=self.name == QAT,
+      float_layers=conversions.preprocessing_layers(model),
     )
     return Conversion([_write(out_dir, "model.tflite", content)], {**conversion, **details})
 
