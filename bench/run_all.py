@@ -22,6 +22,7 @@ import example_gen
 import optimizer
 import pipelines
 import strategies
+import tfjob
 
 
 def _section(title: str, fn, *args) -> tuple[str, dict | None]:
@@ -85,7 +86,12 @@ def main(argv=None) -> int:
     pipe[1],
   )
   strat = _section("DistributedTrainer strategies", strategies.main, strategy_args)
-  sections = [eg, pipe, opt, strat]
+  job = _section(
+    "Training across machines: a 2-worker TFJob (fake operator on loopback) vs the local cluster",
+    tfjob.main,
+    ["--repeats", repeats] + (["--steps", "200"] if args.quick else []),
+  )
+  sections = [eg, pipe, opt, strat, job]
   m = common.machine()
   finished = datetime.datetime.now(datetime.timezone.utc)
   header = (
