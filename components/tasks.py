@@ -62,8 +62,9 @@ def infer_task(
 ) -> str:
   """Decides the task from the label column, or checks a requested one.
 
-  Two distinct values make a binary task; int or string values make a multiclass task;
-  floats make a regression.
+  Two distinct values make a binary task; int or string values make a multiclass task, up to
+  `max_classes` of them; floats, and ints with more distinct values than that, make a
+  regression.
 
   Args:
     label_key: the label column, for messages.
@@ -108,6 +109,9 @@ def infer_task(
     if distinct_count == 2:
       return BINARY
     if kind == FLOAT:
+      return REGRESSION
+    if kind == INT and distinct_count > max_classes:
+      # Thousands of whole numbers (prices, counts) are a quantity, not classes.
       return REGRESSION
     task = MULTICLASS
   else:

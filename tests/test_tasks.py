@@ -33,11 +33,18 @@ def test_many_integer_values_are_classes_up_to_the_cap_and_regression_when_asked
 
 def test_class_cap_names_the_column_and_the_count():
   with pytest.raises(tasks.LabelError) as raised:
-    infer(tasks.INT, list(range(10)), max_classes=3)
+    infer(tasks.STRING, [f"c{i}" for i in range(10)], max_classes=3)
   message = str(raised.value)
   assert message.startswith("label column 'y' has 10 distinct values, over the 3-class cap;")
   assert "--max-classes N" in message and "--task regression" in message
   assert "\n" not in message
+
+
+def test_many_distinct_integers_are_a_quantity():
+  # A price column: thousands of whole numbers, no classes.
+  assert infer(tasks.INT, list(range(20)), count=5919, max_classes=10) == tasks.REGRESSION
+  with pytest.raises(tasks.LabelError, match="over the 10-class cap"):
+    infer(tasks.INT, list(range(20)), count=5919, requested=tasks.MULTICLASS, max_classes=10)
 
 
 def test_class_cap_with_a_count_that_stopped_early_says_at_least():

@@ -72,14 +72,21 @@ def list_files(file_patterns: Sequence[str]) -> list[str]:
 
 
 # Which records of the training files a dataset reads: all of them, or, for early stopping,
-# the fit part and the held-out part (every HOLDOUT_EVERY-th record of each file).
+# the fit part and the held-out part (every `holdout_every`-th record of each file: a tenth,
+# or fewer past HOLDOUT_MAX_ROWS held-out rows).
 ALL_RECORDS = "all"
 FIT_RECORDS = "fit"
 HOLDOUT_RECORDS = "holdout"
 HOLDOUT_EVERY = 10
+HOLDOUT_MAX_ROWS = 20_000
 
 
-def _records(files: Sequence[str], holdout: str):
+def holdout_every(rows: int) -> int:
+  """Every how many records one is held out: 10, or more so that at most HOLDOUT_MAX_ROWS are."""
+  return max(HOLDOUT_EVERY, -(-rows // HOLDOUT_MAX_ROWS))
+
+
+def _records(files: Sequence[str], holdout: str, every: int = HOLDOUT_EVERY):
   import tensorflow as tf
 
   compression = "GZIP" if files[0].endswith(".gz") else ""
@@ -92,7 +99,7 @@ def _records(files: Sequence[str], holdout: str):
   def split(path):
     # The record's place in its file decides, so every worker and rerun agrees.
     ds = tf.data.TFRecordDataset(path, compression_type=compression).enumerate()
-    ds = ds.filter(lambda i, _: tf.equal(i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1, held))
+    ds = ds.filter(lambda i, _: tf.equal(i % every == every - 1, held))
     return ds.map(lambda _, record: record)
 
   return tf.data.Dataset.from_tensor_slices(list(files)).interleave(
@@ -109,6 +116,7 @@ def record_dataset(
   num_shards: int = 1,
   shard_index: int = 0,
   holdout: str = ALL_RECORDS,
+  every: int = HOLDOUT_EVERY,
 ):
   """Batches of serialized records from gzipped TFRecord files, sharded for one pipeline.
 
@@ -125,6 +133,8 @@ def record_dataset(
     num_shards: number of input pipelines.
     shard_index: index of this pipeline.
     holdout: ALL_RECORDS, FIT_RECORDS (all but the held-out slice) or HOLDOUT_RECORDS.
+    every: with FIT_RECORDS or HOLDOUT_RECORDS, every how many records of a file one is held
+      out (`holdout_every`).
 
   Returns:
     A tf.data.Dataset of [batch] tf.string tensors.
@@ -134,7 +144,7 @@ def record_dataset(
   if shard_records and len(files) >= num_shards:
     files = files[shard_index::num_shards]
     shard_records = False
-  ds = _records(files, holdout)
+  ds = _records(files, holdout, every)
   if training:
     ds = ds.repeat().shuffle(_SHUFFLE_BUFFER, seed=seed)
     if shard_records:

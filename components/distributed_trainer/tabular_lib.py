@@ -27,6 +27,7 @@ from components.distributed_trainer.tabular_model import (
   compile_model,
   evaluate,
   export_saved_model,
+  in_memory,
   make_dataset,
 )
 from components.distributed_trainer.tabular_profile import (
@@ -370,17 +371,20 @@ def train(
         num_shards=input_context.num_input_pipelines,
         shard_index=input_context.input_pipeline_id,
         holdout=part,
+        every=profile.holdout_every,
       )
 
     validation = None
     if plan.holdout_rows:
-      validation = make_dataset(
+      held = make_dataset(
         train_files,
         profile,
         plan.batch_size,
         training=False,
         holdout=train_lib.HOLDOUT_RECORDS,
+        every=profile.holdout_every,
       )
+      validation = in_memory(held, plan.batch_size)
       options = tf.data.Options()
       options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
       # Repeated, with as many steps as one pass has batches: Keras needs a step count with
@@ -502,6 +506,7 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
     plan.batch_size,
     training=True,
     holdout=train_lib.FIT_RECORDS if holdout else train_lib.ALL_RECORDS,
+    every=profile.holdout_every,
   )
   held = make_dataset(
     train_files,
@@ -509,7 +514,9 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
     plan.batch_size,
     training=False,
     holdout=train_lib.HOLDOUT_RECORDS if holdout else train_lib.ALL_RECORDS,
+    every=profile.holdout_every,
   )
+  held = in_memory(held, plan.batch_size) if holdout else held
   callbacks = [tf.keras.callbacks.TerminateOnNaN()]
   if plan.patience:
     callbacks.append(

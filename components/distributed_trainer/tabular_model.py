@@ -335,6 +335,7 @@ def make_dataset(
   num_shards: int = 1,
   shard_index: int = 0,
   holdout: str = train_lib.ALL_RECORDS,
+  every: int = train_lib.HOLDOUT_EVERY,
 ):
   """(features, target) batches from gzipped tf.Example files; see train_lib.record_dataset."""
   import tensorflow as tf
@@ -347,8 +348,25 @@ def make_dataset(
     num_shards=num_shards,
     shard_index=shard_index,
     holdout=holdout,
+    every=every,
   )
   return ds.map(_parser(profile), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def in_memory(dataset, batch_size: int):
+  """The (features, target) batches of a finite dataset, parsed once and held in memory.
+
+  Early stopping scores the held-out rows after every epoch; re-reading and re-parsing their
+  files each time costs more than the epoch itself on small data.
+  """
+  import tensorflow as tf
+
+  batches = list(dataset.as_numpy_iterator())
+  if not batches:
+    return None
+  features = {k: np.concatenate([b[0][k] for b in batches]) for k in batches[0][0]}
+  target = np.concatenate([b[1] for b in batches])
+  return tf.data.Dataset.from_tensor_slices((features, target)).batch(batch_size).cache()
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -97,11 +97,16 @@ class Profile:
   file_rows: tuple[int, ...] = ()
 
   @property
-  def holdout_rows(self) -> int:
-    """Rows of the held-out slice (every HOLDOUT_EVERY-th record of each file)."""
+  def holdout_every(self) -> int:
+    """Every how many records of a training file one is held out for early stopping."""
     from components.distributed_trainer import distributed_trainer_lib as train_lib
 
-    return sum(n // train_lib.HOLDOUT_EVERY for n in self.file_rows)
+    return train_lib.holdout_every(self.rows)
+
+  @property
+  def holdout_rows(self) -> int:
+    """Rows of the held-out slice (every `holdout_every`-th record of each file)."""
+    return sum(n // self.holdout_every for n in self.file_rows)
 
 
 class _Moments:
