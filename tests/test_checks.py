@@ -67,11 +67,13 @@ def test_plan_modules_decides_transform_and_tuner(tmp_path):
   module = _write(tmp_path / "module.py", MODULE)
   assert checks.plan_modules(module, None, tune=True) == checks.ModulePlan(True, True)
   plain = _write(tmp_path / "plain.py", "def build_model(hparams):\n  return None\n")
-  assert checks.plan_modules(plain, None, tune=False) == checks.ModulePlan(False, False)
+  assert checks.plan_modules(plain, None, tune=False) == checks.ModulePlan(
+    False, False, "build_model"
+  )
   transform = _write(tmp_path / "transform.py", "def preprocessing_fn(inputs):\n  return inputs\n")
   assert checks.plan_modules(plain, transform, tune=False).transform is True
   # The bundled module (None) has a tuner_fn.
-  assert checks.plan_modules(None, None, tune=True) == checks.ModulePlan(False, True)
+  assert checks.plan_modules(None, None, tune=True) == checks.ModulePlan(False, True, "default")
   # Files that are not on this machine cannot be read, so they are taken at their word.
   assert checks.plan_modules("gs://bucket/m.py", None, tune=False, local=False).tune is False
 
