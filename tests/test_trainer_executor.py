@@ -158,7 +158,8 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   assert props[constants.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
   hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
   defaults = tabular_model.DEFAULT_HPARAMS
-  assert hparams["hidden_units"] == defaults["hidden_units"]
+  # Digits' 1,400-odd training rows get the narrow default width.
+  assert hparams["hidden_units"] == tabular_model.hidden_units_for(1400) == 64
   assert hparams["learning_rate"] == defaults["learning_rate"]
 
   # The contract: one float32 input holding the 64 numeric columns in name order.

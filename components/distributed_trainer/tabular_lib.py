@@ -27,6 +27,7 @@ from components.distributed_trainer.tabular_model import (
   compile_model,
   evaluate,
   export_saved_model,
+  hidden_units_for,
   in_memory,
   make_dataset,
 )
@@ -417,7 +418,10 @@ def train(
       is_chief=built.is_chief,
       module_style=module_style,
       task=profile.label.task,
-      hparams={k: v for k, v in hparams.items() if isinstance(v, int | float | str | bool)},
+      hparams={
+        **{k: v for k, v in hparams.items() if isinstance(v, int | float | str | bool)},
+        "hidden_units": int(hparams["hidden_units"] or hidden_units_for(profile.rows)),
+      },
       warm_started_layers=warm,
       plan=plan.to_json(),
       **fit,
@@ -468,7 +472,8 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   profile, train_files, _ = prepare(settings)
   base = settings.hparams
   space = keras_tuner.HyperParameters()
-  space.Choice("hidden_units", [64, 128, 256, 512], default=int(base["hidden_units"]))
+  width = base["hidden_units"] or hidden_units_for(profile.rows)
+  space.Choice("hidden_units", sorted({64, 128, 256, 512, int(width)}), default=int(width))
   space.Int("num_layers", 1, 3, default=int(base["num_layers"]))
   space.Choice("learning_rate", [3e-4, 1e-3, 3e-3], default=float(base["learning_rate"]))
   space.Choice("dropout", [0.0, 0.1, 0.3], default=float(base["dropout"]))

@@ -16,7 +16,8 @@ from components.distributed_trainer.tabular_profile import ColumnStats, Profile,
 from components.model_contract import CATEGORICAL, NUMERIC
 
 DEFAULT_HPARAMS: dict[str, Any] = {
-  "hidden_units": 256,
+  # None: sized to the training rows (`hidden_units_for`).
+  "hidden_units": None,
   "num_layers": 2,
   "learning_rate": 1e-3,
   "dropout": 0.1,
@@ -54,7 +55,8 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
     )
   out = {**DEFAULT_HPARAMS, **hparams}
   for name in ("hidden_units", "num_layers", "max_vocabulary", "max_classes"):
-    _check_number(name, out[name], int, 1)
+    if out[name] is not None or name != "hidden_units":
+      _check_number(name, out[name], int, 1)
   for name in ("numeric_bins", "min_category_count", "one_hot_max"):
     _check_number(name, out[name], int, 0)
   for name in ("batch_size", "max_epochs"):
@@ -80,6 +82,14 @@ def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool
     raise TabularInputError(
       f"hyper-parameter {name}={value!r} must be {'above' if exclusive else 'at least'} {low}."
     )
+
+
+def hidden_units_for(rows: int) -> int:
+  """Width of the hidden layers for a training set: 64 under 2,000 rows, 128 under 20,000,
+  256 from there, so that small tables do not get more capacity than their rows support."""
+  if rows < 2_000:
+    return 64
+  return 128 if rows < 20_000 else 256
 
 
 def _head_size(label: tasks.LabelInfo) -> int:
@@ -184,6 +194,8 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
   from components import preprocessing_layers as layers
 
   hp = {**DEFAULT_HPARAMS, **hparams}
+  if hp["hidden_units"] is None:
+    hp["hidden_units"] = hidden_units_for(profile.rows)
   inputs = {}
   parts = []
   numeric = [s for s in profile.columns if s.column.kind == NUMERIC]
