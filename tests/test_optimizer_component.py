@@ -275,6 +275,30 @@ def test_executor_needs_the_schema_for_a_model_without_contract(tmp_path, stock_
     )
 
 
+def test_a_model_fed_by_an_input_no_feature_is_named_after_is_skipped(tmp_path, stock_model):
+  # A custom-loop module's style: one 'features' input the module fills itself. The Optimizer
+  # cannot feed it from the Examples; every variant says why and the run goes on.
+  inputs = tf.keras.Input((2,), name="features")
+  model = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(inputs))
+  model_uri = tmp_path / "model"
+  model.save(str(model_uri / "Format-Serving"), save_format="tf")
+  optimized, report = run_executor(
+    tmp_path,
+    model_uri,
+    stock_model["examples"],
+    stock_model["schema"],
+    task="regression",
+    variants=["tflite_float32", "onnx"],
+    tensorrt="off",
+  )
+  result = json.loads((pathlib.Path(report.uri) / "report.json").read_text())
+  assert result["status"] == "skipped"
+  assert [v["status"] for v in result["variants"]] == ["skipped", "skipped"]
+  assert all("input 'features'" in v["reason"] for v in result["variants"])
+  assert os.listdir(optimized.uri) == []
+  assert optimized.get_string_custom_property("blessed_variants") == "[]"
+
+
 # Raw columns the tiny Transform below z-scores into `<column>_xf` (income has gaps).
 TRANSFORMED = ("age", "income", "ratio")
 KERAS_FIX = "save with model.save(fn_args.serving_model_dir, save_format='tf', signatures=...)"

@@ -372,3 +372,68 @@ def test_the_rows_signature_takes_named_values(tabular_model):
     examples=tf.constant(td.serialize(rows, "multiclass"))
   )["outputs"].numpy()
   np.testing.assert_allclose(by_name, served, atol=1e-5)
+
+
+def _rows(batches):
+  """(features, target) batches as {name: array} and target, rows in order."""
+  features = {k: np.concatenate([b[0][k] for b in batches]) for k in batches[0][0]}
+  return features, np.concatenate([b[1] for b in batches])
+
+
+@pytest.mark.parametrize("every", [0, 10])
+def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
+  # The in-memory path must train and hold out exactly the records the streamed path does.
+  from components.distributed_trainer import distributed_trainer_lib as train_lib
+
+  data = examples["multiclass"]
+  profile = _profile(data)
+  files = sorted(_files(data))
+  fit, held = tabular_model.load_arrays(files, profile, every)
+  assert len(fit) + len(held) == profile.rows == 400
+  part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
+  streamed = tabular_model.make_dataset(
+    files, profile, 64, training=False, holdout=part, every=every or 10
+  )
+  features, target = _rows(list(streamed.as_numpy_iterator()))
+  np.testing.assert_array_equal(np.sort(fit.target), np.sort(target))
+  for name, column in features.items():
+    assert sorted(map(repr, fit.features[name].tolist())) == sorted(map(repr, column.tolist()))
+  if every:
+    assert len(held) == 400 // every
+    held_stream = tabular_model.make_dataset(
+      files, profile, 64, training=False, holdout=train_lib.HOLDOUT_RECORDS, every=every
+    )
+    _, held_target = _rows(list(held_stream.as_numpy_iterator()))
+    np.testing.assert_array_equal(np.sort(held.target), np.sort(held_target))
+  else:
+    assert len(held) == 0
+
+
+def test_in_memory_batches_repeat_shuffled_and_shard_without_overlap():
+  rows = tabular_model.Arrays({"id": np.arange(400, dtype=np.float32)[:, None]}, np.arange(400))
+  one = tabular_model.arrays_dataset(rows, 50, training=True, seed=1)
+  batches = list(one.take(20).as_numpy_iterator())  # 1,000 rows: the 400 repeat
+  assert all(len(b[1]) == 50 for b in batches)
+  ids = np.concatenate([b[0]["id"][:, 0] for b in batches])
+  np.testing.assert_array_equal(ids, np.concatenate([b[1] for b in batches]))
+  # Shuffled over a buffer of every row (epochs blend at their edges, as repeat-then-shuffle do).
+  assert len(set(ids.tolist())) > 350 and set(ids.tolist()) <= set(range(400))
+  assert not np.array_equal(ids[:400], np.arange(400))
+  # Two input pipelines see disjoint halves of the rows.
+  seen = []
+  for index in range(2):
+    shard = tabular_model.arrays_dataset(
+      rows, 10, training=True, seed=1, num_shards=2, shard_index=index
+    )
+    seen.append({int(i) for b in shard.take(100).as_numpy_iterator() for i in b[1]})
+  assert seen[0] | seen[1] == set(range(400)) and not seen[0] & seen[1]
+  evaluation = tabular_model.arrays_dataset(rows, 64, training=False)
+  assert [int(i) for b in evaluation.as_numpy_iterator() for i in b[1]] == list(range(400))
+
+
+def test_no_training_rows_is_an_error_not_an_index_error(examples, tmp_path):
+  empty = tmp_path / "empty.gz"
+  with tf.io.TFRecordWriter(str(empty), options="GZIP"):
+    pass
+  with pytest.raises(ValueError, match="no rows"):
+    tabular_model.load_arrays([str(empty)], _profile(examples["binary"]), 0)

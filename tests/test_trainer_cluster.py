@@ -149,7 +149,9 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
   model, _ = _run(
     root,
     digits_csv,
-    steps=360,
+    # Epochs of BACKUP_STEPS steps, so each one ends with a backup (shorter epochs are backed
+    # up every BACKUP_STEPS steps instead).
+    steps=6 * lib.BACKUP_STEPS,
     **{
       constants.LOCAL_WORKERS_KEY: 2,
       constants.NUM_EPOCHS_KEY: 6,

@@ -21,7 +21,9 @@ from components import defaults, model_contract, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
 from components.distributed_trainer.tabular_model import (
+  IN_MEMORY_MAX_BYTES,
   Body,
+  arrays_dataset,
   build_model,
   check_hparams,
   compile_model,
@@ -29,7 +31,9 @@ from components.distributed_trainer.tabular_model import (
   export_saved_model,
   hidden_units_for,
   in_memory,
+  load_arrays,
   make_dataset,
+  memory_estimate,
 )
 from components.distributed_trainer.tabular_profile import (
   Profile,
@@ -360,32 +364,8 @@ def train(
       model = build_model(profile, hparams, body)
       warm = warm_start(model, settings.base_model) if settings.base_model else []
       compile_model(model, profile, float(hparams["learning_rate"]), settings.steps_per_execution)
-    part = train_lib.FIT_RECORDS if plan.holdout_rows else train_lib.ALL_RECORDS
-
-    def dataset_fn(input_context):
-      return make_dataset(
-        train_files,
-        profile,
-        input_context.get_per_replica_batch_size(plan.batch_size),
-        training=True,
-        seed=settings.seed,
-        num_shards=input_context.num_input_pipelines,
-        shard_index=input_context.input_pipeline_id,
-        holdout=part,
-        every=profile.holdout_every,
-      )
-
-    validation = None
-    if plan.holdout_rows:
-      held = make_dataset(
-        train_files,
-        profile,
-        plan.batch_size,
-        training=False,
-        holdout=train_lib.HOLDOUT_RECORDS,
-        every=profile.holdout_every,
-      )
-      validation = in_memory(held, plan.batch_size)
+    dataset_fn, validation = _training_data(settings, built, profile, plan, train_files)
+    if validation is not None:
       options = tf.data.Options()
       options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
       # Repeated, with as many steps as one pass has batches: Keras needs a step count with
@@ -443,6 +423,66 @@ def train(
     tf.keras.mixed_precision.set_global_policy(previous_policy)
   train_lib.write_result(settings.model_run_dir, result)
   return result
+
+
+def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_files):
+  """(dataset_fn for fit, held-out batches or None).
+
+  A training split that fits in IN_MEMORY_MAX_BYTES is parsed once and held in memory, so
+  epochs after the first cost no reading, decompressing or parsing. Larger ones stream from the
+  files every epoch. Parameter-server workers build their input on other
+  machines, so they always stream.
+  """
+  every = profile.holdout_every if plan.holdout_rows else 0
+  streamed = (
+    built.choice.name == strategy_lib.PARAMETER_SERVER
+    or memory_estimate(profile) > IN_MEMORY_MAX_BYTES
+  )
+  if not streamed:
+    fit_rows, held_rows = load_arrays(train_files, profile, every)
+    _LOG.info("Training data in memory: %d fit rows, %d held out.", len(fit_rows), len(held_rows))
+
+    def from_memory(input_context):
+      return arrays_dataset(
+        fit_rows,
+        input_context.get_per_replica_batch_size(plan.batch_size),
+        training=True,
+        seed=settings.seed,
+        num_shards=input_context.num_input_pipelines,
+        shard_index=input_context.input_pipeline_id,
+      )
+
+    held = arrays_dataset(held_rows, plan.batch_size, training=False) if every else None
+    return from_memory, held
+  part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
+
+  def from_files(input_context):
+    return make_dataset(
+      train_files,
+      profile,
+      input_context.get_per_replica_batch_size(plan.batch_size),
+      training=True,
+      seed=settings.seed,
+      num_shards=input_context.num_input_pipelines,
+      shard_index=input_context.input_pipeline_id,
+      holdout=part,
+      every=every or train_lib.HOLDOUT_EVERY,
+    )
+
+  held = None
+  if every:
+    held = in_memory(
+      make_dataset(
+        train_files,
+        profile,
+        plan.batch_size,
+        training=False,
+        holdout=train_lib.HOLDOUT_RECORDS,
+        every=every,
+      ),
+      plan.batch_size,
+    )
+  return from_files, held
 
 
 # ----------------------------------------------------------------------------- tuning

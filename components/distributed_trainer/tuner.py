@@ -31,16 +31,44 @@ class TunerExecutor(stock_tuner.Executor):
   ) -> None:
     tf_compat.apply()
     tf_compat.keras_tuner_on_tf_keras()
-    exec_properties, _ = steps_lib.with_eval_steps(
-      exec_properties,
-      input_dict.get(standard_component_specs.EXAMPLES_KEY) or [],
-      defaults.GLOBAL_BATCH_SIZE,
-    )
-    if exec_properties.get(standard_component_specs.MODULE_FILE_KEY):
-      # A user's tuner_fn gets a step count, as the TFX examples set one; the default
-      # module's tuner sizes each trial to the data.
-      exec_properties = steps_lib.with_train_steps(exec_properties, defaults.TRAIN_STEPS)
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+    exec_properties = tuner_properties(exec_properties, examples)
     super().Do(input_dict, output_dict, exec_properties)
+
+
+def tuner_properties(
+  exec_properties: dict[str, Any], examples: list[types.Artifact]
+) -> dict[str, Any]:
+  """The stock Tuner's properties with the step counts a tuner_fn needs filled in.
+
+  Args:
+    exec_properties: the Tuner's execution properties.
+    examples: the Examples artifacts the tuner_fn reads (for one pass over the eval split).
+
+  Returns:
+    The properties with a positive EvalArgs.num_steps, and for a user's tuner_fn a positive
+    TrainArgs.num_steps (the default module's tuner sizes each trial to the data itself).
+  """
+  exec_properties, _ = steps_lib.with_eval_steps(
+    exec_properties, examples, defaults.GLOBAL_BATCH_SIZE
+  )
+  if not _is_default_tuner(exec_properties):
+    # A user's tuner_fn gets a step count, as the TFX examples set one.
+    exec_properties = steps_lib.with_train_steps(exec_properties, defaults.TRAIN_STEPS)
+  return exec_properties
+
+
+def _is_default_tuner(exec_properties: dict[str, Any]) -> bool:
+  """Whether the tuner_fn is the default module's.
+
+  A user's module arrives as `module_file`, or as `module_path` once TFX has packaged it into
+  a wheel (every LocalDagRunner and Kubeflow run does); the default one as `tuner_fn`.
+  """
+  default = f"{defaults.DEFAULT_MODULE_PATH}.{defaults.TUNER_FN}"
+  return exec_properties.get(standard_component_specs.TUNER_FN_KEY) == default and not (
+    exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+    or exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+  )
 
 
 class Tuner(tfx.components.Tuner):

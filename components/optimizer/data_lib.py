@@ -33,6 +33,11 @@ class OptimizerInputError(UserInputError):
   """The model, Examples or schema cannot be measured together; the message names the fix."""
 
 
+class UnmeasurableModelError(OptimizerInputError):
+  """The model is out of the Optimizer's reach (no call function to convert, inputs that are
+  not named after features): its variants are skipped and the pipeline goes on without them."""
+
+
 @dataclasses.dataclass
 class Sample:
   """Rows fed to the model, and their labels.
@@ -61,7 +66,7 @@ def load_keras_model(serving_dir: str):
   one `conversions.RestoredCall` layer, with an Input per tensor argument named as its spec.
 
   Raises:
-    OptimizerInputError: when the SavedModel has no inference function to convert.
+    UnmeasurableModelError: when the SavedModel has no inference function to convert.
   """
   from components import preprocessing_layers  # noqa: F401  (registers the layers)
 
@@ -81,7 +86,7 @@ def _restored_model(serving_dir: str) -> tf.keras.Model:
   try:
     function, specs = _inference_function(restored)
   except ValueError as e:
-    raise OptimizerInputError(
+    raise UnmeasurableModelError(
       f"{serving_dir} is not a Keras SavedModel (no keras_metadata.pb) and {e}; converting a "
       f"SavedModel's signatures ({sorted(restored.signatures)}) is out of the Optimizer's "
       "scope: save the Keras model in run_fn, with model.save(..., save_format='tf') or "
@@ -266,7 +271,7 @@ class RowReader:
 
   def _fit(self, name: str, spec: tf.TensorSpec, features: dict[str, Any]) -> np.ndarray:
     if name not in features:
-      raise OptimizerInputError(
+      raise UnmeasurableModelError(
         f"the model has an input {name!r} that no {'transformed ' if self._tft else ''}feature "
         f"of the data is named after (features: {sorted(features)[:8]}...); the Optimizer feeds "
         "inputs by name, so name the Keras inputs after the features."

@@ -93,6 +93,36 @@ def _publish_folder(local_dir: str, uri: str) -> None:
       io_utils.copy_file(src, dst, overwrite=True)
 
 
+def _optimize(
+  serving_dir: str,
+  examples_uri: str,
+  schema_path: str | None,
+  transform_uri: str | None,
+  out_dir: str,
+  exec_properties: dict[str, Any],
+  config: optimizer_lib.OptimizerConfig,
+) -> dict:
+  """Loads the model and its sample rows, then builds, measures and gates every variant.
+
+  Raises:
+    data_lib.UnmeasurableModelError: when the model cannot be converted or fed by name.
+    data_lib.OptimizerInputError: when the inputs are wired or named wrongly (names the fix).
+  """
+  model = data_lib.load_keras_model(serving_dir)
+  label_key = exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY
+  reader = data_lib.RowReader(model, serving_dir, schema_path, label_key, transform_uri)
+  train = data_lib.read_sample(
+    reader, examples_uri, spec.TRAIN_SPLIT, config.max_train_rows, config.seed
+  )
+  evals = data_lib.read_sample(
+    reader, examples_uri, spec.EVAL_SPLIT, config.max_eval_rows, config.seed
+  )
+  facts = _facts(model, serving_dir, reader, exec_properties)
+  return optimizer_lib.optimize(
+    model, train.inputs, evals.inputs, evals.labels, out_dir, facts, config
+  )
+
+
 class Executor(base_executor.BaseExecutor):
   """Optimizes the Trainer's Keras model on the Examples' rows and writes variants + report."""
 
@@ -133,28 +163,15 @@ class Executor(base_executor.BaseExecutor):
       os.makedirs(report_dir, exist_ok=True)
       serving_dir = _local_copy(model_contract.serving_dir(model_artifact.uri), scratch)
       try:
-        model = data_lib.load_keras_model(serving_dir)
-      except data_lib.OptimizerInputError as e:
+        result = _optimize(
+          serving_dir, examples.uri, schema_path, transform_uri, out_dir, exec_properties, config
+        )
+      except data_lib.UnmeasurableModelError as e:
+        # A model the Optimizer cannot load or feed (inputs not named after features, no
+        # call function) keeps its pipeline: every variant is skipped with the reason, and the
+        # Pusher ships the trained model alone.
         logging.warning("Optimizer skipped: %s", e)
         result = optimizer_lib.skipped_report(str(e), config)
-      else:
-        reader = data_lib.RowReader(
-          model,
-          serving_dir,
-          schema_path,
-          exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY,
-          transform_uri,
-        )
-        train = data_lib.read_sample(
-          reader, examples.uri, spec.TRAIN_SPLIT, config.max_train_rows, config.seed
-        )
-        evals = data_lib.read_sample(
-          reader, examples.uri, spec.EVAL_SPLIT, config.max_eval_rows, config.seed
-        )
-        facts = _facts(model, serving_dir, reader, exec_properties)
-        result = optimizer_lib.optimize(
-          model, train.inputs, evals.inputs, evals.labels, out_dir, facts, config
-        )
       paths = report.write_report(result, report_dir)
       if remote:
         _publish_folder(out_dir, optimized_model.uri)
