@@ -62,7 +62,10 @@ def data(tmp_path):
     (("--data-root", "{tmp}/semi"), "the header looks ';'-delimited, so pass --delimiter ';'"),
     (("--label-key", "nope"), "(65 columns) as --label-key"),
     (("--data-root", "{tmp}/tiny"), "the data has 5 rows, so the eval split gets about 1"),
-    (("--task", "multiclass", "--max-classes", "3"), "over the 3-class cap; pass --task regression"),
+    (
+      ("--task", "multiclass", "--max-classes", "3"),
+      "over the 3-class cap; pass --task regression",
+    ),
     (("--delimiter", ";;"), "--delimiter must be one character"),
   ],
   ids=lambda v: v if isinstance(v, str) else None,
