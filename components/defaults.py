@@ -64,8 +64,10 @@ TENSORRT_AUTO = "auto"
 TENSORRT_REQUIRED = "required"
 TENSORRT_MODES = (TENSORRT_OFF, TENSORRT_AUTO, TENSORRT_REQUIRED)
 TARGET_SPARSITY = 0.9
-# A variant is blessed if its metric is at most this many points (percent) worse.
+# A variant is blessed if its metric is at most this many points (percent) worse, and if it
+# agrees with the baseline on at least this share of the eval rows.
 VARIANT_MAX_DROP = 1.0
+VARIANT_MIN_AGREEMENT = 0.9
 
 # Blessing.
 MAX_ACCURACY_DROP = 0.01

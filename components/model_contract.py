@@ -27,6 +27,10 @@ CONTRACT_FORMAT = "tfx-pipeline-kit.model-contract/1"
 SERVING_INPUT = "examples"
 SERVING_OUTPUT = "outputs"
 TRANSFORM_SIGNATURE = "transform_features"
+# A signature taking one named value per raw column (TF Serving's JSON `instances`).
+ROWS_SIGNATURE = "rows"
+# A signature taking the Keras model's own inputs by name (what the Optimizer measures).
+MODEL_INPUTS_SIGNATURE = "model_inputs"
 
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
@@ -232,6 +236,60 @@ def parse_columns(serialized, columns: Sequence[Column]) -> dict[str, Any]:
   if numbers:
     out[NUMERIC_INPUT] = numbers[0] if len(numbers) == 1 else tf.concat(numbers, axis=1)
   return out
+
+
+def examples_signature(model, columns: Sequence[Column]):
+  """A concrete function: `examples` (serialized tf.Examples) -> {"outputs": model output}."""
+  import tensorflow as tf
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT)])
+  def serve(examples):
+    return {SERVING_OUTPUT: model(parse_columns(examples, columns), training=False)}
+
+  return serve.get_concrete_function()
+
+
+def rows_signature(model, columns: Sequence[Column]):
+  """A concrete function taking one named [batch] value per column -> {"outputs": ...}.
+
+  A float for every number whatever the CSV stored it as (NaN when missing), a string for
+  text ('' when missing), each named `rows_key(column)`. TF Serving's REST API calls it with
+  `{"signature_name": "rows", "instances": [{"<column>": value, ...}]}`.
+  """
+  import tensorflow as tf
+
+  numeric = numeric_columns(columns)
+  text = [c for c in columns if c.kind != NUMERIC]
+  spec = [tf.TensorSpec([None], tf.float32, name=rows_key(c.name)) for c in numeric]
+  spec += [tf.TensorSpec([None], tf.string, name=rows_key(c.name)) for c in text]
+
+  @tf.function(input_signature=spec)
+  def rows(*values):
+    features = {}
+    if numeric:
+      features[NUMERIC_INPUT] = tf.stack(list(values[: len(numeric)]), axis=1)
+    for c, value in zip(text, values[len(numeric) :], strict=True):
+      features[c.input_name] = tf.reshape(value, [-1, 1])
+    return {SERVING_OUTPUT: model(features, training=False)}
+
+  return rows.get_concrete_function()
+
+
+def model_inputs_signature(model, output_name: str = SERVING_OUTPUT):
+  """A concrete function taking the Keras model's inputs by name -> {output_name: output}."""
+  import tensorflow as tf
+
+  specs = {
+    t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0])
+    for t in model.inputs
+  }
+  call = tf.function(lambda inputs: {output_name: model(inputs, training=False)})
+  return call.get_concrete_function(specs)
+
+
+def contract_columns(contract: ModelContract) -> list[Column]:
+  """The raw columns a contract's model takes, in input order."""
+  return [Column(c["column"], c["stored_as"]) for i in contract.inputs for c in i["columns"]]
 
 
 def parse_label(serialized, label_key: str, dtype: str):

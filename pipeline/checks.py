@@ -56,7 +56,7 @@ def check_fraction(flag: str, value: float) -> None:
 
 
 def check_at_least(flag: str, value: float, low: float) -> None:
-  if value < low:
+  if not value >= low:  # NaN is not at least anything
     raise CheckError(f"{flag} must be at least {low:g}, got {value:g}.")
 
 

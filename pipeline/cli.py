@@ -218,6 +218,13 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     help=f"comma-separated, from {', '.join(defaults.VARIANTS)}; 'none' for none",
   )
   g.add_argument(
+    "--variant-max-drop",
+    type=float,
+    default=d.variant_max_accuracy_drop,
+    help="an optimized variant ships when its metric is at most this much worse than the "
+    "trained model's: accuracy points, or percent of the RMSE (default: %(default)s)",
+  )
+  g.add_argument(
     "--tensorrt",
     choices=defaults.TENSORRT_MODES,
     default=d.tensorrt,
@@ -288,6 +295,7 @@ def config_from_args(
   if args.max_mse is not None:
     checks.check_at_least("--max-mse", args.max_mse, 0)
   checks.check_at_least("--max-error-increase", args.max_error_increase, 0)
+  checks.check_at_least("--variant-max-drop", args.variant_max_drop, 0)
   for flag, value, low in (
     ("--eval-steps", args.eval_steps, 0),
     ("--keep-versions", args.keep_versions, 1),
@@ -435,6 +443,7 @@ def config_from_args(
       )
     ),
     optimizer_variants=variants,
+    variant_max_accuracy_drop=args.variant_max_drop,
     tensorrt=args.tensorrt,
     model_name=args.model_name,
     pipeline_name=args.model_name,

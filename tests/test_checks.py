@@ -167,6 +167,11 @@ def test_simple_flag_checks():
     checks.check_fraction("--min-accuracy", 1.5)
   with pytest.raises(checks.CheckError, match="--train-steps must be at least 1, got 0"):
     checks.check_at_least("--train-steps", 0, 1)
+  # NaN compares false with everything, so it must not slip through as "not below".
+  with pytest.raises(checks.CheckError, match="--max-mse must be at least 0, got nan"):
+    checks.check_at_least("--max-mse", float("nan"), 0)
+  with pytest.raises(checks.CheckError, match="--min-accuracy must be between 0 and 1, got nan"):
+    checks.check_fraction("--min-accuracy", float("nan"))
 
 
 def _csv(tmp_path, header, rows):

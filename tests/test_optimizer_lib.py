@@ -148,10 +148,11 @@ def test_every_variant_converts_runs_and_is_measured(full_run, data):
     assert entry["ratios"]["size_bytes"] == pytest.approx(
       entry["size_bytes"] / baseline["size_bytes"]
     )
-    model_file = output_dir / entry["path"]
-    assert model_file.is_file()
-    assert model_file.stat().st_size == entry["size_bytes"]
-    assert len(gzip.compress(model_file.read_bytes(), 9)) == entry["gzipped_size_bytes"]
+    assert (output_dir / entry["path"]).is_file()
+    # Sizes cover every model file (one for TFLite and ONNX, a SavedModel's tree for pruned).
+    files = [output_dir / f for f in entry["files"] if not f.endswith("signature.json")]
+    assert sum(f.stat().st_size for f in files) == entry["size_bytes"]
+    assert sum(len(gzip.compress(f.read_bytes(), 9)) for f in files) == entry["gzipped_size_bytes"]
     assert entry["select_tf_ops"] is False, name  # builtin ops suffice for this model
   # Accuracy is measured, not copied: count the int8 model's correct predictions ourselves.
   with runtimes.TFLiteRuntime(str(output_dir / entries["tflite_int8"]["path"])) as runtime:
@@ -161,9 +162,10 @@ def test_every_variant_converts_runs_and_is_measured(full_run, data):
   ok = [n for n, e in entries.items() if e["status"] == "ok"]
   assert {p.name for p in output_dir.iterdir()} == {"variants.json", *ok}
   for name in ok:
-    assert sorted(os.listdir(output_dir / name)) == sorted(
-      [os.path.basename(entries[name]["path"]), "signature.json"]
-    )
+    on_disk = {
+      str(p.relative_to(output_dir)) for p in (output_dir / name).rglob("*") if p.is_file()
+    }
+    assert on_disk == set(entries[name]["files"]), name
   index = json.loads((output_dir / "variants.json").read_text())
   assert index["format"] == optimizer_lib.INDEX_FORMAT
   assert index["task"] == "multiclass"
@@ -254,15 +256,18 @@ def test_pruned_variant_reaches_target_sparsity(full_run):
   target = result["config"]["target_sparsity"]
   assert entry["details"]["target_sparsity"] == target
   assert entry["details"]["sparsity"]["overall"] >= target - 0.01
-  # Check the saved weights directly rather than trusting the report.
-  model = tf.keras.models.load_model(output_dir / entry["path"], compile=False)
-  kernels = [layer.kernel.numpy() for layer in model.layers if hasattr(layer, "kernel")]
+  # Check the saved weights directly rather than trusting the report: the Dense kernels (2-D
+  # float variables) of the shipped SavedModel, loaded without any of this project's code.
+  loaded = tf.saved_model.load(str(output_dir / "pruned"))
+  variables = loaded.signatures["model_inputs"].variables
+  kernels = [v.numpy() for v in variables if "kernel" in v.name and len(v.shape) == 2]
+  assert kernels
   zeros = sum(int(np.sum(k == 0)) for k in kernels)
   assert zeros / sum(k.size for k in kernels) >= target - 0.01
-  assert entry["runtime"] == "tensorflow"
-  # The preprocessing layers survive pruning untouched.
-  kinds = {type(layer).__name__ for layer in model.layers}
-  assert {"NumericPreprocessing", "CategoryOneHot"} <= kinds
+  assert entry["runtime"] == "tensorflow" and entry["path"] == "pruned/saved_model.pb"
+  assert set(loaded.signatures) == {"model_inputs", "serving_default"}
+  # The preprocessing survives pruning: the model_inputs signature takes the raw columns.
+  assert entry["signature"]["signature_key"] == "model_inputs"
 
 
 def test_pruned_int8_keeps_sparsity_and_compresses(full_run):
@@ -501,22 +506,61 @@ def test_baseline_problems_fail_the_run(tmp_path, model, data):
   assert os.listdir(tmp_path) == []
 
 
+def _gate(judge, value, baseline, max_drop, agreement=1.0, min_agreement=0.9):
+  config = optimizer_lib.OptimizerConfig(max_accuracy_drop=max_drop, min_agreement=min_agreement)
+  return judge.gate({"metric_value": value, "agreement": agreement}, baseline, config)
+
+
 def test_gate_bound_is_inclusive_and_task_aware():
   labels = np.array([0, 1])
   judge = optimizer_lib._Judge("multiclass", labels, np.eye(2, dtype=np.float32))
-  assert judge.gate(0.95, 0.96, 1.0) == (True, 1.0)
-  assert judge.gate(0.949, 0.96, 1.0)[0] is False
-  assert judge.gate(0.97, 0.96, -0.5) == (True, -1.0)
+  assert _gate(judge, 0.95, 0.96, 1.0) == (True, 1.0, "")
+  assert _gate(judge, 0.949, 0.96, 1.0)[0] is False
+  assert _gate(judge, 0.97, 0.96, -0.5) == (True, -1.0, "")
   # Regression: the drop is the percent by which the RMSE grew; lower is better.
   values = np.array([1.0, 3.0], np.float32)
   regression = optimizer_lib._Judge("regression", values, values.reshape(-1, 1))
   assert regression.metric_name == "rmse"
-  assert regression.gate(1.01, 1.0, 1.0) == (True, 1.0)
-  assert regression.gate(1.02, 1.0, 1.0)[0] is False
-  assert regression.gate(0.9, 1.0, 0.0) == (True, -10.0)
+  assert _gate(regression, 1.01, 1.0, 1.0) == (True, 1.0, "")
+  assert _gate(regression, 1.02, 1.0, 1.0)[0] is False
+  assert _gate(regression, 0.9, 1.0, 0.0) == (True, -10.0, "")
   # A one-column classifier output outside [0, 1] is a logit, thresholded at 0.
   logits = optimizer_lib._Judge("binary", labels, np.array([[-2.0], [3.0]], np.float32))
   assert logits.metrics(np.array([[-0.1], [0.2]], np.float32))["accuracy"] == 1.0
+
+
+def test_a_variant_that_misses_its_gate_says_which_bound():
+  judge = optimizer_lib._Judge("multiclass", np.array([0, 1]), np.eye(2, dtype=np.float32))
+  blessed, _, why = _gate(judge, 0.90, 0.96, 1.0, agreement=0.99)
+  assert not blessed and why == "metric: +6.00 accuracy points, over the 1 allowed"
+  blessed, _, why = _gate(judge, 0.96, 0.96, 1.0, agreement=0.8)
+  assert not blessed
+  assert why == "agreement: 80.0% of the rows agree with the baseline, under the 90% required"
+  blessed, _, why = _gate(judge, 0.90, 0.96, 1.0, agreement=0.8)
+  assert not blessed and why.startswith("metric: ") and "; agreement: 80.0%" in why
+  regression = optimizer_lib._Judge("regression", np.array([1.0, 3.0]), np.ones((2, 1)))
+  assert _gate(regression, 1.05, 1.0, 1.0, agreement=0.95)[2] == (
+    "metric: +5.00% of the RMSE, over the 1 allowed"
+  )
+
+
+def test_the_confidence_interval_shrinks_with_the_rows():
+  rng = np.random.default_rng(0)
+  widths = []
+  for n in (100, 10_000):
+    labels = rng.integers(0, 2, n)
+    outputs = np.eye(2, dtype=np.float32)[np.where(rng.random(n) < 0.9, labels, 1 - labels)]
+    judge = optimizer_lib._Judge("multiclass", labels, outputs)
+    p = float(np.mean(outputs.argmax(1) == labels))
+    # The normal interval's half-width, 1.96 * sqrt(p (1 - p) / n) in points, which Wilson's
+    # approaches as the rows grow: about 6 points at 100 rows, 0.6 at 10,000.
+    widths.append((judge.confidence(outputs), 196 * np.sqrt(p * (1 - p) / n)))
+  assert widths[0][0] == pytest.approx(widths[0][1], rel=0.1)
+  assert widths[1][0] == pytest.approx(widths[1][1], rel=0.01) and widths[1][0] < 0.7
+  values = rng.normal(0, 1, 10_000)
+  regression = optimizer_lib._Judge("regression", values, (values + 0.5).reshape(-1, 1))
+  # A constant error: the squared errors do not vary, so the RMSE is known exactly.
+  assert regression.confidence((values + 0.5).reshape(-1, 1)) == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import serving_clients
 from tests.pipeline_utils import REPO_ROOT, load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
@@ -55,10 +56,17 @@ def test_default_run_pushes_a_model_that_scores_090_and_rerun_is_cached(tmp_path
   assert (version_dir / "saved_model.pb").exists()
   acc = _accuracy_of_pushed_model(version_dir, _eval_records(out / "pipeline_root"), "label")
   assert acc >= 0.90
+  # Every default variant, each in its own runtime, through the README's clients.
+  agreement = serving_clients.check_every_variant(version_dir, _eval_records(out / "pipeline_root"))
+  assert {"tflite_int8", "onnx"} <= set(agreement)
   manifest = json.loads((version_dir / "manifest.json").read_text())
   assert manifest["version"] == 1
   report = summary["optimizer"]
   assert report and {v["name"] for v in report["variants"]} >= {"tflite_int8", "pruned"}
+  # A variant left out says which bound of its gate it missed.
+  for variant in report["variants"]:
+    if variant["status"] == "ok" and not variant["blessed"]:
+      assert variant["gate_reason"].startswith(("metric: ", "agreement: ")), variant
   assert "pushed version 1" in first.stdout and "Optimizer variants" in first.stdout
 
   second = run_script("run_local.py", "--output-dir", out, "--quiet")

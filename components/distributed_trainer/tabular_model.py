@@ -32,7 +32,7 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   "max_classes": tasks.DEFAULT_MAX_CLASSES,
 }
 # The signature that takes one named value per column (TF Serving's REST `instances`).
-ROWS_SIGNATURE = "rows"
+ROWS_SIGNATURE = model_contract.ROWS_SIGNATURE
 
 Body = Callable[[Any, dict[str, Any]], Any]
 
@@ -512,37 +512,12 @@ def evaluate(model, dataset, task: str) -> dict[str, float]:
 # ----------------------------------------------------------------------------- export
 
 
-def _rows_signature(model, profile: Profile):
-  """A signature taking one named value per column: a float for every number (whatever the
-  CSV stored it as; NaN for a missing one) and a string for text ('' for a missing one).
-
-  TF Serving's REST API calls it with `{"signature_name": "rows", "instances": [{"col": v}]}`.
-  """
-  import tensorflow as tf
-
-  numeric = [s.column for s in profile.columns if s.column.kind == NUMERIC]
-  text = [s.column for s in profile.columns if s.column.kind == CATEGORICAL]
-  spec = [tf.TensorSpec([None], tf.float32, name=model_contract.rows_key(c.name)) for c in numeric]
-  spec += [tf.TensorSpec([None], tf.string, name=model_contract.rows_key(c.name)) for c in text]
-
-  @tf.function(input_signature=spec)
-  def rows(*values):
-    features = {}
-    if numeric:
-      features[model_contract.NUMERIC_INPUT] = tf.stack(list(values[: len(numeric)]), axis=1)
-    for c, value in zip(text, values[len(numeric) :], strict=True):
-      features[c.input_name] = tf.reshape(value, [-1, 1])
-    return {model_contract.SERVING_OUTPUT: model(features, training=False)}
-
-  return rows.get_concrete_function()
-
-
 def export_saved_model(model, profile: Profile, export_dir: str) -> None:
   """Saves the serving SavedModel: raw tf.Examples (or named values) in, the task's outputs out.
 
   Signatures:
     serving_default: `examples` (serialized tf.Examples) -> {"outputs": ...}.
-    rows: one named input per column (see `_rows_signature`) -> {"outputs": ...}.
+    rows: one named input per column (see `model_contract.rows_signature`) -> {"outputs": ...}.
     transform_features: `examples` -> {label key: the label as the model is trained against
       it}; TFMA evaluates with it (`preprocessing_function_names`).
 
@@ -554,11 +529,6 @@ def export_saved_model(model, profile: Profile, export_dir: str) -> None:
   spec = [tf.TensorSpec([None], tf.string, name=model_contract.SERVING_INPUT)]
 
   @tf.function(input_signature=spec)
-  def serve(examples):
-    features = model_contract.parse_columns(examples, columns)
-    return {model_contract.SERVING_OUTPUT: model(features, training=False)}
-
-  @tf.function(input_signature=spec)
   def transform_features(examples):
     label = model_contract.parse_label(examples, profile.label.key, profile.label_dtype)
     return {profile.label.key: label_target(label, profile.label, profile.label_dtype)}
@@ -568,8 +538,8 @@ def export_saved_model(model, profile: Profile, export_dir: str) -> None:
     save_format="tf",
     include_optimizer=False,
     signatures={
-      "serving_default": serve.get_concrete_function(),
-      ROWS_SIGNATURE: _rows_signature(model, profile),
+      "serving_default": model_contract.examples_signature(model, columns),
+      ROWS_SIGNATURE: model_contract.rows_signature(model, columns),
       model_contract.TRANSFORM_SIGNATURE: transform_features.get_concrete_function(),
     },
   )

@@ -35,6 +35,7 @@ class Optimizer(base_component.BaseComponent):
     variants: Sequence[str] = defaults.DEFAULT_VARIANTS,
     target_sparsity: float = defaults.TARGET_SPARSITY,
     max_accuracy_drop: float = defaults.VARIANT_MAX_DROP,
+    min_agreement: float = defaults.VARIANT_MIN_AGREEMENT,
     tensorrt: str = defaults.TENSORRT_AUTO,
     latency_runs: int = 200,
     fine_tune_epochs: int = optimizer_lib.OptimizerConfig.fine_tune_epochs,
@@ -56,6 +57,9 @@ class Optimizer(base_component.BaseComponent):
       target_sparsity: kernel sparsity the pruned variants reach.
       max_accuracy_drop: blessing bound: accuracy points (classification) or percent of RMSE
         (regression) a variant may lose against the baseline.
+      min_agreement: blessing bound: the share of eval rows on which a variant must agree with
+        the baseline (the same class; for regression, within a tenth of the label's standard
+        deviation).
       tensorrt: 'off', 'auto' (build a TensorRT FP16 engine where possible, else record why
         not) or 'required' (fail without TensorRT and a CUDA GPU). Anything but 'off' also runs
         the `onnx` variant the engine is built from.
@@ -75,6 +79,7 @@ class Optimizer(base_component.BaseComponent):
       tensorrt=tensorrt,
       target_sparsity=target_sparsity,
       max_accuracy_drop=max_accuracy_drop,
+      min_agreement=min_agreement,
       latency_runs=latency_runs,
       fine_tune_epochs=fine_tune_epochs,
       max_train_rows=max_train_rows,
@@ -91,6 +96,7 @@ class Optimizer(base_component.BaseComponent):
       variants=json.dumps(list(config.variants)),
       target_sparsity=float(target_sparsity),
       max_accuracy_drop=float(max_accuracy_drop),
+      min_agreement=float(min_agreement),
       tensorrt=tensorrt,
       latency_runs=int(latency_runs),
       fine_tune_epochs=int(fine_tune_epochs),

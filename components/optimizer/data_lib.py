@@ -148,20 +148,52 @@ def _split_files(examples_uri: str, split: str) -> list[str]:
   return files
 
 
-def _sample_records(files: Sequence[str], max_rows: int, seed: int) -> list[bytes]:
-  """Reservoir-samples up to `max_rows` serialized records, kept in file order."""
+@dataclasses.dataclass(frozen=True)
+class SampleInfo:
+  """How a sample was drawn from its split.
+
+  Attributes:
+    rows: rows drawn.
+    of: rows in the split.
+    every: every how many records one was drawn.
+    start: the first record drawn (0-based, chosen at random below `every`).
+  """
+
+  rows: int
+  of: int
+  every: int
+  start: int
+
+  def describe(self) -> str:
+    if self.every == 1:
+      return f"all {self.of:,} rows"
+    return (
+      f"{self.rows:,} of {self.of:,} rows (every {self.every}th record from a random start, so "
+      "the sample spans the whole split however its files are sorted)"
+    )
+
+
+def _sample_records(
+  files: Sequence[str], max_rows: int, seed: int
+) -> tuple[list[bytes], SampleInfo]:
+  """Up to `max_rows` serialized records spread evenly over the files, in random order.
+
+  A systematic sample: every k-th record from a random start, k = ceil(rows / max_rows), so
+  that a file sorted by a column (by class, by price) is sampled over its whole range. The
+  records are counted and skipped inside tf.data; only the drawn ones reach Python, so a split
+  of a million rows costs a read of its files, not a Python loop over them. The order is then
+  shuffled, so any head of the sample (int8 calibration takes one) is a sample of the split.
+  """
+  compression = "GZIP" if files[0].endswith(".gz") else ""
+  dataset = tf.data.TFRecordDataset(list(files), compression_type=compression)
+  total = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
   rng = np.random.default_rng(seed)
-  kept: list[tuple[int, bytes]] = []
-  dataset = tf.data.TFRecordDataset(list(files), compression_type="GZIP")
-  for index, record in enumerate(dataset.as_numpy_iterator()):
-    if index < max_rows:
-      kept.append((index, record))
-    else:
-      slot = int(rng.integers(0, index + 1))
-      if slot < max_rows:
-        kept[slot] = (index, record)
-  kept.sort(key=lambda item: item[0])
-  return [record for _, record in kept]
+  every = max(1, -(-total // max_rows))
+  start = int(rng.integers(every))
+  picked = dataset.skip(start).shard(every, 0).take(max_rows).batch(4096)
+  records = [r for batch in picked.as_numpy_iterator() for r in batch]
+  order = rng.permutation(len(records))
+  return [records[i] for i in order], SampleInfo(len(records), total, every, start)
 
 
 def _dense(value, default) -> tf.Tensor:
@@ -233,11 +265,7 @@ class RowReader:
 
   def _features_and_label(self, batch):
     if self._contract is not None:
-      columns = [
-        model_contract.Column(c["column"], c["stored_as"])
-        for i in self._contract.inputs
-        for c in i["columns"]
-      ]
+      columns = model_contract.contract_columns(self._contract)
       features = model_contract.parse_columns(batch, columns)
       info = tasks.LabelInfo.from_json(self._contract.label)
       from components.distributed_trainer import tabular_model
@@ -294,12 +322,12 @@ def _guess_dtype(info: tasks.LabelInfo) -> str:
 
 def read_sample(
   reader: RowReader, examples_uri: str, split: str, max_rows: int, seed: int = 0
-) -> Sample:
-  """A uniform random sample of up to `max_rows` rows of one split, as model inputs."""
-  records = _sample_records(_split_files(examples_uri, split), max_rows, seed)
+) -> tuple[Sample, SampleInfo]:
+  """Up to `max_rows` rows spread over one split, in random order, as model inputs."""
+  records, info = _sample_records(_split_files(examples_uri, split), max_rows, seed)
   if not records:
     raise OptimizerInputError(f"split {split!r} of {examples_uri} has no rows.")
-  return reader.read(records)
+  return reader.read(records), info
 
 
 def model_task(contract: model_contract.ModelContract | None, requested: str | None, model) -> str:

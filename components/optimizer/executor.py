@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -32,6 +33,7 @@ def config_from_exec_properties(exec_properties: dict[str, Any]) -> optimizer_li
     tensorrt=exec_properties.get(spec.TENSORRT_KEY) or d.tensorrt,
     target_sparsity=get(spec.TARGET_SPARSITY_KEY, d.target_sparsity, float),
     max_accuracy_drop=get(spec.MAX_ACCURACY_DROP_KEY, d.max_accuracy_drop, float),
+    min_agreement=get(spec.MIN_AGREEMENT_KEY, d.min_agreement, float),
     latency_runs=get(spec.LATENCY_RUNS_KEY, d.latency_runs, int),
     fine_tune_epochs=get(spec.FINE_TUNE_EPOCHS_KEY, d.fine_tune_epochs, int),
     max_train_rows=get(spec.MAX_TRAIN_ROWS_KEY, d.max_train_rows, int),
@@ -71,6 +73,7 @@ def _facts(model, serving_dir, reader, exec_properties) -> optimizer_lib.ModelFa
     columns={i["name"]: [c["column"] for c in i["columns"]] for i in contract.inputs},
     missing={i["name"]: i["missing_value"] for i in contract.inputs},
     preprocessing_included=contract.preprocessing_included,
+    contract=contract,
   )
 
 
@@ -111,15 +114,19 @@ def _optimize(
   model = data_lib.load_keras_model(serving_dir)
   label_key = exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY
   reader = data_lib.RowReader(model, serving_dir, schema_path, label_key, transform_uri)
-  train = data_lib.read_sample(
+  train, train_info = data_lib.read_sample(
     reader, examples_uri, spec.TRAIN_SPLIT, config.max_train_rows, config.seed
   )
-  evals = data_lib.read_sample(
+  evals, eval_info = data_lib.read_sample(
     reader, examples_uri, spec.EVAL_SPLIT, config.max_eval_rows, config.seed
   )
   facts = _facts(model, serving_dir, reader, exec_properties)
+  sampling = {
+    spec.TRAIN_SPLIT: dataclasses.asdict(train_info),
+    spec.EVAL_SPLIT: dataclasses.asdict(eval_info),
+  }
   return optimizer_lib.optimize(
-    model, train.inputs, evals.inputs, evals.labels, out_dir, facts, config
+    model, train.inputs, evals.inputs, evals.labels, out_dir, facts, config, sampling
   )
 
 

@@ -49,7 +49,8 @@ DEFAULT_VARIANTS = defaults.DEFAULT_VARIANTS
 
 SIZE_BASIS = (
   "baseline size = the Keras h5 file of the trained model without optimizer state (weights "
-  "and architecture); variant sizes are their model files; gzipped = gzip level 9 in memory"
+  "and architecture); variant sizes are their model files (pruned: its whole SavedModel, "
+  "graph and signatures included); gzipped = gzip level 9 in memory"
 )
 RESTORED_SIZE_BASIS = (
   "baseline size = an h5 file of the trained model's weights (run_fn saved it with "
@@ -58,8 +59,11 @@ RESTORED_SIZE_BASIS = (
 )
 # Converter messages can run to pages of MLIR; the report keeps the head, the log keeps all.
 MAX_REASON_CHARS = 2000
-# Regression agreement: a prediction agrees when it is within this share of the label's spread.
-REGRESSION_AGREEMENT_TOLERANCE = 0.01
+# Regression agreement: a prediction agrees when it is within this share of the label's standard
+# deviation of the baseline's (int8's rounding of a price model moves it by about 1%).
+REGRESSION_AGREEMENT_TOLERANCE = 0.1
+# Two-sided 95% normal quantile, for the confidence intervals of the eval sample's metrics.
+_Z95 = 1.959964
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +77,12 @@ class OptimizerConfig:
     tensorrt: 'off', 'auto' (build an FP16 engine when the tensorrt package and a CUDA GPU
       are present, else record why not) or 'required' (fail when they are not).
     target_sparsity: fraction of kernel weights the `pruned` variants zero.
-    max_accuracy_drop: a variant is blessed iff its metric is at most this many points worse
-      than the baseline's: accuracy percentage points for classification, percent of the RMSE
-      for regression.
+    max_accuracy_drop: a variant is blessed only if its metric is at most this many points
+      worse than the baseline's: accuracy percentage points for classification, percent of the
+      RMSE for regression.
+    min_agreement: ... and only if it agrees with the baseline on at least this share of the
+      eval rows (same class; for regression within REGRESSION_AGREEMENT_TOLERANCE of the label's
+      standard deviation).
     latency_runs: timed batch-1 predictions per variant.
     warmup_runs: untimed batch-1 predictions before timing.
     fine_tune_epochs: epochs of distillation for pruning and QAT.
@@ -94,10 +101,11 @@ class OptimizerConfig:
   tensorrt: str = defaults.TENSORRT_AUTO
   target_sparsity: float = defaults.TARGET_SPARSITY
   max_accuracy_drop: float = defaults.VARIANT_MAX_DROP
+  min_agreement: float = defaults.VARIANT_MIN_AGREEMENT
   latency_runs: int = 200
   warmup_runs: int = 20
   fine_tune_epochs: int = 8
-  min_fine_tune_steps: int = 300
+  min_fine_tune_steps: int = 600
   fine_tune_batch_size: int = 64
   fine_tune_learning_rate: float = 1e-3
   representative_rows: int = 200
@@ -137,6 +145,8 @@ class OptimizerConfig:
         raise UserInputError(f"{field}={getattr(self, field)} must be at least 1.")
     if self.warmup_runs < 0 or self.max_accuracy_drop < 0:
       raise UserInputError("warmup_runs and max_accuracy_drop must not be negative.")
+    if not 0.0 <= self.min_agreement <= 1.0:
+      raise UserInputError(f"min_agreement={self.min_agreement} must be in [0, 1], e.g. 0.9.")
     if self.fine_tune_learning_rate <= 0 or self.onnx_parity_tolerance < 0:
       raise UserInputError(
         "fine_tune_learning_rate must be positive and onnx_parity_tolerance >= 0."
@@ -165,6 +175,7 @@ class ModelFacts:
     missing: model input name -> how a missing value is fed ("NaN", "").
     preprocessing_included: whether the model takes raw columns; False when a Transform
       graph must run first (it is shipped beside the variants).
+    contract: the model's contract (the default model's), or None.
   """
 
   task: str
@@ -174,6 +185,7 @@ class ModelFacts:
   columns: dict[str, list[str]] = dataclasses.field(default_factory=dict)
   missing: dict[str, str] = dataclasses.field(default_factory=dict)
   preprocessing_included: bool = True
+  contract: Any = None
 
 
 class _Judge:
@@ -220,13 +232,53 @@ class _Judge:
     out["metric_value"] = out[self.metric_name]
     return out
 
-  def gate(self, value: float, baseline_value: float, max_drop: float) -> tuple[bool, float]:
-    """(blessed, drop): accuracy points lost, or percent of RMSE gained; negative is better."""
+  def gate(
+    self, metrics: dict[str, float], baseline_value: float, config: OptimizerConfig
+  ) -> tuple[bool, float, str]:
+    """(blessed, drop, why not): the metric drop and the agreement each have a bound.
+
+    The drop is accuracy points lost, or percent of RMSE gained; negative is better. `why not`
+    names each bound the variant missed ('' when blessed).
+    """
+    value = metrics["metric_value"]
     if self.task == tasks.REGRESSION:
       drop = round((value - baseline_value) / max(baseline_value, 1e-12) * 100.0, 6)
+      unit = "% of the RMSE"
     else:
       drop = round((baseline_value - value) * 100.0, 6)
-    return drop <= max_drop, drop
+      unit = " accuracy points"
+    missed = []
+    if drop > config.max_accuracy_drop:
+      missed.append(f"metric: {drop:+.2f}{unit}, over the {config.max_accuracy_drop:g} allowed")
+    agreement = metrics.get("agreement", 1.0)
+    if agreement < config.min_agreement:
+      missed.append(
+        f"agreement: {agreement:.1%} of the rows agree with the baseline, under the "
+        f"{config.min_agreement:.0%} required"
+      )
+    return not missed, drop, "; ".join(missed)
+
+  def confidence(self, outputs: np.ndarray) -> float:
+    """Half-width of the 95% confidence interval of the metric on these rows.
+
+    Accuracy: the Wilson interval's half-width, in points. RMSE: the delta method on the mean
+    squared error, in percent of the RMSE. It says how far the eval sample's figure may lie
+    from the whole split's.
+    """
+    n = len(self.labels)
+    if not n:
+      return float("nan")
+    decided = self.decide(outputs)
+    if self.task == tasks.REGRESSION:
+      squared = (decided - self.labels.astype(np.float64)) ** 2
+      mse = float(np.mean(squared))
+      if mse <= 0:
+        return 0.0
+      half = _Z95 * float(np.std(squared)) / np.sqrt(n)
+      return half / (2 * mse) * 100.0
+    p = float(np.mean(decided == self.labels))
+    z2 = _Z95**2
+    return _Z95 * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n) * 100.0
 
 
 def file_sizes(folder: str, filenames: list[str]) -> dict:
@@ -371,9 +423,11 @@ def _run_variant(
     key: (entry[key] / baseline[key] if baseline.get(key) else None)
     for key in ("metric_value", "size_bytes", "gzipped_size_bytes", "latency_ms_p50")
   }
-  entry["blessed"], entry["metric_drop"] = judge.gate(
-    entry["metric_value"], baseline["metric_value"], config.max_accuracy_drop
+  entry["blessed"], entry["metric_drop"], why_not = judge.gate(
+    metrics, baseline["metric_value"], config
   )
+  if why_not:
+    entry["gate_reason"] = why_not
   entry["details"] = conversion.details
   entry["preprocessing_included"] = facts.preprocessing_included
   entry["select_tf_ops"] = bool(conversion.details.get("select_tf_ops", False))
@@ -406,6 +460,7 @@ def optimize(
   output_dir: str,
   facts: ModelFacts,
   config: OptimizerConfig | None = None,
+  sampling: dict[str, Any] | None = None,
 ) -> dict:
   """Builds every configured variant of a Keras model, measures and gates each.
 
@@ -421,6 +476,8 @@ def optimize(
     output_dir: existing folder receiving one sub-folder per variant.
     facts: task, label and input contract (see ModelFacts).
     config: options; defaults to OptimizerConfig().
+    sampling: how the train and eval rows were drawn from their splits (data_lib.SampleInfo
+      as dicts, by split), recorded in the report.
 
   Returns:
     The report: baseline and per-variant metrics, blessings and the config.
@@ -457,6 +514,7 @@ def optimize(
       "runtime": runtimes.KerasRuntime.name,
       "status": STATUS_OK,
       **judge.metrics(baseline_outputs, baseline=True),
+      "ci95": round(judge.confidence(baseline_outputs), 4),
       **batch1_latency_ms(runtime, eval_inputs, config.latency_runs, config.warmup_runs),
       **file_sizes(scratch_dir, ["baseline.h5"]),
     }
@@ -472,6 +530,7 @@ def optimize(
       config=config,
       scratch_dir=scratch_dir,
       restored_baseline=model if restored else None,
+      contract=facts.contract,
     )
     names = config.variant_names()
     staging_dir = tempfile.mkdtemp(prefix=".staging-", dir=output_dir)
@@ -503,6 +562,7 @@ def optimize(
     "metric": judge.metric_name,
     "size_basis": RESTORED_SIZE_BASIS if restored else SIZE_BASIS,
     "rows": {"train": runtimes.rows(train_inputs), "eval": runtimes.rows(eval_inputs)},
+    "sampling": sampling or {},
     "preprocessing_included": facts.preprocessing_included,
     KEY_BASELINE: baseline,
     KEY_VARIANTS: entries,

@@ -33,6 +33,8 @@ def _row(entry: dict, metric: str) -> str:
     notes.append("needs Select TF ops")
   if entry.get("preprocessing_included") is False:
     notes.append("takes transformed features")
+  if entry.get("gate_reason"):
+    notes.append("not blessed: " + entry["gate_reason"])
   cells = [
     entry["name"],
     entry["status"],
@@ -51,6 +53,35 @@ def _row(entry: dict, metric: str) -> str:
     "; ".join(notes),
   ]
   return "| " + " | ".join(cells) + " |"
+
+
+def _sample_line(report: dict, metric: str) -> str:
+  """Which rows were measured, and how precisely the baseline's metric is known from them."""
+  sampling = report.get("sampling") or {}
+  evals = sampling.get("eval")
+  rows = report.get("rows", {}).get("eval", 0)
+  if evals and evals.get("every", 1) > 1:
+    drawn = (
+      f"{evals['rows']:,} of the split's {evals['of']:,} (every {evals['every']}th record from "
+      "a random start)"
+    )
+  else:
+    drawn = f"all {rows:,} rows of the split"
+  line = f"Eval rows measured: {drawn}."
+  ci = (report.get("baseline") or {}).get("ci95")
+  if ci is not None:
+    unit = "accuracy points" if metric == "accuracy" else "percent of the RMSE"
+    line += (
+      f" On them the baseline's {metric} is known to ±{ci:.2f} {unit} (95% confidence "
+      "interval); a variant's drop is measured on the same rows."
+    )
+  train = sampling.get("train")
+  if train:
+    line += (
+      f" Calibration and fine-tuning rows: {train['rows']:,} of the train split's "
+      f"{train['of']:,}, spread over all of it."
+    )
+  return line
 
 
 def markdown(report: dict) -> str:
@@ -74,11 +105,14 @@ def markdown(report: dict) -> str:
     if report.get("preprocessing_included", True)
     else "no (the transform graph ships with them)"
   )
+  agreement = config.get("min_agreement")
+  agree = f" and agreeing with it on at least {agreement:.0%} of the rows" if agreement else ""
   lines += [
     f"Task: {report.get('task')}. Blessing: {metric} at most {config.get('max_accuracy_drop')} "
-    f"{drop} worse than the baseline. Latency: batch 1, {config.get('latency_runs')} timed runs. "
-    f"Eval rows: {report.get('rows', {}).get('eval', 0)}. Preprocessing inside the variants: "
-    f"{inside}.",
+    f"{drop} worse than the baseline{agree}. Latency: batch 1, {config.get('latency_runs')} "
+    f"timed runs. Preprocessing inside the variants: {inside}.",
+    "",
+    _sample_line(report, metric),
     "",
     f"Sizes: {report.get('size_basis')}.",
     "",

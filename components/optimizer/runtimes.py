@@ -89,12 +89,6 @@ class KerasRuntime(Runtime):
       lambda x: model(x, training=False), input_signature=[specs], autograph=False
     )
 
-  @classmethod
-  def from_file(cls, path: str) -> KerasRuntime:
-    from components import preprocessing_layers  # noqa: F401  (registers the layers)
-
-    return cls(tf.keras.models.load_model(path, compile=False))
-
   def predict(self, batch: Inputs) -> np.ndarray:
     feed = {k: tf.constant(batch[k], dtype=s.dtype) for k, s in self._specs.items()}
     out = self._fn(feed)
@@ -115,6 +109,41 @@ class KerasRuntime(Runtime):
   def close(self) -> None:
     self._fn = None
     self._model = None
+
+
+class SavedModelRuntime(Runtime):
+  """One signature of a SavedModel, loaded with `tf.saved_model.load` alone.
+
+  No Keras and none of this project's code is needed to load it: that is what a client of the
+  serving folder has, so the variant is measured the way it will be called.
+  """
+
+  name = "tensorflow"
+
+  def __init__(self, path: str, signature_key: str):
+    self._loaded = tf.saved_model.load(path)
+    self._key = signature_key
+    self._fn = self._loaded.signatures[signature_key]
+    self._specs = dict(self._fn.structured_input_signature[1])
+    self._output = sorted(self._fn.structured_outputs)[0]
+
+  def predict(self, batch: Inputs) -> np.ndarray:
+    feed = {k: tf.constant(batch[k], dtype=s.dtype) for k, s in self._specs.items()}
+    return self._fn(**feed)[self._output].numpy()
+
+  def signature(self) -> dict[str, Any]:
+    return {
+      "signature_key": self._key,
+      "inputs": [
+        {"name": k, "dtype": s.dtype.name, "shape": [-1 if d is None else d for d in s.shape]}
+        for k, s in self._specs.items()
+      ],
+      "outputs": [{"name": self._output, "dtype": "float32"}],
+    }
+
+  def close(self) -> None:
+    self._fn = None
+    self._loaded = None
 
 
 def _quantize(x: np.ndarray, detail: dict) -> np.ndarray:

@@ -16,6 +16,7 @@ REPORT_KEY = "report"
 VARIANTS_KEY = "variants"  # JSON list of variant names.
 TARGET_SPARSITY_KEY = "target_sparsity"
 MAX_ACCURACY_DROP_KEY = "max_accuracy_drop"
+MIN_AGREEMENT_KEY = "min_agreement"
 TENSORRT_KEY = "tensorrt"
 LATENCY_RUNS_KEY = "latency_runs"
 FINE_TUNE_EPOCHS_KEY = "fine_tune_epochs"
@@ -36,6 +37,7 @@ class OptimizerSpec(component_spec.ComponentSpec):
     VARIANTS_KEY: component_spec.ExecutionParameter(type=str),
     TARGET_SPARSITY_KEY: component_spec.ExecutionParameter(type=float),
     MAX_ACCURACY_DROP_KEY: component_spec.ExecutionParameter(type=float),
+    MIN_AGREEMENT_KEY: component_spec.ExecutionParameter(type=float, optional=True),
     TENSORRT_KEY: component_spec.ExecutionParameter(type=str),
     LATENCY_RUNS_KEY: component_spec.ExecutionParameter(type=int),
     FINE_TUNE_EPOCHS_KEY: component_spec.ExecutionParameter(type=int),

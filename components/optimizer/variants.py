@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from components import defaults
+from components import defaults, model_contract
 from components.optimizer import conversions, runtimes, tensorrt_lib
 
 # Variant names (the list and its order live in components.defaults).
@@ -59,6 +59,7 @@ class ConversionContext:
     baseline_eval_outputs: the baseline's outputs on the eval rows.
     config: the OptimizerConfig.
     scratch_dir: a temporary folder for shared intermediate files.
+    contract: the model's contract (the default model's), or None for a module's own model.
     restored_baseline: the baseline itself when it wraps a function restored from a SavedModel
       without Keras config (see conversions.RestoredCall): it cannot be reloaded from
       `baseline_path`, so the variants share it, and those that rebuild its layers skip.
@@ -75,8 +76,10 @@ class ConversionContext:
     config: Any,
     scratch_dir: str,
     restored_baseline: tf.keras.Model | None = None,
+    contract: model_contract.ModelContract | None = None,
   ):
     self.restored_baseline = restored_baseline
+    self.contract = contract
     self.baseline_path = baseline_path
     self.train_inputs = train_inputs
     self.train_targets = train_targets
@@ -145,6 +148,13 @@ class ConversionContext:
       self._pruned = (path, conversions.kernel_sparsity(pruned))
     return self._pruned
 
+  def load_pruned(self) -> tuple[tf.keras.Model, dict]:
+    """The pruned model (loaded from its h5) and its measured sparsity."""
+    path, sparsity = self.pruned_model()
+    from components import preprocessing_layers  # noqa: F401  (registers the layers)
+
+    return tf.keras.models.load_model(path, compile=False), {"sparsity": sparsity}
+
   def cached_model(self, key: str, load) -> tuple[tf.keras.Model, dict]:
     """The model (and details) behind an export key, loaded once; variants do not modify it."""
     if key not in self._models:
@@ -210,25 +220,52 @@ def _write(out_dir: str, filename: str, content: bytes) -> str:
 
 @register
 class PrunedVariant(Variant):
-  """Magnitude pruning with distillation, saved as a Keras h5 and run by TensorFlow."""
+  """Magnitude pruning with distillation, shipped as a SavedModel that TensorFlow alone loads.
+
+  Its `model_inputs` signature takes the Keras model's inputs by name (what signature.json
+  lists and the Optimizer measures). A model with a contract (the default model) also gets the
+  trainer's serving signatures: `serving_default` over serialized tf.Examples and `rows` over
+  one named value per column, with contract.json beside them, so TF Serving serves the pruned
+  model exactly as it serves the trained one.
+  """
 
   name = PRUNED
-  runtime = runtimes.KerasRuntime.name
+  runtime = runtimes.SavedModelRuntime.name
   builds_models = True
 
   def skip_reason(self, context: ConversionContext) -> str | None:
     return context.keras_layers_missing("pruning", "pruned variants")
 
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
-    path, sparsity = context.pruned_model()
-    shutil.copyfile(path, os.path.join(out_dir, "model.h5"))
+    model, details = context.cached_model("pruned", context.load_pruned)
+    signatures = {
+      model_contract.MODEL_INPUTS_SIGNATURE: model_contract.model_inputs_signature(model)
+    }
+    if context.contract is not None:
+      columns = model_contract.contract_columns(context.contract)
+      signatures["serving_default"] = model_contract.examples_signature(model, columns)
+      signatures[model_contract.ROWS_SIGNATURE] = model_contract.rows_signature(model, columns)
+    else:
+      signatures["serving_default"] = signatures[model_contract.MODEL_INPUTS_SIGNATURE]
+    model.save(
+      out_dir, save_format="tf", include_optimizer=False, save_traces=False, signatures=signatures
+    )
+    if context.contract is not None:
+      model_contract.write_contract(out_dir, context.contract)
+    files = sorted(
+      os.path.relpath(os.path.join(root, f), out_dir)
+      for root, _, names in os.walk(out_dir)
+      for f in names
+    )
+    files.remove("saved_model.pb")
     return Conversion(
-      ["model.h5"],
-      {"target_sparsity": context.config.target_sparsity, "sparsity": sparsity},
+      ["saved_model.pb", *files],
+      {"target_sparsity": context.config.target_sparsity, **details, "format": "SavedModel"},
     )
 
   def load(self, out_dir: str, conversion: Conversion) -> runtimes.Runtime:
-    return runtimes.KerasRuntime.from_file(os.path.join(out_dir, conversion.model_files[0]))
+    del conversion
+    return runtimes.SavedModelRuntime(out_dir, model_contract.MODEL_INPUTS_SIGNATURE)
 
 
 class _TFLiteVariant(Variant):
@@ -333,10 +370,7 @@ class PrunedInt8Variant(_TFLiteVariant):
     return context.keras_layers_missing("pruning", "pruned variants")
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
-    path, sparsity = context.pruned_model()
-    from components import preprocessing_layers  # noqa: F401  (registers the layers)
-
-    return tf.keras.models.load_model(path, compile=False), {"sparsity": sparsity}
+    return context.load_pruned()
 
 
 @register
