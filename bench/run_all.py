@@ -21,6 +21,7 @@ import common
 import example_gen
 import optimizer
 import pipelines
+import quality
 import strategies
 import tfjob
 
@@ -91,7 +92,13 @@ def main(argv=None) -> int:
     tfjob.main,
     ["--repeats", repeats] + (["--steps", "200"] if args.quick else []),
   )
-  sections = [eg, pipe, opt, strat, job]
+  qual = _section(
+    "Model quality: the default model vs gradient-boosted trees and a linear model, on real "
+    "tables",
+    quality.main,
+    ["--tables", "penguins,titanic,diamonds"] if args.quick else [],
+  )
+  sections = [eg, pipe, opt, strat, job, qual]
   m = common.machine()
   finished = datetime.datetime.now(datetime.timezone.utc)
   header = (
