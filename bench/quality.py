@@ -301,8 +301,11 @@ def _default_model(pipeline_root: str, records: list[bytes]) -> tuple[np.ndarray
   return y.astype(np.int64), out, contract
 
 
-def run_table(table: Table, workdir: str) -> dict:
-  """Runs the pipeline and both baselines on one table; returns scores and times."""
+def run_table(table: Table, workdir: str, extra: tuple[str, ...] = ()) -> dict:
+  """Runs the pipeline and both baselines on one table; returns scores and times.
+
+  `extra` adds run_local.py flags (to try other settings; `make bench` adds none).
+  """
   frame = table.load()
   data = os.path.join(workdir, table.name, "data")
   out = os.path.join(workdir, table.name, "out")
@@ -310,7 +313,7 @@ def run_table(table: Table, workdir: str) -> dict:
   frame.to_csv(os.path.join(data, f"{table.name}.csv"), index=False)
   cmd = [common.python(), os.path.join(common.REPO_ROOT, "pipeline", "run_local.py")]
   cmd += ["--data-root", data, "--output-dir", out, "--label-key", table.label]
-  cmd += ["--optimizer-variants", "none", "--quiet"]
+  cmd += ["--optimizer-variants", "none", "--quiet", *extra]
   run = common.run_measured(cmd, timeout=3600)
   with open(os.path.join(out, "run_summary.json")) as f:
     summary = json.load(f)
@@ -449,6 +452,11 @@ def markdown(results: list[dict]) -> str:
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tables", default="", help="comma-separated table names (default: all)")
+  parser.add_argument(
+    "--pipeline-args",
+    default="",
+    help="extra run_local.py flags, space-separated (to try settings; the benchmark adds none)",
+  )
   args = parser.parse_args(argv)
   wanted = [t for t in args.tables.split(",") if t]
   tables = [t for t in TABLES if not wanted or t.name in wanted]
@@ -456,8 +464,9 @@ def main(argv=None) -> dict:
   with tempfile.TemporaryDirectory(prefix="bench-quality-") as workdir:
     for table in tables:
       print(f"-- {table.name}", flush=True)
-      result = run_table(table, workdir)
+      result = run_table(table, workdir, tuple(args.pipeline_args.split()))
       print(json.dumps(result["models"]), flush=True)
+      print(json.dumps(result["plan"]), flush=True)
       results.append(result)
   return {"markdown": markdown(results), "result": results}
 

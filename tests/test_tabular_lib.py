@@ -345,10 +345,10 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   from components.distributed_trainer import tabular_lib
 
   small = tabular_lib.plan_training(300, 30, None, None, 5)
-  assert (small.batch_size, small.epochs, small.patience) == (64, 200, 10)
+  assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
   assert small.fit_rows == 270 and small.steps_per_epoch == 5
   large = tabular_lib.plan_training(800_000, 80_000, None, None, 5)
-  assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 5
+  assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 10
   fixed = tabular_lib.plan_training(800_000, 80_000, 1000, None, 5)
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
   stopped = tabular_lib.plan_training(5000, 500, None, None, 5, early_stopping=False)

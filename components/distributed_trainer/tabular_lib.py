@@ -124,7 +124,9 @@ def plan_training(
   fit_rows = rows - holdout
   epochs = int(max_epochs or min(MAX_EPOCHS, max(MIN_EPOCHS, math.ceil(EXAMPLE_BUDGET / rows))))
   per_epoch = max(1, math.ceil(fit_rows / batch))
-  patience = max(5, min(10, epochs // 10)) if holdout else 0
+  # A held-out loss is noisy from epoch to epoch: patience of at least 10 epochs (a fifth of the
+  # budget, at most 20) lets the learning-rate cuts act before training stops.
+  patience = max(10, min(20, epochs // 5)) if holdout else 0
   reason = f"up to {epochs} epochs of {per_epoch} steps of {batch} on {fit_rows} rows"
   if patience:
     reason += f", stopping after {patience} epochs without a better loss on {holdout} held-out rows"
