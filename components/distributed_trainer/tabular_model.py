@@ -21,7 +21,7 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   "hidden_units": None,
   "num_layers": 2,
   "learning_rate": 1e-3,
-  "dropout": 0.1,
+  "dropout": 0.0,
   # Quantile bins per numeric column (piecewise-linear encoding); 0 turns them off.
   "numeric_bins": 16,
   # Text values seen fewer times than this in training go to the out-of-vocabulary slot.
