@@ -93,8 +93,7 @@ def main(argv=None) -> int:
     ["--repeats", repeats] + (["--steps", "200"] if args.quick else []),
   )
   qual = _section(
-    "Model quality: the default model vs gradient-boosted trees and a linear model, on real "
-    "tables",
+    "Model quality: the default model vs gradient-boosted trees and a linear model, on real tables",
     quality.main,
     ["--tables", "penguins,titanic,diamonds"] if args.quick else [],
   )

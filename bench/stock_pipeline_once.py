@@ -1,4 +1,10 @@
-"""One run of the stock three-component TFX pipeline (CsvExampleGen, Trainer, Pusher) on digits."""
+"""One run of a stock TFX pipeline on digits-shaped data (64 `pixel_*` int columns, `label`).
+
+By default the three components CsvExampleGen, Trainer and Pusher. With `--full`, the stock
+full pipeline a TFX user would run: CsvExampleGen, StatisticsGen, SchemaGen, ExampleValidator,
+Trainer, a LatestBlessedModelStrategy Resolver, the Evaluator (TFMA, accuracy threshold) and a
+Pusher that pushes only blessed models.
+"""
 
 import os
 
@@ -16,6 +22,7 @@ def main() -> None:
   parser.add_argument("--out", required=True)
   parser.add_argument("--train-steps", type=int, required=True)
   parser.add_argument("--eval-steps", type=int, default=0, help="0: the whole eval split")
+  parser.add_argument("--full", action="store_true", help="the stock full pipeline (see above)")
   parser.add_argument(
     "--tf-compat",
     action="store_true",
@@ -49,19 +56,21 @@ def main() -> None:
     train_args=tfx.proto.TrainArgs(num_steps=args.train_steps),
     eval_args=tfx.proto.EvalArgs(num_steps=args.eval_steps or None),
   )
-  pusher = tfx.components.Pusher(
-    model=trainer.outputs["model"],
-    push_destination=tfx.proto.PushDestination(
-      filesystem=tfx.proto.PushDestination.Filesystem(
-        base_directory=os.path.join(args.out, "serving")
-      )
-    ),
+  destination = tfx.proto.PushDestination(
+    filesystem=tfx.proto.PushDestination.Filesystem(
+      base_directory=os.path.join(args.out, "serving")
+    )
   )
+  if args.full:
+    components = [example_gen, *_full_pipeline(tfx, example_gen, trainer, destination)]
+  else:
+    pusher = tfx.components.Pusher(model=trainer.outputs["model"], push_destination=destination)
+    components = [example_gen, trainer, pusher]
   root = os.path.join(args.out, "root")
   pipeline = tfx.dsl.Pipeline(
     pipeline_name="stock_digits",
     pipeline_root=root,
-    components=[example_gen, trainer, pusher],
+    components=components,
     enable_cache=True,
     metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
       os.path.join(args.out, "metadata.sqlite")
@@ -76,6 +85,50 @@ def main() -> None:
     with open(found[-1]) as f:
       accuracy = float(f.read())
   print(json.dumps({"pipeline_s": seconds, "eval_accuracy": accuracy}))
+
+
+def _full_pipeline(tfx, example_gen, trainer, destination) -> list:
+  """StatisticsGen .. Pusher around the Trainer, wired as TFX's penguin template wires them."""
+  import tensorflow_model_analysis as tfma
+
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
+  validator = tfx.components.ExampleValidator(
+    statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+  )
+  resolver = tfx.dsl.Resolver(
+    strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+    model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+    model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+  ).with_id("latest_blessed_model_resolver")
+  accuracy = tfma.MetricConfig(
+    class_name="SparseCategoricalAccuracy",
+    threshold=tfma.MetricThreshold(
+      value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.1}),
+      change_threshold=tfma.GenericChangeThreshold(
+        direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -0.01}
+      ),
+    ),
+  )
+  eval_config = tfma.EvalConfig(
+    model_specs=[tfma.ModelSpec(label_key="label", signature_name="serving_default")],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[
+      tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount"), accuracy])
+    ],
+  )
+  evaluator = tfx.components.Evaluator(
+    examples=example_gen.outputs["examples"],
+    model=trainer.outputs["model"],
+    baseline_model=resolver.outputs["model"],
+    eval_config=eval_config,
+  )
+  pusher = tfx.components.Pusher(
+    model=trainer.outputs["model"],
+    model_blessing=evaluator.outputs["blessing"],
+    push_destination=destination,
+  )
+  return [statistics_gen, schema_gen, validator, trainer, resolver, evaluator, pusher]
 
 
 if __name__ == "__main__":

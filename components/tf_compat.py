@@ -268,3 +268,12 @@ def yielding_scope(strategy):
         outer.__exit__(None, None, None)
 
   return scope()
+
+
+def beam_pipeline_args(executor) -> list[str]:
+  """A TFX Beam executor's Beam arguments.
+
+  TFX 1.16's BaseBeamExecutor keeps them in `_beam_pipeline_args` and has no accessor; this is
+  the one place that reads the attribute (tests/test_tf_compat.py checks it is still there).
+  """
+  return list(getattr(executor, "_beam_pipeline_args", None) or [])

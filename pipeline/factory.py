@@ -18,6 +18,7 @@ from components.live_model.component import LiveModel
 from components.live_model.evaluator import BaselineAwareEvaluator
 from components.optimizer import Optimizer
 from components.pusher import Pusher
+from components.statistics_gen import StatisticsGen
 from pipeline.config import PipelineConfig
 
 # The Pusher writes the serving folder, so it always runs (and pushes nothing when its
@@ -137,7 +138,7 @@ def create_pipeline(
     rolling_spans=config.rolling_spans,
   )
   examples = example_gen.outputs["examples"]
-  statistics_gen = tfx.components.StatisticsGen(examples=examples)
+  statistics_gen = StatisticsGen(examples=examples)
   if config.schema_path:
     schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
   else:

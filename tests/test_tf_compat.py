@@ -193,3 +193,18 @@ def test_yielding_scope_lets_a_custom_loop_step_with_its_own_strategy():
     step()
   assert record.module_strategy is module
   assert float(weight.numpy()) == pytest.approx(0.0)
+
+
+def test_beam_pipeline_args_are_still_where_tfx_keeps_them():
+  from tfx.dsl.components.base import base_beam_executor
+
+  context = base_beam_executor.BaseBeamExecutor.Context(
+    beam_pipeline_args=["--runner=DirectRunner", "--direct_num_workers=2"]
+  )
+  from tfx.components.statistics_gen import executor as stock
+
+  executor = stock.Executor(context)
+  assert tf_compat.beam_pipeline_args(executor)[:2] == [
+    "--runner=DirectRunner",
+    "--direct_num_workers=2",
+  ]

@@ -1,0 +1,134 @@
+"""TFDV's statistics generators, run over a split's record batches in one process.
+
+The stock StatisticsGen runs TFDV's generators as Beam combiners over batches of about 1,000
+rows. On the DirectRunner that costs Beam's per-bundle work many times over what the generators
+themselves cost. Here the same generators (`stats_impl.get_generators(options, in_memory=True)`,
+TFDV's own in-memory set) take larger batches, read with TFXIO's own decoder, and their
+accumulators are merged as Beam would merge them. Memory stays flat in rows: one batch and the
+accumulators (sketches of fixed size) are held at a time.
+
+The result differs from the Beam path's only where TFDV's sketches estimate: quantiles and
+histograms within the KLL sketch's error, and top values and unique counts of string features
+with more distinct values than the Misra-Gries and KMV sketches hold (TFDV's in-memory path
+counts those with sketches, its Beam path exactly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+# Rows per record batch. Larger batches amortise the generators' per-batch Python work; past
+# about 8,192 rows the decoded batch falls out of the CPU caches and the pass slows down
+# (measured on 43,017 rows x 10 columns: 0.75 s at 1,000, 0.42 s at 8,192, 1.35 s at 65,536).
+BATCH_ROWS = 8192
+# Beam runners that run in this machine's process tree; any other runner gets the stock path.
+_LOCAL_RUNNERS = ("DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
+
+
+@dataclasses.dataclass(frozen=True)
+class InProcessPlan:
+  """Whether the statistics are computed in process, and why not when they are not."""
+
+  in_process: bool
+  reason: str
+
+
+def plan(
+  beam_pipeline_args: Sequence[str], stats_options: Any, sharded_output: bool
+) -> InProcessPlan:
+  """Decides between the in-process pass and the stock Beam pipeline.
+
+  Args:
+    beam_pipeline_args: the component's Beam arguments.
+    stats_options: the tfdv.StatsOptions the stock executor would use.
+    sharded_output: whether sharded statistics output was requested.
+
+  Returns:
+    The plan; the in-process pass only where it computes what the stock path would.
+  """
+  runner = _flag(beam_pipeline_args, "runner")
+  if runner and runner.split(".")[-1] not in _LOCAL_RUNNERS:
+    return InProcessPlan(False, f"--runner={runner} was named: Beam computes the statistics")
+  if sharded_output:
+    return InProcessPlan(False, "sharded statistics output was requested")
+  unsupported = {
+    "sample_rate": stats_options.sample_rate not in (None, 1.0),
+    "slicing": bool(
+      stats_options.experimental_slice_functions
+      or stats_options.experimental_slice_sqls
+      or stats_options.slicing_config
+    ),
+    "experimental_filter_read_paths": bool(stats_options.experimental_filter_read_paths),
+    "label_feature (lift statistics)": bool(stats_options.label_feature),
+    "feature partitions": stats_options.experimental_num_feature_partitions > 1,
+  }
+  named = [k for k, v in unsupported.items() if v]
+  if named:
+    return InProcessPlan(False, f"stats options use {', '.join(named)}: Beam computes them")
+  try:
+    _generators(stats_options)
+  except TypeError as e:  # A custom generator that only runs on Beam.
+    return InProcessPlan(False, f"a statistics generator needs Beam ({e})")
+  return InProcessPlan(True, "in process: TFDV's generators over record batches")
+
+
+def _flag(args: Sequence[str], name: str) -> str | None:
+  """The value of `--name=value` or `--name value` in Beam arguments (the last one wins)."""
+  value = None
+  args = list(args)
+  for i, arg in enumerate(args):
+    if arg == f"--{name}" and i + 1 < len(args):
+      value = args[i + 1]
+    elif arg.startswith(f"--{name}="):
+      value = arg.split("=", 1)[1]
+  return value
+
+
+def _generators(stats_options: Any) -> list:
+  from tensorflow_data_validation.statistics import stats_impl
+
+  return stats_impl.get_generators(stats_options, in_memory=True)
+
+
+def statistics(record_batches: Iterable[Any], stats_options: Any):
+  """TFDV statistics of a stream of Arrow record batches, as a DatasetFeatureStatisticsList.
+
+  Args:
+    record_batches: the split's rows, decoded as TFXIO decodes tf.Examples.
+    stats_options: tfdv.StatsOptions (see `plan` for what it may use).
+
+  Returns:
+    The DatasetFeatureStatisticsList the stock StatisticsGen writes for the split: one dataset,
+    the whole split, no slice name.
+  """
+  from tensorflow_data_validation.statistics import stats_impl
+
+  generators = _generators(stats_options)
+  accumulators = [g.create_accumulator() for g in generators]
+  for raw in record_batches:
+    batch = _allowed(raw, stats_options.feature_allowlist)
+    accumulators = [g.add_input(a, batch) for g, a in zip(generators, accumulators, strict=True)]
+  return stats_impl.extract_statistics_output(accumulators, generators)
+
+
+def _allowed(batch: Any, allowlist: Sequence[Any] | None) -> Any:
+  """The batch's columns named in `allowlist` (all of them without one), as TFDV filters."""
+  if not allowlist:
+    return batch
+  import pyarrow as pa
+
+  names = [str(f) for f in allowlist]
+  kept = [n for n in names if n in batch.schema.names]
+  return pa.RecordBatch.from_arrays([batch.column(n) for n in kept], kept)
+
+
+def split_statistics(tfxio: Any, stats_options: Any):
+  """`statistics` over every row of a TFXIO source, in BATCH_ROWS batches, in file order."""
+  from tfx_bsl.tfxio import dataset_options
+
+  options = dataset_options.RecordBatchesOptions(
+    batch_size=BATCH_ROWS, drop_final_batch=False, num_epochs=1, shuffle=False
+  )
+  return statistics(tfxio.RecordBatches(options), stats_options)
