@@ -55,6 +55,24 @@ def check_fraction(flag: str, value: float) -> None:
     raise CheckError(f"{flag} must be between 0 and 1, got {value:g}.")
 
 
+def check_beam_args(flag: str, values: list[str]) -> None:
+  """Beam options as Beam parses them: `--name=value` or `--name`, and no runner that is known
+  to compute wrong results."""
+  for value in values:
+    check_text(flag, value)
+    if not value.startswith("--") or value == "--":
+      raise CheckError(
+        f"{flag} {value!r} is not a Beam option; pass it as {flag}=--name=value, e.g. "
+        f"{flag}=--runner=DataflowRunner."
+      )
+    if value.split("=", 1)[0] == "--runner" and "dask" in value.lower():
+      raise CheckError(
+        f"{flag} {value!r}: Beam's DaskRunner runs only the last branch of a pipeline here "
+        "(stock CsvExampleGen on it wrote no train split); use the DirectRunner, Dataflow, "
+        "Flink or Spark."
+      )
+
+
 def check_at_least(flag: str, value: float, low: float) -> None:
   if not value >= low:  # NaN is not at least anything
     raise CheckError(f"{flag} must be at least {low:g}, got {value:g}.")

@@ -394,6 +394,7 @@ def main(argv=None) -> int:
   try:
     config = kubeflow_config(args)
     check_target(args.target, config)
+    checks.check_beam_args("--beam-arg", args.beam_arg)
   except cli.UserInputError as e:
     return cli.fail(str(e))
   for line in compile_warnings(args, config, args.volume):

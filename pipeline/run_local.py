@@ -64,6 +64,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     default=0,
     help="Beam DirectRunner worker processes for Beam components (0: in-process, the default)",
   )
+  parser.add_argument(
+    "--beam-arg",
+    action="append",
+    default=[],
+    help="a Beam pipeline option for the Beam components, repeatable, e.g. "
+    "--beam-arg=--runner=DataflowRunner --beam-arg=--project=P (a distributed runner makes "
+    "the in-process paths step aside for Beam)",
+  )
   shown = parser.add_mutually_exclusive_group()
   shown.add_argument("--quiet", action="store_true", help="print only the summary")
   shown.add_argument("--verbose", action="store_true", help="stream the full log as well")
@@ -87,6 +95,7 @@ def main(argv=None) -> int:
         if not checks.is_uri(value):
           checks.check_writable(flag, value)
     checks.check_at_least("--direct-workers", args.direct_workers, 0)
+    checks.check_beam_args("--beam-arg", args.beam_arg)
     config = cli.config_from_args(args, root, serving)
   except cli.UserInputError as e:
     return cli.fail(str(e))
@@ -140,9 +149,9 @@ def _run(args, config, out: pathlib.Path) -> int:
     )
     store = metadata_store.MetadataStore(connection)
     cleanup = recovery.fail_abandoned_executions(store, config.pipeline_name, config.pipeline_root)
-    beam_args = []
+    beam_args = list(args.beam_arg)
     if args.direct_workers:
-      beam_args = [
+      beam_args += [
         "--direct_running_mode=multi_processing",
         f"--direct_num_workers={args.direct_workers}",
       ]

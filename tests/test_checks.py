@@ -161,6 +161,16 @@ def test_control_characters_are_refused(value, shown):
   checks.check_text("--model-name", "plain name, with ünïcode")
 
 
+def test_beam_args_are_options_and_never_the_dask_runner():
+  checks.check_beam_args(
+    "--beam-arg", ["--runner=DataflowRunner", "--project=p", "--save_main_session"]
+  )
+  with pytest.raises(checks.CheckError, match=r"'runner=DataflowRunner' is not a Beam option"):
+    checks.check_beam_args("--beam-arg", ["runner=DataflowRunner"])
+  with pytest.raises(checks.CheckError, match="DaskRunner runs only the last branch"):
+    checks.check_beam_args("--beam-arg", ["--runner=DaskRunner"])
+
+
 def test_simple_flag_checks():
   checks.check_fraction("--max-bad-row-fraction", 0.0)
   with pytest.raises(checks.CheckError, match=r"--min-accuracy must be between 0 and 1, got 1\.5"):

@@ -67,6 +67,9 @@ def data(tmp_path):
       "over the 3-class cap; pass --task regression",
     ),
     (("--delimiter", ";;"), "--delimiter must be one character"),
+    (("--beam-arg", "runner=DataflowRunner"), "'runner=DataflowRunner' is not a Beam option"),
+    (("--max-mse", "nan"), "--max-mse must be at least 0, got nan."),
+    (("--variant-max-drop", "-1"), "--variant-max-drop must be at least 0, got -1."),
   ],
   ids=lambda v: v if isinstance(v, str) else None,
 )
