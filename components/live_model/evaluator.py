@@ -11,12 +11,14 @@ import tensorflow_model_analysis as tfma
 from tfx import types
 from tfx.components.evaluator import executor as stock_evaluator
 from tfx.dsl.components.base import base_component, executor_spec
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
-from tfx.utils import json_utils
+from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
+from components import tf_compat
+from components.live_model import evaluation_lib, floor_lib
 from components.live_model import executor as live_executor
-from components.live_model import floor_lib
 
 # JSON {"task": ...} when the floor is automatic (floor_lib); absent or "" otherwise.
 AUTO_FLOOR_KEY = "auto_floor"
@@ -59,13 +61,104 @@ class Executor(stock_evaluator.Executor):
         config_key: floor_lib.with_floor(exec_properties[config_key], task, floor.value),
       }
       logging.info("Evaluator floor: %s", floor.reason)
-    super().Do(input_dict, output_dict, exec_properties)
+    if not self._in_process(input_dict, output_dict, exec_properties):
+      super().Do(input_dict, output_dict, exec_properties)
     if floor is not None:
       blessing = artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
       )
       blessing.set_float_custom_property(floor_lib.FLOOR_PROPERTY, floor.value)
       blessing.set_string_custom_property(floor_lib.FLOOR_REASON_PROPERTY, floor.reason)
+
+  def _in_process(
+    self,
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+  ) -> bool:
+    """Evaluates in process where evaluation_lib computes what TFMA would; False otherwise.
+
+    Writes what the stock executor writes: TFMA's files in the evaluation folder, and the
+    blessing (BLESSED or NOT_BLESSED, and its properties) when thresholds are configured.
+    """
+    raw = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
+    if not raw:
+      return False
+    has_baseline = bool(input_dict.get(standard_component_specs.BASELINE_MODEL_KEY))
+    eval_config = proto_utils.json_to_proto(raw, tfma.EvalConfig())
+    eval_config = tfma.utils.update_eval_config_with_defaults(
+      eval_config, has_baseline=has_baseline, rubber_stamp=True
+    )
+    tfma.utils.verify_eval_config(eval_config)
+    decision = evaluation_lib.plan(eval_config, tf_compat.beam_pipeline_args(self), exec_properties)
+    if not decision.in_process:
+      logging.info("Evaluator on TFMA's Beam pipeline: %s.", decision.reason)
+      return False
+    self._log_startup(input_dict, output_dict, exec_properties)
+    files = []
+    for uri in artifact_utils.get_split_uris(
+      input_dict[standard_component_specs.EXAMPLES_KEY], "eval"
+    ):
+      files += sorted(fileio.glob(io_utils.all_files_pattern(uri)))
+    models = {}
+    outputs = {}
+    for spec in eval_config.model_specs:
+      key = (
+        standard_component_specs.BASELINE_MODEL_KEY
+        if spec.is_baseline
+        else standard_component_specs.MODEL_KEY
+      )
+      artifact = artifact_utils.get_single_instance(input_dict[key])
+      path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
+      models[spec.name] = path
+      try:
+        outputs[spec.name] = evaluation_lib.model_outputs(path, spec, files)
+      except Exception:  # A model this path cannot read (a module's own signatures): TFMA can.
+        logging.warning(
+          "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
+        )
+        return False
+    metrics = evaluation_lib.compute_metrics(eval_config, outputs)
+    output_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
+    result = evaluation_lib.write_evaluation(
+      eval_config, metrics, output_uri, models, "<user provided PCollection>"
+    )
+    logging.info(
+      "Evaluation in process: %d rows, %s.",
+      len(next(iter(outputs.values())).labels),
+      decision.reason,
+    )
+    thresholds = tfma.metrics.metric_thresholds_from_metrics_specs(
+      eval_config.metrics_specs, eval_config=eval_config
+    )
+    if thresholds:
+      _write_blessing(input_dict, output_dict, exec_properties, result.validation_ok)
+    return True
+
+
+def _write_blessing(input_dict, output_dict, exec_properties, blessed: bool) -> None:
+  """The blessing as the stock executor writes it: file, URIs and ids, the verdict."""
+  import os
+
+  from tfx.components.evaluator import constants
+
+  blessing = artifact_utils.get_single_instance(output_dict[standard_component_specs.BLESSING_KEY])
+  model = input_dict[standard_component_specs.MODEL_KEY][0]
+  blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY, model.uri)
+  blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+  if input_dict.get(standard_component_specs.BASELINE_MODEL_KEY):
+    baseline = input_dict[standard_component_specs.BASELINE_MODEL_KEY][0]
+    blessing.set_string_custom_property(
+      constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, baseline.uri
+    )
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY, baseline.id)
+  if "current_component_id" in exec_properties:
+    blessing.set_string_custom_property("component_id", exec_properties["current_component_id"])
+  name = constants.BLESSED_FILE_NAME if blessed else constants.NOT_BLESSED_FILE_NAME
+  io_utils.write_string_file(os.path.join(blessing.uri, name), "")
+  value = constants.BLESSED_VALUE if blessed else constants.NOT_BLESSED_VALUE
+  blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY, value)
+  logging.info("Blessing result %s written to %s.", blessed, blessing.uri)
 
 
 def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:

@@ -1,0 +1,357 @@
+"""The Evaluator's metrics in one process: batched predictions, TFMA's formulas, TFMA's files.
+
+Stock TFMA computes a handful of metrics through a Beam pipeline that handles every example as
+a Python object: on 40,000 eval rows it spent 13 s where one batched `predict` takes 0.3 s. For
+the metrics this pipeline configures (`SUPPORTED_METRICS`) on the overall slice, this module
+computes the same numbers from batched predictions with numpy, following TFMA's definitions:
+  - ExampleCount: the examples;
+  - SparseCategoricalAccuracy (a Keras metric in TFMA): argmax of the prediction == label;
+  - BinaryAccuracy: prediction > 0.5 agrees with the 0/1 label;
+  - AUC: TFMA's ROC AUC from a 10,000-bucket calibration histogram rebinned to 10,000
+    interpolated thresholds, trapezoids (TFMA's default `interpolation` summation);
+  - MeanSquaredError and MeanAbsoluteError: the mean over examples.
+Metric keys, diff keys against the baseline, the thresholds' verdict and the output files are
+TFMA's own: keys from `metric_specs.to_computations`, the verdict from TFMA's
+`metrics_validator.validate_metrics` and `CombineValidations`, the protos from its writer's
+`convert_slice_*_to_proto`, so the ModelEvaluation folder reads as stock's
+(`tfma.load_metrics`, `tfma.load_validation_result`). Anything else gets stock TFMA (`plan`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+SUPPORTED_METRICS = (
+  "ExampleCount",
+  "SparseCategoricalAccuracy",
+  "BinaryAccuracy",
+  "AUC",
+  "MeanSquaredError",
+  "MeanAbsoluteError",
+)
+# The name each metric's keys carry (TFMA's default names; tests/test_evaluation.py checks them
+# against stock TFMA's output).
+KEY_NAMES = {
+  "ExampleCount": "example_count",
+  "SparseCategoricalAccuracy": "sparse_categorical_accuracy",
+  "BinaryAccuracy": "binary_accuracy",
+  "AUC": "auc",
+  "MeanSquaredError": "mean_squared_error",
+  "MeanAbsoluteError": "mean_absolute_error",
+}
+# The serving signature and the preprocessing function this pipeline's models export.
+SERVING_SIGNATURE = "serving_default"
+PREPROCESSING_SIGNATURE = "transform_features"
+BATCH_ROWS = 8192
+_LOCAL_RUNNERS = ("DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
+# TFMA's calibration histogram and AUC constants (metrics/calibration_histogram.py and
+# binary_confusion_matrices.py in tensorflow-model-analysis 0.47).
+_NUM_BUCKETS = 10_000
+_EPSILON = 1e-7
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """Whether this module computes the evaluation, and why not when it does not."""
+
+  in_process: bool
+  reason: str
+
+
+def plan(eval_config: Any, beam_pipeline_args: Sequence[str], exec_properties: dict) -> Plan:
+  """In process only where the result is the one stock TFMA computes, else stock TFMA.
+
+  Args:
+    eval_config: the EvalConfig after `tfma.utils.update_eval_config_with_defaults`.
+    beam_pipeline_args: the component's Beam arguments.
+    exec_properties: the Evaluator's execution properties.
+  """
+  reason = next(_why_not(eval_config, beam_pipeline_args, exec_properties), None)
+  if reason:
+    return Plan(False, reason)
+  return Plan(True, "in process: batched predictions, TFMA's formulas and files")
+
+
+def _why_not(eval_config: Any, beam_pipeline_args: Sequence[str], exec_properties: dict):
+  """Yields each reason the in-process path would not compute what TFMA computes."""
+  runner = _flag(beam_pipeline_args, "runner")
+  if runner and runner.split(".")[-1] not in _LOCAL_RUNNERS:
+    yield f"--runner={runner} was named: TFMA runs on Beam"
+  for key in ("module_file", "module_path"):
+    if exec_properties.get(key):
+      yield f"a {key} may define custom extractors or models"
+  splits = json.loads(exec_properties.get("example_splits") or "null") or ["eval"]
+  if splits != ["eval"]:
+    yield f"example_splits {splits}"
+  if len(eval_config.slicing_specs) != 1 or eval_config.slicing_specs[0].ByteSize():
+    yield "slices other than the overall one"
+  if eval_config.cross_slicing_specs or eval_config.options.compute_confidence_intervals.value:
+    yield "cross slices or confidence intervals"
+  for spec in eval_config.model_specs:
+    if (
+      spec.prediction_key or spec.label_keys or spec.example_weight_key or spec.example_weight_keys
+    ):
+      yield f"model spec {spec.name!r} uses prediction or weight keys"
+    if not spec.label_key:
+      yield f"model spec {spec.name!r} has no label_key"
+    if spec.signature_name not in ("", SERVING_SIGNATURE):
+      yield f"signature {spec.signature_name!r}"
+    if set(spec.preprocessing_function_names) - {PREPROCESSING_SIGNATURE}:
+      yield f"preprocessing functions {list(spec.preprocessing_function_names)}"
+  for metrics_spec in eval_config.metrics_specs:
+    if metrics_spec.HasField("binarize") or metrics_spec.HasField("aggregate"):
+      yield "binarized or aggregated metrics"
+    if metrics_spec.output_names or metrics_spec.query_key:
+      yield "output names or query keys"
+    for metric in metrics_spec.metrics:
+      if metric.class_name not in SUPPORTED_METRICS or metric.module or metric.config:
+        yield f"metric {metric.class_name} (with its settings)"
+
+
+def _flag(args: Sequence[str], name: str) -> str | None:
+  value = None
+  args = list(args)
+  for i, arg in enumerate(args):
+    if arg == f"--{name}" and i + 1 < len(args):
+      value = args[i + 1]
+    elif arg.startswith(f"--{name}="):
+      value = arg.split("=", 1)[1]
+  return value
+
+
+# ----------------------------------------------------------------------------- predictions
+
+
+@dataclasses.dataclass
+class ModelOutputs:
+  """One model's predictions on the eval rows, and the labels as that model sees them."""
+
+  predictions: np.ndarray  # [rows, k] float64
+  labels: np.ndarray  # [rows] float64
+
+
+def record_batches(files: Sequence[str], rows: int = BATCH_ROWS) -> Iterator[Any]:
+  """Batches of serialized tf.Examples from the split's (gzipped) TFRecord files."""
+  import tensorflow as tf
+
+  compression = "GZIP" if files and files[0].endswith(".gz") else ""
+  yield from tf.data.TFRecordDataset(list(files), compression_type=compression).batch(rows)
+
+
+def model_outputs(saved_model_dir: str, spec: Any, files: Sequence[str]) -> ModelOutputs:
+  """Runs one model over the eval split in batches, as TFMA feeds it: serialized Examples.
+
+  Raises:
+    ValueError: when the signature has more than one output or the label cannot be found.
+  """
+  import tensorflow as tf
+
+  loaded = tf.saved_model.load(saved_model_dir)
+  serve = loaded.signatures[spec.signature_name or SERVING_SIGNATURE]
+  transform = (
+    loaded.signatures[PREPROCESSING_SIGNATURE]
+    if PREPROCESSING_SIGNATURE in spec.preprocessing_function_names
+    else None
+  )
+  input_name = _single_string_input(serve)
+  predictions, labels = [], []
+  for batch in record_batches(files):
+    outputs = serve(**{input_name: batch})
+    if len(outputs) != 1:
+      raise ValueError(f"the serving signature has {len(outputs)} outputs; TFMA runs for it")
+    [prediction] = outputs.values()
+    predictions.append(np.asarray(prediction.numpy(), np.float64).reshape(len(batch), -1))
+    labels.append(_labels(batch, spec.label_key, transform))
+  return ModelOutputs(np.concatenate(predictions), np.concatenate(labels))
+
+
+def _single_string_input(signature) -> str:
+  import tensorflow as tf
+
+  specs = signature.structured_input_signature[1]
+  if len(specs) != 1 or next(iter(specs.values())).dtype != tf.string:
+    raise ValueError("the serving signature does not take serialized Examples alone")
+  return next(iter(specs))
+
+
+def _stored_type(record: bytes, key: str):
+  """The TensorFlow type a feature is stored as in a serialized tf.Example (numbers only)."""
+  import tensorflow as tf
+
+  feature = tf.train.Example.FromString(record).features.feature.get(key)
+  if feature is None or feature.WhichOneof("kind") == "bytes_list":
+    raise ValueError(f"label {key!r} is text or absent in the examples; TFMA reads it")
+  return tf.int64 if feature.WhichOneof("kind") == "int64_list" else tf.float32
+
+
+def _labels(batch, label_key: str, transform) -> np.ndarray:
+  import tensorflow as tf
+
+  if transform is not None:
+    [name] = transform.structured_input_signature[1]
+    value = transform(**{name: batch})[label_key]
+  else:
+    dtype = _stored_type(batch.numpy()[0], label_key)
+    parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
+    value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
+  value = tf.cast(value, tf.float64).numpy().reshape(len(batch.numpy()), -1)
+  if value.shape[1] != 1:
+    raise ValueError(f"label {label_key!r} has {value.shape[1]} values per example")
+  return value[:, 0]
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def metric_value(class_name: str, outputs: ModelOutputs) -> float:
+  """One metric, by TFMA's definition, on one model's outputs."""
+  p, y = outputs.predictions, outputs.labels
+  if class_name == "ExampleCount":
+    return float(len(y))
+  if class_name == "SparseCategoricalAccuracy":
+    # A Keras metric in TFMA: argmax of the scores against the class index, in float32.
+    return float(np.float32(np.mean(p.argmax(axis=1) == y)))
+  if class_name == "BinaryAccuracy":
+    positive = p[:, 0] > 0.5
+    return float(np.mean(positive == (y > 0.5)))
+  if class_name == "AUC":
+    return roc_auc(p[:, 0], y)
+  if class_name in ("MeanSquaredError", "MeanAbsoluteError"):
+    keep = ~np.isnan(p[:, 0] - y)
+    error = p[keep, 0] - y[keep]
+    values = error**2 if class_name == "MeanSquaredError" else np.abs(error)
+    return float(np.sum(values) / max(int(keep.sum()), 1))
+  raise ValueError(f"unsupported metric {class_name}")
+
+
+def roc_auc(predictions: np.ndarray, labels: np.ndarray) -> float:
+  """TFMA's default AUC: ROC, 10,000 interpolated thresholds over a calibration histogram."""
+  from tensorflow_model_analysis.metrics import calibration_histogram
+
+  index = predictions * _NUM_BUCKETS + 1
+  index = np.where(index < 0, 0, np.where(index >= _NUM_BUCKETS + 1, _NUM_BUCKETS + 1, index))
+  index = index.astype(np.int64)
+  present = np.unique(index)
+  positions = np.searchsorted(present, index)
+  weighted_labels = np.bincount(positions, weights=labels, minlength=len(present))
+  weighted_predictions = np.bincount(positions, weights=predictions, minlength=len(present))
+  examples = np.bincount(positions, minlength=len(present)).astype(np.float64)
+  histogram = [
+    calibration_histogram.Bucket(int(b), float(lab), float(pred), float(n))
+    for b, lab, pred, n in zip(
+      present, weighted_labels, weighted_predictions, examples, strict=True
+    )
+  ]
+  thresholds = [-_EPSILON, *((i + 1) / (_NUM_BUCKETS - 1) for i in range(_NUM_BUCKETS - 2))]
+  thresholds.append(1.0 + _EPSILON)
+  rebin = [t + _EPSILON if t != 0 else t for t in thresholds]
+  buckets = calibration_histogram.rebin(rebin, histogram)
+  pos = np.array([b.weighted_labels for b in buckets])
+  neg = np.array([b.weighted_examples - b.weighted_labels for b in buckets])
+  # tp/fp: the labels at or above each threshold's bucket; fn/tn: below it.
+  tp = np.cumsum(pos[::-1])[::-1]
+  fp = np.cumsum(neg[::-1])[::-1]
+  fn = np.concatenate([[0.0], np.cumsum(pos)[:-1]])
+  tn = np.concatenate([[0.0], np.cumsum(neg)[:-1]])
+  n = len(thresholds)
+  tp, fp, fn, tn = tp[:n], fp[:n], fn[:n], tn[:n]
+  last = thresholds[-1] >= 1.0 + _EPSILON
+  if last:
+    tp[-1], fp[-1], fn[-1], tn[-1] = 0.0, 0.0, tp[0], fp[0]
+  with np.errstate(divide="ignore", invalid="ignore"):
+    recall = tp / (tp + fn)
+    fp_rate = fp / (fp + tn)
+  heights = (recall[:-1] + recall[1:]) / 2.0
+  return float(np.nansum((fp_rate[:-1] - fp_rate[1:]) * heights))
+
+
+def compute_metrics(eval_config: Any, outputs: dict[str, ModelOutputs]) -> dict[Any, float]:
+  """Every public MetricKey TFMA would compute for this config, with its value.
+
+  Args:
+    eval_config: the updated EvalConfig (model specs named when there is a baseline).
+    outputs: model spec name -> that model's outputs.
+
+  Returns:
+    MetricKey -> value, the diff keys against the baseline included.
+  """
+  from tensorflow_model_analysis.metrics import metric_specs, metric_types
+  from tensorflow_model_analysis.utils import model_util
+
+  computations = metric_specs.to_computations(eval_config.metrics_specs, eval_config=eval_config)
+  keys = {k for c in computations for k in c.keys if not k.name.startswith("_")}
+  names = {
+    KEY_NAMES[m.class_name]: m.class_name for s in eval_config.metrics_specs for m in s.metrics
+  }
+  result: dict[metric_types.MetricKey, float] = {}
+  for key in keys:
+    if key.name not in names or key.is_diff:
+      continue
+    result[key] = metric_value(names[key.name], outputs[key.model_name])
+  baseline = model_util.get_baseline_model_spec(eval_config)
+  if baseline is not None:
+    for key, value in list(result.items()):
+      base = key.make_baseline_key(baseline.name)
+      if key.model_name != baseline.name and base in result:
+        result[key.make_diff_key()] = value - result[base]
+  return result
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def write_evaluation(
+  eval_config: Any,
+  metrics: dict[Any, float],
+  output_uri: str,
+  model_locations: dict[str, str],
+  data_location: str,
+) -> Any:
+  """Writes TFMA's output files for the overall slice and returns the ValidationResult.
+
+  metrics-00000-of-00001.tfrecord, plots-... and attributions-... (one record each, as TFMA
+  writes for a slice with no plots), validations.tfrecord and eval_config.json.
+  """
+  import tensorflow as tf
+  import tensorflow_model_analysis as tfma
+  from google.protobuf import json_format
+  from tensorflow_model_analysis.evaluators import metrics_validator
+  from tensorflow_model_analysis.proto import config_pb2
+  from tensorflow_model_analysis.writers import metrics_plots_and_validations_writer as writer
+
+  tf.io.gfile.makedirs(output_uri)
+  overall = ()
+  records = {
+    "metrics-00000-of-00001.tfrecord": writer.convert_slice_metrics_to_proto(
+      (overall, metrics), add_metrics_callbacks=None
+    ),
+    "plots-00000-of-00001.tfrecord": writer.convert_slice_plots_to_proto(
+      (overall, {}), add_metrics_callbacks=None
+    ),
+    "attributions-00000-of-00001.tfrecord": writer.convert_slice_attributions_to_proto(
+      (overall, {})
+    ),
+  }
+  validation = metrics_validator.validate_metrics((overall, metrics), eval_config)
+  combine = writer.CombineValidations(eval_config, rubber_stamp=False)
+  result = combine.extract_output(combine.add_input(combine.create_accumulator(), validation))
+  records["validations.tfrecord"] = result
+  for name, proto in records.items():
+    with tf.io.TFRecordWriter(os.path.join(output_uri, name)) as f:
+      f.write(proto.SerializeToString())
+  run = config_pb2.EvalRun(
+    eval_config=eval_config,
+    version=tfma.__version__,
+    data_location=data_location,
+    file_format="<unknown>",
+    model_locations=model_locations,
+  )
+  with tf.io.gfile.GFile(os.path.join(output_uri, "eval_config.json"), "w") as f:
+    f.write(json_format.MessageToJson(run))
+  return result

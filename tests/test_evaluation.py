@@ -1,0 +1,201 @@
+"""The Evaluator in process against stock TFMA: the same metrics, verdict and blessing."""
+
+import json
+import os
+
+import pytest
+import tensorflow_model_analysis as tfma
+from tfx.components.evaluator import executor as stock_executor
+from tfx.dsl.components.base import base_beam_executor
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types import standard_component_specs as sc
+from tfx.utils import proto_utils
+
+from components.live_model import evaluation_lib
+from components.live_model import evaluator as our_evaluator
+from tests import tabular_data as td
+
+TASKS = ("binary", "multiclass", "regression")
+
+
+def _artifact(kind, uri, id_=0):
+  artifact = kind()
+  artifact.uri = str(uri)
+  artifact.id = id_
+  return artifact
+
+
+def _train(root, data, task, steps, seed):
+  from components.distributed_trainer import strategy_lib, tabular_lib
+
+  model_uri = root / f"model-{steps}-{seed}"
+  settings = tabular_lib.RunSettings(
+    train_files=[f"{data['examples']}/Split-train/*"],
+    eval_files=[f"{data['examples']}/Split-eval/*"],
+    schema_path=data["schema"],
+    serving_model_dir=str(model_uri / "Format-Serving"),
+    model_run_dir=str(root / f"run-{steps}-{seed}"),
+    label_key=td.LABEL,
+    task=task,
+    train_steps=steps,
+    num_epochs=2,
+    seed=seed,
+  )
+  tabular_lib.train(settings, strategy_lib.default_strategy())
+  return model_uri
+
+
+@pytest.fixture(scope="module")
+def setups(tmp_path_factory):
+  """task -> Examples artifact, a trained candidate and a weaker baseline."""
+  out = {}
+  for task in TASKS:
+    root = tmp_path_factory.mktemp(task)
+    data = td.write_examples(str(root), task, train_rows=500, eval_rows=400)
+    examples = _artifact(standard_artifacts.Examples, data["examples"], 1)
+    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    candidate = _artifact(standard_artifacts.Model, _train(root, data, task, 80, 1), 2)
+    baseline = _artifact(standard_artifacts.Model, _train(root, data, task, 4, 2), 3)
+    out[task] = (examples, candidate, baseline)
+  return out
+
+
+def _eval_config(task: str, floor: float) -> tfma.EvalConfig:
+  """What pipeline/factory.py configures for the task (floor, change bound, ExampleCount)."""
+  if task == "regression":
+    threshold = tfma.MetricThreshold(
+      value_threshold=tfma.GenericValueThreshold(upper_bound={"value": floor}),
+      change_threshold=tfma.GenericChangeThreshold(
+        direction=tfma.MetricDirection.LOWER_IS_BETTER, relative={"value": 0.05}
+      ),
+    )
+    metrics = [
+      tfma.MetricConfig(class_name="MeanSquaredError", threshold=threshold),
+      tfma.MetricConfig(class_name="MeanAbsoluteError"),
+    ]
+  else:
+    threshold = tfma.MetricThreshold(
+      value_threshold=tfma.GenericValueThreshold(lower_bound={"value": floor}),
+      change_threshold=tfma.GenericChangeThreshold(
+        direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -0.01}
+      ),
+    )
+    name = "BinaryAccuracy" if task == "binary" else "SparseCategoricalAccuracy"
+    metrics = [tfma.MetricConfig(class_name=name, threshold=threshold)]
+    if task == "binary":
+      metrics.append(tfma.MetricConfig(class_name="AUC"))
+  count = tfma.MetricThreshold(
+    value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 50})
+  )
+  metrics.append(tfma.MetricConfig(class_name="ExampleCount", threshold=count))
+  return tfma.EvalConfig(
+    model_specs=[
+      tfma.ModelSpec(
+        label_key=td.LABEL,
+        signature_name="serving_default",
+        preprocessing_function_names=["transform_features"],
+      )
+    ],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
+  )
+
+
+def _run(executor_class, out, examples, candidate, baseline, eval_config):
+  evaluation = _artifact(standard_artifacts.ModelEvaluation, out / "evaluation")
+  blessing = _artifact(standard_artifacts.ModelBlessing, out / "blessing")
+  os.makedirs(blessing.uri, exist_ok=True)
+  inputs = {sc.EXAMPLES_KEY: [examples], sc.MODEL_KEY: [candidate]}
+  if baseline is not None:
+    inputs[sc.BASELINE_MODEL_KEY] = [baseline]
+  props = {
+    sc.EVAL_CONFIG_KEY: proto_utils.proto_to_json(eval_config),
+    sc.EXAMPLE_SPLITS_KEY: "null",
+  }
+  context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=[])
+  executor_class(context).Do(
+    inputs, {sc.EVALUATION_KEY: [evaluation], sc.BLESSING_KEY: [blessing]}, props
+  )
+  return evaluation, blessing
+
+
+def _metrics(uri) -> dict:
+  out = {}
+  for per_slice in tfma.load_metrics(uri):
+    for kv in per_slice.metric_keys_and_values:
+      out[(kv.key.name, kv.key.model_name, kv.key.is_diff)] = kv.value.double_value.value
+  return out
+
+
+def _failures(uri) -> list:
+  result = tfma.load_validation_result(uri)
+  return result.validation_ok, sorted(
+    (
+      f.metric_key.name,
+      f.metric_key.model_name,
+      f.metric_key.is_diff,
+      round(f.metric_value.double_value.value, 6),
+    )
+    for s in result.metric_validations_per_slice
+    for f in s.failures
+  )
+
+
+@pytest.mark.parametrize("with_baseline", [False, True], ids=["first run", "against a baseline"])
+@pytest.mark.parametrize("task", TASKS)
+def test_in_process_evaluation_equals_stock_tfma(
+  setups, tmp_path, monkeypatch, task, with_baseline
+):
+  written = []
+  write = evaluation_lib.write_evaluation
+  monkeypatch.setattr(
+    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
+  )
+  examples, candidate, baseline = setups[task]
+  floors = {"binary": 0.6, "multiclass": 0.4, "regression": 1e9}
+  config = _eval_config(task, floors[task])
+  base = baseline if with_baseline else None
+  stock = _run(stock_executor.Executor, tmp_path / "stock", examples, candidate, base, config)
+  ours = _run(our_evaluator.Executor, tmp_path / "ours", examples, candidate, base, config)
+  assert written == [1], "the in-process path did not run"
+  theirs, mine = _metrics(stock[0].uri), _metrics(ours[0].uri)
+  assert set(mine) == set(theirs), (sorted(mine), sorted(theirs))
+  for key, value in theirs.items():
+    assert mine[key] == pytest.approx(value, abs=1e-6), key
+  assert _failures(ours[0].uri) == _failures(stock[0].uri)
+  assert sorted(os.listdir(ours[1].uri)) == sorted(os.listdir(stock[1].uri))
+  for key in ("blessed", "current_model_id", "baseline_model_id"):
+    assert ours[1].get_int_custom_property(key) == stock[1].get_int_custom_property(key), key
+  assert sorted(os.listdir(ours[0].uri)) == sorted(os.listdir(stock[0].uri))
+  run = json.loads((tmp_path / "ours" / "evaluation" / "eval_config.json").read_text())
+  assert run == json.loads((tmp_path / "stock" / "evaluation" / "eval_config.json").read_text())
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_a_model_that_misses_its_floor_is_not_blessed_the_same_way(setups, tmp_path, task):
+  examples, candidate, baseline = setups[task]
+  config = _eval_config(task, 0.999 if task == "binary" else 1e-6)
+  stock = _run(stock_executor.Executor, tmp_path / "stock", examples, candidate, baseline, config)
+  ours = _run(our_evaluator.Executor, tmp_path / "ours", examples, candidate, baseline, config)
+  ok, failures = _failures(ours[0].uri)
+  assert not ok and failures and (ok, failures) == _failures(stock[0].uri)
+  assert os.listdir(ours[1].uri) == ["NOT_BLESSED"] == os.listdir(stock[1].uri)
+
+
+def test_anything_else_goes_to_stock_tfma():
+  config = tfma.EvalConfig(
+    model_specs=[tfma.ModelSpec(label_key="y")],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name="ExampleCount")])],
+  )
+  assert evaluation_lib.plan(config, [], {}).in_process
+  sliced = tfma.EvalConfig()
+  sliced.CopyFrom(config)
+  sliced.slicing_specs.add(feature_keys=["city"])
+  assert "slices" in evaluation_lib.plan(sliced, [], {}).reason
+  other = tfma.EvalConfig()
+  other.CopyFrom(config)
+  other.metrics_specs[0].metrics.add(class_name="Precision")
+  assert "Precision" in evaluation_lib.plan(other, [], {}).reason
+  assert not evaluation_lib.plan(config, ["--runner=DataflowRunner"], {}).in_process
+  assert not evaluation_lib.plan(config, [], {"module_file": "m.py"}).in_process
