@@ -22,6 +22,7 @@ import example_gen
 import optimizer
 import pipelines
 import quality
+import scale
 import strategies
 import tfjob
 
@@ -97,7 +98,16 @@ def main(argv=None) -> int:
     quality.main,
     ["--tables", "penguins,titanic,diamonds"] if args.quick else [],
   )
-  sections = [eg, pipe, opt, strat, job, qual]
+  at_scale = _section(
+    "Whole pipeline at scale: ours and the stock full pipeline, each component against its floor",
+    scale.main,
+    (
+      ["--rows", "200000", "--stock-rows", "200000", "--repeats", "1"]
+      if args.quick
+      else ["--rows", "20000", "200000", "1000000", "--stock-rows", "20000", "200000"]
+    ),
+  )
+  sections = [eg, pipe, opt, strat, job, qual, at_scale]
   m = common.machine()
   finished = datetime.datetime.now(datetime.timezone.utc)
   header = (

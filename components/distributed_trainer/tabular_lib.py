@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from components import defaults, model_contract, tasks
+from components import defaults, memory, model_contract, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
 from components.distributed_trainer.tabular_model import (
@@ -424,6 +424,9 @@ def train(
   finally:
     tf.keras.mixed_precision.set_global_policy(previous_policy)
   train_lib.write_result(settings.model_run_dir, result)
+  # The rows held in memory live as long as the datasets that gather from them.
+  del dataset_fn, validation
+  memory.release()
   return result
 
 

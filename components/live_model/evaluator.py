@@ -16,7 +16,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from components import tf_compat
+from components import memory, tf_compat
 from components.live_model import evaluation_lib, floor_lib
 from components.live_model import executor as live_executor
 
@@ -119,6 +119,7 @@ class Executor(stock_evaluator.Executor):
         )
         return False
     metrics = evaluation_lib.compute_metrics(eval_config, outputs)
+    memory.release()
     output_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
     result = evaluation_lib.write_evaluation(
       eval_config, metrics, output_uri, models, "<user provided PCollection>"

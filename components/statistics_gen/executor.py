@@ -14,7 +14,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 
-from components import tf_compat
+from components import memory, tf_compat
 from components.statistics_gen import statistics_lib
 
 _LOG = logging.getLogger(__name__)
@@ -113,6 +113,7 @@ class Executor(stock_statistics_gen.Executor):
       fileio.makedirs(output_uri)
       path = os.path.join(output_uri, stock_statistics_gen.DEFAULT_FILE_NAME)
       io_utils.write_bytes_file(path, result.SerializeToString())
+      memory.release()
       _LOG.info(
         "Statistics for split %s (%d rows) written to %s in %.2f s, in process.",
         split,
