@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from components import defaults
+from components import defaults, records
 from components.errors import UserInputError
 
 # The ExampleGen records each split's row count under this prefix (example_gen.executor).
@@ -49,12 +49,7 @@ def _count_records(artifact: Any, split: str) -> int:
   from tfx.types import artifact_utils
 
   folder = artifact_utils.get_split_uri([artifact], split)
-  files = sorted(tf.io.gfile.glob(f"{folder}/*"))
-  if not files:
-    return 0
-  compression = "GZIP" if files[0].endswith(".gz") else ""
-  dataset = tf.data.TFRecordDataset(files, compression_type=compression)
-  return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+  return records.count_records(sorted(tf.io.gfile.glob(f"{folder}/*")))
 
 
 def default_eval_steps(num_examples: int, batch_size: int = defaults.GLOBAL_BATCH_SIZE) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from components import model_contract, tasks
+from components import model_contract, records, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer.tabular_profile import ColumnStats, Profile, TabularInputError
 from components.model_contract import CATEGORICAL, NUMERIC
@@ -406,7 +406,7 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
 
   counts = list(profile.file_rows) if len(profile.file_rows) == len(files) else None
   if counts is None:  # A profile of other files: count these.
-    counts = [_count_records(path) for path in files]
+    counts = [records.count_records([path]) for path in files]
   held_rows = sum(n // every for n in counts) if every else 0
   fit_rows = sum(counts) - held_rows
   if not fit_rows:
@@ -443,14 +443,6 @@ def _allocate(features: dict[str, np.ndarray], target: np.ndarray, rows: int) ->
     {k: np.empty((rows, *v.shape[1:]), dtype=v.dtype) for k, v in features.items()},
     np.empty((rows, *target.shape[1:]), dtype=target.dtype),
   )
-
-
-def _count_records(path: str) -> int:
-  import tensorflow as tf
-
-  compression = "GZIP" if path.endswith(".gz") else ""
-  dataset = tf.data.TFRecordDataset(path, compression_type=compression)
-  return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
 
 
 def arrays_dataset(

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components import model_contract, tasks
+from components import model_contract, records, tasks
 from components.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -186,14 +186,14 @@ def _sample_records(
   """
   compression = "GZIP" if files[0].endswith(".gz") else ""
   dataset = tf.data.TFRecordDataset(list(files), compression_type=compression)
-  total = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+  total = records.count_records(files)
   rng = np.random.default_rng(seed)
   every = max(1, -(-total // max_rows))
   start = int(rng.integers(every))
   picked = dataset.skip(start).shard(every, 0).take(max_rows).batch(4096)
-  records = [r for batch in picked.as_numpy_iterator() for r in batch]
-  order = rng.permutation(len(records))
-  return [records[i] for i in order], SampleInfo(len(records), total, every, start)
+  drawn = [r for batch in picked.as_numpy_iterator() for r in batch]
+  order = rng.permutation(len(drawn))
+  return [drawn[i] for i in order], SampleInfo(len(drawn), total, every, start)
 
 
 def _dense(value, default) -> tf.Tensor:
@@ -324,10 +324,10 @@ def read_sample(
   reader: RowReader, examples_uri: str, split: str, max_rows: int, seed: int = 0
 ) -> tuple[Sample, SampleInfo]:
   """Up to `max_rows` rows spread over one split, in random order, as model inputs."""
-  records, info = _sample_records(_split_files(examples_uri, split), max_rows, seed)
-  if not records:
+  drawn, info = _sample_records(_split_files(examples_uri, split), max_rows, seed)
+  if not drawn:
     raise OptimizerInputError(f"split {split!r} of {examples_uri} has no rows.")
-  return reader.read(records), info
+  return reader.read(drawn), info
 
 
 def model_task(contract: model_contract.ModelContract | None, requested: str | None, model) -> str:
