@@ -8,6 +8,8 @@ from typing import Any
 from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components import properties
+
 _STATES = {
   metadata_store_pb2.Execution.COMPLETE: "ran",
   metadata_store_pb2.Execution.CACHED: "cached",
@@ -170,7 +172,8 @@ def build_summary(
 
 
 def _examples_line(a) -> str:
-  train, evals, bad = (_prop(a, k) for k in ("num_rows_train", "num_rows_eval", "num_bad_rows"))
+  keys = (properties.examples_rows("train"), properties.examples_rows("eval"))
+  train, evals, bad = (_prop(a, k) for k in (*keys, properties.EXAMPLES_BAD_ROWS))
   return f"{train} train / {evals} eval rows" + (f", {bad} quarantined" if bad else "")
 
 

@@ -14,11 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from components import defaults, records
+from components import defaults, properties, records
 from components.errors import UserInputError
-
-# The ExampleGen records each split's row count under this prefix (example_gen.executor).
-_ROWS_PROPERTY_PREFIX = "num_rows_"
 
 
 def count_examples(artifacts: Sequence[Any], split: str) -> int:
@@ -36,7 +33,7 @@ def count_examples(artifacts: Sequence[Any], split: str) -> int:
   """
   total = 0
   for artifact in artifacts:
-    key = _ROWS_PROPERTY_PREFIX + split
+    key = properties.examples_rows(split)
     if artifact.has_custom_property(key):
       total += int(artifact.get_int_custom_property(key))
       continue

@@ -16,6 +16,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
+from components import properties
 from components.example_gen import csv_lib, example_gen_lib, io_lib
 from components.example_gen.component_spec import (
   ALLOW_NON_FINITE_KEY,
@@ -32,8 +33,8 @@ QUARANTINE_DIR = example_gen_lib.QUARANTINE_DIR
 QUARANTINE_FILE = example_gen_lib.QUARANTINE_FILE
 
 # Custom properties recorded on the Examples artifact.
-ROWS_PROPERTY_PREFIX = "num_rows_"
-BAD_ROWS_PROPERTY = "num_bad_rows"
+ROWS_PROPERTY_PREFIX = properties.EXAMPLES_ROWS_PREFIX
+BAD_ROWS_PROPERTY = properties.EXAMPLES_BAD_ROWS
 # Split -> counts (and moments) of the label column's values: the Evaluator's automatic floor.
 LABEL_STATS_PROPERTY = "label_stats"
 QUARANTINE_PROPERTY = "quarantine_uri"

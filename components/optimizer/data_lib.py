@@ -174,7 +174,7 @@ class SampleInfo:
 
 
 def _sample_records(
-  files: Sequence[str], max_rows: int, seed: int
+  files: Sequence[str], max_rows: int, seed: int, total: int | None = None
 ) -> tuple[list[bytes], SampleInfo]:
   """Up to `max_rows` serialized records spread evenly over the files, in random order.
 
@@ -186,7 +186,8 @@ def _sample_records(
   """
   compression = "GZIP" if files[0].endswith(".gz") else ""
   dataset = tf.data.TFRecordDataset(list(files), compression_type=compression)
-  total = records.count_records(files)
+  if total is None:
+    total = records.count_records(files)
   rng = np.random.default_rng(seed)
   every = max(1, -(-total // max_rows))
   start = int(rng.integers(every))
@@ -321,10 +322,18 @@ def _guess_dtype(info: tasks.LabelInfo) -> str:
 
 
 def read_sample(
-  reader: RowReader, examples_uri: str, split: str, max_rows: int, seed: int = 0
+  reader: RowReader,
+  examples_uri: str,
+  split: str,
+  max_rows: int,
+  seed: int = 0,
+  total: int | None = None,
 ) -> tuple[Sample, SampleInfo]:
-  """Up to `max_rows` rows spread over one split, in random order, as model inputs."""
-  drawn, info = _sample_records(_split_files(examples_uri, split), max_rows, seed)
+  """Up to `max_rows` rows spread over one split, in random order, as model inputs.
+
+  `total` is the split's row count when the ExampleGen recorded it (saves a pass to count).
+  """
+  drawn, info = _sample_records(_split_files(examples_uri, split), max_rows, seed, total)
   if not drawn:
     raise OptimizerInputError(f"split {split!r} of {examples_uri} has no rows.")
   return reader.read(drawn), info

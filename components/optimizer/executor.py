@@ -15,7 +15,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components import defaults, model_contract, tf_compat
+from components import defaults, model_contract, properties, tf_compat
 from components.optimizer import data_lib, optimizer_lib, report, spec
 
 
@@ -96,9 +96,15 @@ def _publish_folder(local_dir: str, uri: str) -> None:
       io_utils.copy_file(src, dst, overwrite=True)
 
 
+def _recorded_rows(examples: types.Artifact, split: str) -> int | None:
+  """The split's row count as the kit's ExampleGen records it, or None (count it)."""
+  key = properties.examples_rows(split)
+  return int(examples.get_int_custom_property(key)) if examples.has_custom_property(key) else None
+
+
 def _optimize(
   serving_dir: str,
-  examples_uri: str,
+  examples: types.Artifact,
   schema_path: str | None,
   transform_uri: str | None,
   out_dir: str,
@@ -115,10 +121,20 @@ def _optimize(
   label_key = exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY
   reader = data_lib.RowReader(model, serving_dir, schema_path, label_key, transform_uri)
   train, train_info = data_lib.read_sample(
-    reader, examples_uri, spec.TRAIN_SPLIT, config.max_train_rows, config.seed
+    reader,
+    examples.uri,
+    spec.TRAIN_SPLIT,
+    config.max_train_rows,
+    config.seed,
+    _recorded_rows(examples, spec.TRAIN_SPLIT),
   )
   evals, eval_info = data_lib.read_sample(
-    reader, examples_uri, spec.EVAL_SPLIT, config.max_eval_rows, config.seed
+    reader,
+    examples.uri,
+    spec.EVAL_SPLIT,
+    config.max_eval_rows,
+    config.seed,
+    _recorded_rows(examples, spec.EVAL_SPLIT),
   )
   facts = _facts(model, serving_dir, reader, exec_properties)
   sampling = {
@@ -171,7 +187,7 @@ class Executor(base_executor.BaseExecutor):
       serving_dir = _local_copy(model_contract.serving_dir(model_artifact.uri), scratch)
       try:
         result = _optimize(
-          serving_dir, examples.uri, schema_path, transform_uri, out_dir, exec_properties, config
+          serving_dir, examples, schema_path, transform_uri, out_dir, exec_properties, config
         )
       except data_lib.UnmeasurableModelError as e:
         # A model the Optimizer cannot load or feed (inputs not named after features, no
