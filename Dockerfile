@@ -36,9 +36,9 @@ components.live_model.evaluator.Executor \
 components.live_model.executor.Executor \
 components.optimizer.executor.Executor \
 components.pusher.executor.Executor \
+components.statistics_gen.executor.Executor \
 tfx.components.example_validator.executor.Executor \
 tfx.components.schema_gen.executor.Executor \
 tfx.components.schema_gen.import_schema_gen.executor.Executor \
-tfx.components.statistics_gen.executor.Executor \
 tfx.components.transform.executor.Executor"
 RUN python -m pipeline.kfp_entrypoint check-imports $CLASS_PATHS

@@ -182,6 +182,79 @@ def test_a_model_that_misses_its_floor_is_not_blessed_the_same_way(setups, tmp_p
   assert os.listdir(ours[1].uri) == ["NOT_BLESSED"] == os.listdir(stock[1].uri)
 
 
+@pytest.fixture(scope="module")
+def two_column(tmp_path_factory):
+  """A binary label 0/1 (int64) and a model with a 2-class softmax, as stock modules write."""
+  import numpy as np
+  import tensorflow as tf
+
+  root = tmp_path_factory.mktemp("two_column")
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=600).astype(np.float32)
+  y = (x + rng.normal(scale=0.7, size=600) > 0).astype(np.int64)
+  split = root / "examples" / "Split-eval"
+  split.mkdir(parents=True)
+  with tf.io.TFRecordWriter(str(split / "data.gz"), options="GZIP") as writer:
+    for value, label in zip(x, y, strict=True):
+      example = tf.train.Example()
+      example.features.feature["x"].float_list.value.append(float(value))
+      example.features.feature["label"].int64_list.value.append(int(label))
+      writer.write(example.SerializeToString())
+  inputs = tf.keras.Input((1,), name="x")
+  model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, activation="softmax")(inputs * 3.0))
+  model.layers[-1].set_weights([np.array([[-1.0, 1.0]], np.float32), np.zeros(2, np.float32)])
+  spec = {"x": tf.io.FixedLenFeature([1], tf.float32)}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+  def serve(examples):
+    return {"outputs": model(tf.io.parse_example(examples, spec)["x"])}
+
+  model_uri = root / "model"
+  model.save(
+    str(model_uri / "Format-Serving"), save_format="tf", signatures={"serving_default": serve}
+  )
+  examples = _artifact(standard_artifacts.Examples, root / "examples", 1)
+  examples.split_names = artifact_utils.encode_split_names(["eval"])
+  return examples, _artifact(standard_artifacts.Model, model_uri, 2)
+
+
+def test_binary_metrics_on_a_two_class_softmax_pair_as_tfma_pairs_them(
+  two_column, tmp_path, monkeypatch
+):
+  written = []
+  write = evaluation_lib.write_evaluation
+  monkeypatch.setattr(
+    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
+  )
+  examples, model = two_column
+  config = tfma.EvalConfig(
+    model_specs=[tfma.ModelSpec(label_key="label", signature_name="serving_default")],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[
+      tfma.MetricsSpec(
+        metrics=[
+          tfma.MetricConfig(
+            class_name="BinaryAccuracy",
+            threshold=tfma.MetricThreshold(
+              value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.5})
+            ),
+          ),
+          tfma.MetricConfig(class_name="AUC"),
+          tfma.MetricConfig(class_name="ExampleCount"),
+        ]
+      )
+    ],
+  )
+  stock = _run(stock_executor.Executor, tmp_path / "stock", examples, model, None, config)
+  ours = _run(our_evaluator.Executor, tmp_path / "ours", examples, model, None, config)
+  assert written == [1], "the in-process path did not run"
+  theirs, mine = _metrics(stock[0].uri), _metrics(ours[0].uri)
+  assert set(mine) == set(theirs)
+  for key, value in theirs.items():
+    assert mine[key] == pytest.approx(value, abs=1e-6), key
+  assert _failures(ours[0].uri) == _failures(stock[0].uri)
+
+
 def test_anything_else_goes_to_stock_tfma():
   config = tfma.EvalConfig(
     model_specs=[tfma.ModelSpec(label_key="y")],

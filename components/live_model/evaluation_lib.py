@@ -217,17 +217,31 @@ def metric_value(class_name: str, outputs: ModelOutputs) -> float:
   if class_name == "SparseCategoricalAccuracy":
     # A Keras metric in TFMA: argmax of the scores against the class index, in float32.
     return float(np.float32(np.mean(p.argmax(axis=1) == y)))
-  if class_name == "BinaryAccuracy":
-    positive = p[:, 0] > 0.5
-    return float(np.mean(positive == (y > 0.5)))
-  if class_name == "AUC":
-    return roc_auc(p[:, 0], y)
+  if class_name in ("BinaryAccuracy", "AUC"):
+    scores, truth = _binary_pairs(p, y)
+    if class_name == "BinaryAccuracy":
+      return float(np.mean((scores > 0.5) == (truth > 0.5)))
+    return roc_auc(scores, truth)
+  if p.shape[1] != 1:
+    raise ValueError(f"{class_name} on a {p.shape[1]}-column prediction; TFMA computes it")
   if class_name in ("MeanSquaredError", "MeanAbsoluteError"):
     keep = ~np.isnan(p[:, 0] - y)
     error = p[keep, 0] - y[keep]
     values = error**2 if class_name == "MeanSquaredError" else np.abs(error)
     return float(np.sum(values) / max(int(keep.sum()), 1))
   raise ValueError(f"unsupported metric {class_name}")
+
+
+def _binary_pairs(predictions: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(scores, 0/1 labels) as TFMA pairs them for a binary metric.
+
+  One column: the score and the label. k columns (a softmax over classes): TFMA one-hot
+  encodes the class index and flattens, so every (class score, is that class) pair counts.
+  """
+  if predictions.shape[1] == 1:
+    return predictions[:, 0], labels
+  one_hot = labels[:, None] == np.arange(predictions.shape[1])[None, :]
+  return predictions.ravel(), one_hot.astype(np.float64).ravel()
 
 
 def roc_auc(predictions: np.ndarray, labels: np.ndarray) -> float:

@@ -118,7 +118,11 @@ class Executor(stock_evaluator.Executor):
           "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
         )
         return False
-    metrics = evaluation_lib.compute_metrics(eval_config, outputs)
+    try:
+      metrics = evaluation_lib.compute_metrics(eval_config, outputs)
+    except ValueError as e:  # A prediction shape these formulas do not cover.
+      logging.info("Evaluator on TFMA's Beam pipeline: %s.", e)
+      return False
     memory.release()
     output_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
     result = evaluation_lib.write_evaluation(
