@@ -3,6 +3,8 @@
 Plain Python: no TensorFlow or TFX imports, so runners can read it before anything heavy loads.
 """
 
+import os
+
 # Label and task.
 LABEL_KEY = "label"
 TASK = "auto"
@@ -78,3 +80,18 @@ AUTO_MSE_SHARE = 0.99
 
 # Pusher.
 KEEP_VERSIONS = 5
+
+
+def local_cluster_processes(workers: int, ps: int) -> int:
+  """The processes a local cluster starts: the workers, the parameter servers and their chief."""
+  return workers + ps + (1 if ps else 0)
+
+
+def max_local_processes() -> int:
+  """How many processes a local cluster (`local_cluster_processes`) may start.
+
+  A local cluster shares this machine's cores: four processes per logical CPU, at least eight,
+  keeps a mistyped count (1000) from starting a thousand TensorFlow processes. Past that, train
+  across machines (run_kubeflow.py --workers N).
+  """
+  return max(8, 4 * (os.cpu_count() or 1))

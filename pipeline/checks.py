@@ -78,6 +78,87 @@ def check_at_least(flag: str, value: float, low: float) -> None:
     raise CheckError(f"{flag} must be at least {low:g}, got {value:g}.")
 
 
+def check_at_most(flag: str, value: float, high: float, fix: str) -> None:
+  if not value <= high:
+    raise CheckError(f"{flag} must be at most {high:g}, got {value:g}; {fix}.")
+
+
+def check_local_cluster(workers: int, ps: int) -> None:
+  """A local cluster's processes (workers, and with --local-ps a chief) fit this machine."""
+  limit = defaults.max_local_processes()
+  processes = defaults.local_cluster_processes(workers, ps)
+  if processes > limit:
+    raise CheckError(
+      f"--local-workers {workers} and --local-ps {ps} would start {processes} processes "
+      f"on this machine, over its {limit} (4 per CPU); pass fewer, or train across machines "
+      "with run_kubeflow.py --workers N."
+    )
+
+
+def check_uri(flag: str, value: str | None) -> None:
+  """An object-store URI names a bucket: gs://BUCKET/... or s3://BUCKET/..."""
+  if not is_uri(value):
+    return
+  scheme, _, rest = str(value).partition("://")
+  if not rest.split("/", 1)[0]:
+    raise CheckError(f"{flag} {value} names no bucket; pass {scheme}://BUCKET/PATH.")
+
+
+# A container image reference as registries read it (distribution/reference's grammar):
+# [host[:port]/]path[:tag][@digest], path components lower-case.
+_HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+  rf"(?:{_HOST}(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+  r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
+def check_image(flag: str, image: str) -> None:
+  """A container image reference a registry accepts, e.g. gcr.io/PROJECT/tfx-pipeline-kit:1.0."""
+  if not _IMAGE.fullmatch(image):
+    raise CheckError(
+      f"{flag} {image!r} is not a container image reference; pass REGISTRY/NAME:TAG in lower "
+      "case, e.g. gcr.io/my-project/tfx-pipeline-kit:1.0."
+    )
+
+
+def check_output_file(flag: str, path: str) -> None:
+  """A file to write: not a folder, in a folder that exists."""
+  p = pathlib.Path(path)
+  if p.is_dir():
+    raise CheckError(f"{flag} {path} is a folder; pass a file name, e.g. {p / 'pipeline.json'}.")
+  if not p.parent.resolve().is_dir():
+    raise CheckError(f"{flag} {path}: folder {p.parent} does not exist; create it first.")
+
+
+def check_schema_file(flag: str, path: str) -> None:
+  """A --schema file parses as a TFMD Schema in text format, as SchemaGen writes it."""
+  from google.protobuf import text_format
+  from tensorflow_metadata.proto.v0 import schema_pb2
+
+  try:
+    with open(path, encoding="utf-8") as f:
+      text_format.Parse(f.read(), schema_pb2.Schema())
+  except (text_format.ParseError, UnicodeDecodeError) as e:
+    detail = " ".join(str(e).split()).rstrip(".")
+    raise CheckError(
+      f"{flag} {path} is not a Schema in text format ({detail}); pass the schema.pbtxt "
+      "that SchemaGen wrote, or leave --schema out."
+    ) from None
+
+
+def check_module_folder(flag: str, path: str) -> None:
+  """TFX packages every *.py file beside a module into a wheel: each must be a file."""
+  folder = pathlib.Path(path).parent
+  odd = sorted(p.name for p in folder.glob("*.py") if not p.is_file())
+  if odd:
+    raise CheckError(
+      f"{flag} {path}: its folder also holds {odd[0]!r}, which is not a file, and TFX packages "
+      "every *.py beside the module; rename it or move the module to a folder of its own."
+    )
+
+
 def check_folder(flag: str, path: str, *, must_exist: bool) -> None:
   """A local folder flag: not a file, and (when it must exist) there."""
   p = pathlib.Path(path)
@@ -169,6 +250,7 @@ def plan_modules(
     functions = {defaults.RUN_FN, defaults.TUNER_FN}
   elif local and not is_uri(module_file):
     functions = module_functions(module_file)
+    check_module_folder("--module-file", module_file)
     if defaults.RUN_FN not in functions and defaults.BUILD_MODEL_FN not in functions:
       raise CheckError(
         f"module file {module_file} defines neither run_fn(fn_args) nor build_model(hparams); "
@@ -179,6 +261,8 @@ def plan_modules(
   transform = defaults.PREPROCESSING_FN in functions
   if transform_module:
     local_file = local and not is_uri(transform_module)
+    if local_file:
+      check_module_folder("--transform-module", transform_module)
     if local_file and defaults.PREPROCESSING_FN not in module_functions(transform_module):
       raise CheckError(
         f"--transform-module {transform_module} defines no preprocessing_fn(inputs); add it."

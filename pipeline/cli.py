@@ -10,6 +10,7 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from components import defaults, tasks
 from components.distributed_trainer import steps_lib
@@ -21,6 +22,17 @@ _DEFAULTS = PipelineConfig()
 # How a full disk reads once TensorFlow, Beam or SQLite (ML Metadata) have wrapped the OSError.
 _DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), "database or disk is full")
 _FILE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """An argument parser whose errors are one line naming the fix (no usage block).
+
+  Every runner uses it, so a mistyped flag reads like every other mistake:
+  `run_local.py: error: unrecognized arguments: --trian-steps (see --help)`, exit 2.
+  """
+
+  def error(self, message: str) -> NoReturn:
+    self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _hparams(text: str) -> dict:
@@ -307,6 +319,7 @@ def config_from_args(
     ("--tune-trials", args.tune_trials, 1),
   ):
     checks.check_at_least(flag, value, low)
+  checks.check_local_cluster(args.local_workers, args.local_ps)
   if args.train_steps is not None:
     checks.check_at_least("--train-steps", args.train_steps, 1)
   if args.profile_steps and args.train_steps:
@@ -344,10 +357,21 @@ def config_from_args(
   local_data = local_paths and not checks.is_uri(data_root)
   if local_data:
     checks.check_folder("--data-root", data_root, must_exist=True)
-  if local_paths and schema and not checks.is_uri(schema) and not os.path.isfile(schema):
-    raise checks.CheckError(
-      f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
-    )
+  for flag, value in (
+    ("--data-root", data_root),
+    ("--pipeline-root", pipeline_root),
+    ("--serving-dir", serving_dir),
+    ("--module-file", module_file),
+    ("--transform-module", transform_module),
+    ("--schema", schema),
+  ):
+    checks.check_uri(flag, value)
+  if local_paths and schema and not checks.is_uri(schema):
+    if not os.path.isfile(schema):
+      raise checks.CheckError(
+        f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
+      )
+    checks.check_schema_file("--schema", schema)
   plan = checks.plan_modules(module_file, transform_module, args.tune, local=local_modules)
   if plan.style != defaults.RUN_FN:
     # The default model reads --hparams: a misspelt name or a bad value is refused now, not

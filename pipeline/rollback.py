@@ -16,21 +16,14 @@ import argparse
 import json
 import os
 import sys
-from typing import NoReturn
 
 from components.errors import UserInputError
 from components.pusher import pusher_lib
-
-
-class _Parser(argparse.ArgumentParser):
-  """An argument parser whose errors are one line (no usage block)."""
-
-  def error(self, message: str) -> NoReturn:
-    self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+from pipeline.cli import ArgumentParser
 
 
 def _build_parser() -> argparse.ArgumentParser:
-  parser = _Parser(prog="rollback.py", description=__doc__.splitlines()[0])
+  parser = ArgumentParser(prog="rollback.py", description=__doc__.splitlines()[0])
   parser.add_argument(
     "--serving-dir", required=True, help="TF Serving root (one folder per model)."
   )

@@ -4,22 +4,29 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse
-import dataclasses
-import json
-import logging
-import pathlib
-import re
-import sys
-from collections.abc import Sequence
+import warnings
 
-from components import defaults
-from components.distributed_trainer import tfjob_lib
-from pipeline import checks, cli, kubeflow_lib, progress
-from pipeline.config import DEFAULT_IMAGE, PipelineConfig
+# Library deprecation notices (google-api-core on Python 3.10, ...) say nothing about the compile.
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+import argparse  # noqa: E402 (after the warning filters, which must come first)
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import pathlib  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+from components import defaults  # noqa: E402
+from components.distributed_trainer import tfjob_lib  # noqa: E402
+from pipeline import checks, cli, kubeflow_lib, progress  # noqa: E402
+from pipeline.config import DEFAULT_IMAGE, PipelineConfig  # noqa: E402
 
 # Where the Dockerfile puts the repository inside the image.
 IMAGE_REPO_ROOT = "/pipeline"
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PLACEHOLDER_PIPELINE_ROOT = "gs://YOUR_BUCKET/tfx-pipeline-kit/root"
 DEFAULT_SERVING_DIR = "/mnt/serving"
 
@@ -220,20 +227,32 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
 def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
   """A PipelineConfig whose data and serving paths are read inside the cluster.
 
-  The data root is not read here (its default is the copy inside the image), so `--task`
-  must be given. A --module-file and --transform-module must exist on this machine: TFX
-  packages them into a wheel under the pipeline root at compile time, so they are checked,
-  and their functions decide Transform and Tuner, as for run_local.py. Without a module file
-  the bundled module is imported from the installed package inside the image.
+  A data root of the user's is not read here (it is read in the cluster), so `--task` must
+  be given with it; the bundled data, which the image copies from this checkout, is read here.
+  A --module-file and --transform-module must exist on this machine: TFX packages them into a
+  wheel under the pipeline root at compile time, so they are checked, and their functions
+  decide Transform and Tuner, as for run_local.py. Without a module file the bundled module is
+  imported from the installed package inside the image.
 
   Raises:
     checks.CheckError: with a one-line message naming the fix.
   """
-  if str(args.data_root) == PipelineConfig().data_root:
-    args.data_root = f"{IMAGE_REPO_ROOT}/data/digits"
-  config = cli.config_from_args(
-    args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
-  )
+  bundled = PipelineConfig().data_root
+  if str(args.data_root) == bundled and not args.schema:
+    # The image holds this checkout's data/ (see the Dockerfile): the bundled data is read
+    # here, where it is the same file, to tell the task and the floor without --task.
+    args.data_root = bundled
+    config = cli.config_from_args(
+      args, args.pipeline_root, args.serving_dir, local_paths=True, local_modules=True
+    )
+    image_data = f"{IMAGE_REPO_ROOT}/{pathlib.Path(bundled).relative_to(REPO_ROOT).as_posix()}"
+    config = dataclasses.replace(
+      config, data_root=image_data, pipeline_root=args.pipeline_root, serving_dir=args.serving_dir
+    )
+  else:
+    config = cli.config_from_args(
+      args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
+    )
   return dataclasses.replace(config, tfjob=tfjob_setting(args, config))
 
 
@@ -330,6 +349,22 @@ def check_target(target: str, config: PipelineConfig) -> None:
     )
 
 
+def check_kubeflow_args(args: argparse.Namespace) -> None:
+  """The checks of run_kubeflow.py's own flags that need no config (run before it is built).
+
+  Raises:
+    checks.CheckError: with a one-line message naming the fix.
+  """
+  checks.check_image("--image", args.image)
+  checks.check_beam_args("--beam-arg", args.beam_arg)
+  if args.target == kubeflow_lib.VERTEX and (args.volume or args.secret_env):
+    raise checks.CheckError(
+      "--volume and --secret-env apply to --target kfp only (Vertex AI mounts no claims and "
+      "reads no Kubernetes secrets); leave them out, and pass gs:// paths and a service "
+      "account that can read them."
+    )
+
+
 def _under(path: str, mounts: Sequence[str]) -> bool:
   return any(os.path.commonpath([path, m]) == m for m in mounts if path.startswith("/"))
 
@@ -339,7 +374,6 @@ def compile_warnings(
 ) -> list[str]:
   """Settings that compile but would not run as meant on a cluster, one line each."""
   out = []
-  secret_env = getattr(args, "secret_env", None)
   if args.image == DEFAULT_IMAGE:
     out.append(
       f"--image is still the placeholder {DEFAULT_IMAGE}; build and push the Dockerfile's "
@@ -365,22 +399,16 @@ def compile_warnings(
       f"--serving-dir {config.serving_dir} is on no --volume: pushes would stay inside the "
       "Pusher's pod; mount a claim there (--volume PVC:/mnt/serving) or pass gs:// or s3://."
     )
-  if args.target == kubeflow_lib.VERTEX:
-    if not checks.is_uri(config.serving_dir):
-      out.append(
-        f"--serving-dir {config.serving_dir} is a path in the step's container, and Vertex AI "
-        "mounts no volumes there; pass --serving-dir gs://BUCKET/serving."
-      )
-    if volumes or secret_env:
-      out.append(
-        "--volume and --secret-env apply to --target kfp only; Vertex AI mounts no claims and "
-        "reads no Kubernetes secrets."
-      )
+  if args.target == kubeflow_lib.VERTEX and not checks.is_uri(config.serving_dir):
+    out.append(
+      f"--serving-dir {config.serving_dir} is a path in the step's container, and Vertex AI "
+      "mounts no volumes there; pass --serving-dir gs://BUCKET/serving."
+    )
   return out
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__)
+  parser = cli.ArgumentParser(description=__doc__)
   parser.add_argument(
     "--output",
     required=True,
@@ -392,9 +420,10 @@ def main(argv=None) -> int:
   cli.add_pipeline_args(parser)
   args = parser.parse_args(argv)
   try:
+    checks.check_output_file("--output", str(args.output))
+    check_kubeflow_args(args)
     config = kubeflow_config(args)
     check_target(args.target, config)
-    checks.check_beam_args("--beam-arg", args.beam_arg)
   except cli.UserInputError as e:
     return cli.fail(str(e))
   for line in compile_warnings(args, config, args.volume):

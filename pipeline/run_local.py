@@ -35,10 +35,12 @@ COMPONENT_ORDER = (
 )
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+  """run_local.py's flags (schedule.py checks a nightly job's flags with the same parser)."""
+  parser = cli.ArgumentParser(
+    prog=prog,
     description="Train, validate, optimize and push a model with LocalDagRunner. "
-    "With no options it runs on the bundled digits data."
+    "With no options it runs on the bundled digits data.",
   )
   parser.add_argument(
     "--output-dir",
@@ -75,28 +77,42 @@ def parse_args(argv=None) -> argparse.Namespace:
   shown = parser.add_mutually_exclusive_group()
   shown.add_argument("--quiet", action="store_true", help="print only the summary")
   shown.add_argument("--verbose", action="store_true", help="stream the full log as well")
-  return parser.parse_args(argv)
+  return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  return build_parser().parse_args(argv)
+
+
+def check_args(args: argparse.Namespace):
+  """Every up-front check of run_local.py's flags and data; returns the PipelineConfig.
+
+  Raises:
+    cli.UserInputError: one line naming the fix.
+  """
+  out = pathlib.Path(args.output_dir).resolve()
+  checks.check_text("--output-dir", args.output_dir)
+  checks.check_writable("--output-dir", str(out))
+  for flag, value in (
+    ("--serving-dir", args.serving_dir),
+    ("--pipeline-root", args.pipeline_root),
+  ):
+    if value:
+      checks.check_text(flag, value)
+      if not checks.is_uri(value):
+        checks.check_writable(flag, value)
+  checks.check_at_least("--direct-workers", args.direct_workers, 0)
+  checks.check_beam_args("--beam-arg", args.beam_arg)
+  serving = _location(args.serving_dir, out / "serving")
+  root = _location(args.pipeline_root, out / "pipeline_root")
+  return cli.config_from_args(args, root, serving)
 
 
 def main(argv=None) -> int:
   args = parse_args(argv)
   out = pathlib.Path(args.output_dir).resolve()
-  serving = _location(args.serving_dir, out / "serving")
-  root = _location(args.pipeline_root, out / "pipeline_root")
   try:
-    checks.check_text("--output-dir", args.output_dir)
-    checks.check_writable("--output-dir", str(out))
-    for flag, value in (
-      ("--serving-dir", args.serving_dir),
-      ("--pipeline-root", args.pipeline_root),
-    ):
-      if value:
-        checks.check_text(flag, value)
-        if not checks.is_uri(value):
-          checks.check_writable(flag, value)
-    checks.check_at_least("--direct-workers", args.direct_workers, 0)
-    checks.check_beam_args("--beam-arg", args.beam_arg)
-    config = cli.config_from_args(args, root, serving)
+    config = check_args(args)
   except cli.UserInputError as e:
     return cli.fail(str(e))
   out.mkdir(parents=True, exist_ok=True)

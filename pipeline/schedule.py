@@ -31,24 +31,21 @@ import pathlib
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
+from components.errors import UserInputError
 from pipeline import scheduling_lib as sl
+from pipeline.cli import ArgumentParser
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
 
 
-class _Parser(argparse.ArgumentParser):
-  """An argument parser whose errors are one line (no usage block)."""
-
-  def error(self, message: str) -> NoReturn:
-    self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def _build_parser() -> argparse.ArgumentParser:
-  parser = _Parser(prog="schedule.py", description=__doc__.splitlines()[0], allow_abbrev=False)
-  targets = parser.add_subparsers(dest="target", required=True, parser_class=_Parser)
+  parser = ArgumentParser(
+    prog="schedule.py", description=__doc__.splitlines()[0], allow_abbrev=False
+  )
+  targets = parser.add_subparsers(dest="target", required=True, parser_class=ArgumentParser)
 
   kfp = targets.add_parser("kubeflow", help="Create or replace a KFP recurring run.")
   _add_cron_flags(kfp, required=True)
@@ -113,11 +110,12 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
       "--package FILE."
     ) from e
   # run_kubeflow.py's own flags, so `schedule.py kubeflow --compile` accepts what it accepts.
-  parser = _Parser(prog="schedule.py kubeflow --compile")
+  parser = ArgumentParser(prog="schedule.py kubeflow --compile")
   run_kubeflow.add_kubeflow_args(parser)
   cli.add_pipeline_args(parser)
   compile_args = parser.parse_args(list(compile_argv))
   try:
+    run_kubeflow.check_kubeflow_args(compile_args)
     config = run_kubeflow.kubeflow_config(compile_args)
     run_kubeflow.check_target(compile_args.target, config)
   except ValueError as e:
@@ -257,6 +255,7 @@ def _local_install(
     raise sl.ScheduleError(
       f"Interpreter {args.python} not found; create the repo's .venv or pass --python PATH."
     )
+  _check_run_local_args(output_dir, run_local_args)
   command = sl.crontab_command(
     repo_root=str(REPO_ROOT),
     python=args.python,
@@ -279,6 +278,27 @@ def _local_install(
     f"'{sl.BLOCK_END}{job}'); logs go to {output_dir}/logs/nightly.log."
   )
   return 0
+
+
+def _check_run_local_args(output_dir: str, run_local_args: Sequence[str]) -> None:
+  """Checks the nightly job's run_local.py flags now, with run_local.py's own checks.
+
+  The job runs from the repository root, so relative paths are checked from there too. A
+  misspelt flag or a bad value is refused at install time instead of failing every night.
+
+  Raises:
+    UserInputError: one line naming the fix.
+  """
+  from pipeline import run_local
+
+  parser = run_local.build_parser(prog="schedule.py local install -- (run_local.py options)")
+  args = parser.parse_args(["--output-dir", output_dir, *run_local_args])
+  here = os.getcwd()
+  os.chdir(REPO_ROOT)
+  try:
+    run_local.check_args(args)
+  finally:
+    os.chdir(here)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -311,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.target == "kubeflow":
       return _kubeflow(args, unknown)
     return _local(args, extra)
-  except sl.ScheduleError as e:
+  except UserInputError as e:  # ScheduleError and the run_local.py checks' CheckError.
     message = str(e)
   except OSError as e:
     message = f"{e.strerror}: {e.filename}"

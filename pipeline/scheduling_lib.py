@@ -30,6 +30,8 @@ from typing import Any
 
 from croniter import croniter
 
+from components.errors import UserInputError
+
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FIELD_RE = re.compile(r"^[0-9A-Za-z*?/,#-]+$")
 _NAMES_RE = re.compile(
@@ -47,7 +49,7 @@ _DESCRIPTORS_6 = {
 }
 
 
-class ScheduleError(Exception):
+class ScheduleError(UserInputError):
   """A scheduling problem the user can fix (bad cron, missing crontab, unreachable KFP)."""
 
 
@@ -783,10 +785,17 @@ def resolve_host(flag_host: str | None, environ: Mapping[str, str]) -> str | Non
     the kube config.
 
   Raises:
-    ScheduleError: If the host holds a control character.
+    ScheduleError: If the host holds a control character or names a scheme other than http(s).
   """
   host = flag_host or environ.get("KFP_HOST") or None
-  reject_control_chars(host, "--host" if flag_host else "$KFP_HOST")
+  what = "--host" if flag_host else "$KFP_HOST"
+  reject_control_chars(host, what)
+  scheme = urllib.parse.urlsplit(host).scheme if host and "://" in host else ""
+  if scheme and scheme.lower() not in ("http", "https"):
+    raise ScheduleError(
+      f"{what} {host} is a {scheme}:// address, and the KFP API is served over HTTP; pass "
+      "http://HOST:PORT or https://HOST."
+    )
   return host
 
 

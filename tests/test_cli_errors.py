@@ -4,6 +4,7 @@ Each case runs the real `run_local.py` in a subprocess; all of them stop before 
 imported, so each takes a second or two.
 """
 
+import gzip
 import subprocess
 import sys
 
@@ -24,11 +25,11 @@ def _run(*args, timeout=120):
   )
 
 
-def _one_error_line(proc, expected: str) -> None:
+def _one_error_line(proc, expected: str, prefix: str = "error: ") -> None:
   assert proc.returncode == 2, proc.stderr[-2000:]
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1, proc.stderr
-  assert lines[0].startswith("error: "), lines[0]
+  assert lines[0].startswith(prefix), lines[0]
   assert expected in lines[0], lines[0]
   assert "Traceback" not in proc.stderr
 
@@ -42,6 +43,20 @@ def data(tmp_path):
   tiny.mkdir()
   (tiny / "t.csv").write_text("a,label\n" + "".join(f"{i},{i % 2}\n" for i in range(5)))
   (tmp_path / "afile").write_text("x")
+  bom = tmp_path / "bom"
+  bom.mkdir()
+  (bom / "b.csv").write_bytes(b"\xef\xbb\xbf")
+  digits = (REPO_ROOT / "data" / "digits" / "digits.csv").read_bytes()
+  truncated = tmp_path / "truncated"
+  truncated.mkdir()
+  (truncated / "d.csv.gz").write_bytes(gzip.compress(digits)[:3000])
+  not_gzip = tmp_path / "notgz"
+  not_gzip.mkdir()
+  (not_gzip / "d.csv.gz").write_bytes(digits)
+  (tmp_path / "schema.pbtxt").write_text("garbage ::: {\n")
+  module = tmp_path / "mod"
+  (module / "helpers.py").mkdir(parents=True)
+  (module / "m.py").write_text("def run_fn(fn_args):\n  pass\n")
   return tmp_path
 
 
@@ -70,6 +85,18 @@ def data(tmp_path):
     (("--beam-arg", "runner=DataflowRunner"), "'runner=DataflowRunner' is not a Beam option"),
     (("--max-mse", "nan"), "--max-mse must be at least 0, got nan."),
     (("--variant-max-drop", "-1"), "--variant-max-drop must be at least 0, got -1."),
+    (("--max-error-increase", "nan"), "--max-error-increase must be at least 0, got nan."),
+    (("--hparams", "hiden_units=256"), "unknown hyper-parameter(s) hiden_units; use"),
+    (("--hparams", "num_layers=-3"), "hyper-parameter num_layers=-3 must be at least 1."),
+    (("--hparams", "hidden_units=abc"), "hyper-parameter hidden_units='abc' is not an integer."),
+    (("--local-workers", "1000"), "would start 1000 processes on this machine, over its"),
+    (("--pipeline-root", "gs://"), "--pipeline-root gs:// names no bucket"),
+    (("--exclude-columns", "no_such_column"), "'no_such_column' is not a column of"),
+    (("--schema", "{tmp}/schema.pbtxt"), "is not a Schema in text format"),
+    (("--data-root", "{tmp}/truncated"), "d.csv.gz is a damaged gzip file"),
+    (("--data-root", "{tmp}/notgz"), "d.csv.gz ends in .gz but is not gzip-compressed"),
+    (("--data-root", "{tmp}/bom"), "b.csv holds only a byte-order mark; give a CSV file"),
+    (("--module-file", "{tmp}/mod/m.py"), "also holds 'helpers.py', which is not a file"),
   ],
   ids=lambda v: v if isinstance(v, str) else None,
 )
@@ -107,3 +134,18 @@ def test_read_only_folder_is_refused_before_the_run(read_only, tmp_path, flag):
   proc = _run(*args)
   _one_error_line(proc, f"{flag} {read_only / 'x'} cannot be written (Read-only file system")
   assert not (tmp_path / "out" / "pipeline_root").exists()
+
+
+@pytest.mark.parametrize(
+  ("args", "expected"),
+  [
+    (("--trian-steps", "5"), "unrecognized arguments: --trian-steps 5 (see --help)"),
+    (("--hparams", "a=b=c"), "'a=b=c' is not key=value (e.g. hidden_units=128) (see --help)"),
+    (("--train-steps", "x"), "argument --train-steps: invalid int value: 'x' (see --help)"),
+  ],
+  ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_flag_the_parser_refuses_is_one_line_without_the_usage_block(tmp_path, args, expected):
+  proc = _run(*args, "--output-dir", tmp_path / "out")
+  _one_error_line(proc, expected, prefix="run_local.py: error: ")
+  assert not (tmp_path / "out").exists()

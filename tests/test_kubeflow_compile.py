@@ -236,6 +236,16 @@ def test_no_secret_reaches_the_packages_or_the_output(kfp_compiled, vertex_compi
     (["--transform-module", "missing_transform.py"], "does not exist"),
     (["--target", "vertex", "--pipeline-root", "s3://bucket/root"], "--pipeline-root gs://"),
     (["--eval-label-key", "species_xf"], "--eval-label-key"),
+    (["--pipeline-root", "gs://"], "--pipeline-root gs:// names no bucket; pass gs://BUCKET/PATH."),
+    (["--serving-dir", "s3://"], "--serving-dir s3:// names no bucket; pass s3://BUCKET/PATH."),
+    (["--image", ""], "--image '' is not a container image reference"),
+    (["--image", "not an image"], "--image 'not an image' is not a container image reference"),
+    (
+      ["--target", "vertex", "--pipeline-root", "gs://b/r", "--volume", "pvc:/mnt/serving"],
+      "--volume and --secret-env apply to --target kfp only",
+    ),
+    (["--local-workers", "1000"], "would start 1000 processes on this machine"),
+    (["--hparams", "hidden_units=abc"], "hyper-parameter hidden_units='abc' is not an integer."),
   ],
 )
 def test_user_mistakes_are_one_error_line_and_exit_2(tmp_path, flags, message):
@@ -261,3 +271,26 @@ def test_a_credential_as_plain_step_env_is_refused_without_echoing_it(tmp_path):
   assert "--secret-env" in proc.stderr.strip().splitlines()[-1]
   assert SENTINEL not in proc.stdout + proc.stderr
   assert not (tmp_path / "p.json").exists()
+
+
+def test_output_naming_a_folder_or_a_missing_folder_is_one_error_line(tmp_path):
+  for output, message in (
+    (tmp_path, "is a folder; pass a file name"),
+    (tmp_path / "nowhere" / "p.json", "does not exist; create it first."),
+  ):
+    proc = kfp_launcher.compile_package(output, env=project_env(), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_the_bundled_data_compiles_without_task(tmp_path):
+  """The image holds this checkout's data/: it is read here to tell the task and the floor."""
+  out = tmp_path / "p.json"
+  proc = kfp_launcher.compile_package(
+    out, "--image", IMAGE, "--pipeline-root", "gs://bucket/root", env=project_env()
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  text = out.read_text()
+  assert '"/pipeline/data/digits"' in text and '"multiclass"' in text

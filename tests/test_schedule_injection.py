@@ -245,10 +245,12 @@ def test_hostile_but_legal_values_reach_run_local_unchanged_when_cron_runs_the_l
     tmp_path / "fake-python", f"#!/bin/sh\nprintf '%s\\0' \"$@\" > '{record}'\n"
   )
   out = str(tmp_path / f"o ut's $(touch {pwned}) `touch {pwned}` ; 100% \\% *")
-  extra = [
-    "--note", "50% off", "a\\%b", "\\", "'", f"$(touch {pwned})", "*", "%%", "\\\\%", "é ✓",
+  hostile = [
+    "50% off", "a\\%b", "\\", "'", f"$(touch {pwned})", "*", "%%", "\\\\%", "é ✓",
     f"; touch {pwned} #",
   ]  # fmt: skip
+  # Values of a real run_local.py flag (install checks the job's flags as run_local.py would).
+  extra = [f"--beam-arg=--labels={value}" for value in hostile]
   status = _main(
     "local", "install", "--cron", "0 2 * * *", "--output-dir", out, "--job-name", JOB,
     "--python", fake_python, "--", *extra,

@@ -3,12 +3,14 @@
 import fcntl
 import os
 import pathlib
+import shutil
 import stat
 import subprocess
 
 import pytest
 
 from pipeline import schedule, scheduling_lib
+from tests.conftest import DIGITS_CSV
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 USER_LINES = (
@@ -81,15 +83,38 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
 
 def test_run_local_args_and_job_name_are_passed_through(tmp_path):
   crontab = tmp_path / "crontab"
+  data = tmp_path / "my digits"
+  data.mkdir()
+  shutil.copy(DIGITS_CSV, data)
   status = _main(
     "local", "install", "--cron", "0 2 * * *", "--output-dir", str(tmp_path / "o"),
     "--job-name", "digits-nightly", "--crontab-file", str(crontab),
-    "--", "--train-steps", "50", "--data-root", "/data/my digits",
+    "--", "--train-steps", "50", "--data-root", str(data),
   )  # fmt: skip
   assert status == 0
   [entry] = scheduling_lib.list_entries(crontab.read_text())
   assert entry.job == "digits-nightly"
-  assert "--train-steps 50 --data-root '/data/my digits' >>" in entry.line
+  assert f"--train-steps 50 --data-root '{data}' >>" in entry.line
+
+
+def test_install_refuses_run_local_flags_that_would_fail_every_night(tmp_path, capsys):
+  crontab = tmp_path / "crontab"
+  for extra, message in (
+    (["--trian-steps", "5"], "unrecognized arguments: --trian-steps 5 (see --help)"),
+    (["--min-accuracy", "2"], "--min-accuracy must be between 0 and 1, got 2."),
+    (["--data-root", str(tmp_path / "nowhere")], "does not exist; pass an existing folder."),
+  ):
+    try:
+      status = _main(
+        "local", "install", "--cron", "0 2 * * *", "--output-dir", str(tmp_path / "o"),
+        "--crontab-file", str(crontab), "--", *extra,
+      )  # fmt: skip
+    except SystemExit as e:  # argparse's own exit for an unknown flag
+      status = e.code
+    assert status != 0
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err
+    assert not crontab.exists()
 
 
 def test_percent_signs_are_escaped_for_cron(tmp_path):

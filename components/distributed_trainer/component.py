@@ -57,6 +57,13 @@ def _check_arguments(
     )
   if local_workers < 0 or local_ps < 0:
     raise ValueError("local_workers and local_ps must be >= 0")
+  processes = defaults.local_cluster_processes(local_workers, local_ps)
+  if processes > defaults.max_local_processes():
+    raise ValueError(
+      f"local_workers={local_workers} and local_ps={local_ps} would start "
+      f"{processes} processes on this machine, over its "
+      f"{defaults.max_local_processes()}; train across machines with a TFJob instead"
+    )
   if local_ps and not local_workers:
     raise ValueError(f"local_ps={local_ps} needs workers to serve; pass local_workers >= 1 too")
   if (local_workers or local_ps) and strategy not in _CLUSTER_STRATEGIES:

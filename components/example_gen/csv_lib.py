@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import collections
+import contextlib
 import csv
 import dataclasses
 import gzip
@@ -14,6 +15,7 @@ import logging
 import math
 import os
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -288,6 +290,32 @@ class ColumnProfile:
 # --- Reading ------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def damaged_gzip_as_input_error(path: str):
+  """Turns a truncated or mislabelled gzip file into a CsvInputError naming the file.
+
+  Python's gzip raises EOFError or BadGzipFile, and Arrow an OSError from zlib; none of them
+  says which file, and each reads as a bug of ours.
+  """
+  try:
+    yield
+  except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+    raise CsvInputError(
+      f"{path} is a damaged gzip file ({e}); re-create it with gzip, or pass it uncompressed."
+    ) from None
+  except OSError as e:
+    text = str(e)
+    if "zlib" not in text and "gzip" not in text.lower():
+      raise
+    if not io_lib.is_gzip(path):
+      raise CsvInputError(
+        f"{path} ends in .gz but is not gzip-compressed; rename it to .csv or gzip it."
+      ) from None
+    raise CsvInputError(
+      f"{path} is a damaged gzip file ({text}); re-create it with gzip, or pass it uncompressed."
+    ) from None
+
+
 def open_decoded(path: str):
   """Opens a CSV file for reading its bytes, decompressing gzip (detected by magic bytes)."""
   f = io_lib.open_read(path)
@@ -396,11 +424,13 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
     CsvInputError: if the file is empty, the header is undecodable, empty or
       has blank or duplicate names.
   """
-  with open_decoded(path) as f:
+  with damaged_gzip_as_input_error(path), open_decoded(path) as f:
     head = f.read(1 << 20)
-  if not head.strip():
-    raise CsvInputError(f"{path} is empty; give a CSV file whose first line is a header.")
+  bom = head.startswith(codecs.BOM_UTF8)
   head = head.removeprefix(codecs.BOM_UTF8)
+  if not head.strip():
+    what = "holds only a byte-order mark" if bom else "is empty"
+    raise CsvInputError(f"{path} {what}; give a CSV file whose first line is a header.")
   try:
     text = head.decode("utf-8")
   except UnicodeDecodeError as e:
@@ -1271,34 +1301,35 @@ def profile_column(
     options = ConvertOptions(
       column_types=dict.fromkeys(names, STRING), delimiter=delimiter, block_size=block_size
     )
-    chunk = Chunk(path)
-    utf8, _ = scan_chunk(chunk)
-    for raw in iter_raw_batches(
-      chunk, names, options, utf8=utf8, include_columns=[column], use_threads=True
-    ):
-      values = raw.column(0)
-      if not utf8:
-        bad = _undecodable(values)
-        if bad.any():
-          values = values.filter(pa.array(~bad))
-      rows += len(values)
-      empty += values.null_count
-      text = values.cast(pa.string())
-      kind = _column_kind(text, kind)
-      if kind in (INT, FLOAT):
-        numbers, _ = _parse_numeric(text, FLOAT)
-        moments.add(numbers.drop_null().to_numpy(zero_copy_only=False))
-      if not truncated:
-        tally = pc.value_counts(values.drop_null())
-        counts.update(
-          dict(
-            zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist(), strict=True)
+    with damaged_gzip_as_input_error(path):
+      chunk = Chunk(path)
+      utf8, _ = scan_chunk(chunk)
+      for raw in iter_raw_batches(
+        chunk, names, options, utf8=utf8, include_columns=[column], use_threads=True
+      ):
+        values = raw.column(0)
+        if not utf8:
+          bad = _undecodable(values)
+          if bad.any():
+            values = values.filter(pa.array(~bad))
+        rows += len(values)
+        empty += values.null_count
+        text = values.cast(pa.string())
+        kind = _column_kind(text, kind)
+        if kind in (INT, FLOAT):
+          numbers, _ = _parse_numeric(text, FLOAT)
+          moments.add(numbers.drop_null().to_numpy(zero_copy_only=False))
+        if not truncated:
+          tally = pc.value_counts(values.drop_null())
+          counts.update(
+            dict(
+              zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist(), strict=True)
+            )
           )
-        )
-        truncated = len(counts) > max_distinct
-        if truncated:
-          kept = len({_typed_value(c, kind) for c in counts})
-          counts = collections.Counter()
+          truncated = len(counts) > max_distinct
+          if truncated:
+            kept = len({_typed_value(c, kind) for c in counts})
+            counts = collections.Counter()
   if kind == UNKNOWN:
     return ColumnProfile(column, None, rows, empty, (), False, 0, {})
   numeric = kind in (INT, FLOAT) and moments.count > 0

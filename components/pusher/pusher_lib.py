@@ -38,6 +38,7 @@ from typing import Any
 
 import filelock
 
+from components.errors import UserInputError
 from components.pusher import object_store_lib
 
 MANIFEST_FILE = "manifest.json"
@@ -69,7 +70,7 @@ _RESERVED_MANIFEST_KEYS = frozenset(
 )
 
 
-class PusherError(Exception):
+class PusherError(UserInputError):
   """A problem the user can fix (bad name, missing model, nothing to roll back to)."""
 
 
