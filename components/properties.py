@@ -1,8 +1,16 @@
-"""Names of the artifact properties one component writes and others read.
+"""Names that more than one component (or a component and the pipeline) must spell alike.
 
-One owner, so that a writer and its readers cannot drift apart; a module that reads a property
-another component writes imports its name from here.
+One owner, so that a writer and its readers cannot drift apart: the Examples properties the
+ExampleGen writes and others read, and the execution-property keys that LiveModel, the Pusher
+and the Kubeflow key task share. Properties that one component writes on its own output and
+the runners read are named beside that component (e.g. the Model's in
+`components/distributed_trainer/constants.py`), and readers import them from there.
 """
+
+# Execution properties of LiveModel and the Pusher (and parameters of the KFP live-key task).
+SERVING_DIR_KEY = "serving_dir"
+MODEL_NAME_KEY = "model_name"
+LIVE_KEY_KEY = "live_key"
 
 # Examples (the kit's CsvExampleGen): rows written to each split, "num_rows_<split>".
 EXAMPLES_ROWS_PREFIX = "num_rows_"

@@ -277,3 +277,34 @@ def beam_pipeline_args(executor) -> list[str]:
   the one place that reads the attribute (tests/test_tf_compat.py checks it is still there).
   """
   return list(getattr(executor, "_beam_pipeline_args", None) or [])
+
+
+def set_beam_pipeline_args(executor, args: list[str]) -> None:
+  """Replaces a TFX Beam executor's Beam arguments (the attribute `beam_pipeline_args` reads)."""
+  executor._beam_pipeline_args = list(args)
+
+
+def executor_context(executor):
+  """The orchestrator's context a TFX executor was built with (pipeline node and run), or None.
+
+  TFX 1.16's BaseExecutor keeps it in `_context` and has no accessor.
+  """
+  return getattr(executor, "_context", None)
+
+
+def pipeline_ir(pipeline):
+  """The IR LocalDagRunner.run would run: module files packaged, then the pipeline compiled.
+
+  TFX 1.16 does this in `tfx_runner._make_pipeline_proto`, which has no public equivalent;
+  `LocalDagRunner.run_with_ir` takes the result.
+  """
+  from tfx.orchestration.portable import tfx_runner
+
+  return tfx_runner._make_pipeline_proto(pipeline)
+
+
+def kfp_v2_executor_flags_parser():
+  """The absl flags parser of TFX's Kubeflow V2 container entrypoint (`_parse_flags`)."""
+  from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as stock
+
+  return stock._parse_flags

@@ -19,14 +19,15 @@ from components.live_model.evaluator import BaselineAwareEvaluator
 from components.optimizer import Optimizer
 from components.pusher import Pusher
 from components.statistics_gen import StatisticsGen
+from pipeline import nodes
 from pipeline.config import PipelineConfig
 
 # The Pusher writes the serving folder, so it always runs (and pushes nothing when its
 # candidate is already live). LiveModel reads it: both runners cache it by what is live (its
 # `live_key`, `live_model_lib.live_model_key`), so a rerun with nothing new reuses LiveModel,
 # the Evaluator and the Trainer; built without a key, it is never cached either.
-LIVE_MODEL_ID = "LiveModel"
-PUSHER_ID = "Pusher"
+LIVE_MODEL_ID = nodes.LIVE_MODEL
+PUSHER_ID = nodes.PUSHER
 NEVER_CACHED = (PUSHER_ID,)
 
 
@@ -136,9 +137,9 @@ def create_pipeline(
     schema_path=config.schema_path,
     delimiter=config.delimiter,
     rolling_spans=config.rolling_spans,
-  )
+  ).with_id(nodes.CSV_EXAMPLE_GEN)
   examples = example_gen.outputs["examples"]
-  statistics_gen = StatisticsGen(examples=examples)
+  statistics_gen = StatisticsGen(examples=examples).with_id(nodes.STATISTICS_GEN)
   if config.schema_path:
     schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
   else:
@@ -148,7 +149,7 @@ def create_pipeline(
   schema = schema_gen.outputs["schema"]
   example_validator = tfx.components.ExampleValidator(
     statistics=statistics_gen.outputs["statistics"], schema=schema
-  )
+  ).with_id(nodes.EXAMPLE_VALIDATOR)
 
   transform = None
   if config.transform:
@@ -156,7 +157,7 @@ def create_pipeline(
       examples=examples,
       schema=schema,
       module_file=config.transform_module or config.module_file,
-    )
+    ).with_id(nodes.TRANSFORM)
   transform_graph = transform.outputs["transform_graph"] if transform else None
 
   custom_config = {
@@ -185,7 +186,7 @@ def create_pipeline(
       eval_args=eval_args,
       custom_config=custom_config,
       **module_kwargs,
-    )
+    ).with_id(nodes.TUNER)
 
   # The serving folder says what is live: the Evaluator's baseline, and the warm-start model
   # when it was trained on other data. It replaces TFX's resolvers, which open-source Kubeflow
@@ -211,7 +212,7 @@ def create_pipeline(
     tfjob=config.tfjob,
     custom_config=custom_config,
     base_model=live.outputs["warm_start"] if config.warm_start else None,
-  )
+  ).with_id(nodes.TRAINER)
 
   # The default module's models, and modules whose label is transformed (--eval-label-key),
   # give TFMA the label as the model sees it through their `transform_features` signature.
@@ -222,7 +223,7 @@ def create_pipeline(
     baseline_model=live.outputs["baseline"],
     eval_config=make_eval_config(config, preprocessing),
     auto_floor=floor_lib.auto_floor_spec(config.task) if config.auto_floor else None,
-  ).with_id("Evaluator")
+  ).with_id(nodes.EVALUATOR)
   optimizer = Optimizer(
     model=trainer.outputs["model"],
     examples=examples,
@@ -233,7 +234,7 @@ def create_pipeline(
     variants=list(config.optimizer_variants),
     max_accuracy_drop=config.variant_max_accuracy_drop,
     tensorrt=config.tensorrt,
-  )
+  ).with_id(nodes.OPTIMIZER)
   pusher = Pusher(
     model=trainer.outputs["model"],
     model_blessing=evaluator.outputs["blessing"],
@@ -245,12 +246,12 @@ def create_pipeline(
     keep_versions=config.keep_versions,
     live_key=live_key,
   ).with_id(PUSHER_ID)
-  nodes = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
-  nodes += [trainer, evaluator, optimizer, pusher]
+  parts = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
+  parts += [trainer, evaluator, optimizer, pusher]
   return tfx.dsl.Pipeline(
     pipeline_name=config.pipeline_name,
     pipeline_root=config.pipeline_root,
-    components=[n for n in nodes if n is not None],
+    components=[n for n in parts if n is not None],
     enable_cache=config.enable_cache,
     metadata_connection_config=metadata_connection_config,
     beam_pipeline_args=list(beam_pipeline_args),
@@ -264,9 +265,9 @@ def local_ir(pipeline: tfx.dsl.Pipeline):
   node that writes the serving folder, and for LiveModel when it was built without a
   `live_key`. Module files are packaged first, as LocalDagRunner.run does.
   """
-  from tfx.orchestration.portable import tfx_runner
+  from components import tf_compat
 
-  ir = tfx_runner._make_pipeline_proto(pipeline)  # Packages module files, then compiles.
+  ir = tf_compat.pipeline_ir(pipeline)  # Packages module files, then compiles.
   live_key = next(
     (c.exec_properties.get("live_key") for c in pipeline.components if c.id == LIVE_MODEL_ID),
     None,

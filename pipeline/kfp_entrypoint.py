@@ -135,7 +135,7 @@ def run_executor(argv: Sequence[str]) -> None:
     stock.main(parsed)
     _exit(0, hard_exit)
 
-  app.run(_main, argv=[sys.argv[0], *args], flags_parser=stock._parse_flags)
+  app.run(_main, argv=[sys.argv[0], *args], flags_parser=tf_compat.kfp_v2_executor_flags_parser())
 
 
 def span_key(parameter_values: Mapping[str, Any]) -> str:

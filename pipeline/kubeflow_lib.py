@@ -32,6 +32,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from components import properties
+from pipeline import nodes
+
 KFP = "kfp"
 VERTEX = "vertex"
 TARGETS = (KFP, VERTEX)
@@ -46,14 +49,14 @@ SPAN_RESOLVER_SUFFIX = "_span"
 SPAN_INPUTS = ("input_base", "input_config", "range_config", "rolling_spans")
 CLASS_PATH_FLAG = "--executor_class_path"
 INPUTS_SPEC_FLAG = "--json_serialized_inputs_spec_args"
-SERVING_DIR_PARAMETER = "serving_dir"
-MODEL_NAME_PARAMETER = "model_name"
+SERVING_DIR_PARAMETER = properties.SERVING_DIR_KEY
+MODEL_NAME_PARAMETER = properties.MODEL_NAME_KEY
 PIPELINE_NAME_PARAMETER = "pipeline_name"
 # The live key task: its subcommand, name suffix and output, which LiveModel and Pusher get.
-LIVE_MODEL_TASK = "LiveModel"
+LIVE_MODEL_TASK = nodes.LIVE_MODEL
 LIVE_KEY_COMMAND = "live-key"
 LIVE_KEY_SUFFIX = "_key"
-LIVE_KEY = "live_key"
+LIVE_KEY = properties.LIVE_KEY_KEY
 # Names of environment variables that hold credentials: never written into a package.
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY", "CREDENTIAL", "API_KEY")
 

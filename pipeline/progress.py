@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from pipeline import nodes
+
 _RUNNING = re.compile(r"^Component (\S+) is running\.$")
 _FINISHED = re.compile(r"^Component (\S+) is finished\.$")
 _CACHED = re.compile(r"^A cached execution \d+ is used\.$")
@@ -273,7 +275,8 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
       f"task: {task} on label {config.get('label_key')!r}; floor: "
       f"{(summary.get('floor') or {}).get('reason') or config.get('floor_reason')}"
     )
-  if summary.get("hparams") and any(c["name"] == "Tuner" for c in summary.get("components", [])):
+  tuned_here = any(c["name"] == nodes.TUNER for c in summary.get("components", []))
+  if summary.get("hparams") and tuned_here:
     tuned = {
       k: v
       for k, v in summary["hparams"].items()

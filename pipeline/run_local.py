@@ -17,22 +17,10 @@ import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from pipeline import checks, cli, progress  # noqa: E402
+from pipeline import checks, cli, nodes, progress  # noqa: E402
 from pipeline.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
-COMPONENT_ORDER = (
-  "CsvExampleGen",
-  "StatisticsGen",
-  "SchemaGen",
-  "ExampleValidator",
-  "Transform",
-  "Tuner",
-  "LiveModel",
-  "DistributedTrainer",
-  "Evaluator",
-  "Optimizer",
-  "Pusher",
-)
+COMPONENT_ORDER = nodes.RUN_ORDER
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:

@@ -9,6 +9,12 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components import properties
+from components.distributed_trainer import constants as model_props
+from components.live_model import executor as live_model
+from components.live_model import floor_lib
+from components.optimizer import optimizer_lib
+from components.pusher import spec as pusher_spec
+from pipeline import nodes
 
 _STATES = {
   metadata_store_pb2.Execution.COMPLETE: "ran",
@@ -100,49 +106,58 @@ def build_summary(
     "pushed": None,
     "optimizer": None,
   }
-  trainer = by_name.get("DistributedTrainer")
+  trainer = by_name.get(nodes.TRAINER)
   if trainer:
     model = _output_of_type(store, trainer["execution_id"], "Model")
     if model is not None:
       summary["strategy"] = {
         k: _prop(model, k)
-        for k in ("strategy", "num_replicas_in_sync", "strategy_reason", "strategy_chosen_by")
+        for k in (
+          model_props.STRATEGY_PROPERTY,
+          model_props.NUM_REPLICAS_PROPERTY,
+          model_props.STRATEGY_REASON_PROPERTY,
+          model_props.STRATEGY_CHOSEN_BY_PROPERTY,
+        )
       }
-      summary["task"] = _prop(model, "task")
-      classes = _prop(model, "label_classes")
+      summary["task"] = _prop(model, model_props.TASK_PROPERTY)
+      classes = _prop(model, model_props.LABEL_CLASSES_PROPERTY)
       summary["label_classes"] = json.loads(classes) if classes else None
-      plan = _prop(model, "training_plan")
+      plan = _prop(model, model_props.TRAINING_PLAN_PROPERTY)
       summary["training_plan"] = json.loads(plan) if plan else None
-      hparams = _prop(model, "hparams")
+      hparams = _prop(model, model_props.HPARAMS_PROPERTY)
       summary["hparams"] = json.loads(hparams) if hparams else None
-      for key, value in json.loads(_prop(model, "eval_metrics") or "{}").items():
+      for key, value in json.loads(_prop(model, model_props.EVAL_METRICS_PROPERTY) or "{}").items():
         if key != "examples":
           summary["eval_metrics"][f"trainer_{key}"] = value
-  evaluator = by_name.get("Evaluator")
+  evaluator = by_name.get(nodes.EVALUATOR)
   if evaluator:
     blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
     evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
     if blessing is not None:
       summary["blessed"] = bool(_prop(blessing, "blessed"))
-      if _prop(blessing, "floor_reason"):
+      if _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY):
         summary["floor"] = {
-          "value": _prop(blessing, "floor"),
-          "reason": _prop(blessing, "floor_reason"),
+          "value": _prop(blessing, floor_lib.FLOOR_PROPERTY),
+          "reason": _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY),
         }
     if evaluation is not None:
       summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
       summary["validation"] = read_tfma_validation(evaluation.uri)
-  optimizer = by_name.get("Optimizer")
+  optimizer = by_name.get(nodes.OPTIMIZER)
   if optimizer:
     report = _output_of_type(store, optimizer["execution_id"], "components.OptimizationReport")
     if report is not None:
       summary["optimizer"] = read_optimizer_report(report.uri)
-  pusher = by_name.get("Pusher")
+  pusher = by_name.get(nodes.PUSHER)
   if pusher:
     pushed = _output_of_type(store, pusher["execution_id"], "PushedModel")
     if pushed is not None and pusher["state"] == "cached":
       # Same model, same blessing, same variants as a run that already pushed (or declined).
-      was = _version(_prop(pushed, "pushed_version")) if _prop(pushed, "pushed") else None
+      was = (
+        _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY))
+        if _prop(pushed, pusher_spec.PUSHED_PROPERTY)
+        else None
+      )
       summary["pushed"] = {
         "pushed": False,
         "version": None,
@@ -152,10 +167,10 @@ def build_summary(
       }
     elif pushed is not None:
       summary["pushed"] = {
-        "pushed": bool(_prop(pushed, "pushed")),
-        "version": _version(_prop(pushed, "pushed_version")),
-        "path": _prop(pushed, "pushed_destination"),
-        "reason": _prop(pushed, "pushed_reason"),
+        "pushed": bool(_prop(pushed, pusher_spec.PUSHED_PROPERTY)),
+        "version": _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY)),
+        "path": _prop(pushed, pusher_spec.PUSHED_DESTINATION_PROPERTY),
+        "reason": _prop(pushed, pusher_spec.PUSHED_REASON_PROPERTY),
       }
       failures = (summary["validation"] or {}).get("failures")
       if not summary["pushed"]["pushed"] and summary["blessed"] is False and failures:
@@ -164,7 +179,7 @@ def build_summary(
         summary["pushed"]["reason"] = "the Evaluator did not bless the model: " + "; ".join(
           failures
         )
-  examples_gen = by_name.get("CsvExampleGen")
+  examples_gen = by_name.get(nodes.CSV_EXAMPLE_GEN)
   if examples_gen:
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
     summary["new_data"] = {"ran": True, "cached": False}.get(examples_gen["state"])
@@ -178,40 +193,40 @@ def _examples_line(a) -> str:
 
 
 def _model_line(a) -> str:
-  metrics = json.loads(_prop(a, "eval_metrics") or "{}")
+  metrics = json.loads(_prop(a, model_props.EVAL_METRICS_PROPERTY) or "{}")
   shown = "".join(f", {k} {v:.4g}" for k, v in metrics.items() if k != "examples")
-  task = _prop(a, "task")
-  return f"{_prop(a, 'strategy')}" + (f", {task}" if task else "") + shown
+  task = _prop(a, model_props.TASK_PROPERTY)
+  return f"{_prop(a, model_props.STRATEGY_PROPERTY)}" + (f", {task}" if task else "") + shown
 
 
 def _optimized_line(a) -> str:
-  names = json.loads(_prop(a, "blessed_variants") or "[]")
+  names = json.loads(_prop(a, optimizer_lib.KEY_BLESSED) or "[]")
   return f"{len(names)} variant(s) blessed: {', '.join(names)}" if names else "no variant blessed"
 
 
 def _pushed_line(a) -> str:
-  if _prop(a, "pushed"):
-    return f"pushed version {_prop(a, 'pushed_version')}"
-  return f"not pushed: {(_prop(a, 'pushed_reason') or '')[:60]}"
+  if _prop(a, pusher_spec.PUSHED_PROPERTY):
+    return f"pushed version {_prop(a, pusher_spec.PUSHED_VERSION_PROPERTY)}"
+  return f"not pushed: {(_prop(a, pusher_spec.PUSHED_REASON_PROPERTY) or '')[:60]}"
 
 
 def _live_line(a) -> str:
-  if _prop(a, "available"):
-    return f"baseline: live version {_prop(a, 'live_version')}"
-  return f"no baseline ({_prop(a, 'reason') or 'nothing was live'})"
+  if _prop(a, live_model.AVAILABLE_PROPERTY):
+    return f"baseline: live version {_prop(a, live_model.LIVE_VERSION_PROPERTY)}"
+  return f"no baseline ({_prop(a, live_model.REASON_PROPERTY) or 'nothing was live'})"
 
 
 # Node id -> (output artifact type, one line from that artifact).
 _RESULT_LINES = {
-  "CsvExampleGen": ("Examples", _examples_line),
-  "SchemaGen": ("Schema", lambda a: "schema inferred"),
-  "Transform": ("TransformGraph", lambda a: "transform graph written"),
-  "Tuner": ("HyperParameters", lambda a: "best hyper-parameters chosen"),
-  "LiveModel": ("Model", _live_line),
-  "DistributedTrainer": ("Model", _model_line),
-  "Evaluator": ("ModelBlessing", lambda a: "blessed" if _prop(a, "blessed") else "not blessed"),
-  "Optimizer": ("components.OptimizedModel", _optimized_line),
-  "Pusher": ("PushedModel", _pushed_line),
+  nodes.CSV_EXAMPLE_GEN: ("Examples", _examples_line),
+  nodes.SCHEMA_GEN: ("Schema", lambda a: "schema inferred"),
+  nodes.TRANSFORM: ("TransformGraph", lambda a: "transform graph written"),
+  nodes.TUNER: ("HyperParameters", lambda a: "best hyper-parameters chosen"),
+  nodes.LIVE_MODEL: ("Model", _live_line),
+  nodes.TRAINER: ("Model", _model_line),
+  nodes.EVALUATOR: ("ModelBlessing", lambda a: "blessed" if _prop(a, "blessed") else "not blessed"),
+  nodes.OPTIMIZER: ("components.OptimizedModel", _optimized_line),
+  nodes.PUSHER: ("PushedModel", _pushed_line),
 }
 
 

@@ -208,3 +208,18 @@ def test_beam_pipeline_args_are_still_where_tfx_keeps_them():
     "--runner=DirectRunner",
     "--direct_num_workers=2",
   ]
+
+
+def test_tfx_private_hooks_are_still_where_tf_compat_reads_them():
+  from tfx.dsl.components.base import base_beam_executor
+  from tfx.orchestration.portable import tfx_runner
+
+  context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=["--a=1"])
+  from tfx.components.statistics_gen import executor as stock
+
+  executor = stock.Executor(context)
+  tf_compat.set_beam_pipeline_args(executor, ["--b=2"])
+  assert tf_compat.beam_pipeline_args(executor) == ["--b=2"]
+  assert tf_compat.executor_context(executor) is context
+  assert callable(tfx_runner._make_pipeline_proto)
+  assert callable(tf_compat.kfp_v2_executor_flags_parser())

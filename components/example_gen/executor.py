@@ -16,7 +16,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import properties
+from components import properties, tf_compat
 from components.example_gen import csv_lib, example_gen_lib, io_lib
 from components.example_gen.component_spec import (
   ALLOW_NON_FINITE_KEY,
@@ -133,8 +133,11 @@ class Executor(BaseExampleGenExecutor):
 
     units = example_gen_lib.plan_units(plan.files)
     total_bytes = sum(io_lib.size(p) for p in plan.paths)
-    self._beam_pipeline_args = example_gen_lib.direct_runner_args(
-      self._beam_pipeline_args or [], len(units), total_bytes
+    tf_compat.set_beam_pipeline_args(
+      self,
+      example_gen_lib.direct_runner_args(
+        tf_compat.beam_pipeline_args(self), len(units), total_bytes
+      ),
     )
     logging.info(
       "Converting %d CSV file(s) in %d unit(s) with column types %s.",

@@ -7,11 +7,12 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from components import properties
 from components.live_model import executor
 
-SERVING_DIR_KEY = "serving_dir"
-MODEL_NAME_KEY = "model_name"
-LIVE_KEY_KEY = "live_key"
+SERVING_DIR_KEY = properties.SERVING_DIR_KEY
+MODEL_NAME_KEY = properties.MODEL_NAME_KEY
+LIVE_KEY_KEY = properties.LIVE_KEY_KEY
 EXAMPLES_KEY = "examples"
 BASELINE_KEY = "baseline"
 WARM_START_KEY = "warm_start"

@@ -10,7 +10,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components import model_contract
+from components import model_contract, properties
 from components.live_model import live_model_lib
 
 AVAILABLE_PROPERTY = "available"
@@ -40,12 +40,14 @@ class Executor(base_executor.BaseExecutor):
     baseline = artifact_utils.get_single_instance(output_dict["baseline"])
     warm = artifact_utils.get_single_instance(output_dict["warm_start"])
     live = live_model_lib.live_version(
-      exec_properties["serving_dir"], exec_properties["model_name"]
+      exec_properties[properties.SERVING_DIR_KEY], exec_properties[properties.MODEL_NAME_KEY]
     )
     if live is None:
       for artifact in (baseline, warm):
         _unavailable(artifact, "nothing was live")
-      logging.info("LiveModel: nothing is live under %s.", exec_properties["serving_dir"])
+      logging.info(
+        "LiveModel: nothing is live under %s.", exec_properties[properties.SERVING_DIR_KEY]
+      )
       return
     serving = path_utils.serving_model_dir(baseline.uri)
     live_model_lib.copy_saved_model(live, serving)

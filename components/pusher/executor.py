@@ -20,6 +20,8 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from components import tf_compat
+from components.distributed_trainer import constants as trainer_constants
 from components.live_model import live_model_lib
 from components.optimizer import optimizer_lib
 from components.pusher import pusher_lib
@@ -124,7 +126,7 @@ class Executor(stock_pusher.Executor):
   ) -> str:
     """Why the live version already is this model's training (same data, module, settings)."""
     model = artifact_utils.get_single_instance(input_dict[s.MODEL_KEY])
-    fingerprint = _prop(model, "training_fingerprint")
+    fingerprint = _prop(model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY)
     if not fingerprint:
       return ""
     serving_dir = exec_properties[s.SERVING_DIR_KEY]
@@ -158,17 +160,21 @@ class Executor(stock_pusher.Executor):
     model = artifact_utils.get_single_instance(input_dict[s.MODEL_KEY])
     blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
     examples = input_dict.get(s.EXAMPLES_KEY) or []
-    context = self._context
+    context = tf_compat.executor_context(self)
     pipeline_node = context.pipeline_node if context else None
     extra: dict[str, Any] = {
       "data_spans": _data_spans(examples),
       "examples": [a.uri for a in examples],
-      "data_fingerprints": json.loads(_prop(model, "data_fingerprints") or "[]"),
+      "data_fingerprints": json.loads(
+        _prop(model, trainer_constants.DATA_FINGERPRINTS_PROPERTY) or "[]"
+      ),
       "model": {
         "uri": model.uri,
-        "task": _prop(model, "task"),
-        "label_classes": json.loads(_prop(model, "label_classes") or "null"),
-        "training_fingerprint": _prop(model, "training_fingerprint"),
+        "task": _prop(model, trainer_constants.TASK_PROPERTY),
+        "label_classes": json.loads(
+          _prop(model, trainer_constants.LABEL_CLASSES_PROPERTY) or "null"
+        ),
+        "training_fingerprint": _prop(model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY),
       },
       "blessing": {
         key: blessing.get_custom_property(key)

@@ -3,6 +3,7 @@
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from components import properties
 from components.optimizer.artifacts import OptimizedModel
 
 # Input keys. The first two match stock TFX's standard_component_specs values.
@@ -14,10 +15,10 @@ TRANSFORM_GRAPH_KEY = "transform_graph"
 # Output key (stock value, so tools that look for "pushed_model" find it).
 PUSHED_MODEL_KEY = "pushed_model"
 # Execution parameter keys.
-SERVING_DIR_KEY = "serving_dir"
-MODEL_NAME_KEY = "model_name"
+SERVING_DIR_KEY = properties.SERVING_DIR_KEY
+MODEL_NAME_KEY = properties.MODEL_NAME_KEY
 KEEP_VERSIONS_KEY = "keep_versions"
-LIVE_KEY_KEY = "live_key"
+LIVE_KEY_KEY = properties.LIVE_KEY_KEY
 
 # Custom properties written on the PushedModel artifact (stock names for the first three).
 PUSHED_PROPERTY = "pushed"
