@@ -34,8 +34,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from components.errors import UserInputError
-from pipeline import scheduling_lib as sl
 from pipeline.cli import ArgumentParser
+from pipeline.scheduling import cron, kfp_client
+from pipeline.scheduling import crontab as crontab_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
@@ -94,10 +95,10 @@ def _add_cron_flags(parser: argparse.ArgumentParser, required: bool) -> None:
   )
 
 
-def _print_schedule(spec: sl.CronSpec, where: str, local_cron: bool = False) -> None:
+def _print_schedule(spec: cron.CronSpec, where: str, local_cron: bool = False) -> None:
   print(f"Schedule {spec.source!r}: {where}")
   print("Next runs:")
-  for line in sl.describe_next_runs(spec, local_cron=local_cron):
+  for line in cron.describe_next_runs(spec, local_cron=local_cron):
     print(f"  {line}")
 
 
@@ -105,7 +106,7 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
   try:
     from pipeline import cli, run_kubeflow
   except ImportError as e:
-    raise sl.ScheduleError(
+    raise cron.ScheduleError(
       f"Cannot import pipeline/run_kubeflow.py ({e}); compile the pipeline yourself and pass "
       "--package FILE."
     ) from e
@@ -119,7 +120,7 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
     config = run_kubeflow.kubeflow_config(compile_args)
     run_kubeflow.check_target(compile_args.target, config)
   except ValueError as e:
-    raise sl.ScheduleError(str(e)) from e
+    raise cron.ScheduleError(str(e)) from e
   for line in run_kubeflow.compile_warnings(compile_args, config, compile_args.volume):
     print(f"warning: {line}", file=sys.stderr)
   # As run_kubeflow.py compiles: TFX's INFO chatter stays out of the terminal.
@@ -135,15 +136,15 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
 
 
 def _make_client(args: argparse.Namespace) -> Any:
-  host, what = sl.host_source(args.host, os.environ)
-  creds = sl.resolve_credentials(args.token_file, os.environ)
-  print(f"KFP host: {sl.redact_host(host)}; credentials: {creds.describe()}")
+  host, what = kfp_client.host_source(args.host, os.environ)
+  creds = kfp_client.resolve_credentials(args.token_file, os.environ)
+  print(f"KFP host: {kfp_client.redact_host(host)}; credentials: {creds.describe()}")
   if host:
     token = creds.existing_token
     if creds.token_path and os.path.isfile(creds.token_path):
       with open(creds.token_path, encoding="utf-8") as f:
         token = f.read().strip()
-    sl.check_kfp_health(host, what=what, token=token)
+    kfp_client.check_kfp_health(host, what=what, token=token)
   import kfp  # After the check: a wrong host fails before this slow import.
   from kfp.client import set_volume_credentials
 
@@ -160,7 +161,7 @@ def _make_client(args: argparse.Namespace) -> Any:
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP >= 2.0.0-beta.2"
     return _Client(
-      host=sl.resolve_host(args.host, os.environ),
+      host=kfp_client.resolve_host(args.host, os.environ),
       existing_token=creds.existing_token,
       credentials=credentials,
       namespace=args.namespace or "kubeflow",
@@ -180,26 +181,26 @@ def _quiet_kfp_logs() -> Iterator[None]:
 
 
 def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
-  spec = sl.parse_cron(args.cron, seconds_field=args.seconds_field)
-  sl.validate_job_name(args.job_name)
+  spec = cron.parse_cron(args.cron, seconds_field=args.seconds_field)
+  cron.validate_job_name(args.job_name)
   if not args.dry_run:
     # Settings from the environment, checked before anything is compiled or written.
-    sl.host_source(args.host, os.environ)
-    sl.resolve_credentials(args.token_file, os.environ)
+    kfp_client.host_source(args.host, os.environ)
+    kfp_client.resolve_credentials(args.token_file, os.environ)
   _print_schedule(
     spec,
     f"KFP cron {spec.kfp!r} (six fields, seconds first, as robfig/cron v1 reads them; "
     "KFP evaluates it in its controller's time zone, UTC by default)",
   )
   compiled = _compile(args, compile_argv) if args.compile else args.package
-  package, runtime = sl.kfp_package_from_tfx(compiled, args.build_dir)
+  package, runtime = kfp_client.kfp_package_from_tfx(compiled, args.build_dir)
   print(f"Pipeline package: {package}")
   if args.dry_run:
     print("Dry run: no recurring run created.")
     return 0
   with _quiet_kfp_logs():
     client = _make_client(args)
-    run = sl.upsert_recurring_run(
+    run = kfp_client.upsert_recurring_run(
       client,
       experiment=args.experiment,
       job_name=args.job_name,
@@ -218,13 +219,13 @@ def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
 
 def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
   output_dir = os.path.abspath(args.output_dir)
-  job = sl.validate_job_name(args.job_name or sl.default_job_name(output_dir))
+  job = cron.validate_job_name(args.job_name or crontab_lib.default_job_name(output_dir))
   where = args.crontab_file or "your crontab"
   if args.action == "install":
     return _local_install(args, run_local_args, output_dir, job, where)
-  text = sl.read_crontab(args.crontab_file)
+  text = crontab_lib.read_crontab(args.crontab_file)
   if args.action == "list":
-    entries = sl.list_entries(text)
+    entries = crontab_lib.list_entries(text)
     if not entries:
       print(f"No tfx-pipeline-kit entries in {where}.")
     for entry in entries:
@@ -232,11 +233,11 @@ def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
       print(f"{'*' if entry.job == job else ' '} {entry.job}: {entry.schedule}{old * entry.legacy}")
       print(f"    {entry.line}")
     return 0
-  new_text, removed = sl.remove_entry(text, job)
+  new_text, removed = crontab_lib.remove_entry(text, job)
   if not removed:
     print(f"Nothing to remove: {where} has no {job!r} entry.")
     return 0
-  sl.write_crontab(args.crontab_file, new_text)
+  crontab_lib.write_crontab(args.crontab_file, new_text)
   print(f"Removed {job!r} from {where}.")
   return 0
 
@@ -245,37 +246,37 @@ def _local_install(
   args: argparse.Namespace, run_local_args: list[str], output_dir: str, job: str, where: str
 ) -> int:
   if not args.cron:
-    raise sl.ScheduleError("local install needs --cron, e.g. --cron '0 2 * * *'.")
-  spec = sl.parse_cron(args.cron, seconds_field=args.seconds_field)
+    raise cron.ScheduleError("local install needs --cron, e.g. --cron '0 2 * * *'.")
+  spec = cron.parse_cron(args.cron, seconds_field=args.seconds_field)
   if spec.five_field is None:
-    raise sl.ScheduleError(
+    raise cron.ScheduleError(
       f"{args.cron!r} needs a seconds field other than 0, which the system cron lacks."
     )
   if not os.access(args.python, os.X_OK):
-    raise sl.ScheduleError(
+    raise cron.ScheduleError(
       f"Interpreter {args.python} not found; create the repo's .venv or pass --python PATH."
     )
   _check_run_local_args(output_dir, run_local_args)
-  command = sl.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root=str(REPO_ROOT),
     python=args.python,
     output_dir=output_dir,
     job_name=job,
     run_local_args=run_local_args,
   )
-  text = sl.read_crontab(args.crontab_file)
-  new_text = sl.install_entry(text, spec.five_field, command, job)
+  text = crontab_lib.read_crontab(args.crontab_file)
+  new_text = crontab_lib.install_entry(text, spec.five_field, command, job)
   if not (REPO_ROOT / "pipeline" / "run_local.py").is_file():
     print("warning: pipeline/run_local.py does not exist yet; the entry will fail until it does.")
   if new_text != text:
-    sl.write_crontab(args.crontab_file, new_text)
+    crontab_lib.write_crontab(args.crontab_file, new_text)
   _print_schedule(
     spec, f"cron {spec.five_field!r} in the system's local time zone", local_cron=True
   )
   state = "Installed" if new_text != text else "Already installed, unchanged:"
   print(
-    f"{state} {job!r} in {where} (the lines from '{sl.BLOCK_BEGIN}{job}' to "
-    f"'{sl.BLOCK_END}{job}'); logs go to {output_dir}/logs/nightly.log."
+    f"{state} {job!r} in {where} (the lines from '{crontab_lib.BLOCK_BEGIN}{job}' to "
+    f"'{crontab_lib.BLOCK_END}{job}'); logs go to {output_dir}/logs/nightly.log."
   )
   return 0
 
@@ -314,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
     _reject_control_chars_in_argv(argv)
-  except sl.ScheduleError as e:
+  except cron.ScheduleError as e:
     print(f"schedule.py: error: {e}", file=sys.stderr)
     return 1
   extra: list[str] = []
@@ -354,12 +355,12 @@ def _reject_control_chars_in_argv(argv: Sequence[str]) -> None:
     if arg == "--" and dashdash is None:
       dashdash = index
       continue
-    if sl.control_char_problem(arg) is None:
+    if cron.control_char_problem(arg) is None:
       continue
     flag, _, value = arg.partition("=")
     previous = argv[index - 1] if index > 0 else ""
     what = None
-    if arg.startswith("--") and value and sl.control_char_problem(flag) is None:
+    if arg.startswith("--") and value and cron.control_char_problem(flag) is None:
       what = flag  # --flag=value: positions are counted in the value.
     else:
       value = arg
@@ -369,7 +370,7 @@ def _reject_control_chars_in_argv(argv: Sequence[str]) -> None:
       what = what or f"argument {index + 1}"
     else:
       what = f"{what} (after --)" if what else f"argument {index - dashdash} after --"
-    sl.reject_control_chars(value, what)
+    cron.reject_control_chars(value, what)
 
 
 def _kfp_error_message(error: Exception) -> str | None:

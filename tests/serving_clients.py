@@ -1,7 +1,8 @@
-"""Clients of a pushed version, as the README shows them, run on every variant it holds.
+"""Clients of a pushed version, as the docs show them, run on every variant it holds.
 
-A version folder is all a client gets. The README shows two clients, and the tests run the
-README's own code (read from between its markers, so it cannot drift from what is checked):
+A version folder is all a client gets. The Optimizer's page (docs/optimizer.md) shows two
+clients, and the tests run that page's own code (read from between its markers, so it cannot
+drift from what is checked):
   - `score_rows(version_dir, variant, rows)`: CSV rows -> labels with one variant's runtime
     (TFLite interpreter, onnxruntime or a SavedModel loaded by TensorFlow), from its
     signature.json alone;
@@ -24,15 +25,18 @@ import tensorflow as tf
 
 from tests.pipeline_utils import REPO_ROOT
 
+# The page that shows the clients (it was README.md before the README became a front page).
+CLIENTS_PAGE = "docs/optimizer.md"
+
 
 def readme_function(marker: str, name: str):
-  """The function `name` defined in the README's python block between `<!-- marker-start -->`
-  and `<!-- marker-end -->`."""
-  text = (REPO_ROOT / "README.md").read_text()
+  """The function `name` defined in the python block of CLIENTS_PAGE between
+  `<!-- marker-start -->` and `<!-- marker-end -->`."""
+  text = (REPO_ROOT / CLIENTS_PAGE).read_text()
   block = text.split(f"<!-- {marker}-start -->")[1].split(f"<!-- {marker}-end -->")[0]
   code = block.split("```python\n", 1)[1].split("```", 1)[0]
   namespace: dict = {}
-  exec(compile(code, f"README.md {marker}", "exec"), namespace)
+  exec(compile(code, f"{CLIENTS_PAGE} {marker}", "exec"), namespace)
   return namespace[name]
 
 
@@ -74,7 +78,7 @@ def tf_serving_predict(version_dir: pathlib.Path, body: str) -> np.ndarray:
 
 
 def check_every_variant(version_dir: pathlib.Path, records: list[bytes]) -> dict[str, float]:
-  """Scores the eval records with every pushed variant through the README's clients.
+  """Scores the eval records with every pushed variant through the docs' clients.
 
   Checks that no runtime is left out, that each variant agrees with the SavedModel as the
   Optimizer measured it, and that the `rows` REST body gives the SavedModel's own outputs.

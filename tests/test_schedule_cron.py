@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from pipeline import schedule, scheduling_lib
+from pipeline import schedule
+from pipeline.scheduling import cron
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 START = datetime.datetime(2026, 11, 22, 4, 0, tzinfo=datetime.timezone.utc)
@@ -36,24 +37,24 @@ START = datetime.datetime(2026, 11, 22, 4, 0, tzinfo=datetime.timezone.utc)
   ],
 )
 def test_conversion_table(given, seconds_field, kfp, five):
-  spec = scheduling_lib.parse_cron(given, seconds_field=seconds_field)
+  spec = cron.parse_cron(given, seconds_field=seconds_field)
   assert spec.kfp == kfp
   assert spec.five_field == five
 
 
 def test_five_field_trap_is_converted_to_daily_at_two():
-  spec = scheduling_lib.parse_cron("0 2 * * *")
+  spec = cron.parse_cron("0 2 * * *")
   assert spec.kfp == "0 0 2 * * *"
-  runs = scheduling_lib.next_runs(spec, 3, start=START)
+  runs = cron.next_runs(spec, 3, start=START)
   assert [r.isoformat() for r in runs] == [
     "2026-11-23T02:00:00+00:00",
     "2026-11-24T02:00:00+00:00",
     "2026-11-25T02:00:00+00:00",
   ]
   # What KFP does with the string it gets: the converted one reads as intended...
-  assert scheduling_lib.robfig_reading_next_runs(spec.kfp, 3, start=START) == runs
+  assert cron.robfig_reading_next_runs(spec.kfp, 3, start=START) == runs
   # ...while the naive five-field string is read as second 0 of minute 2 of every hour.
-  naive = scheduling_lib.robfig_reading_next_runs("0 2 * * *", 3, start=START)
+  naive = cron.robfig_reading_next_runs("0 2 * * *", 3, start=START)
   assert [r.isoformat() for r in naive] == [
     "2026-11-22T04:02:00+00:00",
     "2026-11-22T05:02:00+00:00",
@@ -62,11 +63,11 @@ def test_five_field_trap_is_converted_to_daily_at_two():
 
 
 def test_descriptor_and_six_field_next_runs():
-  weekly = scheduling_lib.parse_cron("@weekly")
-  runs = scheduling_lib.next_runs(weekly, 2, start=START)  # 2026-11-22 is a Sunday.
+  weekly = cron.parse_cron("@weekly")
+  runs = cron.next_runs(weekly, 2, start=START)  # 2026-11-22 is a Sunday.
   assert [r.isoformat() for r in runs] == ["2026-11-29T00:00:00+00:00", "2026-12-06T00:00:00+00:00"]
-  every_30s = scheduling_lib.parse_cron("*/30 * * * * *", seconds_field=True)
-  runs = scheduling_lib.next_runs(every_30s, 2, start=START)
+  every_30s = cron.parse_cron("*/30 * * * * *", seconds_field=True)
+  runs = cron.next_runs(every_30s, 2, start=START)
   assert [r.isoformat() for r in runs] == ["2026-11-22T04:00:30+00:00", "2026-11-22T04:01:00+00:00"]
 
 
@@ -76,10 +77,10 @@ def test_local_cron_is_evaluated_in_local_time(monkeypatch):
 
   time.tzset()
   try:
-    spec = scheduling_lib.parse_cron("0 2 * * *")
-    local_runs = scheduling_lib.next_runs(spec, 1, start=START, tz=None)
+    spec = cron.parse_cron("0 2 * * *")
+    local_runs = cron.next_runs(spec, 1, start=START, tz=None)
     assert local_runs[0].astimezone(datetime.timezone.utc).hour == 7  # 02:00 EST = 07:00 UTC
-    lines = scheduling_lib.describe_next_runs(spec, 1, local_cron=True)
+    lines = cron.describe_next_runs(spec, 1, local_cron=True)
     assert "07:00:00 UTC" in lines[0] and "02:00:00 EST local" in lines[0]
   finally:
     monkeypatch.delenv("TZ")
@@ -111,14 +112,14 @@ def test_local_cron_is_evaluated_in_local_time(monkeypatch):
   ],
 )
 def test_invalid_cron_raises_one_clear_error(given, seconds_field, message):
-  with pytest.raises(scheduling_lib.ScheduleError) as info:
-    scheduling_lib.parse_cron(given, seconds_field=seconds_field)
+  with pytest.raises(cron.ScheduleError) as info:
+    cron.parse_cron(given, seconds_field=seconds_field)
   assert message in str(info.value)
   assert "\n" not in str(info.value)
 
 
 def test_weekday_step_of_seven_is_allowed():
-  assert scheduling_lib.parse_cron("0 2 * * */7").kfp == "0 0 2 * * */7"
+  assert cron.parse_cron("0 2 * * */7").kfp == "0 0 2 * * */7"
 
 
 def test_cli_prints_kfp_cron_and_next_runs_in_dry_run(tmp_path, capsys):

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline import schedule, scheduling_lib
+from pipeline import schedule
+from pipeline.scheduling import cron, kfp_client
+from pipeline.scheduling import crontab as crontab_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 JOB = "digits-nightly"
@@ -144,10 +146,10 @@ def test_newline_attacks_are_refused_before_the_crontab_is_touched(
   for extra, flag, value in _attacks(tmp_path):
     bad = value if value is not None else next(a for a in extra if "\n" in a or "\r" in a)
     for action in ("install", "list", "remove"):
-      cron = ["--cron", "0 2 * * *"] if action == "install" else []
-      argv = ["local", action, *cron, *extra]
+      cron_flags = ["--cron", "0 2 * * *"] if action == "install" else []
+      argv = ["local", action, *cron_flags, *extra]
       assert schedule.main(argv) == 1, argv
-      problem = scheduling_lib.control_char_problem(bad)
+      problem = cron.control_char_problem(bad)
       assert (
         capsys.readouterr().err == f"schedule.py: error: {flag} contains {problem}; remove it.\n"
       )
@@ -198,8 +200,8 @@ def test_every_control_character_is_refused_in_every_local_value(
     (["--output-dir", out, "--", "--note", f"a{char}"], "--note (after --)", 2),
   ]
   for args, flag, position in cases:
-    cron = [] if "--cron" in args else ["--cron", "0 2 * * *"]
-    assert _main("local", "install", *cron, *args) == 1
+    cron_flags = [] if "--cron" in args else ["--cron", "0 2 * * *"]
+    assert _main("local", "install", *cron_flags, *args) == 1
     assert capsys.readouterr().err == (
       f"schedule.py: error: {flag} contains a control character ({name} at character "
       f"{position}); remove it.\n"
@@ -220,16 +222,16 @@ def test_bytes_that_are_not_utf8_are_refused_not_crashed_on(tmp_path, system_cro
 def test_library_refuses_control_characters_whatever_the_caller(tmp_path):
   common = {"repo_root": "/repo", "python": "/repo/py", "output_dir": "/out", "job_name": "j"}
   for key in ("repo_root", "python", "output_dir"):
-    with pytest.raises(scheduling_lib.ScheduleError, match="control character"):
-      scheduling_lib.crontab_command(**{**common, key: "/x\n* * * * * touch /tmp/PWNED"})
-  with pytest.raises(scheduling_lib.ScheduleError, match=r"argument 2 \(after --\)"):
-    scheduling_lib.crontab_command(**common, run_local_args=["--a", "b\rc"])
-  with pytest.raises(scheduling_lib.ScheduleError, match="control character"):
-    scheduling_lib.install_entry("", "0 2 * * *", "true\n* * * * * touch /tmp/PWNED", "j")
-  with pytest.raises(scheduling_lib.ScheduleError, match="five fields"):
-    scheduling_lib.install_entry("", "* * * * * touch /tmp/PWNED #", "true", "j")
-  with pytest.raises(scheduling_lib.ScheduleError, match="control character"):
-    scheduling_lib.install_entry("", "0 2 * * *", "true", "j\n* * * * * x")
+    with pytest.raises(cron.ScheduleError, match="control character"):
+      crontab_lib.crontab_command(**{**common, key: "/x\n* * * * * touch /tmp/PWNED"})
+  with pytest.raises(cron.ScheduleError, match=r"argument 2 \(after --\)"):
+    crontab_lib.crontab_command(**common, run_local_args=["--a", "b\rc"])
+  with pytest.raises(cron.ScheduleError, match="control character"):
+    crontab_lib.install_entry("", "0 2 * * *", "true\n* * * * * touch /tmp/PWNED", "j")
+  with pytest.raises(cron.ScheduleError, match="five fields"):
+    crontab_lib.install_entry("", "* * * * * touch /tmp/PWNED #", "true", "j")
+  with pytest.raises(cron.ScheduleError, match="control character"):
+    crontab_lib.install_entry("", "0 2 * * *", "true", "j\n* * * * * x")
 
 
 # ----------------------------------------------------------------------------- quoted
@@ -257,7 +259,7 @@ def test_hostile_but_legal_values_reach_run_local_unchanged_when_cron_runs_the_l
   )  # fmt: skip
   assert status == 0
   text = store.read_bytes().decode("utf-8", "surrogateescape")
-  [entry] = scheduling_lib.find_entries(text, JOB)
+  [entry] = crontab_lib.find_entries(text, JOB)
   assert "\n" not in entry.line and "%" not in entry.line.replace("\\%", "")
 
   _run_like_cron(entry.line, tmp_path)  # Only our line: the user's lines are not ours to run.
@@ -269,7 +271,7 @@ def test_hostile_but_legal_values_reach_run_local_unchanged_when_cron_runs_the_l
 
 
 def test_percent_is_escaped_so_cron_does_not_cut_the_command():
-  command = scheduling_lib.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root="/repo", python="/py", output_dir="/out/100%", job_name="j",
     run_local_args=["--note", "50%", "a\\%b"],
   )  # fmt: skip
@@ -288,7 +290,7 @@ _PRINTABLE = st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))
 @example(["a\\%b", "\\\\%", "\\", "%", "'%'"])  # Backslash before %: cron's one blind spot.
 @given(st.lists(st.text(_PRINTABLE, max_size=12), min_size=1, max_size=4))
 def test_any_printable_argument_survives_shell_quoting_and_cron_unchanged(args):
-  command = scheduling_lib.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root="/repo", python="/py", output_dir="/out", job_name="j", run_local_args=args
   )
   [(seen, stdin)] = _cron_split(f"0 2 * * * {command}")
@@ -324,7 +326,7 @@ def test_install_writes_one_block_and_remove_restores_the_crontab_byte_for_byte(
     f"# END tfx-pipeline-kit {JOB}",
   ]
   assert _without_block(first, JOB) == USER_CRONTAB
-  entries = scheduling_lib.list_entries(first.decode("utf-8", "surrogateescape"))
+  entries = crontab_lib.list_entries(first.decode("utf-8", "surrogateescape"))
   assert [(e.job, e.legacy) for e in entries] == [("nightly-other", False), (JOB, False)]
 
   # Installing the same again writes nothing; a new schedule replaces the block in place.
@@ -350,35 +352,35 @@ def test_install_writes_one_block_and_remove_restores_the_crontab_byte_for_byte(
 
 
 def test_install_into_a_crontab_without_final_newline_and_an_empty_one():
-  command = scheduling_lib.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root="/repo", python="/py", output_dir="/out", job_name=JOB
   )
-  text = scheduling_lib.install_entry("0 1 * * * true", "0 2 * * *", command, JOB)
+  text = crontab_lib.install_entry("0 1 * * * true", "0 2 * * *", command, JOB)
   assert text.startswith("0 1 * * * true\n# BEGIN tfx-pipeline-kit digits-nightly\n")
   assert text.endswith(f"\n# END tfx-pipeline-kit {JOB}\n")
-  assert scheduling_lib.remove_entry(text, JOB) == ("0 1 * * * true\n", 1)
-  empty = scheduling_lib.install_entry("", "0 2 * * *", command, JOB)
+  assert crontab_lib.remove_entry(text, JOB) == ("0 1 * * * true\n", 1)
+  empty = crontab_lib.install_entry("", "0 2 * * *", command, JOB)
   assert (
     empty == f"# BEGIN tfx-pipeline-kit {JOB}\n0 2 * * * {command}\n# END tfx-pipeline-kit {JOB}\n"
   )
-  assert scheduling_lib.remove_entry(empty, JOB) == ("", 1)
+  assert crontab_lib.remove_entry(empty, JOB) == ("", 1)
 
 
 def test_duplicated_blocks_and_old_one_line_entries_collapse_into_one_block():
-  command = scheduling_lib.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root="/repo", python="/py", output_dir="/out", job_name=JOB
   )
   old = f"0 2 * * * cd /repo && old command # tfx-pipeline-kit job={JOB}"
   other_old = "0 2 * * * cd /repo && other # tfx-pipeline-kit job=nightly-other"
   block = f"# BEGIN tfx-pipeline-kit {JOB}\n1 1 * * * x\n# END tfx-pipeline-kit {JOB}"
   text = f"A=1\n{old}\nkeep me\n{block}\n{other_old}\n{block}\n"
-  new = scheduling_lib.install_entry(text, "0 3 * * *", command, JOB)
+  new = crontab_lib.install_entry(text, "0 3 * * *", command, JOB)
   assert new == (
     f"A=1\n# BEGIN tfx-pipeline-kit {JOB}\n0 3 * * * {command}\n# END tfx-pipeline-kit {JOB}\n"
     f"keep me\n{other_old}\n"
   )
-  assert scheduling_lib.remove_entry(text, JOB) == (f"A=1\nkeep me\n{other_old}\n", 3)
-  listed = scheduling_lib.list_entries(text)
+  assert crontab_lib.remove_entry(text, JOB) == (f"A=1\nkeep me\n{other_old}\n", 3)
+  listed = crontab_lib.list_entries(text)
   assert [(e.job, e.legacy) for e in listed] == [
     (JOB, True), (JOB, False), ("nightly-other", True), (JOB, False),
   ]  # fmt: skip
@@ -403,10 +405,8 @@ def test_a_block_without_its_end_line_is_refused_not_guessed(tmp_path, capsys):
     assert crontab.read_text() == broken
   # Another job's broken block is just a line to us.
   other = f"# BEGIN tfx-pipeline-kit other\n{broken}".replace(JOB, "x-job")
-  command = scheduling_lib.crontab_command(
-    repo_root="/r", python="/p", output_dir="/o", job_name=JOB
-  )
-  assert scheduling_lib.install_entry(other, "0 2 * * *", command, JOB).startswith(other)
+  command = crontab_lib.crontab_command(repo_root="/r", python="/p", output_dir="/o", job_name=JOB)
+  assert crontab_lib.install_entry(other, "0 2 * * *", command, JOB).startswith(other)
 
 
 # ----------------------------------------------------------------------------- KFP requests
@@ -416,7 +416,7 @@ def test_a_block_without_its_end_line_is_refused_not_guessed(tmp_path, capsys):
 def kfp_calls(tmp_path, monkeypatch):
   """Records schedule.py's own health check; nothing may reach it in these tests."""
   calls = []
-  monkeypatch.setattr(scheduling_lib, "_http_get", lambda *a: calls.append(a))
+  monkeypatch.setattr(kfp_client, "_http_get", lambda *a: calls.append(a))
   for name in ("KFP_HOST", "KFP_TOKEN", "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
     monkeypatch.delenv(name, raising=False)
   return calls
@@ -450,7 +450,7 @@ def test_kubeflow_values_with_control_characters_are_refused_before_any_request(
   value = argv[argv.index(flag) + 1]
   argv[argv.index(flag) + 1] = value[:2] + char + value[2:]
   assert schedule.main(argv) == 1
-  problem = scheduling_lib.control_char_problem(char)
+  problem = cron.control_char_problem(char)
   assert capsys.readouterr().err == (
     f"schedule.py: error: {flag} contains {problem.replace('character 1', 'character 3')}; "
     "remove it.\n"
@@ -508,8 +508,8 @@ def test_parameters_from_the_package_are_checked_before_it_is_converted(tmp_path
     '{"pipelineSpec": {"root": {}, "pipelineInfo": {"name": "p"}},'
     ' "runtimeConfig": {"parameterValues": {"note": "a\\nb"}}}'
   )
-  with pytest.raises(scheduling_lib.ScheduleError) as info:
-    scheduling_lib.kfp_package_from_tfx(str(compiled), str(tmp_path / "build"))
+  with pytest.raises(cron.ScheduleError) as info:
+    kfp_client.kfp_package_from_tfx(str(compiled), str(tmp_path / "build"))
   assert str(info.value) == (
     f"parameter 'note' in {compiled} contains a control character (U+000A line feed at "
     "character 2); remove it."
@@ -522,7 +522,7 @@ def test_upsert_refuses_control_characters_before_calling_the_client():
     def __getattr__(self, name):
       raise AssertionError(f"client.{name} called")
 
-  spec = scheduling_lib.parse_cron("@daily")
+  spec = cron.parse_cron("@daily")
   good = {"experiment": "e", "job_name": "j", "cron": spec, "package_path": "/p.yaml"}
   bad = [
     {"experiment": "e\n"},
@@ -535,5 +535,5 @@ def test_upsert_refuses_control_characters_before_calling_the_client():
     {"params": {"nested": ["ok", {"deep": "\x1b[2J"}]}},
   ]
   for override in bad:
-    with pytest.raises(scheduling_lib.ScheduleError, match="control character"):
-      scheduling_lib.upsert_recurring_run(Client(), **{**good, **override}, log=print)
+    with pytest.raises(cron.ScheduleError, match="control character"):
+      kfp_client.upsert_recurring_run(Client(), **{**good, **override}, log=print)

@@ -15,7 +15,8 @@ import urllib.error
 import kfp
 import pytest
 
-from pipeline import schedule, scheduling_lib
+from pipeline import schedule
+from pipeline.scheduling import cron, kfp_client
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEALTHZ = "/apis/v2beta1/healthz"
@@ -193,8 +194,8 @@ def test_a_silent_server_times_out_quickly():
     listener.listen(1)  # Connections complete in the backlog; nothing ever answers.
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     started = time.monotonic()
-    with pytest.raises(scheduling_lib.ScheduleError) as info:
-      scheduling_lib.check_kfp_health(url, timeout_s=0.5)
+    with pytest.raises(cron.ScheduleError) as info:
+      kfp_client.check_kfp_health(url, timeout_s=0.5)
   assert time.monotonic() - started < 3
   assert str(info.value) == (
     f"{url} did not answer the KFP health check within 0.5 s; check --host, firewalls and "
@@ -220,15 +221,15 @@ def test_other_network_failures_are_named(error, message):
   def fail(url, headers, timeout_s):
     raise error
 
-  with pytest.raises(scheduling_lib.ScheduleError) as info:
-    scheduling_lib.check_kfp_health("kfp.example/", what="$KFP_HOST", http_get=fail)
+  with pytest.raises(cron.ScheduleError) as info:
+    kfp_client.check_kfp_health("kfp.example/", what="$KFP_HOST", http_get=fail)
   assert str(info.value) == message
 
 
 def test_auth_answers_are_left_to_the_kfp_client():
   for status in (401, 403):
-    answer = scheduling_lib.HttpAnswer(status, "text/plain", b"denied", "https://k/x")
-    scheduling_lib.check_kfp_health("https://k", http_get=lambda u, h, t, a=answer: a)
+    answer = kfp_client.HttpAnswer(status, "text/plain", b"denied", "https://k/x")
+    kfp_client.check_kfp_health("https://k", http_get=lambda u, h, t, a=answer: a)
 
 
 def test_cli_process_prints_one_line_and_exits_fast(tmp_path, package):

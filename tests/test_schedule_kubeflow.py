@@ -16,7 +16,8 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from tfx.types import standard_artifacts
 
 from components.pusher import Pusher
-from pipeline import schedule, scheduling_lib
+from pipeline import schedule
+from pipeline.scheduling import kfp_client
 
 SENTINEL = "sentinel-token-3f9a1c7e"
 HOST = "http://kfp.test:8888"
@@ -121,7 +122,7 @@ class FakeKfpServer:
 
 def _healthy(url, headers, timeout_s):
   """schedule.py's own health check (plain urllib, before kfp.Client), answered as KFP would."""
-  return scheduling_lib.HttpAnswer(200, "application/json", b'{"multi_user": false}', url)
+  return kfp_client.HttpAnswer(200, "application/json", b'{"multi_user": false}', url)
 
 
 @pytest.fixture
@@ -132,7 +133,7 @@ def fake_kfp(monkeypatch, tmp_path):
     "request",
     lambda self, method, url, *a, **kw: server.handle(method, url, *a, **kw),
   )
-  monkeypatch.setattr(scheduling_lib, "_http_get", _healthy)
+  monkeypatch.setattr(kfp_client, "_http_get", _healthy)
   # kfp.Client reads ~/.config/kfp/context.json; keep the real home out of the test.
   monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
   for name in ("KFP_HOST", "KFP_TOKEN", "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
@@ -280,7 +281,7 @@ def test_token_never_appears_in_output_or_written_files(
 
 def test_host_lost_after_the_health_check_is_one_line(tmp_path, tfx_package, monkeypatch, capsys):
   monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-  monkeypatch.setattr(scheduling_lib, "_http_get", _healthy)
+  monkeypatch.setattr(kfp_client, "_http_get", _healthy)
   monkeypatch.setenv("KFP_TOKEN", SENTINEL)
 
   def refuse(self, method, url, *args, **kwargs):
@@ -303,9 +304,7 @@ def test_host_lost_after_the_health_check_is_one_line(tmp_path, tfx_package, mon
 def test_converted_package_is_what_the_kfp_client_reads(tmp_path, tfx_package):
   from kfp.client import client as kfp_client_module
 
-  from pipeline import scheduling_lib
-
-  package, runtime = scheduling_lib.kfp_package_from_tfx(str(tfx_package), str(tmp_path))
+  package, runtime = kfp_client.kfp_package_from_tfx(str(tfx_package), str(tmp_path))
   assert package.endswith(".kfp.yaml")
   assert runtime == {"pipeline_root": "gs://bucket/root"}
   doc = kfp_client_module._extract_pipeline_yaml(package)
@@ -330,11 +329,8 @@ def test_compile_uses_run_kubeflow_and_its_flags(tmp_path, fake_kfp, capsys):
   )  # fmt: skip
   assert status == 0, capsys.readouterr().err
   assert (build / "digits-nightly.json").is_file()
-  from pipeline import scheduling_lib
 
-  package, runtime = scheduling_lib.kfp_package_from_tfx(
-    str(build / "digits-nightly.json"), str(build)
-  )
+  package, runtime = kfp_client.kfp_package_from_tfx(str(build / "digits-nightly.json"), str(build))
   assert runtime["pipeline_root"] == "gs://bucket/nightly-root"
   assert package == str(build / "digits-nightly.kfp.yaml")
   # The uploaded package is run_kubeflow's: the platform spec with the volume survives, and the
@@ -348,7 +344,7 @@ def test_compile_uses_run_kubeflow_and_its_flags(tmp_path, fake_kfp, capsys):
 
   assert kfp_client_module._extract_pipeline_yaml(package).pipeline_spec.default_pipeline_root
   # Scheduling that package directly sends the same pipeline root.
-  assert scheduling_lib.kfp_package_from_tfx(package, str(build)) == (
+  assert kfp_client.kfp_package_from_tfx(package, str(build)) == (
     package,
     {"pipeline_root": "gs://bucket/nightly-root"},
   )

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from pipeline import schedule, scheduling_lib
+from pipeline import schedule
+from pipeline.scheduling import crontab as crontab_lib
 from tests.conftest import DIGITS_CSV
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(out_a), *common) == 0
   first = crontab.read_text()
   assert first.startswith(USER_LINES)
-  job_a = scheduling_lib.default_job_name(str(out_a))
+  job_a = crontab_lib.default_job_name(str(out_a))
   begin, entry, end = first[len(USER_LINES) :].splitlines()
   assert (begin, end) == (f"# BEGIN tfx-pipeline-kit {job_a}", f"# END tfx-pipeline-kit {job_a}")
   assert entry.startswith("0 2 * * * cd ")
@@ -57,10 +58,10 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   assert crontab.read_text() == first.replace(entry, "0 0 * * *" + entry[len("0 2 * * *") :])
   # Another output folder is another job.
   assert _main("local", "install", "--cron", "30 1 * * *", "--output-dir", str(out_b), *common) == 0
-  entries = scheduling_lib.list_entries(crontab.read_text())
+  entries = crontab_lib.list_entries(crontab.read_text())
   assert [(e.job, e.schedule) for e in entries] == [
     (job_a, "0 0 * * *"),
-    (scheduling_lib.default_job_name(str(out_b)), "30 1 * * *"),
+    (crontab_lib.default_job_name(str(out_b)), "30 1 * * *"),
   ]
   capsys.readouterr()
   assert _main("local", "list", "--output-dir", str(out_a), *common) == 0
@@ -71,8 +72,8 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   assert f"Removed {job_a!r}" in capsys.readouterr().out
   remaining = crontab.read_text()
   assert remaining.startswith(USER_LINES)
-  assert [e.job for e in scheduling_lib.list_entries(remaining)] == [
-    scheduling_lib.default_job_name(str(out_b))
+  assert [e.job for e in crontab_lib.list_entries(remaining)] == [
+    crontab_lib.default_job_name(str(out_b))
   ]
   assert _main("local", "remove", "--output-dir", str(out_a), *common) == 0
   assert f"Nothing to remove: {crontab} has no {job_a!r} entry." in capsys.readouterr().out
@@ -92,7 +93,7 @@ def test_run_local_args_and_job_name_are_passed_through(tmp_path):
     "--", "--train-steps", "50", "--data-root", str(data),
   )  # fmt: skip
   assert status == 0
-  [entry] = scheduling_lib.list_entries(crontab.read_text())
+  [entry] = crontab_lib.list_entries(crontab.read_text())
   assert entry.job == "digits-nightly"
   assert f"--train-steps 50 --data-root '{data}' >>" in entry.line
 
@@ -118,7 +119,7 @@ def test_install_refuses_run_local_flags_that_would_fail_every_night(tmp_path, c
 
 
 def test_percent_signs_are_escaped_for_cron(tmp_path):
-  command = scheduling_lib.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root="/repo", python="/repo/.venv/bin/python", output_dir="/out/100%",
     job_name="j", run_local_args=["--note", "50%"],
   )  # fmt: skip
@@ -132,7 +133,7 @@ def test_entry_runs_under_flock_and_skips_while_a_run_holds_the_lock(tmp_path):
     tmp_path / "fake-python",
     '#!/bin/sh\necho "ran: $* | cwd=$(pwd) | TF_USE_LEGACY_KERAS=$TF_USE_LEGACY_KERAS"\n',
   )
-  command = scheduling_lib.crontab_command(
+  command = crontab_lib.crontab_command(
     repo_root=str(REPO_ROOT), python=fake_python, output_dir=str(out), job_name="j",
     run_local_args=["--quiet"],
   )  # fmt: skip
@@ -169,7 +170,7 @@ def test_default_crontab_goes_through_the_crontab_command(tmp_path, monkeypatch,
   )
   monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
   assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(tmp_path / "o")) == 0
-  assert len(scheduling_lib.list_entries(store.read_text())) == 1
+  assert len(crontab_lib.list_entries(store.read_text())) == 1
   assert _main("local", "remove", "--output-dir", str(tmp_path / "o")) == 0
   assert store.read_text() == ""
 

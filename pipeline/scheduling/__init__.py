@@ -1,0 +1,1 @@
+"""Nightly scheduling: cron forms (`cron`), the local crontab (`crontab`) and KFP (`kfp_client`)."""
