@@ -283,9 +283,15 @@ def read_manifest(path: str) -> dict[str, Any]:
       f"{manifest_path} is missing; this folder was not written by the Pusher."
     ) from e
   except json.JSONDecodeError as e:
-    raise PusherError(f"{manifest_path} is not valid JSON ({e}).") from e
+    raise PusherError(
+      f"{manifest_path} is not valid JSON ({e}); restore it from a backup, or roll back to "
+      "another version (rollback.py --list shows which are ok)."
+    ) from e
   if not isinstance(manifest, dict):
-    raise PusherError(f"{manifest_path} does not hold a JSON object.")
+    raise PusherError(
+      f"{manifest_path} does not hold a JSON object; restore it from a backup, or roll back to "
+      "another version (rollback.py --list shows which are ok)."
+    )
   return manifest
 
 
@@ -463,7 +469,10 @@ def push_version(
   for name, src in variants.items():
     validate_model_name(name, "variant name")
     if not os.path.exists(src):
-      raise PusherError(f"Variant {name!r} source {src!r} does not exist.")
+      raise PusherError(
+        f"Variant {name!r} source {src!r} does not exist; rerun the Optimizer, or push without "
+        "that variant."
+      )
   metrics = {name: dict((variant_metrics or {}).get(name, {})) for name in variants}
   extra = dict(manifest_extra or {})
   clash = _RESERVED_MANIFEST_KEYS.intersection(extra)
@@ -660,14 +669,19 @@ def rollback(
   if object_store_lib.is_remote(base):
     return _rollback_remote(base, model_name, target_arg, previous, reason, keep_versions)
   if not os.path.isdir(base):
-    raise PusherError(f"No model folder at {base}; nothing has been pushed for {model_name!r}.")
+    raise PusherError(
+      f"No model folder at {base}; nothing has been pushed for {model_name!r}. Check "
+      "--model-name (the data folder's name by default) and --serving-dir."
+    )
 
   with _locked(base, lock_timeout_s):
     _clean_leftovers(base)
     history = read_history(serving_dir, model_name)
     versions = _versions_in(base)
     if not versions:
-      raise PusherError(f"{base} holds no versions; nothing to roll back.")
+      raise PusherError(
+        f"{base} holds no versions; nothing to roll back. Push a model first (run_local.py)."
+      )
     live = versions[-1]
     live_manifest = _safe_manifest(os.path.join(base, str(live)))
     live_content = live_manifest.get("content_sha256")
@@ -686,15 +700,22 @@ def rollback(
           "use --list to see the versions."
         )
       if target == live:
-        raise PusherError(f"Version {target} of {model_name!r} is already live.")
+        raise PusherError(
+          f"Version {target} of {model_name!r} is already live; pass another --to VERSION "
+          "(--list shows them)."
+        )
     source = os.path.join(base, str(target))
     problems = verify_version(source)
     if problems:
-      raise PusherError(f"Version {target} fails verification ({problems[0]}); not restoring it.")
+      raise PusherError(
+        f"Version {target} fails verification ({problems[0]}); not restoring it. Pick a "
+        "version whose --list status is ok."
+      )
     source_manifest = read_manifest(source)
     if source_manifest.get("content_sha256") == live_content:
       raise PusherError(
-        f"Version {target} has the same content as live version {live}; nothing to roll back."
+        f"Version {target} has the same content as live version {live}; nothing to roll back. "
+        "Pass an older --to VERSION (--list shows the versions)."
       )
 
     staging = os.path.join(base, f"{STAGING_PREFIX}{uuid.uuid4().hex}")

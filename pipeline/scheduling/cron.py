@@ -96,7 +96,10 @@ def parse_cron(expr: str, seconds_field: bool = False) -> CronSpec:
   fields = text.split(" ")
   for field in fields:
     if not _FIELD_RE.match(field):
-      raise ScheduleError(f"Invalid cron field {field!r} in {text!r}.")
+      raise ScheduleError(
+        f"Invalid cron field {field!r} in {text!r}; use numbers, '*', ranges (1-5), lists "
+        "(1,3) and steps (*/15), e.g. '0 2 * * *'."
+      )
   if seconds_field:
     if len(fields) != 6:
       raise ScheduleError(
@@ -120,7 +123,10 @@ def parse_cron(expr: str, seconds_field: bool = False) -> CronSpec:
   try:
     croniter(six, _now_utc(), second_at_beginning=True)
   except (ValueError, KeyError) as e:  # croniter's errors subclass ValueError.
-    raise ScheduleError(f"Invalid cron expression {text!r}: {e}") from e
+    raise ScheduleError(
+      f"Invalid cron expression {text!r} ({e}); pass minute hour day month weekday in range, "
+      "e.g. '0 2 * * *' for 02:00 daily."
+    ) from e
   five = six.split(" ", 1)[1] if six.split(" ", 1)[0] == "0" else None
   return CronSpec(source, five, six)
 
