@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 
-from components import defaults, tasks
+from components import defaults, storage, tasks
 from components.errors import UserInputError
 
 # The automatic floors (the Evaluator recomputes them on the eval split: live_model.floor_lib).
@@ -26,11 +26,6 @@ AUTO_MSE_SHARE = defaults.AUTO_MSE_SHARE
 
 class CheckError(UserInputError):
   """A flag, path, module or data problem found before the run; the message names the fix."""
-
-
-def is_uri(path: str | None) -> bool:
-  """Whether a path names an object store or another remote file system (gs://, s3://)."""
-  return bool(path) and "://" in str(path)
 
 
 def control_characters(value: str) -> list[str]:
@@ -97,7 +92,7 @@ def check_local_cluster(workers: int, ps: int) -> None:
 
 def check_uri(flag: str, value: str | None) -> None:
   """An object-store URI names a bucket: gs://BUCKET/... or s3://BUCKET/..."""
-  if not is_uri(value):
+  if not storage.is_remote(value):
     return
   scheme, _, rest = str(value).partition("://")
   if not rest.split("/", 1)[0]:
@@ -248,7 +243,7 @@ def plan_modules(
   """
   if module_file is None:
     functions = {defaults.RUN_FN, defaults.TUNER_FN}
-  elif local and not is_uri(module_file):
+  elif local and not storage.is_remote(module_file):
     functions = module_functions(module_file)
     check_module_folder("--module-file", module_file)
     if defaults.RUN_FN not in functions and defaults.BUILD_MODEL_FN not in functions:
@@ -260,7 +255,7 @@ def plan_modules(
     functions = {defaults.RUN_FN}
   transform = defaults.PREPROCESSING_FN in functions
   if transform_module:
-    local_file = local and not is_uri(transform_module)
+    local_file = local and not storage.is_remote(transform_module)
     if local_file:
       check_module_folder("--transform-module", transform_module)
     if local_file and defaults.PREPROCESSING_FN not in module_functions(transform_module):

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from components import defaults, tasks
+from components import defaults, storage, tasks
 from components.distributed_trainer import steps_lib
 from components.errors import UserCodeError, UserInputError, find
 from pipeline import checks
@@ -271,7 +271,7 @@ def _as_given(path: str | None) -> str | None:
 def _absolute(path: str | None) -> str | None:
   if path is None:
     return None
-  return str(path) if checks.is_uri(path) else str(pathlib.Path(path).resolve())
+  return str(path) if storage.is_remote(path) else str(pathlib.Path(path).resolve())
 
 
 def config_from_args(
@@ -354,7 +354,7 @@ def config_from_args(
   module_file = resolve_module(args.module_file)
   transform_module = resolve_module(args.transform_module)
   schema = resolve(args.schema)
-  local_data = local_paths and not checks.is_uri(data_root)
+  local_data = local_paths and not storage.is_remote(data_root)
   if local_data:
     checks.check_folder("--data-root", data_root, must_exist=True)
   for flag, value in (
@@ -366,7 +366,7 @@ def config_from_args(
     ("--schema", schema),
   ):
     checks.check_uri(flag, value)
-  if local_paths and schema and not checks.is_uri(schema):
+  if local_paths and schema and not storage.is_remote(schema):
     if not os.path.isfile(schema):
       raise checks.CheckError(
         f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
@@ -392,7 +392,9 @@ def config_from_args(
   eval_share = 1 / (_DEFAULTS.train_hash_buckets + _DEFAULTS.eval_hash_buckets)
   # Object-store data is read here too when this machine can reach it (run_local); the
   # Kubeflow compiler (local_paths=False) cannot assume that.
-  readable = local_data or (local_paths and checks.is_uri(data_root) and args.task == tasks.AUTO)
+  readable = local_data or (
+    local_paths and storage.is_remote(data_root) and args.task == tasks.AUTO
+  )
   if readable:
     files = checks.input_files(data_root, pattern)
     if not files:

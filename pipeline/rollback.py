@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+from components import storage
 from components.errors import UserInputError
 from components.pusher import pusher_lib
 from pipeline.cli import ArgumentParser
@@ -113,7 +114,7 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
     PusherError: If the serving dir is missing or not a folder, or has no folder for the
       model (the message lists the models it has).
   """
-  if "://" in serving_dir:
+  if storage.is_remote(serving_dir):
     from tfx.dsl.io import fileio
 
     names = (
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     The process exit status.
   """
   args = _build_parser().parse_args(argv)
-  remote = "://" in args.serving_dir
+  remote = storage.is_remote(args.serving_dir)
   serving_dir = args.serving_dir if remote else os.path.abspath(args.serving_dir)
   try:
     # Arguments first, then the file system: a bad name is reported as such wherever it points.

@@ -19,7 +19,7 @@ import re  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-from components import defaults  # noqa: E402
+from components import defaults, storage  # noqa: E402
 from components.distributed_trainer import tfjob_lib  # noqa: E402
 from pipeline import checks, cli, kubeflow_lib, progress  # noqa: E402
 from pipeline.config import DEFAULT_IMAGE, PipelineConfig  # noqa: E402
@@ -392,14 +392,14 @@ def compile_warnings(
   mounts = [path for _, path in volumes]
   if (
     args.target == kubeflow_lib.KFP
-    and not checks.is_uri(config.serving_dir)
+    and not storage.is_remote(config.serving_dir)
     and not _under(config.serving_dir, mounts)
   ):
     out.append(
       f"--serving-dir {config.serving_dir} is on no --volume: pushes would stay inside the "
       "Pusher's pod; mount a claim there (--volume PVC:/mnt/serving) or pass gs:// or s3://."
     )
-  if args.target == kubeflow_lib.VERTEX and not checks.is_uri(config.serving_dir):
+  if args.target == kubeflow_lib.VERTEX and not storage.is_remote(config.serving_dir):
     out.append(
       f"--serving-dir {config.serving_dir} is a path in the step's container, and Vertex AI "
       "mounts no volumes there; pass --serving-dir gs://BUCKET/serving."

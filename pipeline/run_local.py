@@ -17,6 +17,7 @@ import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
+from components import storage  # noqa: E402
 from pipeline import checks, cli, nodes, progress  # noqa: E402
 from pipeline.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
@@ -87,7 +88,7 @@ def check_args(args: argparse.Namespace):
   ):
     if value:
       checks.check_text(flag, value)
-      if not checks.is_uri(value):
+      if not storage.is_remote(value):
         checks.check_writable(flag, value)
   checks.check_at_least("--direct-workers", args.direct_workers, 0)
   checks.check_beam_args("--beam-arg", args.beam_arg)
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
 def _location(value: str | None, default: pathlib.Path) -> str:
   if value is None:
     return str(default)
-  return value if checks.is_uri(value) else str(pathlib.Path(value).resolve())
+  return value if storage.is_remote(value) else str(pathlib.Path(value).resolve())
 
 
 def _run(args, config, out: pathlib.Path) -> int:

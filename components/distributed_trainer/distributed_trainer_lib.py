@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from components import defaults
+from components import defaults, storage
 from components.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -265,7 +265,7 @@ def _progress_callback(path: str, attempt: int, epochs: int, epoch_times: list[f
   """
   import tensorflow as tf
 
-  local = "://" not in path
+  local = not storage.is_remote(path)
   if local:
     os.makedirs(os.path.dirname(path), exist_ok=True)
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from components import storage
 from components.errors import UserInputError
 from components.example_gen import io_lib, tfexample_lib
 
@@ -368,11 +369,11 @@ def _arrow_input(chunk: Chunk):
   if chunk.end is None and _is_gzip(chunk.path):
     raw = (
       pa.PythonFile(io_lib.open_read(chunk.path), mode="r")
-      if io_lib.is_remote(chunk.path)
+      if storage.is_remote(chunk.path)
       else pa.OSFile(chunk.path)
     )
     return pa.CompressedInputStream(raw, "gzip")
-  if chunk.end is None and not io_lib.is_remote(chunk.path):
+  if chunk.end is None and not storage.is_remote(chunk.path):
     return chunk.path
   return pa.PythonFile(_open_chunk(chunk), mode="r")
 

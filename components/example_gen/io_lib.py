@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from components import storage
+
 try:
   from google_crc32c import value as _crc32c
 except ImportError:  # pragma: no cover - google-crc32c comes with apache-beam[gcp]
@@ -30,10 +32,6 @@ _CRC_MASK_DELTA = 0xA282EAD8
 # worker process about half a gigabyte. Local paths use the os module; remote ones
 # (gs://, s3://, hdfs://) Beam's filesystems, and only schemes Beam does not know
 # fall back to tf.io.gfile.
-
-
-def is_remote(path: str) -> bool:
-  return "://" in path
 
 
 def _beam_fs(path: str):
@@ -92,7 +90,7 @@ class _GFileReader(io.RawIOBase):
 
 def open_read(path: str) -> BinaryIO:
   """Opens a file for reading bytes, as stored (no decompression)."""
-  if not is_remote(path):
+  if not storage.is_remote(path):
     return open(path, "rb")
   fs = _beam_fs(path)
   if fs is not None:
@@ -104,7 +102,7 @@ def open_read(path: str) -> BinaryIO:
 
 def open_write(path: str) -> BinaryIO:
   """Creates (or truncates) a file for writing bytes; local parent folders are made."""
-  if not is_remote(path):
+  if not storage.is_remote(path):
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return open(path, "wb")
   fs = _beam_fs(path)
@@ -117,7 +115,7 @@ def open_write(path: str) -> BinaryIO:
 
 def size(path: str) -> int:
   """Size of a file in bytes."""
-  if not is_remote(path):
+  if not storage.is_remote(path):
     return os.path.getsize(path)
   fs = _beam_fs(path)
   if fs is not None:
@@ -127,7 +125,7 @@ def size(path: str) -> int:
 
 def glob(pattern: str) -> list[str]:
   """Sorted files (not folders) matching a glob pattern."""
-  if not is_remote(pattern):
+  if not storage.is_remote(pattern):
     return sorted(p for p in glob_lib.glob(pattern) if os.path.isfile(p))
   fs = _beam_fs(pattern)
   if fs is not None:
@@ -137,7 +135,7 @@ def glob(pattern: str) -> list[str]:
 
 
 def makedirs(path: str) -> None:
-  if not is_remote(path):
+  if not storage.is_remote(path):
     os.makedirs(path, exist_ok=True)
     return
   fs = _beam_fs(path)
@@ -151,7 +149,7 @@ def makedirs(path: str) -> None:
 
 def rename(src: str, dst: str) -> None:
   """Moves a file, replacing `dst` if it exists."""
-  if not is_remote(src):
+  if not storage.is_remote(src):
     os.replace(src, dst)
     return
   fs = _beam_fs(src)
@@ -164,7 +162,7 @@ def rename(src: str, dst: str) -> None:
 
 
 def remove(path: str) -> None:
-  if not is_remote(path):
+  if not storage.is_remote(path):
     os.remove(path)
     return
   fs = _beam_fs(path)
@@ -176,7 +174,7 @@ def remove(path: str) -> None:
 
 def rmtree(path: str) -> None:
   """Deletes a folder and everything under it."""
-  if not is_remote(path):
+  if not storage.is_remote(path):
     shutil.rmtree(path, ignore_errors=True)
     return
   fs = _beam_fs(path)

@@ -13,17 +13,13 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from tfx.dsl.io import fileio
 from tfx.utils import io_utils
 
-MANIFEST_FILE = "manifest.json"
-# The manifest field where the Pusher records the key its run's LiveModel was cached by.
-LIVE_KEY_FIELD = "live_key"
-_VERSION = re.compile(r"^[0-9]{1,18}$")
+from components import serving_layout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +38,7 @@ class LiveVersion:
 
   @property
   def training_fingerprint(self) -> str | None:
-    return (self.manifest.get("model") or {}).get("training_fingerprint")
+    return serving_layout.training_fingerprint(self.manifest)
 
   @property
   def examples(self) -> list[str]:
@@ -66,10 +62,10 @@ def live_version(serving_dir: str, model_name: str) -> LiveVersion | None:
   store, where there is no atomic rename) and is skipped.
   """
   model_dir = os.path.join(serving_dir, model_name)
-  versions = sorted((int(n) for n in _entries(model_dir) if _VERSION.match(n)), reverse=True)
+  versions = serving_layout.version_numbers(_entries(model_dir))[::-1]
   for version in versions:
     path = os.path.join(model_dir, str(version))
-    manifest_path = os.path.join(path, MANIFEST_FILE)
+    manifest_path = os.path.join(path, serving_layout.MANIFEST_FILE)
     if not fileio.exists(manifest_path):
       continue
     with fileio.open(manifest_path, "r") as f:
@@ -84,11 +80,11 @@ def live_version(serving_dir: str, model_name: str) -> LiveVersion | None:
 
 def copy_saved_model(live: LiveVersion, target: str) -> None:
   """Copies the live version's SavedModel (without the variants and manifest) to `target`."""
-  skip = {MANIFEST_FILE}
+  skip = {serving_layout.MANIFEST_FILE}
   for root, dirs, files in fileio.walk(live.path):
     del dirs
     rel_root = os.path.relpath(root, live.path)
-    if rel_root.split(os.sep)[:2] == ["assets.extra", "variants"]:
+    if serving_layout.is_variants_path(rel_root):
       continue
     fileio.makedirs(os.path.join(target, rel_root))
     for name in files:
@@ -121,17 +117,17 @@ def live_model_key(serving_dir: str, model_name: str, pipeline_name: str) -> str
   on Kubeflow a small uncached task does (`pipeline.kubeflow_lib.add_live_key_task`).
 
   One refinement keeps the first rerun after a push cached too: the Pusher records the key of
-  its run's LiveModel in the manifest (`LIVE_KEY_FIELD`). When the live version carries a key
-  of this pipeline and is not a rollback, that key is reused: that run evaluated and trained
-  this very model against what was live before it, and the Pusher, which always runs, finds
-  the candidate already live and pushes nothing. New data changes LiveModel's input and makes
-  it run regardless.
+  its run's LiveModel in the manifest (`serving_layout.LIVE_KEY_FIELD`). When the live version
+  carries a key of this pipeline and is not a rollback, that key is reused: that run evaluated
+  and trained this very model against what was live before it, and the Pusher, which always
+  runs, finds the candidate already live and pushes nothing. New data changes LiveModel's input
+  and makes it run regardless.
 
   Returns:
     A JSON string naming the pipeline and the live version's `live_key`.
   """
   live = live_version(serving_dir, model_name)
-  recorded = live.manifest.get(LIVE_KEY_FIELD) if live else None
+  recorded = live.manifest.get(serving_layout.LIVE_KEY_FIELD) if live else None
   if isinstance(recorded, str) and "rollback" not in live.manifest:
     try:
       if json.loads(recorded).get("pipeline") == pipeline_name:

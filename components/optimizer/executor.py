@@ -15,7 +15,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components import defaults, model_contract, properties, tf_compat
+from components import defaults, model_contract, properties, storage, tf_compat
 from components.optimizer import data_lib, optimizer_lib, report, spec
 
 
@@ -75,15 +75,6 @@ def _facts(model, serving_dir, reader, exec_properties) -> optimizer_lib.ModelFa
     preprocessing_included=contract.preprocessing_included,
     contract=contract,
   )
-
-
-def _local_copy(uri: str, scratch: str) -> str:
-  """Copies a SavedModel folder from an object store into `scratch`; local paths as they are."""
-  if "://" not in uri:
-    return uri
-  target = os.path.join(scratch, "saved_model")
-  io_utils.copy_dir(uri, target)
-  return target
 
 
 def _publish_folder(local_dir: str, uri: str) -> None:
@@ -179,12 +170,12 @@ class Executor(base_executor.BaseExecutor):
     with tempfile.TemporaryDirectory(prefix="optimizer-") as scratch:
       # Converters and runtimes work on local files: object-store artifacts are copied in
       # and the results copied out.
-      remote = "://" in optimized_model.uri
+      remote = storage.is_remote(optimized_model.uri)
       out_dir = os.path.join(scratch, "out") if remote else optimized_model.uri
       report_dir = os.path.join(scratch, "report") if remote else report_artifact.uri
       os.makedirs(out_dir, exist_ok=True)
       os.makedirs(report_dir, exist_ok=True)
-      serving_dir = _local_copy(model_contract.serving_dir(model_artifact.uri), scratch)
+      serving_dir = storage.localize(model_contract.serving_dir(model_artifact.uri), scratch)
       try:
         result = _optimize(
           serving_dir, examples, schema_path, transform_uri, out_dir, exec_properties, config

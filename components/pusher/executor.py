@@ -18,9 +18,8 @@ from tfx import types
 from tfx.components.pusher import executor as stock_pusher
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
-from tfx.utils import io_utils
 
-from components import tf_compat
+from components import serving_layout, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
 from components.live_model import live_model_lib
 from components.optimizer import optimizer_lib
@@ -88,15 +87,16 @@ class Executor(stock_pusher.Executor):
     with tempfile.TemporaryDirectory(prefix="pusher-") as local_dir:
       trees = {}
       if transform and needs_transform:
-        trees[TRANSFORM_GRAPH_SUBDIR] = _localize(
+        trees[TRANSFORM_GRAPH_SUBDIR] = storage.localize(
           artifact_utils.get_single_uri(transform), os.path.join(local_dir, "transform_graph")
         )
       result = pusher_lib.push_version(
         serving_dir=exec_properties[s.SERVING_DIR_KEY],
         model_name=exec_properties[s.MODEL_NAME_KEY],
-        saved_model_dir=_localize(model_path, os.path.join(local_dir, "model")),
+        saved_model_dir=storage.localize(model_path, os.path.join(local_dir, "model")),
         variants={
-          v.name: _localize(v.folder, os.path.join(local_dir, "variants", v.name)) for v in blessed
+          v.name: storage.localize(v.folder, os.path.join(local_dir, "variants", v.name))
+          for v in blessed
         },
         variant_metrics={v.name: {**v.metrics, "signature": v.signature} for v in blessed},
         extra_trees=trees,
@@ -108,7 +108,7 @@ class Executor(stock_pusher.Executor):
       )
     if result.manifest is not None:
       fileio.makedirs(pushed_model.uri)
-      with fileio.open(os.path.join(pushed_model.uri, pusher_lib.MANIFEST_FILE), "w") as f:
+      with fileio.open(os.path.join(pushed_model.uri, serving_layout.MANIFEST_FILE), "w") as f:
         f.write(json.dumps(result.manifest, indent=2, sort_keys=True))
     pushed_model.set_string_custom_property(s.CONTENT_SHA256_PROPERTY, result.content_sha256)
     if result.live_version is not None:
@@ -197,7 +197,7 @@ class Executor(stock_pusher.Executor):
       else None,
     }
     if live_key:
-      extra[live_model_lib.LIVE_KEY_FIELD] = live_key
+      extra[serving_layout.LIVE_KEY_FIELD] = live_key
     if transform_needed_by:
       extra["transform_graph"] = {"path": TRANSFORM_GRAPH_SUBDIR, "needed_by": transform_needed_by}
     return extra
@@ -205,21 +205,6 @@ class Executor(stock_pusher.Executor):
 
 def _prop(artifact: types.Artifact, key: str):
   return artifact.get_custom_property(key) if artifact.has_custom_property(key) else None
-
-
-def _localize(path: str, local_copy: str) -> str:
-  """Returns `path` if it is local, else copies it (gs://, s3://, ...) to `local_copy`."""
-  # pusher_lib copies with plain POSIX calls (rename, flock, fsync); artifacts on an object
-  # store (a gs:// pipeline root on Kubeflow) are read through TFX's fileio first.
-  if "://" not in path:
-    return path
-  if fileio.isdir(path):
-    io_utils.copy_dir(path, local_copy)
-    return local_copy
-  os.makedirs(local_copy, exist_ok=True)
-  target = os.path.join(local_copy, os.path.basename(path.rstrip("/")))
-  io_utils.copy_file(path, target)
-  return target
 
 
 def _data_spans(examples: list[types.Artifact]) -> list[int] | None:

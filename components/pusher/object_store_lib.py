@@ -18,14 +18,14 @@ import hashlib
 import json
 import os
 import posixpath
-import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-MANIFEST_FILE = "manifest.json"
-HISTORY_DIR = ".history"
-_VERSION = re.compile(r"^[0-9]{1,18}$")
+from components import serving_layout
+
+MANIFEST_FILE = serving_layout.MANIFEST_FILE
+HISTORY_DIR = serving_layout.HISTORY_DIR
 _CHUNK = 1 << 20
 
 
@@ -45,11 +45,6 @@ fileio = _Lazy()
 io_utils = fileio
 
 
-def is_remote(path: str) -> bool:
-  """Whether a serving dir is an object-store (or other non-POSIX) URI."""
-  return "://" in path
-
-
 def _join(*parts: str) -> str:
   return posixpath.join(*parts)
 
@@ -64,7 +59,7 @@ def versions(base: str) -> tuple[list[int], list[int]]:
   """(complete versions, incomplete version folders) under a model folder, ascending."""
   complete, incomplete = [], []
   for name in _names(base):
-    if not _VERSION.match(name):
+    if not serving_layout.is_version_name(name):
       continue
     has_manifest = fileio.exists(_join(base, name, MANIFEST_FILE))
     (complete if has_manifest else incomplete).append(int(name))

@@ -38,20 +38,20 @@ from typing import Any
 
 import filelock
 
+from components import serving_layout, storage
 from components.errors import UserInputError
 from components.pusher import object_store_lib
 
-MANIFEST_FILE = "manifest.json"
-HISTORY_FILE = "history.jsonl"
+MANIFEST_FILE = serving_layout.MANIFEST_FILE
+HISTORY_FILE = serving_layout.HISTORY_FILE
 LOCK_FILE = ".lock"
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
-VARIANTS_SUBDIR = os.path.join("assets.extra", "variants")
-MANIFEST_FORMAT = "tfx-pipeline-kit.pusher-manifest/1"
+VARIANTS_SUBDIR = serving_layout.VARIANTS_SUBDIR
+MANIFEST_FORMAT = serving_layout.MANIFEST_FORMAT
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_VERSION_RE = re.compile(r"^[0-9]{1,18}$")
 _COPY_CHUNK = 1 << 20
 # Keys the library owns in manifest.json; callers' manifest_extra must not overwrite them.
 _RESERVED_MANIFEST_KEYS = frozenset(
@@ -142,7 +142,7 @@ def parse_version(text: str | int) -> int:
     if text < 0:
       raise PusherError(f"Invalid version {text!r}: pass a non-negative integer such as 3.")
     return text
-  if not isinstance(text, str) or not _VERSION_RE.match(text):
+  if not isinstance(text, str) or not serving_layout.is_version_name(text):
     raise PusherError(
       f"Invalid version {text!r}: pass a non-negative integer such as 3 (digits only)."
     )
@@ -166,7 +166,7 @@ def validate_serving_dir(serving_dir: str) -> str:
   """
   if not isinstance(serving_dir, str) or not serving_dir:
     raise PusherError("serving_dir is empty: pass an absolute local path such as /srv/models.")
-  if "://" in serving_dir:
+  if storage.is_remote(serving_dir):
     if not _URI.match(serving_dir) or "/../" in f"{serving_dir}/":
       raise PusherError(
         f"serving_dir {serving_dir!r} is not a valid URI; pass e.g. gs://bucket/models."
@@ -194,7 +194,7 @@ def model_dir(serving_dir: str, model_name: str) -> str:
   """
   root = validate_serving_dir(serving_dir)
   name = validate_model_name(model_name)
-  if object_store_lib.is_remote(root):
+  if storage.is_remote(root):
     return f"{root}/{name}"
   path = os.path.join(root, name)
   # Belt and braces: the name regex already forbids separators and dot-dot.
@@ -217,15 +217,11 @@ def list_versions(serving_dir: str, model_name: str) -> list[int]:
     Sorted version numbers; empty if the model folder does not exist.
   """
   base = model_dir(serving_dir, model_name)
-  if object_store_lib.is_remote(base):
+  if storage.is_remote(base):
     return object_store_lib.versions(base)[0]
   if not os.path.isdir(base):
     return []
-  versions = []
-  for entry in os.scandir(base):
-    if entry.is_dir(follow_symlinks=False) and entry.name.isdigit():
-      versions.append(int(entry.name))
-  return sorted(versions)
+  return _versions_in(base)
 
 
 def live_version(serving_dir: str, model_name: str) -> int | None:
@@ -273,7 +269,7 @@ def read_manifest(path: str) -> dict[str, Any]:
   """
   manifest_path = os.path.join(path, MANIFEST_FILE)
   try:
-    if object_store_lib.is_remote(path):
+    if storage.is_remote(path):
       manifest = object_store_lib.read_manifest(path)
     else:
       with open(manifest_path, encoding="utf-8") as f:
@@ -304,7 +300,7 @@ def verify_version(path: str) -> list[str]:
   Returns:
     A list of problems; empty when the version is complete and intact.
   """
-  if object_store_lib.is_remote(path):
+  if storage.is_remote(path):
     return object_store_lib.verify(path)
   problems = []
   if not os.path.isfile(os.path.join(path, "saved_model.pb")) and not os.path.isfile(
@@ -343,7 +339,7 @@ def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
     The history entries, oldest first.
   """
   base = model_dir(serving_dir, model_name)
-  if object_store_lib.is_remote(base):
+  if storage.is_remote(base):
     return object_store_lib.read_history(base)
   path = os.path.join(base, HISTORY_FILE)
   if not os.path.exists(path):
@@ -479,7 +475,7 @@ def push_version(
   if clash:
     raise ValueError(f"manifest_extra may not set reserved keys {sorted(clash)}")
 
-  if object_store_lib.is_remote(base):
+  if storage.is_remote(base):
     return _push_remote(
       base,
       model_name,
@@ -666,7 +662,7 @@ def rollback(
   target_arg = None if to_version is None else parse_version(to_version)
   if keep_versions is not None:
     keep_versions = _check_keep_versions(keep_versions)
-  if object_store_lib.is_remote(base):
+  if storage.is_remote(base):
     return _rollback_remote(base, model_name, target_arg, previous, reason, keep_versions)
   if not os.path.isdir(base):
     raise PusherError(
@@ -753,7 +749,7 @@ def rollback(
         "reason": reason,
         "from_content_sha256": live_content,
         "to_content_sha256": manifest["content_sha256"],
-        "from_training_fingerprint": (live_manifest.get("model") or {}).get("training_fingerprint"),
+        "from_training_fingerprint": serving_layout.training_fingerprint(live_manifest),
       },
     )
     removed = _prune(base, keep_versions) if keep_versions is not None else []
@@ -833,7 +829,7 @@ def _rollback_remote(
       "reason": reason,
       "from_content_sha256": live_content,
       "to_content_sha256": manifest["content_sha256"],
-      "from_training_fingerprint": (live_manifest.get("model") or {}).get("training_fingerprint"),
+      "from_training_fingerprint": serving_layout.training_fingerprint(live_manifest),
     },
   )
   removed = store.prune(base, keep_versions) if keep_versions is not None else []
@@ -916,8 +912,8 @@ def _has_saved_model(path: str) -> bool:
 
 
 def _versions_in(base: str) -> list[int]:
-  return sorted(
-    int(e.name) for e in os.scandir(base) if e.is_dir(follow_symlinks=False) and e.name.isdigit()
+  return serving_layout.version_numbers(
+    e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
   )
 
 
