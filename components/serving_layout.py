@@ -49,3 +49,132 @@ def is_variants_path(rel_path: str) -> bool:
 def training_fingerprint(manifest: Mapping[str, Any]) -> str | None:
   """The fingerprint of the training run that produced a version (None before it was recorded)."""
   return (manifest.get("model") or {}).get("training_fingerprint")
+
+
+# --------------------------------------------------------------------------- versions and history
+
+
+def next_version(existing: Iterable[int], history: Iterable[Mapping[str, Any]]) -> int:
+  """The number a new version gets: above every folder and every number the history names.
+
+  The history remembers versions deleted by hand or pruned, so a number is never reused (TF
+  Serving would otherwise serve a new model under an old model's number).
+  """
+  seen = [0, *existing]
+  seen += [e["version"] for e in history if isinstance(e.get("version"), int)]
+  return max(seen) + 1
+
+
+def rejected_contents(history: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+  """Content digests rolled back away from (and not restored since), with their rollback entry."""
+  rejected: dict[str, Mapping[str, Any]] = {}
+  for entry in history:
+    if entry.get("event") == "rollback":
+      if entry.get("from_content_sha256"):
+        rejected[entry["from_content_sha256"]] = entry
+      rejected.pop(entry.get("to_content_sha256"), None)
+  return rejected
+
+
+def identical_reason(
+  live: int | None,
+  live_manifest: Mapping[str, Any],
+  content: str,
+  history: Iterable[Mapping[str, Any]],
+) -> str:
+  """Why a candidate with this content digest is not pushed, or '' when it is new."""
+  if live is not None and live_manifest.get("content_sha256") == content:
+    return f"identical to live version {live} (same sha256 of every file); nothing pushed"
+  rejected = rejected_contents(history).get(content)
+  if rejected:
+    return (
+      f"identical to version {rejected.get('from')}, which was rolled back at "
+      f"{rejected.get('time')} ({rejected.get('reason') or 'no reason given'}); not re-pushing "
+      "it (use rollback --to to restore it deliberately)"
+    )
+  return ""
+
+
+def push_manifest(
+  *,
+  model_name: str,
+  version: int,
+  created_at: str,
+  content: str,
+  files: Mapping[str, Any],
+  variant_metrics: Mapping[str, Mapping[str, Any]],
+  source: Mapping[str, Any],
+  extra: Mapping[str, Any],
+) -> dict[str, Any]:
+  """The manifest.json of a pushed version (`extra` holds the Pusher's run details)."""
+  return {
+    "format": MANIFEST_FORMAT,
+    "model_name": model_name,
+    "version": version,
+    "created_at": created_at,
+    "event": "push",
+    "content_sha256": content,
+    "files": dict(files),
+    "variants": {
+      name: {"path": f"{VARIANTS_SUBDIR}/{name}", "metrics": dict(metrics)}
+      for name, metrics in sorted(variant_metrics.items())
+    },
+    "source": dict(source),
+    **extra,
+  }
+
+
+def push_history_entry(manifest: Mapping[str, Any], previous_live: int | None) -> dict[str, Any]:
+  """The history entry of a push."""
+  return {
+    "time": manifest["created_at"],
+    "event": "push",
+    "version": manifest["version"],
+    "previous_live": previous_live,
+    "content_sha256": manifest["content_sha256"],
+  }
+
+
+def rollback_manifest(
+  source_manifest: Mapping[str, Any],
+  *,
+  version: int,
+  created_at: str,
+  live: int,
+  target: int,
+  reason: str,
+) -> dict[str, Any]:
+  """The manifest of version `version`, which re-publishes version `target`'s files."""
+  manifest = dict(source_manifest)
+  manifest.update(
+    {
+      "version": version,
+      "created_at": created_at,
+      "event": "rollback",
+      "republished_from": {
+        "version": target,
+        "created_at": source_manifest.get("created_at"),
+        "event": source_manifest.get("event"),
+      },
+      "rollback": {"from": live, "to": target, "reason": reason},
+    }
+  )
+  return manifest
+
+
+def rollback_history_entry(
+  manifest: Mapping[str, Any], live_manifest: Mapping[str, Any]
+) -> dict[str, Any]:
+  """The history entry of a rollback (`manifest` from `rollback_manifest`)."""
+  rollback = manifest["rollback"]
+  return {
+    "time": manifest["created_at"],
+    "event": "rollback",
+    "from": rollback["from"],
+    "to": rollback["to"],
+    "version": manifest["version"],
+    "reason": rollback["reason"],
+    "from_content_sha256": live_manifest.get("content_sha256"),
+    "to_content_sha256": manifest["content_sha256"],
+    "from_training_fingerprint": training_fingerprint(live_manifest),
+  }

@@ -24,8 +24,6 @@ from typing import Any
 
 from components import serving_layout
 
-MANIFEST_FILE = serving_layout.MANIFEST_FILE
-HISTORY_DIR = serving_layout.HISTORY_DIR
 _CHUNK = 1 << 20
 
 
@@ -61,19 +59,19 @@ def versions(base: str) -> tuple[list[int], list[int]]:
   for name in _names(base):
     if not serving_layout.is_version_name(name):
       continue
-    has_manifest = fileio.exists(_join(base, name, MANIFEST_FILE))
+    has_manifest = fileio.exists(_join(base, name, serving_layout.MANIFEST_FILE))
     (complete if has_manifest else incomplete).append(int(name))
   return sorted(complete), sorted(incomplete)
 
 
 def read_manifest(version_dir: str) -> dict[str, Any]:
-  with fileio.open(_join(version_dir, MANIFEST_FILE), "r") as f:
+  with fileio.open(_join(version_dir, serving_layout.MANIFEST_FILE), "r") as f:
     return json.loads(f.read())
 
 
 def read_history(base: str) -> list[dict[str, Any]]:
   """The push/rollback/prune events, oldest first."""
-  folder = _join(base, HISTORY_DIR)
+  folder = _join(base, serving_layout.HISTORY_DIR)
   entries = []
   for name in sorted(_names(folder)):
     try:
@@ -89,7 +87,7 @@ def read_history(base: str) -> list[dict[str, Any]]:
 def append_history(base: str, entry: Mapping[str, Any]) -> None:
   """Writes one event as its own object (names sort by time)."""
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-  path = _join(base, HISTORY_DIR, f"{stamp}-{uuid.uuid4().hex[:8]}.json")
+  path = _join(base, serving_layout.HISTORY_DIR, f"{stamp}-{uuid.uuid4().hex[:8]}.json")
   fileio.makedirs(posixpath.dirname(path))
   with fileio.open(path, "w") as f:
     f.write(json.dumps(dict(entry), sort_keys=True))
@@ -162,7 +160,7 @@ def upload_version(
     dst = _join(target, rel)
     fileio.makedirs(posixpath.dirname(dst))
     io_utils.copy_file(src, dst, overwrite=False)
-  with fileio.open(_join(target, MANIFEST_FILE), "w") as f:
+  with fileio.open(_join(target, serving_layout.MANIFEST_FILE), "w") as f:
     f.write(json.dumps(dict(manifest), indent=2, sort_keys=True) + "\n")
   return target
 
@@ -182,7 +180,7 @@ def prune(base: str, keep_versions: int) -> list[int]:
   doomed = [v for v in complete[:-keep_versions] if v != live]
   for version in doomed:
     # Manifest first: a half-deleted version then reads as incomplete, never as live.
-    fileio.remove(_join(base, str(version), MANIFEST_FILE))
+    fileio.remove(_join(base, str(version), serving_layout.MANIFEST_FILE))
     fileio.rmtree(_join(base, str(version)))
   return doomed
 
@@ -196,14 +194,14 @@ def copy_version(source: str, target: str, rels: list[str], manifest: Mapping[st
     dst = _join(target, rel)
     fileio.makedirs(posixpath.dirname(dst))
     io_utils.copy_file(_join(source, rel), dst, overwrite=False)
-  with fileio.open(_join(target, MANIFEST_FILE), "w") as f:
+  with fileio.open(_join(target, serving_layout.MANIFEST_FILE), "w") as f:
     f.write(json.dumps(dict(manifest), indent=2, sort_keys=True) + "\n")
   return target
 
 
 def verify(version_dir: str) -> list[str]:
   """Problems of a remote version: missing manifest or files, sha256 mismatches."""
-  if not fileio.exists(_join(version_dir, MANIFEST_FILE)):
+  if not fileio.exists(_join(version_dir, serving_layout.MANIFEST_FILE)):
     return ["manifest.json is missing (an incomplete push)"]
   manifest = read_manifest(version_dir)
   problems = []

@@ -42,13 +42,9 @@ from components import serving_layout, storage
 from components.errors import UserInputError
 from components.pusher import object_store_lib
 
-MANIFEST_FILE = serving_layout.MANIFEST_FILE
-HISTORY_FILE = serving_layout.HISTORY_FILE
 LOCK_FILE = ".lock"
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
-VARIANTS_SUBDIR = serving_layout.VARIANTS_SUBDIR
-MANIFEST_FORMAT = serving_layout.MANIFEST_FORMAT
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -267,7 +263,7 @@ def read_manifest(path: str) -> dict[str, Any]:
   Raises:
     PusherError: If the manifest is missing or not valid JSON.
   """
-  manifest_path = os.path.join(path, MANIFEST_FILE)
+  manifest_path = os.path.join(path, serving_layout.MANIFEST_FILE)
   try:
     if storage.is_remote(path):
       manifest = object_store_lib.read_manifest(path)
@@ -320,7 +316,7 @@ def verify_version(path: str) -> list[str]:
     digest, _ = _sha256_file(full)
     if digest != info.get("sha256"):
       problems.append(f"{rel} has sha256 {digest}, manifest says {info.get('sha256')}")
-  on_disk = set(_walk_files(path)) - {MANIFEST_FILE}
+  on_disk = set(_walk_files(path)) - {serving_layout.MANIFEST_FILE}
   for extra in sorted(on_disk - set(files)):
     problems.append(f"{extra} is not listed in the manifest")
   if files and manifest.get("content_sha256") != _content_digest(files):
@@ -341,7 +337,7 @@ def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
   base = model_dir(serving_dir, model_name)
   if storage.is_remote(base):
     return object_store_lib.read_history(base)
-  path = os.path.join(base, HISTORY_FILE)
+  path = os.path.join(base, serving_layout.HISTORY_FILE)
   if not os.path.exists(path):
     return []
   entries = []
@@ -495,58 +491,45 @@ def push_version(
     os.mkdir(staging)
     files: dict[str, dict[str, Any]] = {}
     _copy_tree(saved_model_dir, staging, "", files)
-    variant_entries = {}
     for name in sorted(variants):
-      rel = os.path.join(VARIANTS_SUBDIR, name)
+      rel = os.path.join(serving_layout.VARIANTS_SUBDIR, name)
       src = variants[name]
       if os.path.isdir(src):
         _copy_tree(src, staging, rel, files)
       else:
         _copy_tree_file(src, staging, os.path.join(rel, os.path.basename(src)), files)
-      variant_entries[name] = {"path": rel, "metrics": metrics[name]}
     for rel, src in sorted((extra_trees or {}).items()):
       _copy_tree(src, staging, rel, files)
     content = _content_digest(files)
 
     history = read_history(serving_dir, model_name)
     live = _highest(base)
+    live_manifest = _safe_manifest(os.path.join(base, str(live))) if live is not None else {}
     skip_reason = ""
     if skip_if_identical:
-      skip_reason = _identical_reason(base, live, content, history)
+      skip_reason = serving_layout.identical_reason(live, live_manifest, content, history)
     if skip_reason:
       shutil.rmtree(staging)
-      live_manifest = _safe_manifest(os.path.join(base, str(live))) if live is not None else None
-      return PushResult(False, None, None, skip_reason, live, content, (), live_manifest)
+      return PushResult(False, None, None, skip_reason, live, content, (), live_manifest or None)
 
-    version = _next_version(base, history)
-    manifest = {
-      "format": MANIFEST_FORMAT,
-      "model_name": model_name,
-      "version": version,
-      "created_at": _utc_now(),
-      "event": "push",
-      "content_sha256": content,
-      "files": files,
-      "variants": variant_entries,
-      "source": dict(source)
+    manifest = serving_layout.push_manifest(
+      model_name=model_name,
+      version=serving_layout.next_version(_versions_in(base), history),
+      created_at=_utc_now(),
+      content=content,
+      files=files,
+      variant_metrics=metrics,
+      source=source
       if source is not None
       else {
         "saved_model": os.path.abspath(saved_model_dir),
         "variants": {k: os.path.abspath(v) for k, v in variants.items()},
       },
-      **extra,
-    }
-    path = _publish(base, staging, version, manifest)
-    _append_history(
-      base,
-      {
-        "time": manifest["created_at"],
-        "event": "push",
-        "version": version,
-        "previous_live": live,
-        "content_sha256": content,
-      },
+      extra=extra,
     )
+    version = manifest["version"]
+    path = _publish(base, staging, version, manifest)
+    _append_history(base, serving_layout.push_history_entry(manifest, live))
     removed = _prune(base, keep_versions)
   return PushResult(True, version, path, "", version, content, tuple(removed), manifest)
 
@@ -565,7 +548,7 @@ def _push_remote(
 ) -> PushResult:
   """push_version on an object store: files first, manifest last (see object_store_lib)."""
   store = object_store_lib
-  files = store.plan_files(saved_model_dir, variants, extra_trees, VARIANTS_SUBDIR)
+  files = store.plan_files(saved_model_dir, variants, extra_trees, serving_layout.VARIANTS_SUBDIR)
   digests = store.digest_files(files)
   content = _content_digest(digests)
   history = store.read_history(base)
@@ -574,46 +557,22 @@ def _push_remote(
   live = complete[-1] if complete else None
   live_manifest = store.read_manifest(f"{base}/{live}") if live is not None else {}
   if skip_if_identical:
-    reason = ""
-    if live_manifest.get("content_sha256") == content:
-      reason = f"identical to live version {live} (same sha256 of every file); nothing pushed"
-    elif content in _rejected_contents(history):
-      entry = _rejected_contents(history)[content]
-      reason = (
-        f"identical to version {entry.get('from')}, which was rolled back; not re-pushing it "
-        "(use rollback --to to restore it deliberately)"
-      )
+    reason = serving_layout.identical_reason(live, live_manifest, content, history)
     if reason:
       return PushResult(False, None, None, reason, live, content, (), live_manifest or None)
-  seen = [0, *complete, *incomplete]
-  seen += [e["version"] for e in history if isinstance(e.get("version"), int)]
-  version = max(seen) + 1
-  variant_entries = {
-    name: {"path": f"{VARIANTS_SUBDIR}/{name}", "metrics": metrics[name]} for name in variants
-  }
-  manifest = {
-    "format": MANIFEST_FORMAT,
-    "model_name": model_name,
-    "version": version,
-    "created_at": _utc_now(),
-    "event": "push",
-    "content_sha256": content,
-    "files": digests,
-    "variants": variant_entries,
-    "source": dict(source) if source is not None else {"saved_model": saved_model_dir},
-    **extra,
-  }
-  path = store.upload_version(base, version, files, manifest)
-  store.append_history(
-    base,
-    {
-      "time": manifest["created_at"],
-      "event": "push",
-      "version": version,
-      "previous_live": live,
-      "content_sha256": content,
-    },
+  manifest = serving_layout.push_manifest(
+    model_name=model_name,
+    version=serving_layout.next_version([*complete, *incomplete], history),
+    created_at=_utc_now(),
+    content=content,
+    files=digests,
+    variant_metrics=metrics,
+    source=source if source is not None else {"saved_model": saved_model_dir},
+    extra=extra,
   )
+  version = manifest["version"]
+  path = store.upload_version(base, version, files, manifest)
+  store.append_history(base, serving_layout.push_history_entry(manifest, live))
   removed = store.prune(base, keep_versions)
   if removed:
     store.append_history(base, {"time": _utc_now(), "event": "prune", "versions": removed})
@@ -680,78 +639,32 @@ def rollback(
       )
     live = versions[-1]
     live_manifest = _safe_manifest(os.path.join(base, str(live)))
-    live_content = live_manifest.get("content_sha256")
-    if previous:
-      target = _previous_version(base, versions, live_content, history)
-      if target is None:
-        raise PusherError(
-          f"No earlier version of {model_name!r} differs from live version {live}; "
-          "use --list to see the versions."
-        )
-    else:
-      target = target_arg
-      if target not in versions:
-        raise PusherError(
-          f"Version {target} of {model_name!r} does not exist (have {versions}); "
-          "use --list to see the versions."
-        )
-      if target == live:
-        raise PusherError(
-          f"Version {target} of {model_name!r} is already live; pass another --to VERSION "
-          "(--list shows them)."
-        )
+    target = _rollback_target(
+      model_name,
+      versions,
+      live_manifest,
+      target_arg,
+      history,
+      lambda v: _safe_manifest(os.path.join(base, str(v))),
+    )
     source = os.path.join(base, str(target))
-    problems = verify_version(source)
-    if problems:
-      raise PusherError(
-        f"Version {target} fails verification ({problems[0]}); not restoring it. Pick a "
-        "version whose --list status is ok."
-      )
-    source_manifest = read_manifest(source)
-    if source_manifest.get("content_sha256") == live_content:
-      raise PusherError(
-        f"Version {target} has the same content as live version {live}; nothing to roll back. "
-        "Pass an older --to VERSION (--list shows the versions)."
-      )
+    source_manifest = _checked_source(target, verify_version(source), read_manifest, source)
+    _check_differs(target, source_manifest, live, live_manifest)
 
     staging = os.path.join(base, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     os.mkdir(staging)
     files: dict[str, dict[str, Any]] = {}
-    _copy_tree(source, staging, "", files, skip={MANIFEST_FILE})
+    _copy_tree(source, staging, "", files, skip={serving_layout.MANIFEST_FILE})
     if files != source_manifest["files"]:
       shutil.rmtree(staging)
       raise PusherError(f"Version {target} changed while it was being copied; try again.")
-    version = _next_version(base, history)
-    now = _utc_now()
-    manifest = dict(source_manifest)
-    manifest.update(
-      {
-        "version": version,
-        "created_at": now,
-        "event": "rollback",
-        "republished_from": {
-          "version": target,
-          "created_at": source_manifest.get("created_at"),
-          "event": source_manifest.get("event"),
-        },
-        "rollback": {"from": live, "to": target, "reason": reason},
-      }
-    )
+    version = serving_layout.next_version(versions, history)
+    manifest = serving_layout.rollback_manifest(
+      source_manifest, version=version, created_at=_utc_now(), live=live, target=target,
+      reason=reason,
+    )  # fmt: skip
     path = _publish(base, staging, version, manifest)
-    _append_history(
-      base,
-      {
-        "time": now,
-        "event": "rollback",
-        "from": live,
-        "to": target,
-        "version": version,
-        "reason": reason,
-        "from_content_sha256": live_content,
-        "to_content_sha256": manifest["content_sha256"],
-        "from_training_fingerprint": serving_layout.training_fingerprint(live_manifest),
-      },
-    )
+    _append_history(base, serving_layout.rollback_history_entry(manifest, live_manifest))
     removed = _prune(base, keep_versions) if keep_versions is not None else []
   return PushResult(
     True, version, path, "", version, manifest["content_sha256"], tuple(removed), manifest
@@ -774,64 +687,24 @@ def _rollback_remote(
     raise PusherError(f"{base} holds no complete versions; nothing to roll back.")
   live = versions[-1]
   live_manifest = store.read_manifest(f"{base}/{live}")
-  live_content = live_manifest.get("content_sha256")
-  if previous:
-    rejected = _rejected_contents(history)
-    target = None
-    for version in reversed(versions[:-1]):
-      content = store.read_manifest(f"{base}/{version}").get("content_sha256")
-      if content and content != live_content and content not in rejected:
-        target = version
-        break
-    if target is None:
-      raise PusherError(
-        f"No earlier version of {model_name!r} differs from live version {live}; "
-        "use --list to see the versions."
-      )
-  elif target not in versions:
-    raise PusherError(
-      f"Version {target} of {model_name!r} does not exist (have {versions}); "
-      "use --list to see the versions."
-    )
-  elif target == live:
-    raise PusherError(f"Version {target} of {model_name!r} is already live.")
+  target = _rollback_target(
+    model_name,
+    versions,
+    live_manifest,
+    None if previous else target,
+    history,
+    lambda v: store.read_manifest(f"{base}/{v}"),
+  )
   source = f"{base}/{target}"
-  problems = store.verify(source)
-  if problems:
-    raise PusherError(f"Version {target} fails verification ({problems[0]}); not restoring it.")
-  source_manifest = store.read_manifest(source)
-  if source_manifest.get("content_sha256") == live_content:
-    raise PusherError(
-      f"Version {target} has the same content as live version {live}; nothing to roll back."
-    )
-  seen = [0, *versions, *(e["version"] for e in history if isinstance(e.get("version"), int))]
-  version = max(seen) + 1
-  now = _utc_now()
-  manifest = dict(source_manifest)
-  manifest.update(
-    {
-      "version": version,
-      "created_at": now,
-      "event": "rollback",
-      "republished_from": {"version": target, "created_at": source_manifest.get("created_at")},
-      "rollback": {"from": live, "to": target, "reason": reason},
-    }
-  )
+  source_manifest = _checked_source(target, store.verify(source), store.read_manifest, source)
+  _check_differs(target, source_manifest, live, live_manifest)
+  version = serving_layout.next_version(versions, history)
+  manifest = serving_layout.rollback_manifest(
+    source_manifest, version=version, created_at=_utc_now(), live=live, target=target,
+    reason=reason,
+  )  # fmt: skip
   path = store.copy_version(source, f"{base}/{version}", sorted(source_manifest["files"]), manifest)
-  store.append_history(
-    base,
-    {
-      "time": now,
-      "event": "rollback",
-      "from": live,
-      "to": target,
-      "version": version,
-      "reason": reason,
-      "from_content_sha256": live_content,
-      "to_content_sha256": manifest["content_sha256"],
-      "from_training_fingerprint": serving_layout.training_fingerprint(live_manifest),
-    },
-  )
+  store.append_history(base, serving_layout.rollback_history_entry(manifest, live_manifest))
   removed = store.prune(base, keep_versions) if keep_versions is not None else []
   return PushResult(
     True, version, path, "", version, manifest["content_sha256"], tuple(removed), manifest
@@ -929,50 +802,59 @@ def _safe_manifest(path: str) -> dict[str, Any]:
     return {}
 
 
-def _next_version(base: str, history: list[dict[str, Any]]) -> int:
-  # History remembers versions deleted by hand too, so a number is never reused.
-  seen = [0, *_versions_in(base)]
-  for entry in history:
-    if isinstance(entry.get("version"), int):
-      seen.append(entry["version"])
-  return max(seen) + 1
-
-
-def _rejected_contents(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-  rejected: dict[str, dict[str, Any]] = {}
-  for entry in history:
-    if entry.get("event") == "rollback":
-      if entry.get("from_content_sha256"):
-        rejected[entry["from_content_sha256"]] = entry
-      rejected.pop(entry.get("to_content_sha256"), None)
-  return rejected
-
-
-def _identical_reason(
-  base: str, live: int | None, content: str, history: list[dict[str, Any]]
-) -> str:
-  live_manifest = _safe_manifest(os.path.join(base, str(live))) if live is not None else {}
-  if live_manifest.get("content_sha256") == content:
-    return f"identical to live version {live} (same sha256 of every file); nothing pushed"
-  rejected = _rejected_contents(history).get(content)
-  if rejected:
-    return (
-      f"identical to version {rejected.get('from')}, which was rolled back at "
-      f"{rejected.get('time')} ({rejected.get('reason') or 'no reason given'}); not re-pushing "
-      "it (use rollback --to to restore it deliberately)"
+def _rollback_target(
+  model_name: str,
+  versions: list[int],
+  live_manifest: dict[str, Any],
+  to_version: int | None,
+  history: list[dict[str, Any]],
+  manifest_of,
+) -> int:
+  """The version a rollback restores: `to_version`, or with None the newest earlier version
+  whose content differs from the live one and was not itself rolled back away from."""
+  live = versions[-1]
+  if to_version is None:
+    live_content = live_manifest.get("content_sha256")
+    rejected = serving_layout.rejected_contents(history)
+    for version in reversed(versions[:-1]):
+      content = manifest_of(version).get("content_sha256")
+      if content and content != live_content and content not in rejected:
+        return version
+    raise PusherError(
+      f"No earlier version of {model_name!r} differs from live version {live}; "
+      "use --list to see the versions."
     )
-  return ""
+  if to_version not in versions:
+    raise PusherError(
+      f"Version {to_version} of {model_name!r} does not exist (have {versions}); "
+      "use --list to see the versions."
+    )
+  if to_version == live:
+    raise PusherError(
+      f"Version {to_version} of {model_name!r} is already live; pass another --to VERSION "
+      "(--list shows them)."
+    )
+  return to_version
 
 
-def _previous_version(
-  base: str, versions: list[int], live_content: str | None, history: list[dict[str, Any]]
-) -> int | None:
-  rejected = _rejected_contents(history)
-  for version in reversed(versions[:-1]):
-    content = _safe_manifest(os.path.join(base, str(version))).get("content_sha256")
-    if content and content != live_content and content not in rejected:
-      return version
-  return None
+def _checked_source(target: int, problems: list[str], read, source: str) -> dict[str, Any]:
+  """The manifest of the version a rollback restores, once it verifies."""
+  if problems:
+    raise PusherError(
+      f"Version {target} fails verification ({problems[0]}); not restoring it. Pick a "
+      "version whose --list status is ok."
+    )
+  return read(source)
+
+
+def _check_differs(
+  target: int, source_manifest: dict[str, Any], live: int, live_manifest: dict[str, Any]
+) -> None:
+  if source_manifest.get("content_sha256") == live_manifest.get("content_sha256"):
+    raise PusherError(
+      f"Version {target} has the same content as live version {live}; nothing to roll back. "
+      "Pass an older --to VERSION (--list shows the versions)."
+    )
 
 
 def _walk_files(root: str) -> Iterator[str]:
@@ -1048,7 +930,7 @@ def _copy_tree(
 
 
 def _publish(base: str, staging: str, version: int, manifest: Mapping[str, Any]) -> str:
-  manifest_path = os.path.join(staging, MANIFEST_FILE)
+  manifest_path = os.path.join(staging, serving_layout.MANIFEST_FILE)
   with open(manifest_path, "x", encoding="utf-8") as f:
     json.dump(manifest, f, indent=2, sort_keys=True)
     f.write("\n")
@@ -1067,7 +949,7 @@ def _publish(base: str, staging: str, version: int, manifest: Mapping[str, Any])
 
 
 def _append_history(base: str, entry: Mapping[str, Any]) -> None:
-  path = os.path.join(base, HISTORY_FILE)
+  path = os.path.join(base, serving_layout.HISTORY_FILE)
   line = json.dumps(entry, sort_keys=True) + "\n"
   with open(path, "a+b") as f:
     # A kill -9 mid-append can leave a line without its newline; start a fresh line so the
