@@ -70,8 +70,14 @@ def _columns(text: str) -> tuple[str, ...]:
 
 def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   """Adds the options that describe a pipeline run, each defaulting to the digits example."""
+  _add_data_args(parser.add_argument_group("data"))
+  _add_training_args(parser.add_argument_group("training"))
+  _add_push_args(parser.add_argument_group("blessing, optimization and push"))
+
+
+def _add_data_args(g) -> None:
+  """Where the data is and how it is read and split."""
   d = _DEFAULTS
-  g = parser.add_argument_group("data")
   g.add_argument(
     "--data-root",
     default=d.data_root,
@@ -112,7 +118,11 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     default=d.max_bad_row_fraction,
     help="share of malformed rows tolerated, quarantined (default: %(default)s)",
   )
-  g = parser.add_argument_group("training")
+
+
+def _add_training_args(g) -> None:
+  """The trainer module, the strategy and the training budget."""
+  d = _DEFAULTS
   g.add_argument(
     "--module-file",
     default=None,
@@ -192,7 +202,11 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     help="FIRST,LAST: write a TensorBoard profile of training steps FIRST to LAST (from 1, "
     "whole executions of 10 steps around them) under model_run",
   )
-  g = parser.add_argument_group("blessing, optimization and push")
+
+
+def _add_push_args(g) -> None:
+  """The blessing floors, the Optimizer's variants and the Pusher."""
+  d = _DEFAULTS
   g.add_argument(
     "--min-accuracy",
     type=float,
