@@ -73,11 +73,6 @@ def check_at_least(flag: str, value: float, low: float) -> None:
     raise CheckError(f"{flag} must be at least {low:g}, got {value:g}.")
 
 
-def check_at_most(flag: str, value: float, high: float, fix: str) -> None:
-  if not value <= high:
-    raise CheckError(f"{flag} must be at most {high:g}, got {value:g}; {fix}.")
-
-
 def check_local_cluster(workers: int, ps: int) -> None:
   """A local cluster's processes (workers, and with --local-ps a chief) fit this machine."""
   limit = defaults.max_local_processes()

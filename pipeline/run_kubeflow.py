@@ -246,9 +246,7 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
       args, args.pipeline_root, args.serving_dir, local_paths=True, local_modules=True
     )
     image_data = f"{IMAGE_REPO_ROOT}/{pathlib.Path(bundled).relative_to(REPO_ROOT).as_posix()}"
-    config = dataclasses.replace(
-      config, data_root=image_data, pipeline_root=args.pipeline_root, serving_dir=args.serving_dir
-    )
+    config = dataclasses.replace(config, data_root=image_data)
   else:
     config = cli.config_from_args(
       args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
