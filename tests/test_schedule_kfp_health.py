@@ -257,3 +257,24 @@ def test_cli_process_prints_one_line_and_exits_fast(tmp_path, package):
   assert "Traceback" not in result.stdout
   assert seconds < 30  # Process start-up included; kfp's own retries alone took 25 s.
   assert not (tmp_path / "home").exists()  # kfp.Client never ran, so wrote no context file
+
+
+@pytest.mark.parametrize("env", [None, "KFP_HOST", "KF_PIPELINES_ENDPOINT"])
+def test_a_host_that_is_not_http_is_one_line_naming_where_it_came_from(
+  package, tmp_path, capfd, monkeypatch, env
+):
+  if env:
+    monkeypatch.setenv(env, "ftp://kfp.example")
+  argv = [
+    "kubeflow", "--cron", "0 2 * * *", "--experiment", "e", "--job-name", "j",
+    "--package", str(package), "--build-dir", str(tmp_path / "build"),
+  ]  # fmt: skip
+  if not env:
+    argv += ["--host", "ftp://kfp.example"]
+  assert schedule.main(argv) == 1
+  err = capfd.readouterr().err.strip().splitlines()
+  what = f"${env}" if env else "--host"
+  assert err == [
+    f"schedule.py: error: {what} ftp://kfp.example is a ftp:// address, and the KFP API is "
+    "served over HTTP; pass http://HOST:PORT or https://HOST."
+  ]

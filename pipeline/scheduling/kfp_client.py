@@ -136,7 +136,12 @@ def resolve_host(flag_host: str | None, environ: Mapping[str, str]) -> str | Non
     ScheduleError: If the host holds a control character or names a scheme other than http(s).
   """
   host = flag_host or environ.get("KFP_HOST") or None
-  what = "--host" if flag_host else "$KFP_HOST"
+  _check_host(host, "--host" if flag_host else "$KFP_HOST")
+  return host
+
+
+def _check_host(host: str | None, what: str) -> None:
+  """No control characters, and no scheme but http(s): kfp would put https:// before it."""
   reject_control_chars(host, what)
   scheme = urllib.parse.urlsplit(host).scheme if host and "://" in host else ""
   if scheme and scheme.lower() not in ("http", "https"):
@@ -144,7 +149,6 @@ def resolve_host(flag_host: str | None, environ: Mapping[str, str]) -> str | Non
       f"{what} {host} is a {scheme}:// address, and the KFP API is served over HTTP; pass "
       "http://HOST:PORT or https://HOST."
     )
-  return host
 
 
 def host_source(flag_host: str | None, environ: Mapping[str, str]) -> tuple[str | None, str]:
@@ -160,7 +164,7 @@ def host_source(flag_host: str | None, environ: Mapping[str, str]) -> tuple[str 
     the kube config), which cannot be checked ahead.
 
   Raises:
-    ScheduleError: If the value holds a control character.
+    ScheduleError: If the value holds a control character or a scheme other than http(s).
   """
   for value, what in (
     (flag_host, "--host"),
@@ -168,7 +172,7 @@ def host_source(flag_host: str | None, environ: Mapping[str, str]) -> tuple[str 
     (environ.get("KF_PIPELINES_ENDPOINT"), "$KF_PIPELINES_ENDPOINT"),
   ):
     if value:
-      reject_control_chars(value, what)
+      _check_host(value, what)
       return value, what
   return None, "the kube config"
 
