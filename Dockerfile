@@ -23,7 +23,7 @@ COPY data/ data/
 RUN python -m pip install --no-cache-dir --no-deps .
 
 # Every class the compiled packages name, imported the way the steps' entrypoint
-# (python -m pipeline.kfp_entrypoint) imports them, so a missing module fails the build and not
+# (python -m pipeline.definition.kfp_entrypoint) imports them, so a missing module fails the build and not
 # a nightly run: the executors of every task `run_kubeflow.py` can emit and the custom artifact
 # types. tests/test_kubeflow_compile.py keeps this list equal to what the compiled packages name.
 ARG CLASS_PATHS="\
@@ -41,4 +41,4 @@ tfx.components.example_validator.executor.Executor \
 tfx.components.schema_gen.executor.Executor \
 tfx.components.schema_gen.import_schema_gen.executor.Executor \
 tfx.components.transform.executor.Executor"
-RUN python -m pipeline.kfp_entrypoint check-imports $CLASS_PATHS
+RUN python -m pipeline.definition.kfp_entrypoint check-imports $CLASS_PATHS

@@ -20,7 +20,7 @@ def main() -> int:
   tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
   )
-  from pipeline import run_local
+  from pipeline.cli import local as run_local
 
   return run_local.main(argv)
 

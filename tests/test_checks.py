@@ -1,4 +1,4 @@
-"""pipeline.checks and the CLI's flag parsing: every mistake is one line that names the fix."""
+"""pipeline.cli.checks and the CLI's flag parsing: every mistake is one line that names the fix."""
 
 import argparse
 import os
@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from components import errors
-from pipeline import checks, cli
+from pipeline.cli import checks, flags, resolve
 
 MODULE = textwrap.dedent(
   """
@@ -239,7 +239,7 @@ def test_decide_label_class_cap_is_one_line_naming_column_and_count(tmp_path):
   ],
 )
 def test_hparams_parsing(text, expected):
-  parsed = cli._hparams(text)
+  parsed = flags._hparams(text)
   assert parsed == expected
   assert {k: type(v) for k, v in parsed.items()} == {k: type(v) for k, v in expected.items()}
 
@@ -247,12 +247,12 @@ def test_hparams_parsing(text, expected):
 @pytest.mark.parametrize("text", ["hidden_units", "=3", "a=1,b"])
 def test_hparams_parsing_rejects_parts_without_key_and_value(text):
   with pytest.raises(argparse.ArgumentTypeError, match="is not key=value"):
-    cli._hparams(text)
+    flags._hparams(text)
 
 
 def _args(tmp_path, *argv):
   parser = argparse.ArgumentParser()
-  cli.add_pipeline_args(parser)
+  flags.add_pipeline_args(parser)
   return parser.parse_args([str(a) for a in argv])
 
 
@@ -274,7 +274,7 @@ def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
     "--optimizer-variants",
     "tflite_float32,onnx",
   )
-  config = cli.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
   assert config.task == "binary"
   assert config.min_accuracy == pytest.approx(0.677, abs=1e-3)  # majority 2/3 + 0.01
   assert config.exclude_columns == ("id", "x")
@@ -291,14 +291,16 @@ def test_config_from_args_refusals(tmp_path):
   (data / "d.csv").write_text("x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(40)))
   root, serving = str(tmp_path / "root"), str(tmp_path / "serving")
   with pytest.raises(checks.CheckError, match="fewer than --min-eval-examples 50"):
-    cli.config_from_args(_args(tmp_path, "--data-root", data), root, serving)
+    resolve.config_from_args(_args(tmp_path, "--data-root", data), root, serving)
   with pytest.raises(checks.CheckError, match="--eval-label-key names a label made by a Transform"):
-    cli.config_from_args(
+    resolve.config_from_args(
       _args(tmp_path, "--data-root", data, "--eval-label-key", "label_xf"), root, serving
     )
   with pytest.raises(checks.CheckError, match="--delimiter must be one character"):
-    cli.config_from_args(_args(tmp_path, "--data-root", data, "--delimiter", ";;"), root, serving)
+    resolve.config_from_args(
+      _args(tmp_path, "--data-root", data, "--delimiter", ";;"), root, serving
+    )
   with pytest.raises(checks.CheckError, match="pass --task binary, multiclass or regression"):
-    cli.config_from_args(
+    resolve.config_from_args(
       _args(tmp_path, "--data-root", "gs://bucket/data"), root, serving, local_paths=False
     )

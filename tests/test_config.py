@@ -2,7 +2,7 @@
 
 from components import defaults
 from components.optimizer import optimizer_lib
-from pipeline import config
+from pipeline.definition import config
 
 
 def test_optimizer_variant_names_match_the_optimizer():

@@ -61,7 +61,7 @@ def setups(tmp_path_factory):
 
 
 def _eval_config(task: str, floor: float) -> tfma.EvalConfig:
-  """What pipeline/factory.py configures for the task (floor, change bound, ExampleCount)."""
+  """What `create_pipeline` configures for the task (floor, change bound, ExampleCount)."""
   if task == "regression":
     threshold = tfma.MetricThreshold(
       value_threshold=tfma.GenericValueThreshold(upper_bound={"value": floor}),

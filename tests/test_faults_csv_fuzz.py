@@ -23,7 +23,7 @@ from components.example_gen.component_spec import (
   LABEL_KEY_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
 )
-from pipeline import cli
+from pipeline.cli import reporting
 from tests.example_gen_utils import exec_properties, read_examples, run_executor
 from tests.pipeline_utils import REPO_ROOT, load_summary, run_script
 
@@ -160,7 +160,7 @@ def check_case(
       raise  # Any other exception is a bug of ours: keep its traceback.
     message = str(user).strip()
     assert message and "\n" not in message and "\r" not in message, repr(message)
-    assert cli.user_error_message(e) == re.sub(r"\s*\[while running '.*'\]$", "", message)
+    assert reporting.user_error_message(e) == re.sub(r"\s*\[while running '.*'\]$", "", message)
     return "error", message
 
   written = len(read_examples(examples.uri))

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from components.pusher import pusher_lib
-from pipeline import cli
+from pipeline.cli import reporting
 from tests.pipeline_utils import load_summary, run_script
 
 
@@ -107,7 +107,7 @@ def test_push_that_hits_a_full_disk_keeps_the_live_version_and_recovers(tiny_fs,
   with pytest.raises(OSError) as err:
     pusher_lib.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "big", 2 << 20))
   assert err.value.errno == errno.ENOSPC
-  message = cli.user_error_message(err.value, tiny_fs)
+  message = reporting.user_error_message(err.value, tiny_fs)
   assert message and message.startswith("no space left on device ")
   assert str(tiny_fs) in message and "free space" in message
   assert pusher_lib.list_versions(str(serving), "digits") == [1]

@@ -7,8 +7,9 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline import kubeflow_lib, run_kubeflow
-from pipeline.config import DEFAULT_IMAGE
+from pipeline.cli import kubeflow as run_kubeflow
+from pipeline.definition import kubeflow_lib
+from pipeline.definition.config import DEFAULT_IMAGE
 from tests import kfp_launcher
 from tests.pipeline_utils import REPO_ROOT, project_env
 
@@ -178,7 +179,7 @@ def test_dockerfile_imports_every_class_the_packages_name(kfp_compiled, vertex_c
     named |= set(kubeflow_lib.executor_class_paths(spec).values())
     named |= {t for t in _artifact_titles(spec) if not t.startswith("tfx.")}
   assert listed == named
-  assert "RUN python -m pipeline.kfp_entrypoint check-imports $CLASS_PATHS" in text
+  assert "RUN python -m pipeline.definition.kfp_entrypoint check-imports $CLASS_PATHS" in text
   assert "pip install --no-cache-dir --no-deps -r requirements.lock" in text
 
 

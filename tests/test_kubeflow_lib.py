@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from pipeline import kfp_entrypoint, kubeflow_lib, run_kubeflow
-from pipeline.config import DEFAULT_IMAGE, PipelineConfig
+from pipeline.cli import kubeflow as run_kubeflow
+from pipeline.definition import kfp_entrypoint, kubeflow_lib
+from pipeline.definition.config import DEFAULT_IMAGE, PipelineConfig
 
 STOCK = ["python", "-m", kubeflow_lib.STOCK_ENTRYPOINT]
 EXAMPLES_SCHEMA = "title: tfx.Examples\ntype: object\n"

@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.proto import validation_result_pb2
 
-from pipeline import summary
+from pipeline.cli import summary
 
 
 def _failure(name, value, threshold, is_diff=False):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from pipeline import schedule
-from pipeline.scheduling import cron
+from pipeline.cli import schedule
+from pipeline.cli.scheduling import cron
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 START = datetime.datetime(2026, 11, 22, 4, 0, tzinfo=datetime.timezone.utc)

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline import schedule
-from pipeline.scheduling import cron, kfp_client
-from pipeline.scheduling import crontab as crontab_lib
+from pipeline.cli import schedule
+from pipeline.cli.scheduling import cron, kfp_client
+from pipeline.cli.scheduling import crontab as crontab_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 JOB = "digits-nightly"

@@ -15,8 +15,8 @@ import urllib.error
 import kfp
 import pytest
 
-from pipeline import schedule
-from pipeline.scheduling import cron, kfp_client
+from pipeline.cli import schedule
+from pipeline.cli.scheduling import cron, kfp_client
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEALTHZ = "/apis/v2beta1/healthz"

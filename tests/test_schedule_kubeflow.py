@@ -16,8 +16,8 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from tfx.types import standard_artifacts
 
 from components.pusher import Pusher
-from pipeline import schedule
-from pipeline.scheduling import kfp_client
+from pipeline.cli import schedule
+from pipeline.cli.scheduling import kfp_client
 
 SENTINEL = "sentinel-token-3f9a1c7e"
 HOST = "http://kfp.test:8888"

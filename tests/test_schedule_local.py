@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from pipeline import schedule
-from pipeline.scheduling import crontab as crontab_lib
+from pipeline.cli import schedule
+from pipeline.cli.scheduling import crontab as crontab_lib
 from tests.conftest import DIGITS_CSV
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from components.distributed_trainer import constants, tfjob_lib
-from pipeline import run_kubeflow
+from pipeline.cli import kubeflow as run_kubeflow
 from tests import fake_kubernetes, kfp_launcher
 from tests.fake_kubernetes import FakeKubernetes
 from tests.pipeline_utils import REPO_ROOT, project_env

@@ -46,7 +46,7 @@ class LiveModel(base_component.BaseComponent):
 
   Its output depends on the serving folder, not on its inputs. Runners read the folder before
   it runs and pass `live_key` (`live_model_lib.live_model_key`), which puts what is live into
-  the cache key; built without one, it is never served from a cache (`pipeline.factory`).
+  the cache key; built without one, it is never served from a cache (`pipeline.definition.factory`).
   """
 
   SPEC_CLASS = LiveModelSpec

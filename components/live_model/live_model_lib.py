@@ -114,7 +114,7 @@ def live_model_key(serving_dir: str, model_name: str, pipeline_name: str) -> str
   when it changes; this key, an input of LiveModel, changes exactly when the live version
   does. A rerun with nothing new then reuses LiveModel, and with it the Evaluator and a
   warm-started Trainer. LocalDagRunner (`pipeline/run_local.py`) computes it before the run;
-  on Kubeflow a small uncached task does (`pipeline.kubeflow_lib.add_live_key_task`).
+  on Kubeflow a small uncached task does (`pipeline.definition.kubeflow_lib.add_live_key_task`).
 
   One refinement keeps the first rerun after a push cached too: the Pusher records the key of
   its run's LiveModel in the manifest (`serving_layout.LIVE_KEY_FIELD`). When the live version

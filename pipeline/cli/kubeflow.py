@@ -21,12 +21,13 @@ from collections.abc import Sequence  # noqa: E402
 
 from components import defaults, storage  # noqa: E402
 from components.distributed_trainer import tfjob_lib  # noqa: E402
-from pipeline import checks, cli, kubeflow_lib, progress  # noqa: E402
-from pipeline.config import DEFAULT_IMAGE, PipelineConfig  # noqa: E402
+from components.errors import UserInputError  # noqa: E402
+from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
+from pipeline.definition import kubeflow_lib  # noqa: E402
+from pipeline.definition.config import DEFAULT_IMAGE, REPO_ROOT, PipelineConfig  # noqa: E402
 
 # Where the Dockerfile puts the repository inside the image.
 IMAGE_REPO_ROOT = "/pipeline"
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PLACEHOLDER_PIPELINE_ROOT = "gs://YOUR_BUCKET/tfx-pipeline-kit/root"
 DEFAULT_SERVING_DIR = "/mnt/serving"
 
@@ -69,7 +70,7 @@ def compile_pipeline(
   from absl import logging as absl_logging
   from tfx import v1 as tfx
 
-  from pipeline.factory import NEVER_CACHED, create_pipeline
+  from pipeline.definition.factory import NEVER_CACHED, create_pipeline
 
   absl_logging.set_verbosity(absl_logging.WARNING)
   pipeline = create_pipeline(
@@ -242,13 +243,13 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
     # The image holds this checkout's data/ (see the Dockerfile): the bundled data is read
     # here, where it is the same file, to tell the task and the floor without --task.
     args.data_root = bundled
-    config = cli.config_from_args(
+    config = resolve.config_from_args(
       args, args.pipeline_root, args.serving_dir, local_paths=True, local_modules=True
     )
     image_data = f"{IMAGE_REPO_ROOT}/{pathlib.Path(bundled).relative_to(REPO_ROOT).as_posix()}"
     config = dataclasses.replace(config, data_root=image_data)
   else:
-    config = cli.config_from_args(
+    config = resolve.config_from_args(
       args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
     )
   return dataclasses.replace(config, tfjob=tfjob_setting(args, config))
@@ -406,7 +407,7 @@ def compile_warnings(
 
 
 def main(argv=None) -> int:
-  parser = cli.ArgumentParser(description=__doc__)
+  parser = flags.ArgumentParser(description=__doc__)
   parser.add_argument(
     "--output",
     required=True,
@@ -415,15 +416,15 @@ def main(argv=None) -> int:
     "package to upload is written beside it: digits_pipeline.kfp.yaml)",
   )
   add_kubeflow_args(parser)
-  cli.add_pipeline_args(parser)
+  flags.add_pipeline_args(parser)
   args = parser.parse_args(argv)
   try:
     checks.check_output_file("--output", str(args.output))
     check_kubeflow_args(args)
     config = kubeflow_config(args)
     check_target(args.target, config)
-  except cli.UserInputError as e:
-    return cli.fail(str(e))
+  except UserInputError as e:
+    return reporting.fail(str(e))
   for line in compile_warnings(args, config, args.volume):
     print(f"warning: {line}", file=sys.stderr)
   progress.configure_logging(verbose=False)
@@ -432,7 +433,3 @@ def main(argv=None) -> int:
   extra = f"; upload {kfp_package_path(path)}" if args.target == kubeflow_lib.KFP else ""
   print(f"wrote {path} for {args.target} (image {args.image}){extra}")
   return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())

@@ -18,15 +18,17 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 from components import storage  # noqa: E402
-from pipeline import checks, cli, nodes, progress  # noqa: E402
-from pipeline.config import DEFAULT_OUTPUT_DIR  # noqa: E402
+from components.errors import UserInputError  # noqa: E402
+from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
+from pipeline.definition import nodes  # noqa: E402
+from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
 COMPONENT_ORDER = nodes.RUN_ORDER
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
   """run_local.py's flags (schedule.py checks a nightly job's flags with the same parser)."""
-  parser = cli.ArgumentParser(
+  parser = flags.ArgumentParser(
     prog=prog,
     description="Train, validate, optimize and push a model with LocalDagRunner. "
     "With no options it runs on the bundled digits data.",
@@ -48,7 +50,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     default=None,
     help="where the Pusher publishes versions (default: <output-dir>/serving)",
   )
-  cli.add_pipeline_args(parser)
+  flags.add_pipeline_args(parser)
   parser.add_argument(
     "--direct-workers",
     type=int,
@@ -77,7 +79,7 @@ def check_args(args: argparse.Namespace):
   """Every up-front check of run_local.py's flags and data; returns the PipelineConfig.
 
   Raises:
-    cli.UserInputError: one line naming the fix.
+    UserInputError: one line naming the fix.
   """
   out = pathlib.Path(args.output_dir).resolve()
   checks.check_text("--output-dir", args.output_dir)
@@ -94,7 +96,7 @@ def check_args(args: argparse.Namespace):
   checks.check_beam_args("--beam-arg", args.beam_arg)
   serving = _location(args.serving_dir, out / "serving")
   root = _location(args.pipeline_root, out / "pipeline_root")
-  return cli.config_from_args(args, root, serving)
+  return resolve.config_from_args(args, root, serving)
 
 
 def main(argv=None) -> int:
@@ -102,8 +104,8 @@ def main(argv=None) -> int:
   out = pathlib.Path(args.output_dir).resolve()
   try:
     config = check_args(args)
-  except cli.UserInputError as e:
-    return cli.fail(str(e))
+  except UserInputError as e:
+    return reporting.fail(str(e))
   out.mkdir(parents=True, exist_ok=True)
 
   from filelock import FileLock, Timeout
@@ -112,12 +114,14 @@ def main(argv=None) -> int:
   try:
     lock.acquire(timeout=0)
   except Timeout:
-    return cli.fail(
+    return reporting.fail(
       f"another run_local.py is already using {out}; wait for it to finish or pass another "
       "--output-dir."
     )
   except OSError as e:
-    return cli.fail(f"cannot lock {out / '.run.lock'} ({e.strerror}); pass another --output-dir.")
+    return reporting.fail(
+      f"cannot lock {out / '.run.lock'} ({e.strerror}); pass another --output-dir."
+    )
   try:
     return _run(args, config, out)
   finally:
@@ -145,9 +149,9 @@ def _run(args, config, out: pathlib.Path) -> int:
     from tfx import v1 as tfx
 
     from components.live_model import live_model_lib
-    from pipeline import recovery
-    from pipeline import summary as summary_lib
-    from pipeline.factory import create_pipeline, local_ir
+    from pipeline.cli import recovery
+    from pipeline.cli import summary as summary_lib
+    from pipeline.definition.factory import create_pipeline, local_ir
 
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
       str(out / "metadata.sqlite")
@@ -179,10 +183,10 @@ def _run(args, config, out: pathlib.Path) -> int:
       except Exception as e:
         table.mark_failed()
         failure = e
-        error = cli.user_error_message(e, str(out))
+        error = reporting.user_error_message(e, str(out))
         code_error = None
         if error is None:
-          code_error = cli.user_code_error(e, [config.module_file, config.transform_module])
+          code_error = reporting.user_code_error(e, [config.module_file, config.transform_module])
         if code_error is not None:
           failure, error = code_error, str(code_error)
     summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)
@@ -203,7 +207,7 @@ def _run(args, config, out: pathlib.Path) -> int:
     # A bug of ours: its traceback goes to the terminal as well as the log.
     raise failure
   if failure is not None:
-    cli.print_user_traceback(failure)
+    reporting.print_user_traceback(failure)
   if error:
     print(f"error: {error}", file=sys.stderr)
   return 0 if summary["status"] == "succeeded" else 1
@@ -215,21 +219,7 @@ def _write_summary(out: pathlib.Path, summary: dict) -> None:
     tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     tmp.replace(out / "run_summary.json")
   except OSError as e:
-    if not cli.is_disk_full(e):
+    if not reporting.is_disk_full(e):
       raise
     # The run's error line already says the disk is full; leave no half-written summary.
     tmp.unlink(missing_ok=True)
-
-
-def _exit(code: int) -> None:
-  sys.stdout.flush()
-  sys.stderr.flush()
-  # tensorflow-io (s3://) aborts the interpreter in its exit-time destructors; the run's work
-  # is done and flushed, so leave without them and keep the run's exit code.
-  if "tensorflow_io" in sys.modules:
-    os._exit(code)
-  sys.exit(code)
-
-
-if __name__ == "__main__":
-  _exit(main())

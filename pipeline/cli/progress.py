@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from pipeline import nodes
+from pipeline.definition import nodes
 
 _RUNNING = re.compile(r"^Component (\S+) is running\.$")
 _FINISHED = re.compile(r"^Component (\S+) is finished\.$")

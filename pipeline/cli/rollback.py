@@ -20,7 +20,7 @@ import sys
 from components import storage
 from components.errors import UserInputError
 from components.pusher import pusher_lib
-from pipeline.cli import ArgumentParser
+from pipeline.cli.flags import ArgumentParser
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -207,13 +207,3 @@ def main(argv: list[str] | None = None) -> int:
   if result.removed_versions:
     print(f"Deleted old versions: {', '.join(map(str, result.removed_versions))}")
   return 0
-
-
-if __name__ == "__main__":
-  code = main()
-  sys.stdout.flush()
-  sys.stderr.flush()
-  # tensorflow-io (s3://) aborts the interpreter in its exit-time destructors.
-  if "tensorflow_io" in sys.modules:
-    os._exit(code)
-  sys.exit(code)

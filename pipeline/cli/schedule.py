@@ -27,18 +27,17 @@ import contextlib
 import json
 import logging
 import os
-import pathlib
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from components.errors import UserInputError
-from pipeline.cli import ArgumentParser
-from pipeline.scheduling import cron, kfp_client
-from pipeline.scheduling import crontab as crontab_lib
+from pipeline.cli.flags import ArgumentParser
+from pipeline.cli.scheduling import cron, kfp_client
+from pipeline.cli.scheduling import crontab as crontab_lib
+from pipeline.definition.config import REPO_ROOT
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
 
 
@@ -104,7 +103,8 @@ def _print_schedule(spec: cron.CronSpec, where: str, local_cron: bool = False) -
 
 def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
   try:
-    from pipeline import cli, run_kubeflow
+    from pipeline.cli import flags
+    from pipeline.cli import kubeflow as run_kubeflow
   except ImportError as e:
     raise cron.ScheduleError(
       f"Cannot import pipeline/run_kubeflow.py ({e}); compile the pipeline yourself and pass "
@@ -113,7 +113,7 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
   # run_kubeflow.py's own flags, so `schedule.py kubeflow --compile` accepts what it accepts.
   parser = ArgumentParser(prog="schedule.py kubeflow --compile")
   run_kubeflow.add_kubeflow_args(parser)
-  cli.add_pipeline_args(parser)
+  flags.add_pipeline_args(parser)
   compile_args = parser.parse_args(list(compile_argv))
   try:
     run_kubeflow.check_kubeflow_args(compile_args)
@@ -124,7 +124,7 @@ def _compile(args: argparse.Namespace, compile_argv: Sequence[str]) -> str:
   for line in run_kubeflow.compile_warnings(compile_args, config, compile_args.volume):
     print(f"warning: {line}", file=sys.stderr)
   # As run_kubeflow.py compiles: TFX's INFO chatter stays out of the terminal.
-  from pipeline import progress
+  from pipeline.cli import progress
 
   progress.configure_logging(verbose=False)
   logging.getLogger().setLevel(logging.WARNING)
@@ -290,7 +290,7 @@ def _check_run_local_args(output_dir: str, run_local_args: Sequence[str]) -> Non
   Raises:
     UserInputError: one line naming the fix.
   """
-  from pipeline import run_local
+  from pipeline.cli import local as run_local
 
   parser = run_local.build_parser(prog="schedule.py local install -- (run_local.py options)")
   args = parser.parse_args(["--output-dir", output_dir, *run_local_args])
@@ -388,7 +388,3 @@ def _kfp_error_message(error: Exception) -> str | None:
   if urllib3 is not None and isinstance(error, urllib3.exceptions.HTTPError):
     return f"cannot reach KFP ({type(error).__name__}); check --host or $KFP_HOST."
   return None
-
-
-if __name__ == "__main__":
-  sys.exit(main())

@@ -14,7 +14,7 @@ from components.live_model import executor as live_model
 from components.live_model import floor_lib
 from components.optimizer import optimizer_lib
 from components.pusher import spec as pusher_spec
-from pipeline import nodes
+from pipeline.definition import nodes
 
 _STATES = {
   metadata_store_pb2.Execution.COMPLETE: "ran",

@@ -8,7 +8,7 @@ from typing import Any
 
 from components import defaults
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "digits"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "output"
 DEFAULT_IMAGE = "ghcr.io/tfx-pipeline-kit/tfx-pipeline-kit:0.1.0"

@@ -19,8 +19,8 @@ from components.live_model.evaluator import BaselineAwareEvaluator
 from components.optimizer import Optimizer
 from components.pusher import Pusher
 from components.statistics_gen import StatisticsGen
-from pipeline import nodes
-from pipeline.config import PipelineConfig
+from pipeline.definition import nodes
+from pipeline.definition.config import PipelineConfig
 
 # The Pusher writes the serving folder, so it always runs (and pushes nothing when its
 # candidate is already live). LiveModel reads it: both runners cache it by what is live (its

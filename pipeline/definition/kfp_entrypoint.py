@@ -1,8 +1,9 @@
 """Container entrypoint of every compiled Kubeflow step: TFX's, made to run on open-source KFP.
 
-`python -m pipeline.kfp_entrypoint --executor_class_path ... --json_serialized_invocation_args
-{{$}} --json_serialized_inputs_spec_args ...` takes exactly the arguments of TFX 1.16's
-`kubeflow_v2_run_executor` and runs it, after what that entrypoint cannot do itself:
+`python -m pipeline.definition.kfp_entrypoint --executor_class_path ...
+--json_serialized_invocation_args {{$}} --json_serialized_inputs_spec_args ...` takes exactly the
+arguments of TFX 1.16's `kubeflow_v2_run_executor` and runs it, after what that entrypoint cannot
+do itself:
 
 1. `components.tf_compat.keras_tuner_on_tf_keras()`, before TFX is imported, so that a Tuner
    step's keras_tuner builds tf_keras models (TFX imports keras_tuner with Keras 3 otherwise).
@@ -17,11 +18,11 @@
    registered (tensorflow-io), and the process ends with `os._exit` once the outputs are
    written (tensorflow-io aborts the interpreter at exit).
 
-`python -m pipeline.kfp_entrypoint resolve-span --executor_input {{$}}` is the span resolver
-task that `pipeline.kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen, and
+`python -m pipeline.definition.kfp_entrypoint resolve-span --executor_input {{$}}` is the span
+resolver task that `kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen, and
 `... live-key --executor_input {{$}}` the task `add_live_key_task` adds in front of LiveModel.
-`python -m pipeline.kfp_entrypoint check-imports CLASS_PATH...` imports classes as the steps do
-(the Dockerfile runs it on every class the packages name).
+`python -m pipeline.definition.kfp_entrypoint check-imports CLASS_PATH...` imports classes as the
+steps do (the Dockerfile runs it on every class the packages name).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline import kubeflow_lib
+from pipeline.definition import kubeflow_lib
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 CHECK_IMPORTS = "check-imports"

@@ -7,13 +7,13 @@ JSON (plain dicts; nothing here imports TFX):
 
 - **Caching per task.** TFX applies the pipeline's cache setting to every task;
   `disable_cache` turns it off for the task that writes the serving folder
-  (`pipeline.factory.NEVER_CACHED`). LiveModel reads that folder, which no cache can see:
+  (`pipeline.definition.factory.NEVER_CACHED`). LiveModel reads that folder, which no cache can see:
   `add_live_key_task` (both targets) puts a small uncached task in front of it that reads what
   is live and feeds it to LiveModel as a parameter, so LiveModel is cached by what is live.
 - **The container entrypoint.** `use_entrypoint` makes every step run
-  `python -m pipeline.kfp_entrypoint` instead of TFX's own entrypoint, which it wraps: it points
-  keras_tuner at tf_keras before TFX is imported, and gives upstream artifacts back their types
-  (open-source KFP hands them over with an empty `instanceSchema`, tensorflow/tfx#7768).
+  `python -m pipeline.definition.kfp_entrypoint` instead of TFX's own entrypoint, which it wraps:
+  it points keras_tuner at tf_keras before TFX is imported, and gives upstream artifacts back
+  their types (open-source KFP hands them over with an empty `instanceSchema`, tensorflow/tfx#7768).
 - **Spans.** Vertex runs TFX's span driver (`lifecycle.preCacheCheck`) before each
   FileBasedExampleGen and keys its cache on the span it finds; open-source KFP ignores that hook.
   `add_span_resolvers` replaces the hook with a small uncached task that resolves span, version
@@ -33,14 +33,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from components import properties
-from pipeline import nodes
+from pipeline.definition import nodes
 
 KFP = "kfp"
 VERTEX = "vertex"
 TARGETS = (KFP, VERTEX)
 
 STOCK_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
-ENTRYPOINT_MODULE = "pipeline.kfp_entrypoint"
+ENTRYPOINT_MODULE = "pipeline.definition.kfp_entrypoint"
 RESOLVE_SPAN = "resolve-span"
 # The span resolver's output parameter, and the ExampleGen input parameter it feeds.
 SPAN_KEY = "span_key"
@@ -183,8 +183,8 @@ def _add_key_task(
 ) -> None:
   """Adds an uncached task that outputs one string parameter, an input of `consumers`.
 
-  The task runs `python -m pipeline.kfp_entrypoint <command> --executor_input {{$}}` in the
-  image of `source`, with the parameters of `source` named in `copied` (those it has) plus
+  The task runs `python -m pipeline.definition.kfp_entrypoint <command> --executor_input {{$}}`
+  in the image of `source`, with the parameters of `source` named in `copied` (those it has) plus
   string `constants`. Its output becomes the input parameter `output` of each consumer
   (`taskOutputParameter`), so KFP's cache key of a consumer changes exactly when the value does.
 
@@ -248,8 +248,8 @@ def add_span_resolvers(spec: dict[str, Any]) -> list[str]:
 
   Open-source KFP ignores `lifecycle.preCacheCheck`, so its cache key of an ExampleGen task holds
   only the unresolved `{SPAN}` pattern: a nightly run would be served yesterday's Examples. The
-  resolver task (`<task>_span`, `python -m pipeline.kfp_entrypoint resolve-span`) gets the
-  ExampleGen's input parameters, resolves span, version and the input fingerprint the way the
+  resolver task (`<task>_span`, `python -m pipeline.definition.kfp_entrypoint resolve-span`) gets
+  the ExampleGen's input parameters, resolves span, version and the input fingerprint the way the
   ExampleGen will, and outputs them as the string parameter `span_key`, which becomes an input
   parameter of the ExampleGen (`taskOutputParameter`). The ExampleGen still resolves its input
   itself when it runs and ignores the value; it is there for the cache key.
@@ -270,7 +270,7 @@ def add_live_key_task(spec: dict[str, Any]) -> str | None:
   """Adds the task that reads what the serving folder serves, for LiveModel's cache key.
 
   LiveModel's output depends on the serving folder, which KFP's cache cannot see. The task
-  (`LiveModel_key`, uncached, `python -m pipeline.kfp_entrypoint live-key`) computes
+  (`LiveModel_key`, uncached, `python -m pipeline.definition.kfp_entrypoint live-key`) computes
   `live_model_lib.live_model_key` from the LiveModel's serving_dir and model_name and the
   pipeline's name, and feeds it as `live_key` to LiveModel, which is then cached by it, and to
   the Pusher, which records it in the manifest, exactly as LocalDagRunner does.

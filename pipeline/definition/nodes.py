@@ -1,7 +1,7 @@
 """The pipeline's node ids, in run order: the names TFX, ML Metadata and KFP tasks know them by.
 
-`pipeline/factory.py` gives each component its id from here; the runners, the summary and the
-Kubeflow post-processing find components by these names.
+`pipeline/definition/factory.py` gives each component its id from here; the runners, the summary
+and the Kubeflow post-processing find components by these names.
 """
 
 CSV_EXAMPLE_GEN = "CsvExampleGen"

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
-from pipeline.scheduling.cron import (
+from pipeline.cli.scheduling.cron import (
   ScheduleError,
   one_line,
   reject_control_chars,

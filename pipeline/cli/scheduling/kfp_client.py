@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.scheduling.cron import (
+from pipeline.cli.scheduling.cron import (
   CronSpec,
   ScheduleError,
   one_line,

@@ -1,0 +1,117 @@
+"""How a run ends for its user: one line for a mistake, the traceback of their code or ours."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import NoReturn
+
+from components.errors import UserCodeError, UserInputError, find
+
+# How a full disk reads once TensorFlow, Beam or SQLite (ML Metadata) have wrapped the OSError.
+_DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), "database or disk is full")
+_FILE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+
+
+def fail(message: str) -> int:
+  """Prints a user error as one line and returns the exit code."""
+  print(f"error: {message}", file=sys.stderr)
+  return 2
+
+
+def user_error_message(exc: BaseException, output_dir: str | None = None) -> str | None:
+  """The one-line message of a user-caused error anywhere in the cause chain, else None.
+
+  Args:
+    exc: The exception that stopped the run.
+    output_dir: Named in the message when the disk is full and the error names no file.
+
+  Returns:
+    One line naming the fix, or None for errors that are our own bugs.
+  """
+  error = find(exc, UserInputError)
+  if error is not None:
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    # Beam appends the failing step to errors it re-raises.
+    return re.sub(r"\s*\[while running '.*'\]\s*$", "", line)
+  code_error = find(exc, UserCodeError)
+  if code_error is not None:
+    return str(code_error)
+  os_error = find(exc, OSError)
+  if os_error is not None and os_error.errno in _FILE_ERRNOS:
+    where = os_error.filename or output_dir
+    return (
+      f"{os.strerror(os_error.errno).lower()}{f' at {where}' if where else ''}; free space, fix "
+      "the permissions or pass another --output-dir."
+    )
+  e: BaseException | None = exc
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    if is_disk_full(e):
+      return (
+        f"no space left on device{f' under {output_dir}' if output_dir else ''}; "
+        "free space or use another --output-dir."
+      )
+    e = e.__cause__ or e.__context__
+  return None
+
+
+def user_code_error(exc: BaseException, module_files: Sequence[str | None]) -> UserCodeError | None:
+  """A UserCodeError for an exception raised inside one of the user's module files, else None.
+
+  Our trainer wraps errors from run_fn itself; stock components (Transform calling
+  preprocessing_fn, the Tuner calling tuner_fn) do not, so the runner looks for the user's file
+  in the tracebacks of the exception chain. TFX imports module files from a packaged copy, so
+  frames are matched by file name.
+
+  Args:
+    exc: the exception that stopped the run.
+    module_files: --module-file and --transform-module (None when not given).
+  """
+  by_name = {os.path.basename(f): f for f in module_files if f}
+  found = None
+  e: BaseException | None = exc
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename]
+    user = [f for f in frames if os.path.basename(f.filename) in by_name]
+    if user:  # the deepest exception of the chain that passed through the user's code wins
+      error = UserCodeError(by_name[os.path.basename(user[-1].filename)], user[-1].name, e)
+      error.__cause__ = e
+      found = error
+    e = e.__cause__ or e.__context__
+  return found
+
+
+def print_user_traceback(exc: BaseException) -> None:
+  """Prints the traceback of an error raised in the user's module code, if that is the cause."""
+  code_error = find(exc, UserCodeError)
+  if code_error is None or find(exc, UserInputError) is not None:
+    return
+  cause = code_error.__cause__ or code_error
+  traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+  """Whether an error says the disk is full (ENOSPC, possibly wrapped by another library)."""
+  if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+    return True
+  return any(text in str(exc) for text in _DISK_FULL_TEXTS)
+
+
+def exit_process(code: int) -> NoReturn:
+  """Exits with `code` once the output is flushed."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  # tensorflow-io (s3://) aborts the interpreter in its exit-time destructors; the run's work
+  # is done and flushed, so leave without them and keep the run's exit code.
+  if "tensorflow_io" in sys.modules:
+    os._exit(code)
+  sys.exit(code)

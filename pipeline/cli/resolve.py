@@ -1,0 +1,263 @@
+"""Flags -> PipelineConfig: values checked, paths resolved, the task decided from the data."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+
+from components import defaults, storage, tasks
+from components.distributed_trainer import steps_lib
+from pipeline.cli import checks
+from pipeline.definition.config import PipelineConfig
+
+_DEFAULTS = PipelineConfig()
+
+
+def default_model_name(data_root: str) -> str:
+  """A serving name from the data folder's name: 'digits' for data/digits, s3://b/churn -> churn."""
+  name = re.sub(r"[^A-Za-z0-9._-]", "_", str(data_root).rstrip("/").rsplit("/", 1)[-1])
+  name = name.lstrip("._-")[:128]
+  return name or "model"
+
+
+def _as_given(path: str | None) -> str | None:
+  return None if path is None else str(path)
+
+
+def _absolute(path: str | None) -> str | None:
+  if path is None:
+    return None
+  return str(path) if storage.is_remote(path) else str(pathlib.Path(path).resolve())
+
+
+def config_from_args(
+  args: argparse.Namespace,
+  pipeline_root: str,
+  serving_dir: str,
+  *,
+  local_paths: bool = True,
+  local_modules: bool | None = None,
+) -> PipelineConfig:
+  """Checks the flags and the data and resolves them into a PipelineConfig.
+
+  Args:
+    args: Flags from `add_pipeline_args`.
+    pipeline_root: where the artifacts go.
+    serving_dir: where the Pusher publishes versions.
+    local_paths: whether local paths refer to this machine (checked and made absolute);
+      False for paths that only exist inside the cluster's image.
+    local_modules: whether --module-file and --transform-module are on this machine (read to
+      decide Transform and Tuner); defaults to `local_paths`. The Kubeflow compiler passes
+      True: TFX packages the module files at compile time, while the data is read in the cluster.
+
+  Raises:
+    checks.CheckError: (a UserInputError) with a one-sentence message naming the fix.
+  """
+  variants = _check_values(args)
+  if local_modules is None:
+    local_modules = local_paths
+  paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
+  data_root, module_file, transform_module, schema, pattern, plan = paths
+  task, floor, max_mse, reason = _decide_from_data(args, data_root, pattern, local_paths)
+  return PipelineConfig(
+    data_root=data_root,
+    pipeline_root=pipeline_root,
+    serving_dir=serving_dir,
+    module_file=module_file,
+    transform_module=transform_module,
+    transform=plan.transform,
+    label_key=args.label_key,
+    eval_label_key=args.eval_label_key,
+    input_pattern=pattern,
+    delimiter=args.delimiter,
+    rolling_spans=args.rolling_spans,
+    max_bad_row_fraction=args.max_bad_row_fraction,
+    schema_path=schema,
+    exclude_columns=tuple(args.exclude_columns),
+    split_column=args.split_column,
+    task=task,
+    max_classes=args.max_classes,
+    hparams=dict(args.hparams),
+    train_steps=args.train_steps,
+    eval_steps=args.eval_steps,
+    strategy=args.strategy,
+    local_workers=args.local_workers,
+    local_ps=args.local_ps,
+    warm_start=args.warm_start,
+    tune=plan.tune,
+    tune_trials=args.tune_trials,
+    profile_steps=args.profile_steps,
+    min_accuracy=floor,
+    max_accuracy_drop=args.max_accuracy_drop,
+    max_mse=max_mse,
+    max_error_increase=args.max_error_increase,
+    min_eval_examples=args.min_eval_examples,
+    floor_reason=reason,
+    auto_floor=(
+      args.min_accuracy is None
+      and args.max_mse is None
+      and (
+        not args.eval_label_key or args.eval_label_key == args.label_key or args.task == tasks.AUTO
+      )
+    ),
+    optimizer_variants=variants,
+    variant_max_accuracy_drop=args.variant_max_drop,
+    tensorrt=args.tensorrt,
+    model_name=args.model_name,
+    pipeline_name=args.model_name,
+    keep_versions=args.keep_versions,
+    enable_cache=not args.no_cache,
+  )
+
+
+def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
+  """Checks every flag's value on its own; returns the optimizer variants asked for."""
+  for name, value in vars(args).items():
+    if isinstance(value, str):
+      checks.check_text(f"--{name.replace('_', '-')}", value)
+  checks.check_fraction("--max-bad-row-fraction", args.max_bad_row_fraction)
+  checks.check_fraction("--max-accuracy-drop", args.max_accuracy_drop)
+  if args.min_accuracy is not None:
+    checks.check_fraction("--min-accuracy", args.min_accuracy)
+  if args.max_mse is not None:
+    checks.check_at_least("--max-mse", args.max_mse, 0)
+  checks.check_at_least("--max-error-increase", args.max_error_increase, 0)
+  checks.check_at_least("--variant-max-drop", args.variant_max_drop, 0)
+  for flag, value, low in (
+    ("--eval-steps", args.eval_steps, 0),
+    ("--keep-versions", args.keep_versions, 1),
+    ("--rolling-spans", args.rolling_spans, 1),
+    ("--local-workers", args.local_workers, 0),
+    ("--local-ps", args.local_ps, 0),
+    ("--max-classes", args.max_classes, 2),
+    ("--min-eval-examples", args.min_eval_examples, 1),
+    ("--tune-trials", args.tune_trials, 1),
+  ):
+    checks.check_at_least(flag, value, low)
+  checks.check_local_cluster(args.local_workers, args.local_ps)
+  if args.train_steps is not None:
+    checks.check_at_least("--train-steps", args.train_steps, 1)
+  if args.profile_steps and args.train_steps:
+    # Without --train-steps the trainer checks the range against its plan, before training.
+    steps_lib.check_profile_steps(args.profile_steps, args.train_steps)
+  if len(args.delimiter) != 1:
+    raise checks.CheckError(
+      f"--delimiter must be one character, got {args.delimiter!r}; e.g. ';' or $'\\t'."
+    )
+  from components.pusher import pusher_lib
+
+  if args.model_name is None:
+    args.model_name = default_model_name(args.data_root)
+  try:
+    pusher_lib.validate_model_name(args.model_name)
+  except pusher_lib.PusherError as e:
+    raise checks.CheckError(f"--model-name: {e}") from None
+  variants = tuple(v.strip() for v in args.optimizer_variants.split(",") if v.strip())
+  if variants == ("none",):
+    variants = ()
+  unknown = [v for v in variants if v not in defaults.VARIANTS]
+  if unknown:
+    raise checks.CheckError(
+      f"unknown optimizer variants {unknown}; choose from {', '.join(defaults.VARIANTS)}."
+    )
+  return variants
+
+
+def _resolve_paths(
+  args: argparse.Namespace,
+  pipeline_root: str,
+  serving_dir: str,
+  local_paths: bool,
+  local_modules: bool,
+) -> tuple[str, str | None, str | None, str | None, str, checks.ModulePlan]:
+  """Checks the paths and the module files; returns the data root, module, transform module,
+  schema, input pattern and the module plan."""
+  resolve = _absolute if local_paths else _as_given
+  resolve_module = _absolute if local_modules else _as_given
+  data_root = resolve(args.data_root)
+  module_file = resolve_module(args.module_file)
+  transform_module = resolve_module(args.transform_module)
+  schema = resolve(args.schema)
+  local_data = local_paths and not storage.is_remote(data_root)
+  if local_data:
+    checks.check_folder("--data-root", data_root, must_exist=True)
+  for flag, value in (
+    ("--data-root", data_root),
+    ("--pipeline-root", pipeline_root),
+    ("--serving-dir", serving_dir),
+    ("--module-file", module_file),
+    ("--transform-module", transform_module),
+    ("--schema", schema),
+  ):
+    checks.check_uri(flag, value)
+  if local_paths and schema and not storage.is_remote(schema):
+    if not os.path.isfile(schema):
+      raise checks.CheckError(
+        f"--schema {schema} does not exist; pass a schema.pbtxt file or leave it out."
+      )
+    checks.check_schema_file("--schema", schema)
+  plan = checks.plan_modules(module_file, transform_module, args.tune, local=local_modules)
+  if plan.style != defaults.RUN_FN:
+    # The default model reads --hparams: a misspelt name or a bad value is refused now, not
+    # after the data components ran (a run_fn module reads custom_config['hparams'] itself).
+    from components.distributed_trainer import tabular_model
+
+    tabular_model.check_hparams(args.hparams, allow_extra=plan.style == defaults.BUILD_MODEL_FN)
+  if args.eval_label_key and not plan.transform:
+    raise checks.CheckError(
+      "--eval-label-key names a label made by a Transform, but the module has no "
+      "preprocessing_fn; leave it out or pass --transform-module."
+    )
+  pattern = args.input_pattern
+  if pattern is None:
+    pattern = checks.default_pattern(data_root) if local_data else "*.csv"
+  return data_root, module_file, transform_module, schema, pattern, plan
+
+
+def _decide_from_data(
+  args: argparse.Namespace, data_root: str, pattern: str, local_paths: bool
+) -> tuple[str, float, float | None, str]:
+  """Reads the data where this machine can: the columns the flags name, the task, the floor."""
+  local_data = local_paths and not storage.is_remote(data_root)
+  task, floor, max_mse, reason = args.task, args.min_accuracy or 0.0, args.max_mse, ""
+  eval_share = 1 / (_DEFAULTS.train_hash_buckets + _DEFAULTS.eval_hash_buckets)
+  # Object-store data is read here too when this machine can reach it (run_local); the
+  # Kubeflow compiler (local_paths=False) cannot assume that.
+  readable = local_data or (
+    local_paths and storage.is_remote(data_root) and args.task == tasks.AUTO
+  )
+  if readable:
+    files = checks.input_files(data_root, pattern)
+    if not files:
+      raise checks.CheckError(
+        f"no file under {data_root} matches {pattern!r}; check --data-root and --input-pattern."
+      )
+    wanted = [("--exclude-columns", c) for c in args.exclude_columns]
+    if args.split_column:
+      wanted.append(("--split-column", args.split_column))
+    checks.check_columns(files[0], args.delimiter, wanted)
+    decision = checks.decide_label(
+      files,
+      args.label_key,
+      args.delimiter,
+      args.task,
+      args.max_classes,
+      args.min_accuracy,
+      args.max_mse,
+      model_label_key=args.eval_label_key,
+    )
+    checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples)
+    task, floor, max_mse, reason = (
+      decision.task,
+      decision.min_accuracy,
+      decision.max_mse,
+      decision.floor_reason,
+    )
+  elif task == tasks.AUTO:
+    raise checks.CheckError(
+      f"--data-root {data_root} cannot be read here to tell the task from the label; pass "
+      "--task binary, multiclass or regression."
+    )
+  return task, floor, max_mse, reason
