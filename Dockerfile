@@ -25,7 +25,7 @@ RUN python -m pip install --no-cache-dir --no-deps .
 # Every class the compiled packages name, imported the way the steps' entrypoint
 # (python -m pipeline.definition.kfp_entrypoint) imports them, so a missing module fails the build and not
 # a nightly run: the executors of every task `run_kubeflow.py` can emit and the custom artifact
-# types. tests/test_kubeflow_compile.py keeps this list equal to what the compiled packages name.
+# types. tests/kubeflow/test_kubeflow_compile.py keeps this list equal to what the compiled packages name.
 ARG CLASS_PATHS="\
 components.OptimizationReport \
 components.OptimizedModel \

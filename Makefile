@@ -27,11 +27,14 @@ run: $(STAMP)
 # suite took 13 min this way against 22 min in one process on 2 cores (2026-11-24).
 XDIST ?= -n 2 --dist loadfile
 
+# One layer alone: make test TESTS=tests/unit (or component, kubeflow, cli, e2e).
+TESTS ?=
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) $(TESTS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest $(XDIST) -m "not e2e and not multiprocess" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not e2e and not multiprocess" $(PYTEST_ARGS) $(TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

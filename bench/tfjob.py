@@ -3,7 +3,7 @@
 Runs the DistributedTrainer executor's `Do` on the same digits Examples and steps, each run in
 a fresh process, rounds interleaved: once with `local_workers=2` (two loopback processes that
 `launch.py` starts) and once with a TFJob of two Worker replicas (MultiWorkerMirrored) that the
-step creates on `tests/fake_kubernetes.py`, the standard-library API server and operator on
+step creates on `tests/support/fake_kubernetes.py`, the standard-library API server and operator on
 loopback that runs each replica as a local process. It reports the step's wall time,
 examples/s from the Model artifact, and the operator round trip from the fake's own timeline:
 create -> every replica started, and last replica exit -> the step's first read of the
@@ -41,7 +41,7 @@ def _child(label: str, inputs_json: str, out: str, steps: int) -> dict:
   from tfx.utils import json_utils, proto_utils
 
   from components.distributed_trainer import constants, executor, tfjob_lib
-  from tests.fake_kubernetes import FakeKubernetes
+  from tests.support.fake_kubernetes import FakeKubernetes
 
   with open(inputs_json) as f:
     inputs = artifact_utils.parse_artifact_dict(f.read())
@@ -103,10 +103,10 @@ def _child(label: str, inputs_json: str, out: str, steps: int) -> dict:
 def _write_inputs(root: str) -> str:
   from tfx.types import artifact_utils
 
-  from tests import examples_lib
+  from tests.support import example_files
 
   csv = os.path.join(common.REPO_ROOT, "data", "digits", "digits.csv")
-  inputs, _ = examples_lib.trainer_artifacts(root, csv)
+  inputs, _ = example_files.trainer_artifacts(root, csv)
   path = os.path.join(root, "inputs.json")
   with open(path, "w") as f:
     f.write(artifact_utils.jsonify_artifact_dict(inputs))
@@ -150,7 +150,7 @@ def to_markdown(rows: list[dict], steps: int) -> str:
     "end (replica start-up, training, the chief's evaluation and export, and for the TFJob "
     "the spec, create, wait, log copy and delete); *process s* adds the process's imports. "
     "*examples/s* is the Model artifact's `train_examples_per_sec`. The TFJob's replicas run "
-    "as local processes of `tests/fake_kubernetes.py`, the loopback stand-in for the API "
+    "as local processes of `tests/support/fake_kubernetes.py`, the loopback stand-in for the API "
     "server and the training operator, so the last three columns are that stand-in's round "
     "trip, from its own timeline: job created -> the last replica's process started (the "
     "operator's reconcile and the kubelet's start; no scheduling, image pull or DNS here), "

@@ -1,7 +1,7 @@
 """Every TensorFlow behaviour this project patches, in one place, each with a version guard.
 
 Each patch names the TensorFlow release it was written for. On another release it is not
-applied and a warning says so; tests/test_tf_compat.py holds a canary per patch that fails
+applied and a warning says so; tests/unit/test_tf_compat.py holds a canary per patch that fails
 when TensorFlow's behaviour changes, so a TF upgrade shows at once which patch to revisit.
 """
 
@@ -274,7 +274,7 @@ def beam_pipeline_args(executor) -> list[str]:
   """A TFX Beam executor's Beam arguments.
 
   TFX 1.16's BaseBeamExecutor keeps them in `_beam_pipeline_args` and has no accessor; this is
-  the one place that reads the attribute (tests/test_tf_compat.py checks it is still there).
+  the one place that reads the attribute (tests/unit/test_tf_compat.py checks it is still there).
   """
   return list(getattr(executor, "_beam_pipeline_args", None) or [])
 

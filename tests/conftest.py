@@ -33,7 +33,7 @@ def tabular_model(tmp_path_factory) -> dict:
     Format-Serving), the TrainResult and the generated rows.
   """
   from components.distributed_trainer import strategy_lib, tabular_lib
-  from tests import tabular_data
+  from tests.support import tabular_data
 
   root = tmp_path_factory.mktemp("tabular_model")
   data = tabular_data.write_examples(str(root), "multiclass")

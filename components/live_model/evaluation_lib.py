@@ -35,8 +35,8 @@ SUPPORTED_METRICS = (
   "MeanSquaredError",
   "MeanAbsoluteError",
 )
-# The name each metric's keys carry (TFMA's default names; tests/test_evaluation.py checks them
-# against stock TFMA's output).
+# The name each metric's keys carry (TFMA's default names; tests/component/test_evaluation.py
+# checks them against stock TFMA's output).
 KEY_NAMES = {
   "ExampleCount": "example_count",
   "SparseCategoricalAccuracy": "sparse_categorical_accuracy",

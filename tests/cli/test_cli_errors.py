@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.support.cli_runs import REPO_ROOT, project_env
 
 
 def _run(*args, timeout=120):

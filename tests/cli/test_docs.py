@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.support.cli_runs import REPO_ROOT, project_env
 
 README = REPO_ROOT / "README.md"
 DOCS_DIR = REPO_ROOT / "docs"
@@ -175,7 +175,7 @@ def test_runnable_block_exits_0(block):
 
 
 def test_the_serving_clients_the_end_to_end_tests_run_are_on_the_optimizer_page():
-  from tests import serving_clients
+  from tests.support import serving_clients
 
   assert callable(serving_clients.readme_function("client-snippet", "score_rows"))
   assert callable(serving_clients.readme_function("rest-client", "rows_request"))

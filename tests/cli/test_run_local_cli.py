@@ -3,7 +3,7 @@
 import pytest
 from filelock import FileLock
 
-from tests.pipeline_utils import load_summary, run_script
+from tests.support.cli_runs import load_summary, run_script
 
 
 def test_help_lists_every_option_with_defaults():

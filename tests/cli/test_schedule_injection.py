@@ -15,7 +15,7 @@ from pipeline.cli import schedule
 from pipeline.cli.scheduling import cron, kfp_client
 from pipeline.cli.scheduling import crontab as crontab_lib
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 JOB = "digits-nightly"
 # A user's crontab with lines that look like ours but are not, a CRLF line, a byte that is not
 # UTF-8 and a % that cron turns into stdin: install and remove must keep all of it byte for byte.

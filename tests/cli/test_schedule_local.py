@@ -13,7 +13,7 @@ from pipeline.cli import schedule
 from pipeline.cli.scheduling import crontab as crontab_lib
 from tests.conftest import DIGITS_CSV
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 USER_LINES = (
   "MAILTO=ops@example.com\n"
   "# my own jobs\n"

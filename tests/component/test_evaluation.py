@@ -13,7 +13,7 @@ from tfx.utils import proto_utils
 
 from components.live_model import evaluation_lib
 from components.live_model import evaluator as our_evaluator
-from tests import tabular_data as td
+from tests.support import tabular_data as td
 
 TASKS = ("binary", "multiclass", "regression")
 

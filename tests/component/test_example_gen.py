@@ -28,7 +28,7 @@ from components.example_gen.component_spec import (
   SCHEMA_PATH_KEY,
   UNRESOLVED_INPUT_CONFIG_KEY,
 )
-from tests.example_gen_utils import (
+from tests.support.example_gen_runs import (
   BEYOND_INT64,
   canonical_example,
   exec_properties,

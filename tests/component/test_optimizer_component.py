@@ -21,7 +21,7 @@ from components.optimizer import (
   spec,
 )
 from components.optimizer import executor as executor_module
-from tests import tabular_data as td
+from tests.support import tabular_data as td
 
 
 def make_artifact(artifact_type, uri) -> types.Artifact:

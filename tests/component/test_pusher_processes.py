@@ -12,7 +12,7 @@ import pytest
 
 from components.pusher import pusher_lib
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Runs one or more pushes in a child process. The library's per-file copy is wrapped to report
 # each finished file on stdout and to sleep after it (for long after file number `pause_after`),

@@ -13,7 +13,7 @@ from tfx.types import standard_component_specs as sc
 
 from components.statistics_gen import StatisticsGen, statistics_lib
 from components.statistics_gen import executor as our_executor
-from tests import tabular_data as td
+from tests.support import tabular_data as td
 
 # TFDV's default quantiles sketch (KLL) keeps rank errors under about 1% for these sizes.
 RANK_ERROR = 0.01

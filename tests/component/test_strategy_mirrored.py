@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests import examples_lib
+from tests.support import example_files
 
 # Logical devices must be configured before TensorFlow initialises its devices, so this runs
 # in a fresh interpreter.
@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.multiprocess
 @pytest.mark.timeout(240)
 def test_mirrored_two_logical_cpus_matches_one_device(tmp_path, digits_csv, repo_root):
-  examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONPATH": str(repo_root)}
   env.pop("TF_CONFIG", None)  # a single-process run
   done = subprocess.run(

@@ -17,9 +17,9 @@ from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor, tfjob_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
-from tests import examples_lib
-from tests.fake_kubernetes import FakeKubernetes
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.support import example_files
+from tests.support.cli_runs import REPO_ROOT, project_env
+from tests.support.fake_kubernetes import FakeKubernetes
 
 pytestmark = pytest.mark.multiprocess
 
@@ -65,7 +65,7 @@ def _custom(artifact):
 
 @pytest.mark.timeout(300)
 def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, digits_csv, fake):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   model = outputs[sc.MODEL_KEY][0]
   run_dir = outputs[sc.MODEL_RUN_KEY][0].uri
   worker_1 = f"{tfjob_lib.job_name(model.uri)}-worker-1"
@@ -127,7 +127,7 @@ def test_a_failing_replica_fails_the_step_with_one_line_and_its_log_tail(
 ):
   module = tmp_path / "failing.py"
   module.write_text(FAILING_MODULE)
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
   settings = tfjob_lib.TFJobSettings(workers=2, image="kit:test", backoff_limit=1, poll_s=0.5)
   props = _props(settings, steps=50, **{sc.MODULE_PATH_KEY: None, sc.MODULE_FILE_KEY: str(module)})
   with pytest.raises(tfjob_lib.TFJobError) as error:
@@ -158,7 +158,7 @@ STEP = textwrap.dedent("""
 
 @pytest.mark.timeout(300)
 def test_a_retried_step_attaches_to_the_job_it_created(tmp_path, digits_csv, fake):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
   settings = tfjob_lib.TFJobSettings(workers=1, image="kit:test", poll_s=0.5)
   props = _props(settings, steps=100)
   spec = tmp_path / "step.json"

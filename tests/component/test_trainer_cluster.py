@@ -14,7 +14,7 @@ from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
-from tests import examples_lib
+from tests.support import example_files
 
 STEPS = 300
 BATCH = 64
@@ -76,7 +76,7 @@ def _custom(artifact):
 
 
 def _run(root, csv, **kw):
-  inputs, outputs = examples_lib.trainer_artifacts(str(root), str(csv))
+  inputs, outputs = example_files.trainer_artifacts(str(root), str(csv))
   executor.Executor().Do(inputs, outputs, _props(**kw))
   return outputs[sc.MODEL_KEY][0], outputs[sc.MODEL_RUN_KEY][0].uri
 
@@ -180,7 +180,7 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
 @pytest.mark.multiprocess
 @pytest.mark.timeout(200)
 def test_worker_failure_without_restarts_surfaces_stderr(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   props = _props(
     **{constants.LOCAL_WORKERS_KEY: 2},
     **{sc.CUSTOM_CONFIG_KEY: json_utils.dumps({"label_key": "no_such_label"})},

@@ -13,7 +13,7 @@ from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor, tabular_model
 from components.errors import UserCodeError, UserInputError
-from tests import examples_lib
+from tests.support import example_files
 
 STOCK_MODULE = textwrap.dedent('''
   """A module written for the stock TFX Trainer (penguin example style)."""
@@ -140,7 +140,7 @@ def _load_keras(model_artifact):
 
 
 def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   executor.Executor().Do(inputs, outputs, _props(module_path=constants.DEFAULT_MODULE_PATH))
 
   model = outputs[sc.MODEL_KEY][0]
@@ -199,7 +199,7 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
 
 
 def test_do_runs_stock_run_fn_module_unchanged(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   module = tmp_path / "stock_module.py"
   module.write_text(STOCK_MODULE)
   executor.Executor().Do(
@@ -229,7 +229,7 @@ def test_do_runs_stock_run_fn_module_unchanged(tmp_path, digits_csv):
 
 
 def test_do_build_model_module_hparams_mixed_precision_and_warm_start(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path / "a"), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "a"), str(digits_csv))
   module = tmp_path / "build_model_module.py"
   module.write_text(BUILD_MODEL_MODULE)
   hparams = {"units": 48, "learning_rate": 0.01}
@@ -251,20 +251,20 @@ def test_do_build_model_module_hparams_mixed_precision_and_warm_start(tmp_path, 
   assert tf.keras.mixed_precision.global_policy().name == "float32"  # restored afterwards
 
   # Warm start: 1 step from the first model keeps its accuracy; from scratch it is near chance.
-  inputs_b, outputs_b = examples_lib.trainer_artifacts(str(tmp_path / "b"), str(digits_csv))
+  inputs_b, outputs_b = example_files.trainer_artifacts(str(tmp_path / "b"), str(digits_csv))
   inputs_b[sc.BASE_MODEL_KEY] = [first]
   props_b = _props(module_file=str(module), steps=1, custom_config={"hparams": hparams})
   executor.Executor().Do(inputs_b, outputs_b, props_b)
   warm = _props_of(outputs_b[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
   assert warm >= first_accuracy - 0.05
-  inputs_c, outputs_c = examples_lib.trainer_artifacts(str(tmp_path / "c"), str(digits_csv))
+  inputs_c, outputs_c = example_files.trainer_artifacts(str(tmp_path / "c"), str(digits_csv))
   executor.Executor().Do(inputs_c, outputs_c, props_b)
   cold = _props_of(outputs_c[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
   assert cold < 0.5
 
 
 def test_do_wraps_an_error_in_user_build_model_naming_module_and_function(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   module = tmp_path / "broken_module.py"
   module.write_text("def build_model(hparams):\n  raise KeyError('no_such_hparam')\n")
   with pytest.raises(UserCodeError) as raised:
@@ -275,7 +275,7 @@ def test_do_wraps_an_error_in_user_build_model_naming_module_and_function(tmp_pa
 
 
 def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   module = tmp_path / "empty_module.py"
   module.write_text('"""Nothing to train."""\n')
   with pytest.raises(ValueError, match="neither run_fn"):
@@ -284,7 +284,7 @@ def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
 
 
 def test_do_rejects_unknown_label_with_fix(tmp_path, digits_csv):
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   props = _props(module_path=constants.DEFAULT_MODULE_PATH, custom_config={"label_key": "digit"})
   with pytest.raises(UserInputError, match="label 'digit' is not a column of the data"):
     executor.Executor().Do(inputs, outputs, props)
@@ -293,7 +293,7 @@ def test_do_rejects_unknown_label_with_fix(tmp_path, digits_csv):
 def test_do_explicit_tpu_without_tpu_fails_with_clear_error(tmp_path, digits_csv, monkeypatch):
   for var in ("TPU_NAME", "TPU_WORKER_HOSTNAMES", "COLAB_TPU_ADDR"):
     monkeypatch.delenv(var, raising=False)
-  inputs, outputs = examples_lib.trainer_artifacts(str(tmp_path), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   props = _props(module_path=constants.DEFAULT_MODULE_PATH, **{constants.STRATEGY_KEY: "tpu"})
   with pytest.raises(ValueError, match="needs a reachable TPU"):
     executor.Executor().Do(inputs, outputs, props)

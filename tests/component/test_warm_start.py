@@ -11,7 +11,7 @@ from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor
-from tests import examples_lib
+from tests.support import example_files
 
 # A module for the stock TFX Trainer that warm-starts the way stock modules do: it loads the
 # SavedModel at `fn_args.base_model` (the base model's Format-Serving folder) and keeps training.
@@ -81,7 +81,7 @@ def _props(steps, module_file=None, module_path=None):
 
 def _train(root, digits_csv, props, base=None):
   """Runs Executor.Do on fresh digits Examples under root; returns (inputs, model artifact)."""
-  inputs, outputs = examples_lib.trainer_artifacts(str(root), str(digits_csv))
+  inputs, outputs = example_files.trainer_artifacts(str(root), str(digits_csv))
   if base is not None:
     inputs[sc.BASE_MODEL_KEY] = [base]
   executor.Executor().Do(inputs, outputs, props)

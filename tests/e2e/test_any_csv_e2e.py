@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests import serving_clients
-from tests.pipeline_utils import load_summary, run_script
+from tests.support import serving_clients
+from tests.support.cli_runs import load_summary, run_script
 
 CHEAP = ("--train-steps", "300", "--optimizer-variants", "tflite_float32,onnx", "--quiet")
 

@@ -24,8 +24,8 @@ from components.example_gen.component_spec import (
   MAX_BAD_ROW_FRACTION_KEY,
 )
 from pipeline.cli import reporting
-from tests.example_gen_utils import exec_properties, read_examples, run_executor
-from tests.pipeline_utils import REPO_ROOT, load_summary, run_script
+from tests.support.cli_runs import REPO_ROOT, load_summary, run_script
+from tests.support.example_gen_runs import exec_properties, read_examples, run_executor
 
 DIGITS_CSV = REPO_ROOT / "data" / "digits" / "digits.csv"
 # Examples per executor-level fuzz run; each is one real Beam pipeline (about 0.3 to 0.5 s).

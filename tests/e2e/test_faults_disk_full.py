@@ -11,7 +11,7 @@ import pytest
 
 from components.pusher import pusher_lib
 from pipeline.cli import reporting
-from tests.pipeline_utils import load_summary, run_script
+from tests.support.cli_runs import load_summary, run_script
 
 
 def _fake_saved_model(root: pathlib.Path, size: int) -> str:

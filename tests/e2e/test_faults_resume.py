@@ -13,7 +13,7 @@ import pytest
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from tests.pipeline_utils import REPO_ROOT, load_summary, project_env, run_script
+from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from components.pusher import pusher_lib
-from tests.pipeline_utils import load_summary, run_script, states
+from tests.support.cli_runs import load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
 

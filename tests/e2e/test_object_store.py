@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from components.pusher import object_store_lib
-from tests.pipeline_utils import REPO_ROOT, moto_s3
+from tests.support.cli_runs import REPO_ROOT, moto_s3
 
 BUCKET = "kit"
 

@@ -3,13 +3,14 @@
 import glob
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests import serving_clients
-from tests.pipeline_utils import REPO_ROOT, load_summary, run_script, states
+from tests.support import serving_clients
+from tests.support.cli_runs import REPO_ROOT, load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
 
@@ -35,40 +36,48 @@ def _accuracy_of_pushed_model(version_dir, records, label_key):
   return float(np.mean(probs.argmax(axis=1) == labels))
 
 
-@pytest.mark.timeout(900)
-def test_default_run_pushes_a_model_that_scores_090_and_rerun_is_cached(tmp_path):
-  out = tmp_path / "out"
-  first = run_script("run_local.py", "--output-dir", out)
-  assert first.returncode == 0, first.stderr[-3000:]
+def test_default_run_succeeds_in_a_short_view_and_pushes_version_1(digits_run):
+  summary = digits_run.summary
   # The default view: the component table and the summary, the full log in a file.
-  printed = (first.stdout + first.stderr).splitlines()
-  assert len(printed) <= 60, "\n".join(printed)
-  assert list((out / "logs").glob("run-*.log"))
-  summary = load_summary(out)
+  assert digits_run.printed_lines <= 60
+  assert list((digits_run.out / "logs").glob("run-*.log"))
   assert summary["status"] == "succeeded"
   assert set(states(summary).values()) == {"ran"}
   assert summary["blessed"] is True
   assert summary["eval_metrics"]["sparse_categorical_accuracy"] >= 0.90
   pushed = summary["pushed"]
+  version_dir = digits_run.out / "serving" / "digits" / "1"
   assert pushed["pushed"] and pushed["version"] == 1
-  version_dir = out / "serving" / "digits" / "1"
   assert pushed["path"] == str(version_dir)
   assert (version_dir / "saved_model.pb").exists()
-  acc = _accuracy_of_pushed_model(version_dir, _eval_records(out / "pipeline_root"), "label")
-  assert acc >= 0.90
-  # Every default variant, each in its own runtime, through the README's clients.
-  agreement = serving_clients.check_every_variant(version_dir, _eval_records(out / "pipeline_root"))
+  assert json.loads((version_dir / "manifest.json").read_text())["version"] == 1
+  assert "pushed version 1" in digits_run.stdout and "Optimizer variants" in digits_run.stdout
+
+
+def test_pushed_model_scores_090_on_the_eval_split(digits_run):
+  records = _eval_records(digits_run.out / "pipeline_root")
+  version_dir = digits_run.out / "serving" / "digits" / "1"
+  assert _accuracy_of_pushed_model(version_dir, records, "label") >= 0.90
+
+
+def test_every_pushed_variant_answers_through_the_documented_clients(digits_run):
+  version_dir = digits_run.out / "serving" / "digits" / "1"
+  records = _eval_records(digits_run.out / "pipeline_root")
+  agreement = serving_clients.check_every_variant(version_dir, records)
   assert {"tflite_int8", "onnx"} <= set(agreement)
-  manifest = json.loads((version_dir / "manifest.json").read_text())
-  assert manifest["version"] == 1
-  report = summary["optimizer"]
+  report = digits_run.summary["optimizer"]
   assert report and {v["name"] for v in report["variants"]} >= {"tflite_int8", "pruned"}
   # A variant left out says which bound of its gate it missed.
   for variant in report["variants"]:
     if variant["status"] == "ok" and not variant["blessed"]:
       assert variant["gate_reason"].startswith(("metric: ", "agreement: ")), variant
-  assert "pushed version 1" in first.stdout and "Optimizer variants" in first.stdout
 
+
+@pytest.mark.timeout(900)
+def test_rerun_on_the_same_data_is_cached_and_pushes_nothing(digits_run, tmp_path):
+  # A copy, so that the shared run stays as it was for the tests that read it.
+  out = tmp_path / "out"
+  shutil.copytree(digits_run.out, out)
   second = run_script("run_local.py", "--output-dir", out, "--quiet")
   assert second.returncode == 0, second.stderr[-3000:]
   rerun = load_summary(out)

@@ -16,7 +16,7 @@ import shutil
 import pytest
 import tfx.examples
 
-from tests.pipeline_utils import REPO_ROOT, load_summary, run_script, states
+from tests.support.cli_runs import REPO_ROOT, load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
 

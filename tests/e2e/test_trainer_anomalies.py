@@ -6,7 +6,7 @@ from tfx.types import artifact_utils, standard_artifacts
 
 from components.distributed_trainer import anomalies_lib
 from components.errors import UserInputError
-from tests.pipeline_utils import load_summary, run_script
+from tests.support.cli_runs import load_summary, run_script
 
 
 def _anomalies_artifact(tmp_path, blessed, features):

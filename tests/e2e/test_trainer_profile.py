@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.pipeline_utils import load_summary, run_script
+from tests.support.cli_runs import load_summary, run_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.multiprocess]
 

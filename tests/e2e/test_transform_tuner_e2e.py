@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.pipeline_utils import REPO_ROOT, load_summary, run_script, states
+from tests.support.cli_runs import REPO_ROOT, load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
 

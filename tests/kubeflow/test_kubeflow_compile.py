@@ -10,8 +10,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib
 from pipeline.definition.config import DEFAULT_IMAGE
-from tests import kfp_launcher
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.support import kfp_launcher
+from tests.support.cli_runs import REPO_ROOT, project_env
 
 SENTINEL = "sentinel-secret-7f3a9c"
 IMAGE = "registry.example/kit:test"

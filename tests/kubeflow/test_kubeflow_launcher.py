@@ -1,4 +1,4 @@
-"""The compiled pipeline run task by task as open-source KFP 2.x runs it (tests/kfp_launcher.py)."""
+"""The compiled pipeline run task by task as open-source KFP 2.x runs it (support.kfp_launcher)."""
 
 import copy
 import json
@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from tests import kfp_launcher
-from tests.kfp_launcher import CACHED, RAN
-from tests.pipeline_utils import REPO_ROOT, moto_s3, project_env, run_script
+from tests.support import kfp_launcher
+from tests.support.cli_runs import REPO_ROOT, moto_s3, project_env, run_script
+from tests.support.kfp_launcher import CACHED, RAN
 
 # A container task in one line of Python: writes each output artifact and parameter it is given.
 TOY_STEP = r"""

@@ -18,7 +18,7 @@ import pytest
 from pipeline.cli import schedule
 from pipeline.cli.scheduling import cron, kfp_client
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEALTHZ = "/apis/v2beta1/healthz"
 KFP_HEALTHZ = {"commit_sha": "abc", "tag_name": "2.0.5", "multi_user": False}
 

@@ -9,9 +9,9 @@ import pytest
 
 from components.distributed_trainer import constants, tfjob_lib
 from pipeline.cli import kubeflow as run_kubeflow
-from tests import fake_kubernetes, kfp_launcher
-from tests.fake_kubernetes import FakeKubernetes
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.support import fake_kubernetes, kfp_launcher
+from tests.support.cli_runs import REPO_ROOT, project_env
+from tests.support.fake_kubernetes import FakeKubernetes
 
 IMAGE = "registry.example/kit:test"
 SENTINEL = "SENTINEL-SECRET-VALUE-7f3a"

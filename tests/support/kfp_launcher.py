@@ -43,7 +43,7 @@ from google.protobuf import json_format
 from kfp.local import executor_input_utils, placeholder_utils
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 RAN = "ran"
 CACHED = "cached"
 

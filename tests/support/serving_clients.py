@@ -23,7 +23,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tests.pipeline_utils import REPO_ROOT
+from tests.support.cli_runs import REPO_ROOT
 
 # The page that shows the clients (it was README.md before the README became a front page).
 CLIENTS_PAGE = "docs/optimizer.md"

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tfx_bsl.coders import csv_decoder
 
 from components.example_gen import csv_lib, example_gen_lib, io_lib
-from tests.example_gen_utils import BEYOND_INT64, LATE_LINE, write_messy_csv
+from tests.support.example_gen_runs import BEYOND_INT64, LATE_LINE, write_messy_csv
 
 _STOCK_KIND = {
   csv_decoder.ColumnType.UNKNOWN: csv_lib.UNKNOWN,
@@ -449,7 +449,7 @@ class TestMergeResults:
 
 
 def test_resolve_without_driver_is_a_no_op_after_the_driver(tmp_path):
-  from tests.example_gen_utils import exec_properties
+  from tests.support.example_gen_runs import exec_properties
 
   props = exec_properties(tmp_path, pattern="span-3/*")
   assert example_gen_lib.resolve_without_driver(props) is None

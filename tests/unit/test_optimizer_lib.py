@@ -21,7 +21,7 @@ from components.optimizer import (
   tensorrt_lib,
   variants,
 )
-from tests import tabular_data as td
+from tests.support import tabular_data as td
 
 TRT_REASON = tensorrt_lib.unavailable_reason()
 NEEDS_NO_TENSORRT = pytest.mark.skipif(

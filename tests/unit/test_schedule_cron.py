@@ -11,7 +11,7 @@ import pytest
 from pipeline.cli import schedule
 from pipeline.cli.scheduling import cron
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 START = datetime.datetime(2026, 11, 22, 4, 0, tzinfo=datetime.timezone.utc)
 
 

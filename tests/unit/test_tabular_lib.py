@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from components import errors, model_contract, tasks
 from components.distributed_trainer import tabular_model, tabular_profile
-from tests import tabular_data as td
+from tests.support import tabular_data as td
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from components import tf_compat
-from tests.pipeline_utils import REPO_ROOT, project_env
+from tests.support.cli_runs import REPO_ROOT, project_env
 
 
 def _python(code: str) -> subprocess.CompletedProcess:

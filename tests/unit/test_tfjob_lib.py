@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 
 from components.distributed_trainer import tfjob_lib
-from tests import fake_kubernetes
-from tests.fake_kubernetes import FakeKubernetes
+from tests.support import fake_kubernetes
+from tests.support.fake_kubernetes import FakeKubernetes
 
 NS = "team-a"
 
