@@ -7,7 +7,25 @@ from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 
 from components import defaults, tasks
-from components.optimizer import artifacts, executor, optimizer_lib, spec
+from components.optimizer import artifacts, executor, spec
+from components.optimizer.run_config import OptimizerConfig
+
+
+def _checked_config(task: str, variants: Sequence[str], **options) -> OptimizerConfig:
+  """The options as the executor will rebuild them, checked now so that wiring fails early.
+
+  Raises:
+    ValueError: for an unknown variant, task, tensorrt mode or an out-of-range number.
+  """
+  if task not in (tasks.AUTO, *tasks.TASKS):
+    raise ValueError(f"task={task!r}; pass 'auto' or one of {tasks.TASKS}.")
+  config = OptimizerConfig(
+    # A bare string is kept as is so that validate() rejects it instead of splitting it.
+    variants=variants if isinstance(variants, str) else tuple(variants),
+    **options,
+  )
+  config.validate()
+  return config
 
 
 class Optimizer(base_component.BaseComponent):
@@ -38,7 +56,7 @@ class Optimizer(base_component.BaseComponent):
     min_agreement: float = defaults.VARIANT_MIN_AGREEMENT,
     tensorrt: str = defaults.TENSORRT_AUTO,
     latency_runs: int = 200,
-    fine_tune_epochs: int = optimizer_lib.OptimizerConfig.fine_tune_epochs,
+    fine_tune_epochs: int = OptimizerConfig.fine_tune_epochs,
     max_train_rows: int = 2000,
     max_eval_rows: int = 10000,
   ):
@@ -71,11 +89,9 @@ class Optimizer(base_component.BaseComponent):
     Raises:
       ValueError: for an unknown variant, task, tensorrt mode or an out-of-range number.
     """
-    if task not in (tasks.AUTO, *tasks.TASKS):
-      raise ValueError(f"task={task!r}; pass 'auto' or one of {tasks.TASKS}.")
-    config = optimizer_lib.OptimizerConfig(
-      # A bare string is kept as is so that validate() rejects it instead of splitting it.
-      variants=variants if isinstance(variants, str) else tuple(variants),
+    config = _checked_config(
+      task,
+      variants,
       tensorrt=tensorrt,
       target_sparsity=target_sparsity,
       max_accuracy_drop=max_accuracy_drop,
@@ -85,7 +101,6 @@ class Optimizer(base_component.BaseComponent):
       max_train_rows=max_train_rows,
       max_eval_rows=max_eval_rows,
     )
-    config.validate()
     component_spec = spec.OptimizerSpec(
       model=model,
       examples=examples,

@@ -16,19 +16,20 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
 from components import defaults, model_contract, properties, storage, tf_compat
-from components.optimizer import data_lib, optimizer_lib, report, spec
+from components.optimizer import data_lib, optimizer_lib, report, spec, variant_index
+from components.optimizer.run_config import ModelFacts, OptimizerConfig
 
 
-def config_from_exec_properties(exec_properties: dict[str, Any]) -> optimizer_lib.OptimizerConfig:
+def config_from_exec_properties(exec_properties: dict[str, Any]) -> OptimizerConfig:
   """Builds the validated optimizer options from the component's execution properties."""
-  d = optimizer_lib.OptimizerConfig()
+  d = OptimizerConfig()
   variants = exec_properties.get(spec.VARIANTS_KEY)
 
   def get(key, default, cast):
     value = exec_properties.get(key)
     return default if value in (None, "") else cast(value)
 
-  config = optimizer_lib.OptimizerConfig(
+  config = OptimizerConfig(
     variants=tuple(json.loads(variants)) if variants else d.variants,
     tensorrt=exec_properties.get(spec.TENSORRT_KEY) or d.tensorrt,
     target_sparsity=get(spec.TARGET_SPARSITY_KEY, d.target_sparsity, float),
@@ -47,17 +48,17 @@ def set_blessing_properties(optimized_model: types.Artifact, result: dict) -> No
   """Records status and the blessed variants (the index file holds the rest)."""
   optimized_model.set_string_custom_property("optimizer_status", result["status"])
   optimized_model.set_string_custom_property(
-    optimizer_lib.KEY_BLESSED, json.dumps(result[optimizer_lib.KEY_BLESSED])
+    variant_index.KEY_BLESSED, json.dumps(result[variant_index.KEY_BLESSED])
   )
 
 
-def _facts(model, serving_dir, reader, exec_properties) -> optimizer_lib.ModelFacts:
+def _facts(model, serving_dir, reader, exec_properties) -> ModelFacts:
   contract = model_contract.read_contract(serving_dir)
   task = data_lib.model_task(contract, exec_properties.get(spec.TASK_KEY), model)
   label_key = exec_properties.get(spec.LABEL_KEY_KEY) or defaults.LABEL_KEY
   if contract is None:
     names = list(data_lib.input_specs(model))
-    return optimizer_lib.ModelFacts(
+    return ModelFacts(
       task=task,
       label_key=label_key,
       output=model_contract.output_meaning(task, ()) if task == "regression" else "",
@@ -65,7 +66,7 @@ def _facts(model, serving_dir, reader, exec_properties) -> optimizer_lib.ModelFa
       preprocessing_included=reader.includes_preprocessing,
     )
   classes = tuple(contract.label.get("classes") or ())
-  return optimizer_lib.ModelFacts(
+  return ModelFacts(
     task=task,
     label_key=contract.label["key"],
     classes=classes,
@@ -100,7 +101,7 @@ def _optimize(
   transform_uri: str | None,
   out_dir: str,
   exec_properties: dict[str, Any],
-  config: optimizer_lib.OptimizerConfig,
+  config: OptimizerConfig,
 ) -> dict:
   """Loads the model and its sample rows, then builds, measures and gates every variant.
 
@@ -192,10 +193,10 @@ class Executor(base_executor.BaseExecutor):
         _publish_folder(report_dir, report_artifact.uri)
     set_blessing_properties(optimized_model, result)
     report_artifact.set_string_custom_property(
-      optimizer_lib.KEY_BLESSED, json.dumps(result[optimizer_lib.KEY_BLESSED])
+      variant_index.KEY_BLESSED, json.dumps(result[variant_index.KEY_BLESSED])
     )
-    for entry in result[optimizer_lib.KEY_VARIANTS]:
-      if entry["status"] == optimizer_lib.STATUS_OK and not fileio.exists(
+    for entry in result[variant_index.KEY_VARIANTS]:
+      if entry["status"] == variant_index.STATUS_OK and not fileio.exists(
         os.path.join(optimized_model.uri, entry["path"])
       ):
         raise RuntimeError(f"Variant {entry['name']} reported ok but {entry['path']} is missing.")

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from components import defaults, model_contract
-from components.optimizer import conversions, runtimes, tensorrt_lib
+from components.optimizer import conversions, fine_tuning, runtimes, tensorrt_lib
 
 # Variant names (the list and its order live in components.defaults).
 PRUNED = defaults.PRUNED
@@ -136,7 +136,7 @@ class ConversionContext:
       (path of the stripped pruned model as h5, kernel sparsity measured from its weights).
     """
     if self._pruned is None:
-      pruned = conversions.prune(
+      pruned = fine_tuning.prune(
         self.load_baseline(),
         self.train_inputs,
         self.train_targets,
@@ -145,7 +145,7 @@ class ConversionContext:
       )
       path = os.path.join(self.scratch_dir, "pruned.h5")
       pruned.save(path, include_optimizer=False)
-      self._pruned = (path, conversions.kernel_sparsity(pruned))
+      self._pruned = (path, fine_tuning.kernel_sparsity(pruned))
     return self._pruned
 
   def load_pruned(self) -> tuple[tf.keras.Model, dict]:
@@ -386,7 +386,7 @@ class QatVariant(_TFLiteVariant):
     return context.keras_layers_missing("quantization-aware training", "the qat variant")
 
   def keras_model(self, context: ConversionContext) -> tuple[tf.keras.Model, dict]:
-    model, scope = conversions.quantize_aware(
+    model, scope = fine_tuning.quantize_aware(
       context.load_baseline(),
       context.train_inputs,
       context.train_targets,

@@ -22,7 +22,7 @@ from tfx.types import artifact_utils
 from components import serving_layout, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
 from components.live_model import live_model_lib
-from components.optimizer import optimizer_lib
+from components.optimizer import variant_index
 from components.pusher import pusher_lib
 from components.pusher import spec as s
 
@@ -48,12 +48,12 @@ class Executor(stock_pusher.Executor):
 
   def GetVariants(
     self, input_dict: dict[str, list[types.Artifact]]
-  ) -> tuple[dict[str, Any], list[optimizer_lib.BlessedVariant]]:
+  ) -> tuple[dict[str, Any], list[variant_index.BlessedVariant]]:
     """The Optimizer's index and its blessed variants; ({}, []) without an Optimizer."""
     optimized = input_dict.get(s.OPTIMIZED_MODEL_KEY)
     if not optimized:
       return {}, []
-    return optimizer_lib.read_index(artifact_utils.get_single_uri(optimized))
+    return variant_index.read_index(artifact_utils.get_single_uri(optimized))
 
   def Do(
     self,

@@ -12,7 +12,7 @@ from components import properties
 from components.distributed_trainer import constants as model_props
 from components.live_model import executor as live_model
 from components.live_model import floor_lib
-from components.optimizer import optimizer_lib
+from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
 from pipeline.definition import nodes
 
@@ -200,7 +200,7 @@ def _model_line(a) -> str:
 
 
 def _optimized_line(a) -> str:
-  names = json.loads(_prop(a, optimizer_lib.KEY_BLESSED) or "[]")
+  names = json.loads(_prop(a, variant_index.KEY_BLESSED) or "[]")
   return f"{len(names)} variant(s) blessed: {', '.join(names)}" if names else "no variant blessed"
 
 

@@ -17,8 +17,9 @@ from components.optimizer import (
   OptimizationReport,
   OptimizedModel,
   Optimizer,
-  optimizer_lib,
+  run_config,
   spec,
+  variant_index,
 )
 from components.optimizer import executor as executor_module
 from tests.support import tabular_data as td
@@ -99,7 +100,7 @@ def test_component_defaults_and_optional_inputs():
     examples=types.Channel(type=standard_artifacts.Examples),
   )
   variants = json.loads(component.exec_properties[spec.VARIANTS_KEY])
-  assert tuple(variants) == optimizer_lib.DEFAULT_VARIANTS
+  assert tuple(variants) == run_config.DEFAULT_VARIANTS
   assert "qat" not in variants
   assert component.exec_properties[spec.TENSORRT_KEY] == "auto"
   assert component.exec_properties[spec.TASK_KEY] == "auto"
@@ -107,7 +108,7 @@ def test_component_defaults_and_optional_inputs():
   assert spec.SCHEMA_KEY not in component.inputs
   assert spec.TRANSFORM_GRAPH_KEY not in component.inputs
   config = executor_module.config_from_exec_properties(component.exec_properties)
-  assert config == optimizer_lib.OptimizerConfig()
+  assert config == run_config.OptimizerConfig()
 
 
 @pytest.mark.parametrize(
@@ -179,7 +180,7 @@ def test_executor_do_writes_variants_signatures_report_and_properties(tmp_path, 
   # Only variant folders and the index are left in the output, no staging or scratch files.
   out = pathlib.Path(optimized.uri)
   assert sorted(os.listdir(out)) == ["onnx", "tflite_float32", "tflite_int8", "variants.json"]
-  index, listed = optimizer_lib.read_index(str(out))
+  index, listed = variant_index.read_index(str(out))
   assert [v.name for v in listed] == blessed
   signature = json.loads((out / "tflite_int8" / "signature.json").read_text())
   inputs = {i["name"]: i for i in signature["inputs"]}
@@ -426,7 +427,7 @@ def test_executor_converts_a_model_saved_with_tf_saved_model_save(tmp_path, rest
     restored_model["schema"],
     restored_model["transform_uri"],
     label_key="label_xf",
-    variants=[*optimizer_lib.DEFAULT_VARIANTS, "qat"],
+    variants=[*run_config.DEFAULT_VARIANTS, "qat"],
     tensorrt="auto",
     latency_runs=20,
   )
@@ -458,7 +459,7 @@ def test_executor_converts_a_model_saved_with_tf_saved_model_save(tmp_path, rest
   assert sorted(os.listdir(out)) == [*sorted(converted), "variants.json"]
   blessed = json.loads(optimized.get_string_custom_property("blessed_variants"))
   assert set(converted) <= set(blessed)
-  assert [v.name for v in optimizer_lib.read_index(str(out))[1]] == blessed
+  assert [v.name for v in variant_index.read_index(str(out))[1]] == blessed
   for name in ("tflite_int8", "onnx"):
     signature = json.loads((out / name / "signature.json").read_text())
     inputs = {i["name"]: i for i in signature["inputs"]}

@@ -16,7 +16,7 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.orchestration.local import local_dag_runner
 from tfx.types import standard_artifacts
 
-from components.optimizer import optimizer_lib
+from components.optimizer import variant_index
 from components.pusher import OptimizedModel, Pusher, pusher_lib
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s
@@ -112,7 +112,7 @@ def _optimized(
         "signature": signature,
       }
     )
-  optimizer_lib.write_index(
+  variant_index.write_index(
     optimized.uri,
     {
       "task": "multiclass",

@@ -1,14 +1,14 @@
 """The pipeline's defaults stay in step with the components they configure."""
 
 from components import defaults
-from components.optimizer import optimizer_lib
+from components.optimizer import run_config
 from pipeline.definition import config
 
 
 def test_optimizer_variant_names_match_the_optimizer():
-  assert set(defaults.VARIANTS) == set(optimizer_lib.VARIANT_ORDER)
-  assert set(defaults.DEFAULT_VARIANTS) == set(optimizer_lib.DEFAULT_VARIANTS)
-  assert config.PipelineConfig().optimizer_variants == optimizer_lib.DEFAULT_VARIANTS
+  assert set(defaults.VARIANTS) == set(run_config.VARIANT_ORDER)
+  assert set(defaults.DEFAULT_VARIANTS) == set(run_config.DEFAULT_VARIANTS)
+  assert config.PipelineConfig().optimizer_variants == run_config.DEFAULT_VARIANTS
   assert "qat" not in config.PipelineConfig().optimizer_variants
 
 

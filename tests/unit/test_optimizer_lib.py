@@ -15,10 +15,14 @@ from components.errors import UserInputError
 from components.optimizer import (
   conversions,
   data_lib,
+  fine_tuning,
+  measurement,
   optimizer_lib,
   report,
+  run_config,
   runtimes,
   tensorrt_lib,
+  variant_index,
   variants,
 )
 from tests.support import tabular_data as td
@@ -27,7 +31,7 @@ TRT_REASON = tensorrt_lib.unavailable_reason()
 NEEDS_NO_TENSORRT = pytest.mark.skipif(
   TRT_REASON is None, reason="this host can build TensorRT engines"
 )
-ALL_VARIANTS = (*optimizer_lib.DEFAULT_VARIANTS, variants.QAT)
+ALL_VARIANTS = (*run_config.DEFAULT_VARIANTS, variants.QAT)
 COLUMNS = {"numeric": list(td.NUMERIC), "text_color": ["color"]}
 MISSING = {"numeric": "NaN", "text_color": ""}
 
@@ -70,8 +74,8 @@ def train(task: str, train_inputs, labels, epochs: int = 20, activation: str = "
   return model
 
 
-def facts(task: str) -> optimizer_lib.ModelFacts:
-  return optimizer_lib.ModelFacts(
+def facts(task: str) -> run_config.ModelFacts:
+  return run_config.ModelFacts(
     task=task,
     label_key="label",
     classes=td.CLASSES.get(task, ()),
@@ -81,9 +85,9 @@ def facts(task: str) -> optimizer_lib.ModelFacts:
   )
 
 
-def quick(variant_names, **options) -> optimizer_lib.OptimizerConfig:
+def quick(variant_names, **options) -> run_config.OptimizerConfig:
   options = {"tensorrt": "off", "latency_runs": 20, "warmup_runs": 2, **options}
-  return optimizer_lib.OptimizerConfig(variants=tuple(variant_names), **options)
+  return run_config.OptimizerConfig(variants=tuple(variant_names), **options)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +105,7 @@ def model(data):
 def full_run(tmp_path_factory, model, data):
   """One optimize() with every variant (QAT included) and tensorrt='auto'."""
   output_dir = tmp_path_factory.mktemp("optimized")
-  config = optimizer_lib.OptimizerConfig(variants=ALL_VARIANTS, tensorrt="auto", latency_runs=50)
+  config = run_config.OptimizerConfig(variants=ALL_VARIANTS, tensorrt="auto", latency_runs=50)
   result = run(model, data, str(output_dir), config)
   return result, output_dir
 
@@ -126,7 +130,7 @@ def test_every_variant_converts_runs_and_is_measured(full_run, data):
   result, output_dir = full_run
   eval_y = data[3]
   entries = by_name(result)
-  assert list(entries) == list(optimizer_lib.VARIANT_ORDER)
+  assert list(entries) == list(run_config.VARIANT_ORDER)
   assert result["task"] == "multiclass" and result["metric"] == "accuracy"
   assert result["rows"] == {"train": 800, "eval": 300}
   baseline = result["baseline"]
@@ -167,7 +171,7 @@ def test_every_variant_converts_runs_and_is_measured(full_run, data):
     }
     assert on_disk == set(entries[name]["files"]), name
   index = json.loads((output_dir / "variants.json").read_text())
-  assert index["format"] == optimizer_lib.INDEX_FORMAT
+  assert index["format"] == variant_index.INDEX_FORMAT
   assert index["task"] == "multiclass"
   assert index["variants"] == json.loads(json.dumps(entries))
   assert index["blessed_variants"] == result["blessed_variants"]
@@ -318,7 +322,7 @@ def test_qat_variant_on_a_numeric_only_model(tmp_path):
     {"numeric": eval_inputs["numeric"]},
     eval_labels,
     str(tmp_path),
-    optimizer_lib.ModelFacts(task="multiclass", label_key="label"),
+    run_config.ModelFacts(task="multiclass", label_key="label"),
     quick([variants.QAT], min_fine_tune_steps=50, fine_tune_epochs=1),
   )
   entry = result["variants"][0]
@@ -402,7 +406,7 @@ def test_blessing_follows_the_accuracy_bound(full_run):
 
 def test_read_index_returns_blessed_variants_for_the_pusher(full_run):
   result, output_dir = full_run
-  index, blessed = optimizer_lib.read_index(str(output_dir))
+  index, blessed = variant_index.read_index(str(output_dir))
   assert index["blessed_variants"] == result["blessed_variants"]
   assert [v.name for v in blessed] == result["blessed_variants"]
   entries = by_name(result)
@@ -415,7 +419,7 @@ def test_read_index_returns_blessed_variants_for_the_pusher(full_run):
     assert variant.metrics["accuracy"] == entries[variant.name]["accuracy"]
     assert variant.metrics["select_tf_ops"] is False
     assert "details" not in variant.metrics
-  assert optimizer_lib.read_index(str(output_dir / "nothing_here")) == ({}, [])
+  assert variant_index.read_index(str(output_dir / "nothing_here")) == ({}, [])
 
 
 def test_zero_bound_blesses_only_what_matches_the_baseline(tmp_path, model, data):
@@ -481,7 +485,7 @@ def test_an_op_without_a_builtin_converts_with_select_tf_ops(tmp_path, data):
   assert tflite["select_tf_ops"] is True
   assert tflite["details"]["op_sets"] == ["TFLITE_BUILTINS", "SELECT_TF_OPS"]
   assert tflite["agreement"] == 1.0
-  assert optimizer_lib.read_index(str(tmp_path))[0]["variants"]["tflite_float32"]["select_tf_ops"]
+  assert variant_index.read_index(str(tmp_path))[0]["variants"]["tflite_float32"]["select_tf_ops"]
   assert entries[variants.ONNX]["select_tf_ops"] is False
 
 
@@ -507,30 +511,30 @@ def test_baseline_problems_fail_the_run(tmp_path, model, data):
 
 
 def _gate(judge, value, baseline, max_drop, agreement=1.0, min_agreement=0.9):
-  config = optimizer_lib.OptimizerConfig(max_accuracy_drop=max_drop, min_agreement=min_agreement)
+  config = run_config.OptimizerConfig(max_accuracy_drop=max_drop, min_agreement=min_agreement)
   return judge.gate({"metric_value": value, "agreement": agreement}, baseline, config)
 
 
 def test_gate_bound_is_inclusive_and_task_aware():
   labels = np.array([0, 1])
-  judge = optimizer_lib._Judge("multiclass", labels, np.eye(2, dtype=np.float32))
+  judge = measurement.Judge("multiclass", labels, np.eye(2, dtype=np.float32))
   assert _gate(judge, 0.95, 0.96, 1.0) == (True, 1.0, "")
   assert _gate(judge, 0.949, 0.96, 1.0)[0] is False
   assert _gate(judge, 0.97, 0.96, -0.5) == (True, -1.0, "")
   # Regression: the drop is the percent by which the RMSE grew; lower is better.
   values = np.array([1.0, 3.0], np.float32)
-  regression = optimizer_lib._Judge("regression", values, values.reshape(-1, 1))
+  regression = measurement.Judge("regression", values, values.reshape(-1, 1))
   assert regression.metric_name == "rmse"
   assert _gate(regression, 1.01, 1.0, 1.0) == (True, 1.0, "")
   assert _gate(regression, 1.02, 1.0, 1.0)[0] is False
   assert _gate(regression, 0.9, 1.0, 0.0) == (True, -10.0, "")
   # A one-column classifier output outside [0, 1] is a logit, thresholded at 0.
-  logits = optimizer_lib._Judge("binary", labels, np.array([[-2.0], [3.0]], np.float32))
+  logits = measurement.Judge("binary", labels, np.array([[-2.0], [3.0]], np.float32))
   assert logits.metrics(np.array([[-0.1], [0.2]], np.float32))["accuracy"] == 1.0
 
 
 def test_a_variant_that_misses_its_gate_says_which_bound():
-  judge = optimizer_lib._Judge("multiclass", np.array([0, 1]), np.eye(2, dtype=np.float32))
+  judge = measurement.Judge("multiclass", np.array([0, 1]), np.eye(2, dtype=np.float32))
   blessed, _, why = _gate(judge, 0.90, 0.96, 1.0, agreement=0.99)
   assert not blessed and why == "metric: +6.00 accuracy points, over the 1 allowed"
   blessed, _, why = _gate(judge, 0.96, 0.96, 1.0, agreement=0.8)
@@ -538,7 +542,7 @@ def test_a_variant_that_misses_its_gate_says_which_bound():
   assert why == "agreement: 80.0% of the rows agree with the baseline, under the 90% required"
   blessed, _, why = _gate(judge, 0.90, 0.96, 1.0, agreement=0.8)
   assert not blessed and why.startswith("metric: ") and "; agreement: 80.0%" in why
-  regression = optimizer_lib._Judge("regression", np.array([1.0, 3.0]), np.ones((2, 1)))
+  regression = measurement.Judge("regression", np.array([1.0, 3.0]), np.ones((2, 1)))
   assert _gate(regression, 1.05, 1.0, 1.0, agreement=0.95)[2] == (
     "metric: +5.00% of the RMSE, over the 1 allowed"
   )
@@ -550,7 +554,7 @@ def test_the_confidence_interval_shrinks_with_the_rows():
   for n in (100, 10_000):
     labels = rng.integers(0, 2, n)
     outputs = np.eye(2, dtype=np.float32)[np.where(rng.random(n) < 0.9, labels, 1 - labels)]
-    judge = optimizer_lib._Judge("multiclass", labels, outputs)
+    judge = measurement.Judge("multiclass", labels, outputs)
     p = float(np.mean(outputs.argmax(1) == labels))
     # The normal interval's half-width, 1.96 * sqrt(p (1 - p) / n) in points, which Wilson's
     # approaches as the rows grow: about 6 points at 100 rows, 0.6 at 10,000.
@@ -558,7 +562,7 @@ def test_the_confidence_interval_shrinks_with_the_rows():
   assert widths[0][0] == pytest.approx(widths[0][1], rel=0.1)
   assert widths[1][0] == pytest.approx(widths[1][1], rel=0.01) and widths[1][0] < 0.7
   values = rng.normal(0, 1, 10_000)
-  regression = optimizer_lib._Judge("regression", values, (values + 0.5).reshape(-1, 1))
+  regression = measurement.Judge("regression", values, (values + 0.5).reshape(-1, 1))
   # A constant error: the squared errors do not vary, so the RMSE is known exactly.
   assert regression.confidence((values + 0.5).reshape(-1, 1)) == pytest.approx(0.0, abs=1e-6)
 
@@ -576,13 +580,13 @@ def test_the_confidence_interval_shrinks_with_the_rows():
 )
 def test_config_rejects_nonsense(options, message):
   with pytest.raises(UserInputError, match=message):
-    optimizer_lib.OptimizerConfig(**options).validate()
+    run_config.OptimizerConfig(**options).validate()
 
 
 def test_variant_names_follow_the_tensorrt_mode():
-  names = optimizer_lib.OptimizerConfig(variants=("tflite_int8",), tensorrt="auto").variant_names()
+  names = run_config.OptimizerConfig(variants=("tflite_int8",), tensorrt="auto").variant_names()
   assert names == ["tflite_int8", "onnx", "tensorrt_fp16"]
-  off = optimizer_lib.OptimizerConfig(variants=("tflite_int8", "tensorrt_fp16"), tensorrt="off")
+  off = run_config.OptimizerConfig(variants=("tflite_int8", "tensorrt_fp16"), tensorrt="off")
   assert off.variant_names() == ["tflite_int8"]
 
 
@@ -609,7 +613,7 @@ def test_write_report_files(tmp_path, full_run):
 
 
 def test_skipped_report_has_every_variant_skipped(tmp_path):
-  result = optimizer_lib.skipped_report("not a Keras model", optimizer_lib.OptimizerConfig())
+  result = optimizer_lib.skipped_report("not a Keras model", run_config.OptimizerConfig())
   assert result["status"] == "skipped"
   assert {e["status"] for e in result["variants"]} == {"skipped"}
   assert {e["reason"] for e in result["variants"]} == {"not a Keras model"}
@@ -629,7 +633,7 @@ def test_fine_tuning_leaves_no_graph_in_the_global_gradient_registry(data):
   before = custom_gradients()
   model = build_model("multiclass", data[0])
   targets = keras_outputs(model, runtimes.take(data[0], 0, 256))
-  pruned = conversions.prune(
+  pruned = fine_tuning.prune(
     model,
     runtimes.take(data[0], 0, 256),
     targets,
@@ -638,7 +642,7 @@ def test_fine_tuning_leaves_no_graph_in_the_global_gradient_registry(data):
     batch_size=32,
     learning_rate=1e-3,
   )
-  assert conversions.kernel_sparsity(pruned)["overall"] >= 0.49
+  assert fine_tuning.kernel_sparsity(pruned)["overall"] >= 0.49
   assert custom_gradients() == before
   tf.keras.backend.clear_session()
 
@@ -680,7 +684,7 @@ def test_regression_variants_are_judged_by_rmse_and_agreement(regression_run):
   signature = json.loads((output_dir / "onnx" / "signature.json").read_text())
   assert signature["task"] == "regression"
   assert signature["label"] == {"key": "label", "classes": []}
-  index, blessed = optimizer_lib.read_index(str(output_dir))
+  index, blessed = variant_index.read_index(str(output_dir))
   assert index["task"] == "regression"
   assert {v.name for v in blessed} >= {"tflite_float32", "onnx"}
   assert all("rmse" in v.metrics and "accuracy" not in v.metrics for v in blessed)
@@ -758,7 +762,7 @@ def test_a_model_saved_with_tf_saved_model_save_converts_from_its_inference_func
 
 
 def variants_of(prefix: str) -> tuple[str, ...]:
-  return tuple(v for v in optimizer_lib.VARIANT_ORDER if v.startswith(prefix))
+  return tuple(v for v in run_config.VARIANT_ORDER if v.startswith(prefix))
 
 
 def test_a_call_function_to_choose_by_guessing_is_refused(tmp_path):
