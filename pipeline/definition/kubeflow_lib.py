@@ -365,23 +365,32 @@ def platform_spec(
 ) -> dict[str, Any]:
   """KFP's Kubernetes platform spec: volumes and secret environment variables for every step.
 
-  The forms are kfp-kubernetes' `pvcMount` and `secretAsEnv` with constant names, which the
-  KFP backend reads from 2.0 on. Every step gets every volume (data, serving folder and module
-  files may live on them) and every secret variable (object-store credentials).
+  Each step's config is kfp-kubernetes' own `KubernetesExecutorConfig` message (`pvcMount`
+  and `secretAsEnv` with constant names, which the KFP backend reads from 2.0 on), built with
+  its protos and written as KFP's compiler writes it. kfp-kubernetes' `mount_pvc` and
+  `use_secret_as_env` take a kfp DSL task, which a TFX-compiled spec has none of, so the
+  message is built here. Every step gets every volume (data, serving folder and module files
+  may live on them) and every secret variable (object-store credentials).
 
   Args:
     spec: the pipelineSpec.
     volumes: (PVC name, mount path) pairs.
     secret_env: (secret name, key, environment variable) triples.
   """
-  config: dict[str, Any] = {}
-  if volumes:
-    config["pvcMount"] = [{"constant": pvc, "mountPath": path} for pvc, path in volumes]
-  if secret_env:
-    config["secretAsEnv"] = [
-      {"secretName": secret, "keyToEnv": [{"secretKey": key, "envVar": var}]}
+  from google.protobuf import json_format
+  from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
+
+  message = k8s.KubernetesExecutorConfig(
+    pvc_mount=[k8s.PvcMount(constant=pvc, mount_path=path) for pvc, path in volumes],
+    secret_as_env=[
+      k8s.SecretAsEnv(
+        secret_name=secret,
+        key_to_env=[k8s.SecretAsEnv.SecretKeyToEnvMap(secret_key=key, env_var=var)],
+      )
       for secret, key, var in secret_env
-    ]
+    ],
+  )
+  config = json_format.MessageToDict(message)
   executors = {
     component(spec, name)["executorLabel"]: copy.deepcopy(config) for name in tasks(spec)
   }
