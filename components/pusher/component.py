@@ -13,7 +13,7 @@ class Pusher(base_component.BaseComponent):
 
   Versions are numeric folders under ``<serving_dir>/<model_name>/``, published atomically
   (staging folder + rename) under an exclusive lock, each with a ``manifest.json``; the newest
-  ``keep_versions`` are kept. See ``pusher_lib`` for the layout.
+  ``keep_versions`` are kept. See ``local_store`` for the layout.
 
   Example:
     pusher = Pusher(model=trainer.outputs["model"],

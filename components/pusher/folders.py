@@ -1,5 +1,4 @@
-"""A model's serving folder, local or on an object store, behind the one interface push and
-rollback use.
+"""Local and object-store model folders behind the one interface that push and rollback use.
 
 Both kinds publish a version the same way: stage its files (a local staging folder, or a plan
 of uploads), then `publish` it under a number, with manifest.json last. What differs, and lives
@@ -36,7 +35,22 @@ class Staged:
   discard: Callable[[], None] = lambda: None
 
 
-class LocalFolder:
+class _Folder:
+  """What both kinds of folder compute alike from their `versions` and `manifest`."""
+
+  def versions(self) -> list[int]:
+    raise NotImplementedError
+
+  def manifest(self, version: int) -> dict[str, Any]:
+    raise NotImplementedError
+
+  def live(self) -> tuple[int | None, dict[str, Any]]:
+    """The live version (the highest) and its manifest; (None, {}) when there is none."""
+    versions = self.versions()
+    return (versions[-1], self.manifest(versions[-1])) if versions else (None, {})
+
+
+class LocalFolder(_Folder):
   """A local model folder: locked in a `with` block, and cleared of dead writers' leftovers."""
 
   def __init__(self, base: str, lock_timeout_s: float):
@@ -111,7 +125,7 @@ class LocalFolder:
     return self._staged(staging, copied)
 
 
-class RemoteFolder:
+class RemoteFolder(_Folder):
   """A model folder on an object store: no lock, so one writer per model at a time.
 
   Args:
@@ -180,16 +194,15 @@ class RemoteFolder:
     return self._staged(object_store_lib.plan_copy(self.path(version), files), dict(files))
 
 
-def open_folder(
-  base: str, lock_timeout_s: float, *, remove_incomplete: bool = True
-) -> LocalFolder | RemoteFolder:
-  """The folder for a model's base path; use it in a `with` block.
+def open_folder(base: str, lock_timeout_s: float, *, push: bool) -> LocalFolder | RemoteFolder:
+  """The folder for a model's base path (local or a URI), to use in a `with` block.
 
-  Args:
-    base: The model folder, local or a URI; a local one must exist.
-    lock_timeout_s: How long to wait for the lock of a local folder.
-    remove_incomplete: On an object store, whether to delete dead pushes' version folders.
+  A push creates a missing local folder and, on an object store, deletes the version folders
+  that dead pushes left without a manifest. A rollback does neither: the caller reports a
+  missing folder, and incomplete versions wait for the next push.
   """
   if storage.is_remote(base):
-    return RemoteFolder(base, remove_incomplete)
+    return RemoteFolder(base, remove_incomplete=push)
+  if push:
+    os.makedirs(base, exist_ok=True)
   return LocalFolder(base, lock_timeout_s)

@@ -26,7 +26,7 @@ from components.pusher import local_store
 
 
 class _Lazy:
-  """TFX's fileio and io_utils, imported on first use (pusher_lib stays cheap to import)."""
+  """TFX's fileio and io_utils, imported on first use (so the Pusher's library imports cheaply)."""
 
   def __getattr__(self, name: str):
     from tfx.dsl.io import fileio

@@ -121,18 +121,14 @@ def push_version(
   )
   if source is None:
     source = _default_source(base, saved_model_dir, variants)
-  if not storage.is_remote(base):
-    os.makedirs(base, exist_ok=True)
-  with folders.open_folder(base, lock_timeout_s) as folder:
+  with folders.open_folder(base, lock_timeout_s, push=True) as folder:
     staged = folder.stage_push(saved_model_dir, variants, extra_trees or {})
     content = serving_layout.content_digest(staged.files)
     history = folder.read_history()
-    versions = folder.versions()
-    live = versions[-1] if versions else None
-    live_manifest = folder.manifest(live) if live is not None else {}
-    skip_reason = ""
-    if skip_if_identical:
-      skip_reason = serving_layout.identical_reason(live, live_manifest, content, history)
+    live, live_manifest = folder.live()
+    skip_reason = skip_if_identical and serving_layout.identical_reason(
+      live, live_manifest, content, history
+    )
     if skip_reason:
       staged.discard()
       return PushResult(False, None, None, skip_reason, live, content, (), live_manifest or None)

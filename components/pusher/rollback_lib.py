@@ -59,9 +59,7 @@ def rollback(
       f"No model folder at {base}; nothing has been pushed for {model_name!r}. Check "
       "--model-name (the data folder's name by default) and --serving-dir."
     )
-  # An object store has no lock to tell a dead push from one still uploading: leave its
-  # incomplete versions to the next push.
-  with folders.open_folder(base, lock_timeout_s, remove_incomplete=False) as folder:
+  with folders.open_folder(base, lock_timeout_s, push=False) as folder:
     history = folder.read_history()
     versions = folder.versions()
     if not versions:
