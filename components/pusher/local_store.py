@@ -218,8 +218,7 @@ def append_history(base: str, entry: Mapping[str, Any]) -> None:
 
 
 def clean_leftovers(base: str) -> None:
-  """Removes the staging and trash folders of dead processes (call it under the lock only)."""
-  # Under the lock, any staging/trash folder belongs to a dead process.
+  """Removes staging and trash folders; called under the lock only, so they are dead writers'."""
   for entry in os.scandir(base):
     if entry.is_dir(follow_symlinks=False) and entry.name.startswith(
       (STAGING_PREFIX, TRASH_PREFIX)
