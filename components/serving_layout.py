@@ -7,13 +7,15 @@
       history.jsonl              a local folder's log: one JSON line per push, rollback or prune
       .history/                  an object store's log: one JSON file per entry (no appends there)
 
-The Pusher (`components/pusher/pusher_lib.py`, `object_store_lib.py`), LiveModel
+The Pusher (`components/pusher/`: `local_store.py`, `object_store_lib.py`), LiveModel
 (`components/live_model/live_model_lib.py`) and `pipeline/rollback.py` read these names from
 here. Plain Python: no TensorFlow or TFX.
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,6 +25,8 @@ MANIFEST_FORMAT = "tfx-pipeline-kit.pusher-manifest/1"
 HISTORY_FILE = "history.jsonl"
 HISTORY_DIR = ".history"
 VARIANTS_SUBDIR = "assets.extra/variants"
+# A SavedModel's graph file; TF tooling (and TF Serving) take it to mean "the model is complete".
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 # The manifest field where the Pusher records the key its run's LiveModel was cached by.
 LIVE_KEY_FIELD = "live_key"
 
@@ -44,6 +48,29 @@ def is_variants_path(rel_path: str) -> bool:
   """Whether a path relative to a version folder lies under the variants folder."""
   parts = rel_path.replace("\\", "/").split("/")
   return parts[:2] == VARIANTS_SUBDIR.split("/")
+
+
+def saved_model_last(rel_path: str) -> tuple[bool, str]:
+  """Sort key for writing a version's files: by path, the SavedModel's graph file after all others.
+
+  Stock TFX copies saved_model.pb last for the reason in `SAVED_MODEL_FILES`; on an object
+  store, where there is no rename, that order is what keeps a half-written version unloadable.
+  """
+  return rel_path in SAVED_MODEL_FILES, rel_path
+
+
+def utc_now() -> str:
+  """The time stamp of manifests and history entries: UTC to the second, e.g. ...T12:00:00Z."""
+  now = datetime.datetime.now(datetime.timezone.utc)
+  return now.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def content_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
+  """The manifest's `content_sha256`: one digest over every file's path and sha256."""
+  digest = hashlib.sha256()
+  for rel in sorted(files):
+    digest.update(f"{rel}\0{files[rel]['sha256']}\n".encode())
+  return digest.hexdigest()
 
 
 def training_fingerprint(manifest: Mapping[str, Any]) -> str | None:

@@ -6,7 +6,7 @@ __all__ = ["OptimizedModel", "Pusher"]
 
 
 def __getattr__(name: str) -> Any:
-  # Lazy so that `pusher_lib` (used by the rollback CLI and crash tests) loads without TFX.
+  # Lazy so that the library modules (used by the rollback CLI and crash tests) load without TFX.
   if name == "Pusher":
     from components.pusher.component import Pusher
 

@@ -4,7 +4,7 @@ from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 
-from components.pusher import executor, pusher_lib
+from components.pusher import executor, serving_paths
 from components.pusher import spec as s
 
 
@@ -13,7 +13,7 @@ class Pusher(base_component.BaseComponent):
 
   Versions are numeric folders under ``<serving_dir>/<model_name>/``, published atomically
   (staging folder + rename) under an exclusive lock, each with a ``manifest.json``; the newest
-  ``keep_versions`` are kept. See ``pusher_lib`` for the layout.
+  ``keep_versions`` are kept. See ``local_store`` for the layout.
 
   Example:
     pusher = Pusher(model=trainer.outputs["model"],
@@ -59,9 +59,9 @@ class Pusher(base_component.BaseComponent):
       ValueError: If serving_dir, model_name or keep_versions is unusable.
     """
     try:
-      serving_dir = pusher_lib.validate_serving_dir(serving_dir)
-      pusher_lib.validate_model_name(model_name)
-    except pusher_lib.PusherError as e:
+      serving_dir = serving_paths.validate_serving_dir(serving_dir)
+      serving_paths.validate_model_name(model_name)
+    except serving_paths.PusherError as e:
       raise ValueError(str(e)) from e
     if isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1:
       raise ValueError(

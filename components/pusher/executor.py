@@ -23,7 +23,7 @@ from components import serving_layout, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
 from components.live_model import live_model_lib
 from components.optimizer import variant_index
-from components.pusher import pusher_lib
+from components.pusher import inventory, pusher_lib
 from components.pusher import spec as s
 
 TRANSFORM_GRAPH_SUBDIR = os.path.join("assets.extra", "transform_graph")
@@ -137,7 +137,7 @@ class Executor(stock_pusher.Executor):
         f"nothing new to push: live version {live.version} was trained on the same data with "
         "the same module and settings"
       )
-    left = pusher_lib.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
+    left = inventory.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
     if left is not None:
       return (
         f"not pushed: a rollback moved away from this training (version {left}); new data or a "

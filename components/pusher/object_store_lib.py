@@ -14,21 +14,19 @@ max_concurrency 1 does).
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import posixpath
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components import serving_layout
-
-_CHUNK = 1 << 20
+from components.pusher import local_store
 
 
 class _Lazy:
-  """TFX's fileio and io_utils, imported on first use (pusher_lib stays cheap to import)."""
+  """TFX's fileio and io_utils, imported on first use (so the Pusher's library imports cheaply)."""
 
   def __getattr__(self, name: str):
     from tfx.dsl.io import fileio
@@ -93,14 +91,14 @@ def append_history(base: str, entry: Mapping[str, Any]) -> None:
     f.write(json.dumps(dict(entry), sort_keys=True))
 
 
-def _sha256_local(path: str) -> tuple[str, int]:
-  digest = hashlib.sha256()
-  size = 0
-  with open(path, "rb") as f:
-    while chunk := f.read(_CHUNK):
-      digest.update(chunk)
-      size += len(chunk)
-  return digest.hexdigest(), size
+def _tree(src: str, rel_root: str) -> list[tuple[str, str]]:
+  """(local file, `rel_root`/its path under `src`) for every file under a local folder."""
+  out = []
+  for root, _, files in os.walk(src):
+    for name in sorted(files):
+      path = os.path.join(root, name)
+      out.append((path, _join(rel_root, os.path.relpath(path, src).replace(os.sep, "/"))))
+  return out
 
 
 def plan_files(
@@ -111,32 +109,18 @@ def plan_files(
 ) -> list[tuple[str, str]]:
   """(local source, version-relative path) of every file, in upload order (manifest not
   included): SavedModel files, saved_model.pb, variants, extra folders."""
-  model = []
-  for root, _, files in os.walk(saved_model_dir):
-    for name in sorted(files):
-      src = os.path.join(root, name)
-      model.append((src, os.path.relpath(src, saved_model_dir).replace(os.sep, "/")))
-  model.sort(key=lambda item: (item[1] in ("saved_model.pb", "saved_model.pbtxt"), item[1]))
+  model = sorted(
+    _tree(saved_model_dir, ""), key=lambda item: serving_layout.saved_model_last(item[1])
+  )
   rest = []
   for name, src in sorted(variants.items()):
     rel_root = _join(variants_subdir.replace(os.sep, "/"), name)
     if os.path.isdir(src):
-      for root, _, files in os.walk(src):
-        for file_name in sorted(files):
-          path = os.path.join(root, file_name)
-          rest.append((path, _join(rel_root, os.path.relpath(path, src).replace(os.sep, "/"))))
+      rest += _tree(src, rel_root)
     else:
       rest.append((src, _join(rel_root, os.path.basename(src))))
   for rel_root, src in sorted(extra_trees.items()):
-    for root, _, files in os.walk(src):
-      for file_name in sorted(files):
-        path = os.path.join(root, file_name)
-        rest.append(
-          (
-            path,
-            _join(rel_root.replace(os.sep, "/"), os.path.relpath(path, src).replace(os.sep, "/")),
-          )
-        )
+    rest += _tree(src, rel_root.replace(os.sep, "/"))
   return model + rest
 
 
@@ -144,7 +128,7 @@ def digest_files(files: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
   """The manifest's `files`: relative path -> sha256 and size."""
   out = {}
   for src, rel in files:
-    digest, size = _sha256_local(src)
+    digest, size = local_store.sha256_file(src)
     out[rel] = {"sha256": digest, "size": size}
   return out
 
@@ -152,7 +136,18 @@ def digest_files(files: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
 def upload_version(
   base: str, version: int, files: list[tuple[str, str]], manifest: Mapping[str, Any]
 ) -> str:
-  """Uploads a version's files in order and its manifest last; returns the version folder."""
+  """Uploads a version's files in order and its manifest last; returns the version folder.
+
+  Args:
+    base: The model folder.
+    version: The new version's number.
+    files: (source, version-relative path) in upload order, from `plan_files` or `plan_copy`;
+      a source is a local path or another object.
+    manifest: The version's manifest.
+
+  Returns:
+    The version folder.
+  """
   target = _join(base, str(version))
   if fileio.exists(target):
     raise RuntimeError(f"version folder {target} already exists; refusing to overwrite it")
@@ -185,18 +180,9 @@ def prune(base: str, keep_versions: int) -> list[int]:
   return doomed
 
 
-def copy_version(source: str, target: str, rels: list[str], manifest: Mapping[str, Any]) -> str:
-  """Copies a version's files (saved_model.pb after the others) and writes `manifest` last."""
-  if fileio.exists(target):
-    raise RuntimeError(f"version folder {target} already exists; refusing to overwrite it")
-  ordered = sorted(rels, key=lambda r: (r in ("saved_model.pb", "saved_model.pbtxt"), r))
-  for rel in ordered:
-    dst = _join(target, rel)
-    fileio.makedirs(posixpath.dirname(dst))
-    io_utils.copy_file(_join(source, rel), dst, overwrite=False)
-  with fileio.open(_join(target, serving_layout.MANIFEST_FILE), "w") as f:
-    f.write(json.dumps(dict(manifest), indent=2, sort_keys=True) + "\n")
-  return target
+def plan_copy(source: str, rels: Iterable[str]) -> list[tuple[str, str]]:
+  """(object, relative path) of a version's files in upload order, saved_model.pb after the rest."""
+  return [(_join(source, rel), rel) for rel in sorted(rels, key=serving_layout.saved_model_last)]
 
 
 def verify(version_dir: str) -> list[str]:
@@ -210,10 +196,8 @@ def verify(version_dir: str) -> list[str]:
     if not fileio.exists(path):
       problems.append(f"{rel} is missing")
       continue
-    digest = hashlib.sha256()
     with fileio.open(path, "rb") as f:
-      while chunk := f.read(_CHUNK):
-        digest.update(chunk)
-    if digest.hexdigest() != info.get("sha256"):
-      problems.append(f"{rel} has sha256 {digest.hexdigest()}, manifest says {info.get('sha256')}")
+      digest, _ = local_store.sha256_stream(f)
+    if digest != info.get("sha256"):
+      problems.append(f"{rel} has sha256 {digest}, manifest says {info.get('sha256')}")
   return problems

@@ -146,13 +146,13 @@ def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
     raise checks.CheckError(
       f"--delimiter must be one character, got {args.delimiter!r}; e.g. ';' or $'\\t'."
     )
-  from components.pusher import pusher_lib
+  from components.pusher import serving_paths
 
   if args.model_name is None:
     args.model_name = default_model_name(args.data_root)
   try:
-    pusher_lib.validate_model_name(args.model_name)
-  except pusher_lib.PusherError as e:
+    serving_paths.validate_model_name(args.model_name)
+  except serving_paths.PusherError as e:
     raise checks.CheckError(f"--model-name: {e}") from None
   variants = tuple(v.strip() for v in args.optimizer_variants.split(",") if v.strip())
   if variants == ("none",):

@@ -19,7 +19,7 @@ import sys
 
 from components import storage
 from components.errors import UserInputError
-from components.pusher import pusher_lib
+from components.pusher import inventory, rollback_lib, serving_paths
 from pipeline.cli.flags import ArgumentParser
 
 
@@ -59,13 +59,13 @@ def _format_metrics(metrics: dict) -> str:
 
 
 def _print_list(serving_dir: str, model_name: str, as_json: bool) -> None:
-  rows = pusher_lib.describe_versions(serving_dir, model_name)
-  history = pusher_lib.read_history(serving_dir, model_name)
+  rows = inventory.describe_versions(serving_dir, model_name)
+  history = inventory.read_history(serving_dir, model_name)
   if as_json:
     print(json.dumps({"versions": rows, "history": history}, indent=2, sort_keys=True))
     return
   if not rows:
-    print(f"No versions under {pusher_lib.model_dir(serving_dir, model_name)}.")
+    print(f"No versions under {serving_paths.model_dir(serving_dir, model_name)}.")
     return
   print(f"{'':2}{'VERSION':>8}  {'CREATED (UTC)':20}  {'EVENT':18}  {'STATUS':8}  VARIANTS")
   for row in rows:
@@ -124,16 +124,16 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
       return
     models = sorted(n for n in names if n and not n.startswith("."))
     shown = ", ".join(models[:_MAX_MODELS_SHOWN]) or "none"
-    raise pusher_lib.PusherError(
+    raise serving_paths.PusherError(
       f"serving dir {serving_dir} has no model {model_name!r} (models there: {shown}); "
       f"{_SERVING_DIR_HINT}"
     )
   if not os.path.exists(serving_dir):
-    raise pusher_lib.PusherError(
+    raise serving_paths.PusherError(
       f"serving dir {_shown(serving_dir)} does not exist; {_SERVING_DIR_HINT}"
     )
   if not os.path.isdir(serving_dir):
-    raise pusher_lib.PusherError(
+    raise serving_paths.PusherError(
       f"serving dir {_shown(serving_dir)} is not a folder; {_SERVING_DIR_HINT}"
     )
   if os.path.isdir(os.path.join(serving_dir, model_name)):
@@ -144,14 +144,14 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
     if entry.is_dir() and not entry.name.startswith(".") and entry.name.isprintable()
   )
   if not models:
-    raise pusher_lib.PusherError(
+    raise serving_paths.PusherError(
       f"serving dir {_shown(serving_dir)} has no model {model_name!r}, and no models at all: "
       f"nothing has been pushed there yet; {_SERVING_DIR_HINT}"
     )
   listed = ", ".join(models[:_MAX_MODELS_SHOWN])
   if len(models) > _MAX_MODELS_SHOWN:
     listed += f" and {len(models) - _MAX_MODELS_SHOWN} more"
-  raise pusher_lib.PusherError(
+  raise serving_paths.PusherError(
     f"serving dir {_shown(serving_dir)} has no model {model_name!r}; the models there are: "
     f"{listed}. Pass one of them as --model-name."
   )
@@ -172,19 +172,19 @@ def main(argv: list[str] | None = None) -> int:
   try:
     # Arguments first, then the file system: a bad name is reported as such wherever it points.
     if remote:
-      serving_dir = pusher_lib.validate_serving_dir(args.serving_dir)
+      serving_dir = serving_paths.validate_serving_dir(args.serving_dir)
       from components import tf_compat
 
       tf_compat.register_filesystems([serving_dir])
-    pusher_lib.validate_model_name(args.model_name)
+    serving_paths.validate_model_name(args.model_name)
     if args.to is not None:
-      pusher_lib.parse_version(args.to)
+      serving_paths.parse_version(args.to)
     _check_model_folder(serving_dir, args.model_name)
     if args.list:
       _print_list(serving_dir, args.model_name, args.json)
       return 0
-    before = pusher_lib.live_version(serving_dir, args.model_name)
-    result = pusher_lib.rollback(
+    before = inventory.live_version(serving_dir, args.model_name)
+    result = rollback_lib.rollback(
       serving_dir,
       args.model_name,
       to_version=args.to,
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
       reason=args.reason or "manual rollback",
       keep_versions=args.keep_versions,
     )
-  except (pusher_lib.PusherError, UserInputError) as e:
+  except (serving_paths.PusherError, UserInputError) as e:
     print(f"rollback.py: error: {e}", file=sys.stderr)
     return 1
   except OSError as e:

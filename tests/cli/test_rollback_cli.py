@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from components.pusher import pusher_lib
+from components.pusher import inventory, pusher_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -75,19 +75,19 @@ def test_rollback_to_and_previous_record_history(serving):
   )
   assert result.returncode == 0, result.stderr
   assert "version 1 is live again as version 4 (was 3)" in result.stdout
-  assert pusher_lib.live_version(str(serving), "digits") == 4
+  assert inventory.live_version(str(serving), "digits") == 4
   assert _pb(serving, 4) == b"good1"
-  assert pusher_lib.verify_version(str(serving / "digits" / "4")) == []
+  assert inventory.verify_version(str(serving / "digits" / "4")) == []
 
   # --previous from live 4 (= good1): 3 was rolled back from, 2 is the newest other content.
   result = _cli("--serving-dir", str(serving), "--model-name", "digits", "--previous")
   assert result.returncode == 0, result.stderr
-  assert pusher_lib.live_version(str(serving), "digits") == 5
+  assert inventory.live_version(str(serving), "digits") == 5
   assert _pb(serving, 5) == b"good2"
   assert (serving / "digits" / "5" / "assets.extra" / "variants" / "tflite").is_dir()
 
   rollbacks = [
-    h for h in pusher_lib.read_history(str(serving), "digits") if h["event"] == "rollback"
+    h for h in inventory.read_history(str(serving), "digits") if h["event"] == "rollback"
   ]
   assert [(h["from"], h["to"], h["version"], h["reason"]) for h in rollbacks] == [
     (3, 1, 4, "drift"),
@@ -118,7 +118,7 @@ def test_user_errors_are_one_line_without_traceback(serving, args, message):
   assert message in result.stderr
   assert len(result.stderr.strip().splitlines()) == 1, result.stderr
   assert "Traceback" not in result.stderr
-  assert pusher_lib.list_versions(str(serving), "digits") == [1, 2, 3]
+  assert inventory.list_versions(str(serving), "digits") == [1, 2, 3]
   assert not (serving / "etc").exists() and not (serving.parent / "etc").exists()
 
 
@@ -164,7 +164,7 @@ def test_missing_model_folder_lists_the_models_there(serving, action):
     f"rollback.py: error: serving dir {serving} has no model 'digts'; the models there are: "
     "digits, mnist. Pass one of them as --model-name.\n"
   )
-  assert pusher_lib.list_versions(str(serving), "digits") == [1, 2, 3]
+  assert inventory.list_versions(str(serving), "digits") == [1, 2, 3]
   assert not (serving / "digts").exists()
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from components.pusher import pusher_lib
+from components.pusher import inventory
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -19,10 +19,10 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # so the parent can kill the child at a known point while the version is half-staged.
 _DRIVER = r"""
 import json, os, sys, time
-from components.pusher import pusher_lib
+from components.pusher import local_store, pusher_lib
 
 serving, src_root, names, delay, pause_after, go_file = sys.argv[1:7]
-real_copy = pusher_lib._copy_file
+real_copy = local_store._copy_file
 copied = 0
 
 def slow_copy(src, dst):
@@ -33,7 +33,7 @@ def slow_copy(src, dst):
   time.sleep(600 if copied == int(pause_after) else float(delay))
   return out
 
-pusher_lib._copy_file = slow_copy
+local_store._copy_file = slow_copy
 while go_file != "-" and not os.path.exists(go_file):
   time.sleep(0.01)
 for name in names.split(","):
@@ -78,11 +78,11 @@ def _start(serving, src_root, names, *, delay=0.0, pause_after=-1, go_file="-"):
 
 
 def _assert_only_complete_versions(serving: pathlib.Path) -> list[int]:
-  versions = pusher_lib.list_versions(str(serving), "digits")
+  versions = inventory.list_versions(str(serving), "digits")
   for version in versions:
     path = serving / "digits" / str(version)
     assert (path / "saved_model.pb").is_file()
-    assert pusher_lib.verify_version(str(path)) == [], version
+    assert inventory.verify_version(str(path)) == [], version
   return versions
 
 
@@ -115,7 +115,7 @@ def test_kill_9_mid_push_leaves_only_complete_versions(tmp_path, files_before_ki
   staging = [p for p in model_dir.iterdir() if p.name.startswith(".staging-")]
   assert len(staging) == 1  # The killed push's half-written staging folder...
   assert _assert_only_complete_versions(serving) == [1]  # ...but TF Serving sees only v1.
-  assert [h["version"] for h in pusher_lib.read_history(str(serving), "digits")] == [1]
+  assert [h["version"] for h in inventory.read_history(str(serving), "digits")] == [1]
 
   # The next push (even while the crashed one's lock file is still there) cleans up and
   # publishes the next version.
@@ -157,5 +157,5 @@ def test_concurrent_pushes_from_two_processes_get_distinct_increasing_versions(t
   for name, version in results.items():
     saved_model = serving / "digits" / str(version) / "saved_model.pb"
     assert saved_model.read_bytes() == name.encode() * 100
-  history = pusher_lib.read_history(str(serving), "digits")
+  history = inventory.read_history(str(serving), "digits")
   assert sorted(h["version"] for h in history if h["event"] == "push") == list(range(1, 9))

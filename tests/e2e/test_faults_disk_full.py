@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from components.pusher import pusher_lib
+from components.pusher import inventory, pusher_lib
 from pipeline.cli import reporting
 from tests.support.cli_runs import load_summary, run_script
 
@@ -88,7 +88,7 @@ def test_run_on_a_full_disk_fails_in_one_line_and_leaves_serving_untouched(tiny_
   assert str(out) in errors[0]
 
   assert _serving_state(model_dir) == before
-  assert pusher_lib.verify_version(str(model_dir / "1")) == []
+  assert inventory.verify_version(str(model_dir / "1")) == []
   if (out / "run_summary.json").exists():  # Written if the disk had room for it.
     assert load_summary(out)["status"] == "failed"
 
@@ -110,10 +110,10 @@ def test_push_that_hits_a_full_disk_keeps_the_live_version_and_recovers(tiny_fs,
   message = reporting.user_error_message(err.value, tiny_fs)
   assert message and message.startswith("no space left on device ")
   assert str(tiny_fs) in message and "free space" in message
-  assert pusher_lib.list_versions(str(serving), "digits") == [1]
-  assert pusher_lib.live_version(str(serving), "digits") == 1
+  assert inventory.list_versions(str(serving), "digits") == [1]
+  assert inventory.live_version(str(serving), "digits") == 1
   assert _serving_state(model_dir / "1") == live_v1
-  assert pusher_lib.verify_version(str(model_dir / "1")) == []
+  assert inventory.verify_version(str(model_dir / "1")) == []
   # Whatever is left of the failed push is hidden from TF Serving (not an all-digit name).
   assert all(not p.name.isdigit() for p in model_dir.iterdir() if p.name != "1")
 
@@ -121,4 +121,4 @@ def test_push_that_hits_a_full_disk_keeps_the_live_version_and_recovers(tiny_fs,
   assert v2.pushed and v2.version == 2
   names = sorted(p.name for p in model_dir.iterdir() if p.is_dir())
   assert names == ["1", "2"]
-  assert pusher_lib.verify_version(str(model_dir / "2")) == []
+  assert inventory.verify_version(str(model_dir / "2")) == []
