@@ -150,7 +150,7 @@ class DistributedTrainer(base_component.BaseComponent):
       mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
       worker_timeout_s: wall-clock limit of a local cluster run.
       max_restarts: local cluster restarts after a failed process.
-      tfjob: `tfjob_lib.TFJobSettings` JSON: the step runs its replicas as a Kubeflow TFJob
+      tfjob: `tfjob_manifest.TFJobSettings` JSON: the step runs its replicas as a Kubeflow TFJob
         (run_kubeflow.py --workers); '' trains here or in the local cluster.
 
     Raises:
