@@ -18,6 +18,7 @@ import components
 from components import defaults, model_contract
 from components.distributed_trainer import (
   anomalies_lib,
+  cluster_profiler,
   constants,
   launch,
   steps_lib,
@@ -166,7 +167,7 @@ class Executor(trainer_executor.GenericExecutor):
       # Every process serves its profile; the chief traces them all over the asked steps.
       tasks = [f"worker-{i}" for i in range(workers)] + [f"ps-{i}" for i in range(num_ps)]
       tasks += ["chief-0"] if num_ps else []
-      env[lib.PROFILER_PORTS_ENV] = json.dumps(
+      env[cluster_profiler.PROFILER_PORTS_ENV] = json.dumps(
         dict(zip(tasks, launch.free_ports(len(tasks)), strict=True))
       )
     run = launch.run_local_cluster(
@@ -204,7 +205,7 @@ class Executor(trainer_executor.GenericExecutor):
     env = {}
     if _profiles(exec_properties):
       # Each replica serves its profile on its TF_CONFIG port + 1; the chief traces them all.
-      env[lib.PROFILER_PORTS_ENV] = lib.PROFILER_PORTS_FROM_TF_CONFIG
+      env[cluster_profiler.PROFILER_PORTS_ENV] = cluster_profiler.PROFILER_PORTS_FROM_TF_CONFIG
     timeout_s = int(_prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S))
     namespace = settings.namespace or tfjob_lib.current_namespace()
     body = tfjob_manifest.build_tfjob(
