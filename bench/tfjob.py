@@ -40,7 +40,7 @@ def _child(label: str, inputs_json: str, out: str, steps: int) -> dict:
   from tfx.types import standard_component_specs as sc
   from tfx.utils import json_utils, proto_utils
 
-  from components.distributed_trainer import constants, executor, tfjob_lib
+  from components.distributed_trainer import constants, executor, tfjob_manifest
   from tests.support.fake_kubernetes import FakeKubernetes
 
   with open(inputs_json) as f:
@@ -63,8 +63,8 @@ def _child(label: str, inputs_json: str, out: str, steps: int) -> dict:
   if label == _LOCAL:
     props[constants.LOCAL_WORKERS_KEY] = 2
   else:
-    # The step's own defaults: poll every tfjob_lib.DEFAULT_POLL_S.
-    props[constants.TFJOB_KEY] = tfjob_lib.TFJobSettings(workers=2, image="bench").to_json()
+    # The step's own defaults: poll every tfjob_manifest.DEFAULT_POLL_S.
+    props[constants.TFJOB_KEY] = tfjob_manifest.TFJobSettings(workers=2, image="bench").to_json()
     env = {**os.environ, "PYTHONPATH": common.REPO_ROOT}
     fake = FakeKubernetes(namespace="bench", base_env=env, cwd=common.REPO_ROOT).start()
     os.environ["KUBECONFIG"] = fake.write_kubeconfig(os.path.join(out, "kubeconfig"))
@@ -162,9 +162,9 @@ def to_markdown(rows: list[dict], steps: int) -> str:
 
 
 def _poll_s() -> float:
-  from components.distributed_trainer import tfjob_lib
+  from components.distributed_trainer import tfjob_manifest
 
-  return tfjob_lib.DEFAULT_POLL_S
+  return tfjob_manifest.DEFAULT_POLL_S
 
 
 def main(argv=None) -> dict:

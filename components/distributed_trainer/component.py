@@ -49,8 +49,18 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
 
 
 def _check_arguments(
-  strategy: str, local_workers: int, local_ps: int, global_batch_size: int, mixed_precision: str
+  module_file: str | None,
+  run_fn: str | None,
+  strategy: str,
+  local_workers: int,
+  local_ps: int,
+  global_batch_size: int,
+  mixed_precision: str,
+  tfjob: str,
 ) -> None:
+  """Refuses argument combinations that cannot work; the message says what to pass."""
+  if module_file and run_fn:
+    raise ValueError("pass module_file or run_fn, not both")
   if strategy not in strategy_lib.STRATEGY_NAMES:
     raise ValueError(
       f"strategy={strategy!r} is unknown; pass one of {', '.join(strategy_lib.STRATEGY_NAMES)}"
@@ -84,6 +94,8 @@ def _check_arguments(
     raise ValueError(
       f"mixed_precision={mixed_precision!r}; pass one of 'mixed_float16', 'mixed_bfloat16' or ''"
     )
+  if tfjob and (local_workers or local_ps):
+    raise ValueError("tfjob runs the replicas on Kubernetes; pass local_workers=0, local_ps=0")
 
 
 class DistributedTrainer(base_component.BaseComponent):
@@ -91,6 +103,36 @@ class DistributedTrainer(base_component.BaseComponent):
 
   Outputs are the stock Trainer's: `model` (Model; Format-Serving, plus Format-Keras for
   build_model modules) and `model_run` (ModelRun; TensorBoard logs, backups, cluster logs).
+
+  Args:
+    examples: Examples channel with `train` and `eval` splits (or those in the args).
+    schema: Schema channel; required by build_model modules.
+    module_file: path of a module defining `run_fn(fn_args)` (stock Trainer style; it gets
+      `fn_args.strategy` too) or `build_model(hparams)` (the network of the bundled
+      tabular model; the trainer owns preprocessing, input, fit, evaluation and export).
+      Without module_file and run_fn the trainer uses
+      `components.distributed_trainer.default_module` (a tabular model for any CSV).
+    train_args: TrainArgs; num_steps is the total step count.
+    eval_args: EvalArgs; num_steps limits eval batches (0: the whole split).
+    strategy: auto|one_device|mirrored|multi_worker_mirrored|parameter_server|tpu.
+    local_workers: > 0 launches that many local worker processes on loopback.
+    local_ps: parameter-server processes for a local parameter_server cluster.
+    custom_config: JSON-serialisable dict; the default module (and build_model modules)
+      read label_key, task, exclude_columns, hparams, profile_steps and seed from it.
+    base_model: optional Model channel to warm-start from.
+    anomalies: optional ExampleValidator output; if it found anomalies in the
+      examples, training stops with a message naming them.
+    run_fn: python path of a run_fn instead of module_file.
+    transform_graph: optional TransformGraph channel (passed through to run_fn).
+    hyperparameters: optional HyperParameters channel (merged into hparams).
+    global_batch_size: examples per step over all replicas (build_model path).
+    num_epochs: epochs the steps are split into; BackupAndRestore saves after each.
+    steps_per_execution: steps per compiled call when the trainer compiles.
+    mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
+    worker_timeout_s: wall-clock limit of a local cluster run.
+    max_restarts: local cluster restarts after a failed process.
+    tfjob: `tfjob_manifest.TFJobSettings` JSON: the step runs its replicas as a Kubeflow TFJob
+      (run_kubeflow.py --workers); '' trains here or in the local cluster.
   """
 
   SPEC_CLASS = DistributedTrainerSpec
@@ -121,49 +163,24 @@ class DistributedTrainer(base_component.BaseComponent):
     max_restarts: int = defaults.MAX_RESTARTS,
     tfjob: str = "",
   ):
-    """Wires a DistributedTrainer.
-
-    Args:
-      examples: Examples channel with `train` and `eval` splits (or those in the args).
-      schema: Schema channel; required by build_model modules.
-      module_file: path of a module defining `run_fn(fn_args)` (stock Trainer style; it gets
-        `fn_args.strategy` too) or `build_model(hparams)` (the network of the bundled
-        tabular model; the trainer owns preprocessing, input, fit, evaluation and export).
-        Without module_file and run_fn the trainer uses
-        `components.distributed_trainer.default_module` (a tabular model for any CSV).
-      train_args: TrainArgs; num_steps is the total step count.
-      eval_args: EvalArgs; num_steps limits eval batches (0: the whole split).
-      strategy: auto|one_device|mirrored|multi_worker_mirrored|parameter_server|tpu.
-      local_workers: > 0 launches that many local worker processes on loopback.
-      local_ps: parameter-server processes for a local parameter_server cluster.
-      custom_config: JSON-serialisable dict; the default module (and build_model modules)
-        read label_key, task, exclude_columns, hparams, profile_steps and seed from it.
-      base_model: optional Model channel to warm-start from.
-      anomalies: optional ExampleValidator output; if it found anomalies in the
-        examples, training stops with a message naming them.
-      run_fn: python path of a run_fn instead of module_file.
-      transform_graph: optional TransformGraph channel (passed through to run_fn).
-      hyperparameters: optional HyperParameters channel (merged into hparams).
-      global_batch_size: examples per step over all replicas (build_model path).
-      num_epochs: epochs the steps are split into; BackupAndRestore saves after each.
-      steps_per_execution: steps per compiled call when the trainer compiles.
-      mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
-      worker_timeout_s: wall-clock limit of a local cluster run.
-      max_restarts: local cluster restarts after a failed process.
-      tfjob: `tfjob_lib.TFJobSettings` JSON: the step runs its replicas as a Kubeflow TFJob
-        (run_kubeflow.py --workers); '' trains here or in the local cluster.
+    """Wires a DistributedTrainer (its arguments are described on the class).
 
     Raises:
       ValueError: for argument combinations that cannot work; the message says what to pass.
     """
-    if module_file and run_fn:
-      raise ValueError("pass module_file or run_fn, not both")
+    _check_arguments(
+      module_file,
+      run_fn,
+      strategy,
+      local_workers,
+      local_ps,
+      global_batch_size,
+      mixed_precision,
+      tfjob,
+    )
     # The default module ships inside this package, so it is imported by module path and
     # needs no wheel packaging on Kubeflow.
     module_path = None if (module_file or run_fn) else constants.DEFAULT_MODULE_PATH
-    _check_arguments(strategy, local_workers, local_ps, global_batch_size, mixed_precision)
-    if tfjob and (local_workers or local_ps):
-      raise ValueError("tfjob runs the replicas on Kubernetes; pass local_workers=0, local_ps=0")
     spec = DistributedTrainerSpec(
       examples=examples,
       transform_graph=transform_graph,

@@ -12,7 +12,7 @@ STEPS_PER_EXECUTION_KEY = "steps_per_execution"
 MIXED_PRECISION_KEY = "mixed_precision"
 WORKER_TIMEOUT_KEY = "worker_timeout_s"
 MAX_RESTARTS_KEY = "max_restarts"
-# JSON of tfjob_lib.TFJobSettings: set by run_kubeflow.py --workers, the step runs a TFJob.
+# JSON of tfjob_manifest.TFJobSettings: set by run_kubeflow.py --workers, the step runs a TFJob.
 TFJOB_KEY = "tfjob"
 # Optional input: ExampleValidator output; anomalies stop training before it starts.
 ANOMALIES_KEY = "anomalies"

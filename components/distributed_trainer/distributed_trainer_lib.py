@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from components import defaults, storage
+from components.distributed_trainer import cluster_profiler
 from components.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -33,11 +34,6 @@ _PROGRESS_DIR = "progress"
 _RESULTS_DIR = "results"
 TENSORBOARD_DIR = "logs"
 _SHUFFLE_BUFFER = 10_000
-# JSON {"<job>-<index>": port} of the profiler servers of a local cluster's processes, or
-# PROFILER_PORTS_FROM_TF_CONFIG: in a cluster whose addresses only TF_CONFIG knows (a TFJob's
-# pods), each process serves at its own TF_CONFIG host and port + 1.
-PROFILER_PORTS_ENV = "TFXKIT_PROFILER_PORTS"
-PROFILER_PORTS_FROM_TF_CONFIG = "tf_config_port+1"
 
 
 class TrainerInputError(UserInputError):
@@ -367,59 +363,17 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
     TrainResult fields: initial_epoch, epochs, steps_per_epoch, steps_run, train_seconds,
     train_examples_per_sec, weights_sha256, profile_dir.
   """
-  import tensorflow as tf
-
-  from components import tf_compat
-  from components.distributed_trainer import steps_lib
-
   epoch_times: list[float] = []
-  progress = progress_path(config.model_run_dir, built.task_type, built.task_index)
   logs = os.path.join(config.model_run_dir, TENSORBOARD_DIR)
-  cluster_ports = profiler_ports()
-  local_profile = config.profile_steps and not cluster_ports
-  profile_calls = (
-    steps_lib.profile_calls(
-      config.profile_steps, config.steps_per_epoch, config.steps_per_execution
-    )
-    if local_profile
-    else 0
-  )
-  tensorboard = tf.keras.callbacks.TensorBoard(logs, profile_batch=profile_calls)
-  callbacks = [
-    tf_compat.backup_and_restore(
-      config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR),
-      _backup_every(built, config),
-    ),
-    tensorboard,
-    _progress_callback(progress, config.attempt, config.epochs, epoch_times),
-  ]
-  if config.profile_steps and cluster_ports:
-    callbacks.append(
-      _ClusterTrace(
-        cluster_ports, config.profile_steps, config.steps_per_epoch, logs, built.is_chief
-      )
-    )
-  stopper = None
-  if config.validation is not None and config.patience:
-    stopper = tf.keras.callbacks.EarlyStopping(
-      monitor="val_loss", patience=config.patience, restore_best_weights=True
-    )
-    # The learning rate drops a third after a quarter of the stopping patience without a better
-    # held-out loss, so a noisy plateau is settled by smaller steps before training stops
-    # (on the 54k-row diamonds table: RMSE 585 against 602 when it waited half the patience).
-    callbacks += [
-      stopper,
-      tf.keras.callbacks.ReduceLROnPlateau(
-        monitor="val_loss", factor=1 / 3, patience=max(1, config.patience // 4), min_lr=1e-5
-      ),
-    ]
+  early_stopping = _early_stopping(config)
+  callbacks = _callbacks(built, config, logs, epoch_times) + early_stopping
   start = time.perf_counter()
   history = model.fit(
     train_input(built, dataset_fn, config.global_batch_size),
     epochs=config.epochs,
     steps_per_epoch=config.steps_per_epoch,
-    validation_data=config.validation if stopper else None,
-    validation_steps=config.validation_steps if stopper else None,
+    validation_data=config.validation if early_stopping else None,
+    validation_steps=config.validation_steps if early_stopping else None,
     callbacks=callbacks,
     verbose=0,
   )
@@ -428,7 +382,7 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
   initial_epoch = history.epoch[0] if history.epoch else config.epochs
   epochs_run = (history.epoch[-1] + 1) if history.epoch else config.epochs
   best_epoch = None
-  if stopper is not None and history.history.get("val_loss"):
+  if early_stopping and history.history.get("val_loss"):
     losses = history.history["val_loss"]
     best_epoch = history.epoch[int(np.argmin(losses))] + 1
   return {
@@ -447,6 +401,56 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
   }
 
 
+def _callbacks(built, config: FitConfig, logs: str, epoch_times: list[float]) -> list[Any]:
+  """Backup, TensorBoard (with the profile of a process alone), progress and a cluster trace."""
+  import tensorflow as tf
+
+  from components import tf_compat
+  from components.distributed_trainer import steps_lib
+
+  cluster_ports = cluster_profiler.profiler_ports()
+  profile_calls = 0
+  if config.profile_steps and not cluster_ports:
+    profile_calls = steps_lib.profile_calls(
+      config.profile_steps, config.steps_per_epoch, config.steps_per_execution
+    )
+  progress = progress_path(config.model_run_dir, built.task_type, built.task_index)
+  callbacks = [
+    tf_compat.backup_and_restore(
+      config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR),
+      _backup_every(built, config),
+    ),
+    tf.keras.callbacks.TensorBoard(logs, profile_batch=profile_calls),
+    _progress_callback(progress, config.attempt, config.epochs, epoch_times),
+  ]
+  if config.profile_steps and cluster_ports:
+    callbacks.append(
+      cluster_profiler.cluster_trace(
+        cluster_ports, config.profile_steps, config.steps_per_epoch, logs, built.is_chief
+      )
+    )
+  return callbacks
+
+
+def _early_stopping(config: FitConfig) -> list[Any]:
+  """[EarlyStopping, ReduceLROnPlateau] on the held-out loss, or [] without validation data."""
+  import tensorflow as tf
+
+  if config.validation is None or not config.patience:
+    return []
+  # The learning rate drops a third after a quarter of the stopping patience without a better
+  # held-out loss, so a noisy plateau is settled by smaller steps before training stops
+  # (on the 54k-row diamonds table: RMSE 585 against 602 when it waited half the patience).
+  return [
+    tf.keras.callbacks.EarlyStopping(
+      monitor="val_loss", patience=config.patience, restore_best_weights=True
+    ),
+    tf.keras.callbacks.ReduceLROnPlateau(
+      monitor="val_loss", factor=1 / 3, patience=max(1, config.patience // 4), min_lr=1e-5
+    ),
+  ]
+
+
 # Short epochs are backed up every this many steps instead of after each epoch: a checkpoint
 # costs about as much as 20 small steps.
 BACKUP_STEPS = 200
@@ -461,106 +465,6 @@ def _backup_every(built, config: FitConfig):
   if built.choice.name == defaults.PARAMETER_SERVER or config.steps_per_epoch >= BACKUP_STEPS:
     return "epoch"
   return max(1, BACKUP_STEPS // max(1, config.steps_per_execution))
-
-
-def profiler_ports() -> dict[str, int]:
-  """The cluster's profiler server ports, {"<job>-<index>": port}; {} outside a cluster."""
-  return {k: int(a.rpartition(":")[2]) for k, a in profiler_addresses().items()}
-
-
-def profiler_addresses() -> dict[str, str]:
-  """Where each process of the cluster serves its profile, {"<job>-<index>": "host:port"}."""
-  raw = os.environ.get(PROFILER_PORTS_ENV)
-  if not raw:
-    return {}
-  if raw != PROFILER_PORTS_FROM_TF_CONFIG:
-    return {k: f"localhost:{int(v)}" for k, v in json.loads(raw).items()}
-  cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
-  out = {}
-  for job, addresses in cluster.items():
-    # A sparse TF_CONFIG (the operator's enableDynamicWorker) maps indexes to addresses.
-    pairs = addresses.items() if isinstance(addresses, dict) else enumerate(addresses or ())
-    for index, address in pairs:
-      host, _, port = address.rpartition(":")
-      out[f"{job}-{index}"] = f"{host}:{int(port) + 1}"
-  return out
-
-
-def start_profiler_server(task_type: str, task_index: int) -> int | None:
-  """Starts this process's profiler server when the cluster asked for one; returns its port."""
-  port = profiler_ports().get(f"{task_type}-{task_index}")
-  if port is None:
-    return None
-  import tensorflow as tf
-
-  tf.profiler.experimental.server.start(port)
-  _LOG.info("Profiler server of %s-%d on port %d", task_type, task_index, port)
-  return port
-
-
-_TRACE_DONE = ".trace_done"
-
-
-def _ClusterTrace(
-  ports: dict[str, int], steps: tuple[int, int], steps_per_epoch: int, logdir: str, chief: bool
-):
-  """A callback that traces every process of a local cluster over `steps`.
-
-  On the chief, when training reaches the first step, it asks every process's profiler server
-  for a trace (tf.profiler.experimental.client.trace) lasting as long as the steps should take
-  at the speed measured so far, in a background thread; at the end of training it waits for
-  the trace and marks it done. A worker whose training ends first waits for that mark before
-  its process exits, since a profiler server that is gone returns nothing.
-  """
-  import threading
-
-  import tensorflow as tf
-
-  done = os.path.join(logdir, _TRACE_DONE)
-
-  class _Trace(tf.keras.callbacks.Callback):
-    def __init__(self):
-      super().__init__()
-      self._epoch = 0
-      self._started = None
-      self._thread = None
-
-    def on_epoch_begin(self, epoch, logs=None):
-      self._epoch = epoch
-
-    def on_train_batch_begin(self, batch, logs=None):
-      if not chief:
-        return
-      step = self._epoch * steps_per_epoch + batch
-      if self._started is None:
-        self._started = (time.perf_counter(), step)
-      if self._thread is not None or step < steps[0]:
-        return
-      t0, s0 = self._started
-      per_step = (time.perf_counter() - t0) / max(step - s0, 1) if step > s0 else 0.05
-      duration_ms = int(min(max(per_step * (steps[1] - steps[0] + 1) * 1000, 1000), 60000))
-      addresses = ",".join(f"grpc://{a}" for a in profiler_addresses().values())
-      self._thread = threading.Thread(
-        target=tf.profiler.experimental.client.trace,
-        args=(addresses, logdir, duration_ms),
-        daemon=True,
-      )
-      self._thread.start()
-      _LOG.info("Tracing %s for %d ms from step %d", sorted(ports), duration_ms, step)
-
-    def on_train_end(self, logs=None):
-      if chief:
-        if self._thread is not None:
-          self._thread.join(timeout=120)
-        tf.io.gfile.makedirs(logdir)
-        with tf.io.gfile.GFile(done, "w") as f:
-          f.write("done")
-        return
-      deadline = time.monotonic() + 120
-      while not tf.io.gfile.exists(done) and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-  return _Trace()
 
 
 def _weights_digest(weights: Sequence[Any]) -> str:

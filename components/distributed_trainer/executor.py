@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
-import shutil
 import sys
 from typing import Any
 
 import attr
 from tfx import types
 from tfx.components.trainer import executor as trainer_executor
-from tfx.components.trainer import fn_args_utils
-from tfx.components.util import udf_utils
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
@@ -22,76 +18,21 @@ import components
 from components import defaults, model_contract
 from components.distributed_trainer import (
   anomalies_lib,
+  cluster_profiler,
   constants,
   launch,
   steps_lib,
   strategy_lib,
-  tabular_lib,
-  tabular_model,
+  user_module,
 )
 from components.distributed_trainer import distributed_trainer_lib as lib
-from components.errors import UserCodeError, UserInputError
 
 _LOG = logging.getLogger(__name__)
-
-
-@attr.s
-class DistributedFnArgs(fn_args_utils.FnArgs):
-  """Stock FnArgs plus the strategy built for this process.
-
-  Attributes:
-    strategy: the tf.distribute.Strategy (stock run_fns run inside its scope).
-    cluster_coordinator: ClusterCoordinator under parameter_server, else None.
-    strategy_name: chosen strategy name.
-    strategy_reason: why it was chosen.
-    is_chief: whether this process must export (non-chiefs get a scratch serving_model_dir).
-    task_type: TF_CONFIG task type ('chief' without a cluster).
-    task_index: TF_CONFIG task index.
-    global_batch_size: examples per step over all replicas.
-    num_epochs: epochs the training steps are split into (a backup is saved after each).
-    steps_per_execution: steps per compiled call.
-    mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
-    built_strategy: the strategy_lib.BuiltStrategy (for modules that manage the strategy).
-    attempt: restart count of the surrounding local cluster.
-    backup_dir: where BackupAndRestore keeps its checkpoint: keyed by the run's training
-      fingerprint and outside the execution's own folders, so a rerun of a killed run with
-      the same inputs resumes from it.
-  """
-
-  strategy = attr.ib(type=Any, default=None)
-  cluster_coordinator = attr.ib(type=Any, default=None)
-  strategy_name = attr.ib(type=str, default=None)
-  strategy_reason = attr.ib(type=str, default=None)
-  is_chief = attr.ib(type=bool, default=True)
-  task_type = attr.ib(type=str, default="chief")
-  task_index = attr.ib(type=int, default=0)
-  global_batch_size = attr.ib(type=int, default=defaults.GLOBAL_BATCH_SIZE)
-  num_epochs = attr.ib(type=int, default=defaults.NUM_EPOCHS)
-  steps_per_execution = attr.ib(type=int, default=defaults.STEPS_PER_EXECUTION)
-  mixed_precision = attr.ib(type=str, default="")
-  built_strategy = attr.ib(type=Any, default=None)
-  attempt = attr.ib(type=int, default=0)
-  backup_dir = attr.ib(type=str, default=None)
 
 
 def _prop(exec_properties: dict[str, Any], key: str, default: Any) -> Any:
   value = exec_properties.get(key)
   return default if value in (None, "") else value
-
-
-def _module_name(exec_properties: dict[str, Any]) -> str:
-  return (
-    exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
-    or exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
-    or exec_properties.get(standard_component_specs.RUN_FN_KEY)
-    or "the trainer module"
-  )
-
-
-def _is_own_module(exec_properties: dict[str, Any]) -> bool:
-  return exec_properties.get(standard_component_specs.MODULE_PATH_KEY) == (
-    defaults.DEFAULT_MODULE_PATH
-  ) and not exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
 
 
 class Executor(trainer_executor.GenericExecutor):
@@ -132,7 +73,7 @@ class Executor(trainer_executor.GenericExecutor):
     serving_dir = model_contract.serving_dir(model.uri)
     if not fileio.exists(serving_dir):
       raise RuntimeError(
-        f"{_module_name(exec_properties)} finished without writing a serving model to "
+        f"{user_module.module_name(exec_properties)} finished without writing a serving model to "
         f"{serving_dir}; its run_fn must save the model to fn_args.serving_model_dir."
       )
     _record(model, result, num_workers=max(workers, 1), restarts=restarts)
@@ -188,7 +129,7 @@ class Executor(trainer_executor.GenericExecutor):
         global_batch_size,
       )
     fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
-    fn_args = DistributedFnArgs(
+    fn_args = user_module.DistributedFnArgs(
       **attr.asdict(fn_args, recurse=False),
       strategy=built.strategy,
       cluster_coordinator=built.cluster_coordinator,
@@ -207,34 +148,7 @@ class Executor(trainer_executor.GenericExecutor):
       attempt=attempt,
       backup_dir=backup_dir(input_dict, output_dict, exec_properties),
     )
-    own = _is_own_module(exec_properties)
-    run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
-    if run_fn is not None and not own and not fn_args.train_steps:
-      # A module of the stock contract gets a step count, as the stock Trainer's examples set
-      # one; the default model sizes its training to the data instead.
-      fn_args.train_steps = defaults.TRAIN_STEPS
-      _LOG.info("No train steps given: fn_args.train_steps=%d.", defaults.TRAIN_STEPS)
-    if run_fn is not None:
-      try:
-        return _call_user_code(
-          own, _module_name(exec_properties), constants.RUN_FN, _train_run_fn, run_fn, fn_args
-        )
-      except UserCodeError as e:
-        _check_transform(fn_args, exec_properties, e)
-        raise
-    build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
-    if build_model is None:
-      raise UserInputError(
-        f"{_module_name(exec_properties)} defines neither run_fn(fn_args) nor "
-        "build_model(hparams); add one of them."
-      )
-    body = tabular_model.build_model_adapter(build_model)
-    return _call_user_code(
-      own,
-      _module_name(exec_properties),
-      constants.BUILD_MODEL_FN,
-      lambda: tabular_lib.run(fn_args, body, module_style=constants.BUILD_MODEL_FN),
-    )
+    return user_module.run_module(fn_args, exec_properties)
 
   def _run_local_cluster(
     self,
@@ -244,35 +158,20 @@ class Executor(trainer_executor.GenericExecutor):
     workers: int,
     num_ps: int,
   ) -> tuple[lib.TrainResult, int]:
-    model_run_dir = artifact_utils.get_single_uri(
-      output_dict[standard_component_specs.MODEL_RUN_KEY]
-    )
-    spec_path = lib.run_state_dir(model_run_dir, "spec.json")
-    fileio.makedirs(os.path.dirname(spec_path))
-    with fileio.open(spec_path, "w") as f:
-      f.write(
-        json.dumps(
-          {
-            "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
-            "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
-            "exec_properties": exec_properties,
-          }
-        )
-      )
+    model_run_dir, spec_path = _write_spec(input_dict, output_dict, exec_properties)
     # The workers import this package by module path, so they need its parent on their path.
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     env = {"PYTHONPATH": python_path}
-    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
-    if (custom or {}).get(constants.PROFILE_STEPS_CONFIG):
+    if _profiles(exec_properties):
       # Every process serves its profile; the chief traces them all over the asked steps.
       tasks = [f"worker-{i}" for i in range(workers)] + [f"ps-{i}" for i in range(num_ps)]
       tasks += ["chief-0"] if num_ps else []
-      env[lib.PROFILER_PORTS_ENV] = json.dumps(
+      env[cluster_profiler.PROFILER_PORTS_ENV] = json.dumps(
         dict(zip(tasks, launch.free_ports(len(tasks)), strict=True))
       )
     run = launch.run_local_cluster(
-      [sys.executable, "-m", "components.distributed_trainer.worker", "--spec", spec_path],
+      _worker_command(sys.executable, spec_path),
       num_workers=workers,
       num_ps=num_ps,
       log_dir=lib.run_state_dir(model_run_dir, "cluster_logs"),
@@ -298,37 +197,22 @@ class Executor(trainer_executor.GenericExecutor):
     Every replica runs the worker entry point on a spec written under model_run (the
     pipeline root, which the replicas read); the job is recorded on the Model artifact.
     """
-    from components.distributed_trainer import tfjob_lib
+    from components.distributed_trainer import tfjob_lib, tfjob_manifest
 
-    settings = tfjob_lib.TFJobSettings.from_json(tfjob)
+    settings = tfjob_manifest.TFJobSettings.from_json(tfjob)
     model = artifact_utils.get_single_instance(output_dict[standard_component_specs.MODEL_KEY])
-    model_run_dir = artifact_utils.get_single_uri(
-      output_dict[standard_component_specs.MODEL_RUN_KEY]
-    )
-    spec_path = lib.run_state_dir(model_run_dir, "spec.json")
-    fileio.makedirs(os.path.dirname(spec_path))
-    with fileio.open(spec_path, "w") as f:
-      f.write(
-        json.dumps(
-          {
-            "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
-            "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
-            "exec_properties": exec_properties,
-          }
-        )
-      )
-    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+    model_run_dir, spec_path = _write_spec(input_dict, output_dict, exec_properties)
     env = {}
-    if (custom or {}).get(constants.PROFILE_STEPS_CONFIG):
+    if _profiles(exec_properties):
       # Each replica serves its profile on its TF_CONFIG port + 1; the chief traces them all.
-      env[lib.PROFILER_PORTS_ENV] = lib.PROFILER_PORTS_FROM_TF_CONFIG
+      env[cluster_profiler.PROFILER_PORTS_ENV] = cluster_profiler.PROFILER_PORTS_FROM_TF_CONFIG
     timeout_s = int(_prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S))
     namespace = settings.namespace or tfjob_lib.current_namespace()
-    body = tfjob_lib.build_tfjob(
-      tfjob_lib.job_name(model.uri),
+    body = tfjob_manifest.build_tfjob(
+      tfjob_manifest.job_name(model.uri),
       namespace,
       settings,
-      ["python", "-m", "components.distributed_trainer.worker", "--spec", spec_path],
+      _worker_command("python", spec_path),
       artifact_uri=model.uri,
       extra_env=env,
       active_deadline_s=timeout_s,
@@ -343,6 +227,38 @@ class Executor(trainer_executor.GenericExecutor):
       json.dumps({t.lower(): n for t, n in settings.replicas().items()}, sort_keys=True),
     )
     return result, run.logs.restarts, settings.workers
+
+
+def _write_spec(input_dict, output_dict, exec_properties) -> tuple[str, str]:
+  """Writes what every cluster process trains on; returns (model_run folder, spec path).
+
+  The spec lives under model_run, which the worker processes (or TFJob replicas) can read.
+  """
+  model_run_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_RUN_KEY])
+  spec_path = lib.run_state_dir(model_run_dir, "spec.json")
+  fileio.makedirs(os.path.dirname(spec_path))
+  with fileio.open(spec_path, "w") as f:
+    f.write(
+      json.dumps(
+        {
+          "input_dict": artifact_utils.jsonify_artifact_dict(input_dict),
+          "output_dict": artifact_utils.jsonify_artifact_dict(output_dict),
+          "exec_properties": exec_properties,
+        }
+      )
+    )
+  return model_run_dir, spec_path
+
+
+def _worker_command(python: str, spec_path: str) -> list[str]:
+  """The command line of one cluster process: the worker entry point on the spec."""
+  return [python, "-m", "components.distributed_trainer.worker", "--spec", spec_path]
+
+
+def _profiles(exec_properties: dict[str, Any]) -> bool:
+  """Whether custom_config asks for a profile (then every cluster process serves one)."""
+  custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+  return bool((custom or {}).get(constants.PROFILE_STEPS_CONFIG))
 
 
 def backup_dir(input_dict, output_dict, exec_properties) -> str:
@@ -401,113 +317,6 @@ def training_fingerprint(data: list[str], exec_properties: dict[str, Any]) -> st
   }
   text = json.dumps({"data": data, "module": module, "setup": setup}, sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _call_user_code(own: bool, module: str, function: str, call, *args):
-  """Calls user module code; its own failures become UserCodeError naming module and function.
-
-  User input errors keep their one-line form, and the project's own default module is not
-  user code, so its errors stay what they are.
-  """
-  try:
-    return call(*args)
-  except (UserInputError, UserCodeError):
-    raise
-  except Exception as e:
-    if own:
-      raise
-    raise UserCodeError(module, function, e) from e
-
-
-def _check_transform(fn_args, exec_properties: dict[str, Any], error: UserCodeError) -> None:
-  """Explains a run_fn failure that comes from reading `transform_output` without Transform."""
-  if fn_args.transform_output:
-    return
-  module_file = exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
-  if not module_file or not fileio.exists(module_file):
-    return
-  with fileio.open(module_file, "r") as f:
-    text = f.read()
-  if "transform_output" in text or "transform_graph_path" in text:
-    raise UserInputError(
-      f"run_fn in {module_file} reads fn_args.transform_output, but the pipeline has no "
-      "Transform; define preprocessing_fn in the module (or pass --transform-module FILE) so "
-      "the pipeline adds one."
-    ) from error
-
-
-def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
-  """Runs a run_fn: inside the strategy scope for stock ones; non-chiefs save to scratch."""
-  from components import tf_compat
-
-  built = fn_args.built_strategy
-  if getattr(run_fn, "manages_strategy", False):
-    run_fn(fn_args)
-    return lib.read_result(
-      lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index)
-    )
-  scratch = None
-  if not built.is_chief:
-    # Stock modules save unconditionally, and a distributed save must run on every worker,
-    # so non-chiefs save to a private folder that is removed afterwards.
-    scratch = lib.run_state_dir(
-      fn_args.model_run_dir, "scratch", f"{built.task_type}-{built.task_index}"
-    )
-    fn_args.serving_model_dir = os.path.join(scratch, model_contract.SERVING_DIR)
-  if built.choice.name == strategy_lib.MULTI_WORKER_MIRRORED:
-    files = min(len(lib.list_files(fn_args.train_files)), len(lib.list_files(fn_args.eval_files)))
-    if files < built.num_workers:
-      _LOG.info(
-        "%d input file(s) for %d workers: sharding run_fn datasets by record.",
-        files,
-        built.num_workers,
-      )
-      tf_compat.shard_by_record(built.strategy)
-  _LOG.info("Training with run_fn under %s (attempt %d).", built.choice.name, fn_args.attempt)
-  try:
-    with tf_compat.yielding_scope(built.strategy) as scope:
-      run_fn(fn_args)
-  finally:
-    if scratch:
-      shutil.rmtree(scratch, ignore_errors=True)
-  result = lib.TrainResult(
-    strategy=built.choice.name,
-    strategy_reason=built.choice.reason,
-    num_replicas_in_sync=built.num_replicas_in_sync,
-    task_type=built.task_type,
-    task_index=built.task_index,
-    is_chief=built.is_chief,
-    module_style=constants.RUN_FN,
-    trainer_strategy=built.choice.name,
-  )
-  if scope.module_strategy is not None:
-    result = _module_chose(result, scope.module_strategy, built)
-  lib.write_result(fn_args.model_run_dir, result)
-  return result
-
-
-def _module_chose(result: lib.TrainResult, strategy, built) -> lib.TrainResult:
-  """The result of a run_fn that trained under a strategy it built and entered itself."""
-  name = strategy_lib.strategy_name(strategy)
-  replicas = int(strategy.num_replicas_in_sync)
-  reason = (
-    f"chosen by the module: run_fn built and entered its own {type(strategy).__name__} "
-    f"({replicas} replica(s)), which replaced the trainer's {built.choice.name}"
-  )
-  if built.num_workers > 1 and name not in (
-    strategy_lib.MULTI_WORKER_MIRRORED,
-    strategy_lib.PARAMETER_SERVER,
-  ):
-    # Each worker of the cluster then trained on its own; the chief's model is the one kept.
-    reason += f"; it spans one process, so the {built.num_workers} workers trained apart"
-    _LOG.warning("%s.", reason)
-  return dataclasses.replace(
-    result,
-    strategy=name,
-    strategy_reason=reason,
-    num_replicas_in_sync=replicas,
-    strategy_chosen_by=strategy_lib.CHOSEN_BY_MODULE,
-  )
 
 
 def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, restarts: int):

@@ -182,48 +182,21 @@ def run_local_cluster(
   deadline = time.monotonic() + timeout_s
   failures: list[str] = []
   base_env = {**os.environ, **(env or {})}
-  # Every process must use Keras 2 (tf_keras); see the project rules.
   for attempt in range(max_restarts + 1):
     cluster = make_cluster(num_workers, num_ps)
     attempt_dir = os.path.join(log_dir, f"attempt-{attempt}")
     os.makedirs(attempt_dir, exist_ok=True)
-    procs: dict[Task, subprocess.Popen] = {}
-    logs: dict[Task, str] = {}
-    try:
-      for task in tasks_of(cluster):
-        logs[task] = os.path.join(attempt_dir, f"{task[0]}-{task[1]}.log")
-        with open(logs[task], "wb") as log:
-          procs[task] = subprocess.Popen(
-            list(command),
-            env={
-              **base_env,
-              "TF_CONFIG": tf_config_for(cluster, task),
-              ATTEMPT_ENV: str(attempt),
-            },
-            cwd=cwd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            # Own process group, so teardown reaches anything the task spawned.
-            start_new_session=True,
-          )
-      with open(os.path.join(attempt_dir, "pids.json"), "w") as f:
-        json.dump({f"{job}-{index}": p.pid for (job, index), p in procs.items()}, f)
-      failure = _wait(
-        procs,
-        _required(cluster),
-        deadline=deadline,
-        poll_s=poll_s,
-        attempt=attempt,
-        on_poll=on_poll,
-      )
-    finally:
-      _stop(
-        procs,
-        signal.SIGKILL
-        if any(p.poll() not in (None, 0) for p in procs.values())
-        else signal.SIGTERM,
-      )
+    failure, logs = _run_attempt(
+      command,
+      cluster,
+      attempt,
+      attempt_dir,
+      env=base_env,
+      cwd=cwd,
+      deadline=deadline,
+      poll_s=poll_s,
+      on_poll=on_poll,
+    )
     if failure is None:
       return ClusterRun(cluster, attempt, log_dir, failures)
     task, message = failure
@@ -234,6 +207,63 @@ def run_local_cluster(
         f"log {logs[task]} ends with:\n{_tail(logs[task])}"
       )
   raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _run_attempt(
+  command: Sequence[str],
+  cluster: Mapping[str, Sequence[str]],
+  attempt: int,
+  attempt_dir: str,
+  *,
+  env: Mapping[str, str],
+  cwd: str | None,
+  deadline: float,
+  poll_s: float,
+  on_poll: Callable[[int, Mapping[Task, subprocess.Popen]], None] | None,
+) -> tuple[tuple[Task, str] | None, dict[Task, str]]:
+  """Starts every task of one attempt, waits for it and stops what is left.
+
+  Returns:
+    (None, or the failed task and what happened; each task's log path).
+  """
+  procs: dict[Task, subprocess.Popen] = {}
+  logs: dict[Task, str] = {}
+  try:
+    for task in tasks_of(cluster):
+      logs[task] = os.path.join(attempt_dir, f"{task[0]}-{task[1]}.log")
+      task_env = {**env, "TF_CONFIG": tf_config_for(cluster, task), ATTEMPT_ENV: str(attempt)}
+      procs[task] = _spawn(command, task_env, cwd, logs[task])
+    with open(os.path.join(attempt_dir, "pids.json"), "w") as f:
+      json.dump({f"{job}-{index}": p.pid for (job, index), p in procs.items()}, f)
+    failure = _wait(
+      procs,
+      _required(cluster),
+      deadline=deadline,
+      poll_s=poll_s,
+      attempt=attempt,
+      on_poll=on_poll,
+    )
+  finally:
+    failed = any(p.poll() not in (None, 0) for p in procs.values())
+    _stop(procs, signal.SIGKILL if failed else signal.SIGTERM)
+  return failure, logs
+
+
+def _spawn(
+  command: Sequence[str], env: Mapping[str, str], cwd: str | None, log_path: str
+) -> subprocess.Popen:
+  """Starts one task's process, its stdout and stderr going to `log_path`."""
+  with open(log_path, "wb") as log:
+    return subprocess.Popen(
+      list(command),
+      env=dict(env),
+      cwd=cwd,
+      stdout=log,
+      stderr=subprocess.STDOUT,
+      stdin=subprocess.DEVNULL,
+      # Own process group, so teardown reaches anything the task spawned.
+      start_new_session=True,
+    )
 
 
 def _wait(

@@ -269,19 +269,13 @@ def task_of(tf_config: Mapping[str, Any] | str | None) -> tuple[str, int]:
 
 
 def is_chief(tf_config: Mapping[str, Any] | str | None) -> bool:
-  """Whether this process writes the outputs (chief, or worker 0 when the cluster has no chief).
+  """Whether this process exports: the chief, or worker 0 of a cluster without a chief.
 
-  Args:
-    tf_config: the TF_CONFIG of this process.
-
-  Returns:
-    True for the single process that exports the model.
+  Without a cluster the process is the chief (`task_of`).
   """
   config = parse_tf_config(tf_config)
   cluster = config.get("cluster") or {}
   task_type, task_index = task_of(config)
-  if not cluster:
-    return True
   if task_type in ("chief", "master"):
     return task_index == 0
   return task_type == "worker" and task_index == 0 and not cluster.get("chief")
@@ -292,12 +286,6 @@ def server_role(tf_config: Mapping[str, Any] | str | None) -> tuple[str, int] | 
 
   In a parameter-server cluster the 'ps' and 'worker' tasks run servers and the chief
   (coordinator) runs the user code.
-
-  Args:
-    tf_config: the TF_CONFIG of this process.
-
-  Returns:
-    (job, index) for server tasks; None for processes that run the training program.
   """
   config = parse_tf_config(tf_config)
   cluster = config.get("cluster") or {}
@@ -313,9 +301,6 @@ def detect_tpu() -> bool:
   A TPU counts as reachable when this host has local TPU devices (TPU VM with libtpu) or
   one of TPU_NAME / TPU_WORKER_HOSTNAMES / COLAB_TPU_ADDR names one. We do not ask the GCE
   metadata server, because off Google Cloud that lookup hangs until it times out.
-
-  Returns:
-    True when a TPU is reachable.
   """
   if any(os.environ.get(var) for var in _TPU_ENV_VARS):
     return True
@@ -498,13 +483,9 @@ CHOSEN_BY_MODULE = "module"
 
 
 def strategy_name(strategy) -> str:
-  """The kit's name of a tf.distribute strategy object (its class name when the kit has none).
+  """The kit's name of a tf.distribute strategy (one of STRATEGY_NAMES but 'auto').
 
-  Args:
-    strategy: any tf.distribute.Strategy.
-
-  Returns:
-    One of STRATEGY_NAMES but 'auto', or the class name (e.g. 'CentralStorageStrategy').
+  A class the kit has no name for keeps its class name, e.g. 'CentralStorageStrategy'.
   """
   import tensorflow as tf
 

@@ -72,9 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
   logging.getLogger("components").setLevel(logging.INFO)
   task = strategy_lib.task_of(strategy_lib.tf_config_from_env())
-  from components.distributed_trainer import distributed_trainer_lib
+  from components.distributed_trainer import cluster_profiler
 
-  distributed_trainer_lib.start_profiler_server(*task)
+  cluster_profiler.start_profiler_server(*task)
   role = strategy_lib.server_role(strategy_lib.tf_config_from_env())
   if role:
     serve(*role)

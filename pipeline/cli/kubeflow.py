@@ -20,7 +20,7 @@ import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
 from components import defaults, storage  # noqa: E402
-from components.distributed_trainer import tfjob_lib  # noqa: E402
+from components.distributed_trainer import tfjob_manifest  # noqa: E402
 from components.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
 from pipeline.definition import kubeflow_lib  # noqa: E402
@@ -194,7 +194,7 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   )
   g.add_argument(
     "--worker-resources",
-    type=_flag_type(tfjob_lib.parse_resources),
+    type=_flag_type(tfjob_manifest.parse_resources),
     default={},
     metavar="NAME=QTY,...",
     help="requests (= limits) of the chief and each worker, e.g. "
@@ -202,7 +202,7 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
   )
   g.add_argument(
     "--ps-resources",
-    type=_flag_type(tfjob_lib.parse_resources),
+    type=_flag_type(tfjob_manifest.parse_resources),
     default={},
     metavar="NAME=QTY,...",
     help="requests (= limits) of each PS replica, e.g. cpu=2,memory=8Gi",
@@ -321,7 +321,7 @@ def tfjob_setting(args: argparse.Namespace, config: PipelineConfig) -> str:
     raise checks.CheckError(
       f"--tfjob-service-account {account!r} is not a Kubernetes service account name."
     )
-  return tfjob_lib.TFJobSettings(
+  return tfjob_manifest.TFJobSettings(
     workers=args.workers,
     ps=args.ps,
     image=args.image,

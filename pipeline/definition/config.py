@@ -57,7 +57,7 @@ class PipelineConfig:
   strategy: str = defaults.AUTO
   local_workers: int = 0
   local_ps: int = 0
-  # Kubeflow only: tfjob_lib.TFJobSettings JSON; the trainer step runs a TFJob ('': it trains).
+  # Kubeflow only: tfjob_manifest.TFJobSettings JSON; the trainer step runs a TFJob ('': it trains).
   tfjob: str = ""
   warm_start: bool = False
   tune: bool = False

@@ -15,7 +15,7 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, executor, tfjob_lib
+from components.distributed_trainer import constants, executor, tfjob_lib, tfjob_manifest
 from components.distributed_trainer import distributed_trainer_lib as lib
 from tests.support import example_files
 from tests.support.cli_runs import REPO_ROOT, project_env
@@ -42,7 +42,7 @@ def fake(tmp_path, monkeypatch):
     yield server
 
 
-def _props(settings: tfjob_lib.TFJobSettings, steps: int, **kw):
+def _props(settings: tfjob_manifest.TFJobSettings, steps: int, **kw):
   props = {
     sc.TRAIN_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=steps)),
     sc.EVAL_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.EvalArgs()),
@@ -68,7 +68,7 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   model = outputs[sc.MODEL_KEY][0]
   run_dir = outputs[sc.MODEL_RUN_KEY][0].uri
-  worker_1 = f"{tfjob_lib.job_name(model.uri)}-worker-1"
+  worker_1 = f"{tfjob_manifest.job_name(model.uri)}-worker-1"
   killed = {}
 
   def kill_worker_1_after_the_first_epoch():
@@ -85,7 +85,7 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
 
   killer = threading.Thread(target=kill_worker_1_after_the_first_epoch, daemon=True)
   killer.start()
-  settings = tfjob_lib.TFJobSettings(workers=2, ps=1, image="kit:test", poll_s=0.5)
+  settings = tfjob_manifest.TFJobSettings(workers=2, ps=1, image="kit:test", poll_s=0.5)
   executor.Executor().Do(inputs, outputs, _props(settings, steps=300))
   killer.join(timeout=5)
   assert killed and killed["at_epoch"] < 5, killed
@@ -128,12 +128,12 @@ def test_a_failing_replica_fails_the_step_with_one_line_and_its_log_tail(
   module = tmp_path / "failing.py"
   module.write_text(FAILING_MODULE)
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
-  settings = tfjob_lib.TFJobSettings(workers=2, image="kit:test", backoff_limit=1, poll_s=0.5)
+  settings = tfjob_manifest.TFJobSettings(workers=2, image="kit:test", backoff_limit=1, poll_s=0.5)
   props = _props(settings, steps=50, **{sc.MODULE_PATH_KEY: None, sc.MODULE_FILE_KEY: str(module)})
   with pytest.raises(tfjob_lib.TFJobError) as error:
     executor.Executor().Do(inputs, outputs, props)
   first, *tail = str(error.value).splitlines()
-  name = tfjob_lib.job_name(outputs[sc.MODEL_KEY][0].uri)
+  name = tfjob_manifest.job_name(outputs[sc.MODEL_KEY][0].uri)
   assert first.startswith(f"TFJob {NS}/{name} failed: worker 1 exited with status 1 ("), first
   assert first.endswith("its log ends with:")
   assert "boom on worker 1 (planted by the test)" in "\n".join(tail[-5:])
@@ -159,7 +159,7 @@ STEP = textwrap.dedent("""
 @pytest.mark.timeout(300)
 def test_a_retried_step_attaches_to_the_job_it_created(tmp_path, digits_csv, fake):
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
-  settings = tfjob_lib.TFJobSettings(workers=1, image="kit:test", poll_s=0.5)
+  settings = tfjob_manifest.TFJobSettings(workers=1, image="kit:test", poll_s=0.5)
   props = _props(settings, steps=100)
   spec = tmp_path / "step.json"
   spec.write_text(
@@ -194,7 +194,7 @@ def test_a_retried_step_attaches_to_the_job_it_created(tmp_path, digits_csv, fak
   assert posts == [201, 409] and fake.creates() == 1
   assert len(fake.pod_history) == 1 and len(fake.times("container-started")) == 1
   props_out = _custom(model)
-  assert props_out[constants.TFJOB_NAME_PROPERTY].string_value == tfjob_lib.job_name(model.uri)
+  assert props_out[constants.TFJOB_NAME_PROPERTY].string_value == tfjob_manifest.job_name(model.uri)
   assert props_out[constants.STRATEGY_PROPERTY].string_value == "one_device"
   assert os.path.exists(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))
   assert not fake.jobs and not fake.pods

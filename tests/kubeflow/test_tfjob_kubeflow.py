@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from components.distributed_trainer import constants, tfjob_lib
+from components.distributed_trainer import constants, tfjob_manifest
 from pipeline.cli import kubeflow as run_kubeflow
 from tests.support import fake_kubernetes, kfp_launcher
 from tests.support.cli_runs import REPO_ROOT, project_env
@@ -54,10 +54,10 @@ def test_bad_resource_quantities_are_refused_by_the_parser(tmp_path, capsys):
   assert "'1GB' is not a Kubernetes quantity" in capsys.readouterr().err
 
 
-def _tfjob_parameter(package: dict) -> tfjob_lib.TFJobSettings:
+def _tfjob_parameter(package: dict) -> tfjob_manifest.TFJobSettings:
   task = package["pipelineSpec"]["root"]["dag"]["tasks"]["DistributedTrainer"]
   value = task["inputs"]["parameters"][constants.TFJOB_KEY]["runtimeValue"]["constant"]
-  return tfjob_lib.TFJobSettings.from_json(value)
+  return tfjob_manifest.TFJobSettings.from_json(value)
 
 
 def test_the_package_carries_the_tfjob_with_image_env_secret_refs_and_volumes(tmp_path):
@@ -92,7 +92,7 @@ def test_the_package_carries_the_tfjob_with_image_env_secret_refs_and_volumes(tm
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   settings = _tfjob_parameter(json.loads(output.read_text()))
-  assert settings == tfjob_lib.TFJobSettings(
+  assert settings == tfjob_manifest.TFJobSettings(
     workers=4,
     ps=2,
     image=IMAGE,
@@ -116,7 +116,7 @@ def test_without_tfjob_settings_the_trainer_has_no_tfjob_parameter():
   examples = types.Channel(type=standard_artifacts.Examples)
   plain = DistributedTrainer(examples=examples)
   assert plain.exec_properties.get(constants.TFJOB_KEY) is None  # trains in its own pod
-  settings = tfjob_lib.TFJobSettings(workers=2, image=IMAGE).to_json()
+  settings = tfjob_manifest.TFJobSettings(workers=2, image=IMAGE).to_json()
   assert (
     DistributedTrainer(examples=examples, tfjob=settings).exec_properties[constants.TFJOB_KEY]
     == settings
@@ -176,7 +176,7 @@ def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
     assert results["Pusher"].artifacts["pushed_model"].value("pushed") == 1.0
     trainer = results["DistributedTrainer"]
     model = trainer.artifacts["model"]
-    name = tfjob_lib.job_name(model.uri)
+    name = tfjob_manifest.job_name(model.uri)
     assert model.value(constants.TFJOB_NAME_PROPERTY) == name
     assert model.value(constants.TFJOB_NAMESPACE_PROPERTY) == "kubeflow-user"
     assert json.loads(model.value(constants.TFJOB_REPLICAS_PROPERTY)) == {"worker": 2}

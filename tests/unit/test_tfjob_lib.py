@@ -8,7 +8,7 @@ import time
 import jsonschema
 import pytest
 
-from components.distributed_trainer import tfjob_lib
+from components.distributed_trainer import tfjob_lib, tfjob_manifest
 from tests.support import fake_kubernetes
 from tests.support.fake_kubernetes import FakeKubernetes
 
@@ -93,11 +93,11 @@ def _settings(**kw):
     "service_account": "trainer",
   }
   base.update(kw)
-  return tfjob_lib.TFJobSettings(**base)
+  return tfjob_manifest.TFJobSettings(**base)
 
 
 def _body(settings, name="trainer-test", commands=None, **kw):
-  body = tfjob_lib.build_tfjob(
+  body = tfjob_manifest.build_tfjob(
     name, NS, settings, ["python", "-c", "pass"], artifact_uri="/root/model", **kw
   )
   for rtype, command in (commands or {}).items():
@@ -111,16 +111,18 @@ def _body(settings, name="trainer-test", commands=None, **kw):
 
 def test_job_name_is_a_dns_1035_label_with_room_for_the_operators_pod_names():
   uri = "s3://bucket/root/digits/run-1/DistributedTrainer/model"
-  name = tfjob_lib.job_name(uri)
-  assert name == tfjob_lib.job_name(uri + "/")  # the same task, however the URI is spelt
-  assert name != tfjob_lib.job_name(uri.replace("run-1", "run-2"))
-  assert tfjob_lib.is_valid_job_name(name)
+  name = tfjob_manifest.job_name(uri)
+  assert name == tfjob_manifest.job_name(uri + "/")  # the same task, however the URI is spelt
+  assert name != tfjob_manifest.job_name(uri.replace("run-1", "run-2"))
+  assert tfjob_manifest.is_valid_job_name(name)
   assert len(f"{name}-evaluator-99999") <= 63
-  assert not tfjob_lib.is_valid_job_name("1abc") and not tfjob_lib.is_valid_job_name("a" * 60)
+  assert not tfjob_manifest.is_valid_job_name("1abc") and not tfjob_manifest.is_valid_job_name(
+    "a" * 60
+  )
 
 
 def test_parse_resources_takes_kubernetes_quantities_and_names_the_bad_part():
-  assert tfjob_lib.parse_resources("cpu=500m, memory=16Gi,nvidia.com/gpu=1") == {
+  assert tfjob_manifest.parse_resources("cpu=500m, memory=16Gi,nvidia.com/gpu=1") == {
     "cpu": "500m",
     "memory": "16Gi",
     "nvidia.com/gpu": "1",
@@ -133,12 +135,12 @@ def test_parse_resources_takes_kubernetes_quantities_and_names_the_bad_part():
     ("", "names no resource"),
   ):
     with pytest.raises(ValueError, match=text):
-      tfjob_lib.parse_resources(bad)
+      tfjob_manifest.parse_resources(bad)
 
 
 def test_settings_survive_the_execution_parameter():
   settings = _settings()
-  assert tfjob_lib.TFJobSettings.from_json(settings.to_json()) == settings
+  assert tfjob_manifest.TFJobSettings.from_json(settings.to_json()) == settings
   assert settings.replicas() == {"Chief": 1, "Worker": 2, "PS": 1}
   assert settings.chief() == ("chief", 0)
   assert _settings(ps=0).chief() == ("worker", 0)
@@ -151,7 +153,7 @@ def test_the_body_is_a_valid_tfjob_that_the_operator_accepts():
   body = _body(_settings(), active_deadline_s=1800)
   jsonschema.validate(body, TFJOB_SCHEMA)
   assert fake_kubernetes.validate(body) is None  # the operator's own checks
-  assert body["metadata"]["annotations"][tfjob_lib.ARTIFACT_ANNOTATION] == "/root/model"
+  assert body["metadata"]["annotations"][tfjob_manifest.ARTIFACT_ANNOTATION] == "/root/model"
   specs = body["spec"]["tfReplicaSpecs"]
   assert {t: (s["replicas"], s["restartPolicy"]) for t, s in specs.items()} == {
     "Chief": (1, "ExitCode"),
@@ -160,8 +162,8 @@ def test_the_body_is_a_valid_tfjob_that_the_operator_accepts():
   }
   assert body["spec"]["runPolicy"] == {
     "cleanPodPolicy": "Running",
-    "ttlSecondsAfterFinished": tfjob_lib.TTL_SECONDS_AFTER_FINISHED,
-    "backoffLimit": tfjob_lib.DEFAULT_BACKOFF_LIMIT,
+    "ttlSecondsAfterFinished": tfjob_manifest.TTL_SECONDS_AFTER_FINISHED,
+    "backoffLimit": tfjob_manifest.DEFAULT_BACKOFF_LIMIT,
     "activeDeadlineSeconds": 1800,
   }
   api = client.ApiClient()
@@ -258,8 +260,11 @@ def test_a_two_worker_job_succeeds_when_worker_0_does_and_the_rest_are_cleaned_u
   pods = {p["metadata"]["name"]: p for p in fake.pod_history}
   assert sorted(pods) == ["trainer-test-worker-0", "trainer-test-worker-1"]
   labels = pods["trainer-test-worker-1"]["metadata"]["labels"]
-  assert labels[tfjob_lib.JOB_NAME_LABEL] == "trainer-test"
-  assert (labels[tfjob_lib.REPLICA_TYPE_LABEL], labels[tfjob_lib.REPLICA_INDEX_LABEL]) == (
+  assert labels[tfjob_manifest.JOB_NAME_LABEL] == "trainer-test"
+  assert (
+    labels[tfjob_manifest.REPLICA_TYPE_LABEL],
+    labels[tfjob_manifest.REPLICA_INDEX_LABEL],
+  ) == (
     "worker",
     "1",
   )
@@ -376,7 +381,7 @@ def test_a_retried_step_attaches_to_its_job_and_refuses_someone_elses(cluster):
   assert not created and again["metadata"]["uid"] == job["metadata"]["uid"]
   assert fake.creates() == 1
   other = json.loads(json.dumps(body))
-  other["metadata"]["annotations"][tfjob_lib.ARTIFACT_ANNOTATION] = "/another/model"
+  other["metadata"]["annotations"][tfjob_manifest.ARTIFACT_ANNOTATION] = "/another/model"
   with pytest.raises(tfjob_lib.TFJobError, match="already exists and trains /root/model"):
     tfjob_lib.create_or_attach(api, other)
   assert tfjob_lib.delete_job(api, NS, "trainer-test") and not tfjob_lib.delete_job(

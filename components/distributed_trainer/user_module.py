@@ -1,0 +1,227 @@
+"""The trainer module's side of training: its fn_args, its run_fn or build_model, its errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from typing import Any
+
+import attr
+from tfx.components.trainer import fn_args_utils
+from tfx.components.util import udf_utils
+from tfx.dsl.io import fileio
+from tfx.types import standard_component_specs
+
+from components import defaults, model_contract
+from components.distributed_trainer import constants, strategy_lib, tabular_lib, tabular_model
+from components.distributed_trainer import distributed_trainer_lib as lib
+from components.errors import UserCodeError, UserInputError
+
+_LOG = logging.getLogger(__name__)
+
+
+@attr.s
+class DistributedFnArgs(fn_args_utils.FnArgs):
+  """Stock FnArgs plus the strategy built for this process.
+
+  Attributes:
+    strategy: the tf.distribute.Strategy (stock run_fns run inside its scope).
+    cluster_coordinator: ClusterCoordinator under parameter_server, else None.
+    strategy_name: chosen strategy name.
+    strategy_reason: why it was chosen.
+    is_chief: whether this process must export (non-chiefs get a scratch serving_model_dir).
+    task_type: TF_CONFIG task type ('chief' without a cluster).
+    task_index: TF_CONFIG task index.
+    global_batch_size: examples per step over all replicas.
+    num_epochs: epochs the training steps are split into (a backup is saved after each).
+    steps_per_execution: steps per compiled call.
+    mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
+    built_strategy: the strategy_lib.BuiltStrategy (for modules that manage the strategy).
+    attempt: restart count of the surrounding local cluster.
+    backup_dir: where BackupAndRestore keeps its checkpoint: keyed by the run's training
+      fingerprint and outside the execution's own folders, so a rerun of a killed run with
+      the same inputs resumes from it.
+  """
+
+  strategy = attr.ib(type=Any, default=None)
+  cluster_coordinator = attr.ib(type=Any, default=None)
+  strategy_name = attr.ib(type=str, default=None)
+  strategy_reason = attr.ib(type=str, default=None)
+  is_chief = attr.ib(type=bool, default=True)
+  task_type = attr.ib(type=str, default="chief")
+  task_index = attr.ib(type=int, default=0)
+  global_batch_size = attr.ib(type=int, default=defaults.GLOBAL_BATCH_SIZE)
+  num_epochs = attr.ib(type=int, default=defaults.NUM_EPOCHS)
+  steps_per_execution = attr.ib(type=int, default=defaults.STEPS_PER_EXECUTION)
+  mixed_precision = attr.ib(type=str, default="")
+  built_strategy = attr.ib(type=Any, default=None)
+  attempt = attr.ib(type=int, default=0)
+  backup_dir = attr.ib(type=str, default=None)
+
+
+def module_name(exec_properties: dict[str, Any]) -> str:
+  """How messages name the module: its file, its module path or its run_fn's path."""
+  return (
+    exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+    or exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+    or exec_properties.get(standard_component_specs.RUN_FN_KEY)
+    or "the trainer module"
+  )
+
+
+def is_own_module(exec_properties: dict[str, Any]) -> bool:
+  """Whether the module is the project's default one, whose errors are not the user's."""
+  return exec_properties.get(standard_component_specs.MODULE_PATH_KEY) == (
+    defaults.DEFAULT_MODULE_PATH
+  ) and not exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+
+
+def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> lib.TrainResult:
+  """Loads the module's run_fn, else its build_model, and trains with it in this process.
+
+  Args:
+    fn_args: the stock FnArgs plus this process's strategy.
+    exec_properties: execution properties (they name the module).
+
+  Returns:
+    This process's TrainResult.
+
+  Raises:
+    UserInputError: when the module defines neither run_fn nor build_model.
+    UserCodeError: when the user's module code raises.
+  """
+  own = is_own_module(exec_properties)
+  name = module_name(exec_properties)
+  run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
+  if run_fn is not None:
+    if not own and not fn_args.train_steps:
+      # A module of the stock contract gets a step count, as the stock Trainer's examples set
+      # one; the default model sizes its training to the data instead.
+      fn_args.train_steps = defaults.TRAIN_STEPS
+      _LOG.info("No train steps given: fn_args.train_steps=%d.", defaults.TRAIN_STEPS)
+    try:
+      return _call_user_code(own, name, constants.RUN_FN, _train_run_fn, run_fn, fn_args)
+    except UserCodeError as e:
+      _check_transform(fn_args, exec_properties, e)
+      raise
+  build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
+  if build_model is None:
+    raise UserInputError(
+      f"{name} defines neither run_fn(fn_args) nor build_model(hparams); add one of them."
+    )
+  body = tabular_model.build_model_adapter(build_model)
+  return _call_user_code(
+    own,
+    name,
+    constants.BUILD_MODEL_FN,
+    lambda: tabular_lib.run(fn_args, body, module_style=constants.BUILD_MODEL_FN),
+  )
+
+
+def _call_user_code(own: bool, module: str, function: str, call, *args):
+  """Calls user module code; its own failures become UserCodeError naming module and function.
+
+  User input errors keep their one-line form, and the project's own default module is not
+  user code, so its errors stay what they are.
+  """
+  try:
+    return call(*args)
+  except (UserInputError, UserCodeError):
+    raise
+  except Exception as e:
+    if own:
+      raise
+    raise UserCodeError(module, function, e) from e
+
+
+def _check_transform(fn_args, exec_properties: dict[str, Any], error: UserCodeError) -> None:
+  """Explains a run_fn failure that comes from reading `transform_output` without Transform."""
+  if fn_args.transform_output:
+    return
+  module_file = exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+  if not module_file or not fileio.exists(module_file):
+    return
+  with fileio.open(module_file, "r") as f:
+    text = f.read()
+  if "transform_output" in text or "transform_graph_path" in text:
+    raise UserInputError(
+      f"run_fn in {module_file} reads fn_args.transform_output, but the pipeline has no "
+      "Transform; define preprocessing_fn in the module (or pass --transform-module FILE) so "
+      "the pipeline adds one."
+    ) from error
+
+
+def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
+  """Runs a run_fn: inside the strategy scope for stock ones; non-chiefs save to scratch."""
+  from components import tf_compat
+
+  built = fn_args.built_strategy
+  if getattr(run_fn, "manages_strategy", False):
+    run_fn(fn_args)
+    return lib.read_result(
+      lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index)
+    )
+  scratch = None
+  if not built.is_chief:
+    # Stock modules save unconditionally, and a distributed save must run on every worker,
+    # so non-chiefs save to a private folder that is removed afterwards.
+    scratch = lib.run_state_dir(
+      fn_args.model_run_dir, "scratch", f"{built.task_type}-{built.task_index}"
+    )
+    fn_args.serving_model_dir = os.path.join(scratch, model_contract.SERVING_DIR)
+  if built.choice.name == strategy_lib.MULTI_WORKER_MIRRORED:
+    files = min(len(lib.list_files(fn_args.train_files)), len(lib.list_files(fn_args.eval_files)))
+    if files < built.num_workers:
+      _LOG.info(
+        "%d input file(s) for %d workers: sharding run_fn datasets by record.",
+        files,
+        built.num_workers,
+      )
+      tf_compat.shard_by_record(built.strategy)
+  _LOG.info("Training with run_fn under %s (attempt %d).", built.choice.name, fn_args.attempt)
+  try:
+    with tf_compat.yielding_scope(built.strategy) as scope:
+      run_fn(fn_args)
+  finally:
+    if scratch:
+      shutil.rmtree(scratch, ignore_errors=True)
+  result = lib.TrainResult(
+    strategy=built.choice.name,
+    strategy_reason=built.choice.reason,
+    num_replicas_in_sync=built.num_replicas_in_sync,
+    task_type=built.task_type,
+    task_index=built.task_index,
+    is_chief=built.is_chief,
+    module_style=constants.RUN_FN,
+    trainer_strategy=built.choice.name,
+  )
+  if scope.module_strategy is not None:
+    result = _module_chose(result, scope.module_strategy, built)
+  lib.write_result(fn_args.model_run_dir, result)
+  return result
+
+
+def _module_chose(result: lib.TrainResult, strategy, built) -> lib.TrainResult:
+  """The result of a run_fn that trained under a strategy it built and entered itself."""
+  name = strategy_lib.strategy_name(strategy)
+  replicas = int(strategy.num_replicas_in_sync)
+  reason = (
+    f"chosen by the module: run_fn built and entered its own {type(strategy).__name__} "
+    f"({replicas} replica(s)), which replaced the trainer's {built.choice.name}"
+  )
+  if built.num_workers > 1 and name not in (
+    strategy_lib.MULTI_WORKER_MIRRORED,
+    strategy_lib.PARAMETER_SERVER,
+  ):
+    # Each worker of the cluster then trained on its own; the chief's model is the one kept.
+    reason += f"; it spans one process, so the {built.num_workers} workers trained apart"
+    _LOG.warning("%s.", reason)
+  return dataclasses.replace(
+    result,
+    strategy=name,
+    strategy_reason=reason,
+    num_replicas_in_sync=replicas,
+    strategy_chosen_by=strategy_lib.CHOSEN_BY_MODULE,
+  )
