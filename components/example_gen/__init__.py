@@ -6,7 +6,7 @@ __all__ = ["CsvExampleGen"]
 
 
 def __getattr__(name: str) -> Any:
-  # Lazy, so that Beam workers importing csv_lib do not import TFX and TensorFlow.
+  # Lazy, so that Beam workers importing the csv_* modules do not import TFX and TensorFlow.
   if name == "CsvExampleGen":
     from components.example_gen.component import CsvExampleGen
 

@@ -7,7 +7,16 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from components.example_gen import csv_lib, io_lib
+from components.example_gen import (
+  csv_batch,
+  csv_convert,
+  csv_errors,
+  csv_infer,
+  csv_profile,
+  csv_read,
+  csv_split,
+  io_lib,
+)
 
 QUARANTINE_DIR = "Quarantine"
 QUARANTINE_FILE = "bad_rows.csv"
@@ -103,7 +112,7 @@ def plan_files(
         spans.add(s)
       files.extend((f, None) for f in found)
     if not files:
-      raise csv_lib.CsvInputError(
+      raise csv_errors.CsvInputError(
         f"no CSV file matches {pattern!r} under {input_base}; "
         "check the data root and the input pattern."
       )
@@ -112,7 +121,7 @@ def plan_files(
   for name, pattern in splits:
     found = io_lib.glob(os.path.join(input_base, pattern))
     if not found:
-      raise csv_lib.CsvInputError(
+      raise csv_errors.CsvInputError(
         f"no CSV file matches {pattern!r} for split {name!r} under {input_base}; "
         "check the input config."
       )
@@ -120,8 +129,8 @@ def plan_files(
   return FilePlan(tuple(files), (span,))
 
 
-def plan_units(files: Sequence[tuple[str, str | None]]) -> list[csv_lib.Unit]:
-  """Cuts the input files into units of work of about CHUNK_BYTES (see `csv_lib.plan_chunks`).
+def plan_units(files: Sequence[tuple[str, str | None]]) -> list[csv_convert.Unit]:
+  """Cuts the input files into units of work of about CHUNK_BYTES (see `csv_read.plan_chunks`).
 
   The cut depends on the files alone, not on the machine, so a rerun elsewhere writes the
   same shards.
@@ -132,10 +141,10 @@ def plan_units(files: Sequence[tuple[str, str | None]]) -> list[csv_lib.Unit]:
   Returns:
     Units, numbered in file order.
   """
-  units: list[csv_lib.Unit] = []
+  units: list[csv_convert.Unit] = []
   for path, fixed in files:
-    for chunk in csv_lib.plan_chunks(path, CHUNK_BYTES):
-      units.append(csv_lib.Unit(len(units), chunk, fixed))
+    for chunk in csv_read.plan_chunks(path, CHUNK_BYTES):
+      units.append(csv_convert.Unit(len(units), chunk, fixed))
   return units
 
 
@@ -171,15 +180,15 @@ def check_columns(
     CsvInputError: naming the fix (another column, or --delimiter when the
       header looks delimited by something else).
   """
-  hint = csv_lib.delimiter_hint(names, delimiter)
+  hint = csv_errors.delimiter_hint(names, delimiter)
   if label_key and label_key not in names:
-    fix = hint or f"pass one of {csv_lib.shown_names(sorted(names))} as --label-key"
-    raise csv_lib.CsvInputError(
+    fix = hint or f"pass one of {csv_errors.shown_names(sorted(names))} as --label-key"
+    raise csv_errors.CsvInputError(
       f"label column {label_key!r} is not in the header of {path}; {fix}."
     )
   if partition_column and partition_column not in names:
     fix = hint or f"use one of {sorted(names)}"
-    raise csv_lib.CsvInputError(
+    raise csv_errors.CsvInputError(
       f"partition_feature_name {partition_column!r} is not a column of {path}; {fix}."
     )
 
@@ -190,7 +199,7 @@ def column_types(
   delimiter: str,
   label_key: str | None = None,
   schema_path: str | None = None,
-  block_size: int = csv_lib.DEFAULT_BLOCK_BYTES,
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
 ) -> dict[str, str]:
   """Column types from a schema when given, else inferred from the whole input.
 
@@ -198,14 +207,96 @@ def column_types(
     CsvInputError: if the schema lacks a column.
   """
   if schema_path:
-    from_schema = csv_lib.types_from_schema(schema_path)
+    from_schema = csv_infer.types_from_schema(schema_path)
     missing = [c for c in names if c not in from_schema]
     if missing:
-      raise csv_lib.CsvInputError(
+      raise csv_errors.CsvInputError(
         f"schema {schema_path} has no type for columns {missing}; add them to the schema."
       )
     return {c: from_schema[c] for c in names}
-  return csv_lib.infer_column_types(paths, delimiter, label_key, block_size)
+  return csv_infer.infer_column_types(paths, delimiter, label_key, block_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """What one execution converts, and how.
+
+  Attributes:
+    files: The input files and their spans.
+    units: The units of conversion work, in file order.
+    options: How rows are typed and written.
+    split_plan: Where rows go.
+  """
+
+  files: FilePlan
+  units: list[csv_convert.Unit]
+  options: csv_batch.ConvertOptions
+  split_plan: csv_split.SplitPlan
+
+
+def plan_job(
+  input_base: str,
+  input_splits: Sequence[tuple[str, str]],
+  split_names: Sequence[str],
+  hash_buckets: Sequence[int] = (),
+  *,
+  span: int = 0,
+  rolling: int = 1,
+  unresolved_pattern: str | None = None,
+  delimiter: str = ",",
+  label_key: str | None = None,
+  partition_column: str | None = None,
+  schema_path: str | None = None,
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
+  allow_non_finite: bool = False,
+) -> Job:
+  """Plans one execution: lists the files, checks the header, types the columns, cuts units.
+
+  Args:
+    input_base: Folder the input patterns are relative to.
+    input_splits: (name, resolved pattern) of each input split.
+    split_names: Output split names, in order.
+    hash_buckets: Buckets per output split when one input split's rows are hash-split;
+      empty when the input config names the splits.
+    span: The resolved span.
+    rolling: Spans to read with a `{SPAN}` pattern, the newest included.
+    unresolved_pattern: The pattern before span resolution, for the window.
+    delimiter: Field delimiter.
+    label_key: Label column, or None.
+    partition_column: Column whose value decides a row's split, or None.
+    schema_path: A schema.pbtxt with the column types, or None to infer them.
+    block_size: Bytes per Arrow read block to start with.
+    allow_non_finite: Whether NaN and +-inf are accepted in float columns.
+
+  Raises:
+    CsvInputError: for input a user can fix, in one sentence naming the fix.
+  """
+  files = plan_files(
+    input_base,
+    input_splits,
+    hash_split=bool(hash_buckets),
+    span=span,
+    rolling=rolling,
+    unresolved_pattern=unresolved_pattern,
+  )
+  first = files.files[0][0]
+  names = csv_read.read_header(first, delimiter)
+  check_columns(first, names, delimiter, label_key, partition_column)
+  types = column_types(files.paths, names, delimiter, label_key, schema_path, block_size)
+  options = csv_batch.ConvertOptions(
+    column_types=types,
+    label_key=label_key,
+    allow_non_finite=allow_non_finite,
+    delimiter=delimiter,
+    block_size=block_size,
+  )
+  split_plan = csv_split.SplitPlan(
+    names=tuple(split_names),
+    hash_buckets=tuple(hash_buckets),
+    partition_column=partition_column,
+    input_base=input_base,
+  )
+  return Job(files, plan_units(files.files), options, split_plan)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +308,7 @@ class Outcome:
     bad_rows: Rows quarantined.
     rows_per_split: Examples written per split.
     quarantine_uri: The merged bad-row file, or "" when every row was good.
-    label_stats: split -> csv_lib.LabelCounts JSON of the label column, when there is one.
+    label_stats: split -> csv_profile.LabelCounts JSON of the label column, when there is one.
   """
 
   rows: int
@@ -227,7 +318,7 @@ class Outcome:
   label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
 
 
-def offset_line_numbers(results: Sequence[csv_lib.UnitResult], rows: list[dict]) -> list[dict]:
+def offset_line_numbers(results: Sequence[csv_convert.UnitResult], rows: list[dict]) -> list[dict]:
   """Makes chunk-relative line numbers absolute, given every chunk's result."""
   offsets: dict[tuple[str, int], int] = {}
   for path in {r.file for r in results}:
@@ -241,19 +332,19 @@ def offset_line_numbers(results: Sequence[csv_lib.UnitResult], rows: list[dict])
   return rows
 
 
-def read_results(results_dir: str) -> list[csv_lib.UnitResult]:
+def read_results(results_dir: str) -> list[csv_convert.UnitResult]:
   """Reads the JSON lines the units wrote, then deletes them."""
   results = []
   for path in io_lib.glob(os.path.join(results_dir, "*")):
     with io_lib.open_read(path) as f:
       lines = f.read().decode("utf-8").splitlines()
-    results.extend(csv_lib.UnitResult.from_json(line) for line in lines if line.strip())
+    results.extend(csv_convert.UnitResult.from_json(line) for line in lines if line.strip())
   io_lib.rmtree(results_dir)
   return results
 
 
 def merge_results(
-  results: Sequence[csv_lib.UnitResult],
+  results: Sequence[csv_convert.UnitResult],
   split_names: Sequence[str],
   max_bad_row_fraction: float,
   examples_uri: str,
@@ -278,16 +369,16 @@ def merge_results(
   """
   errors = sorted((r.file, r.chunk, r.error) for r in results if r.error)
   if errors:
-    raise csv_lib.CsvInputError(errors[0][2])
+    raise csv_errors.CsvInputError(errors[0][2])
   rows = sum(r.rows_read for r in results)
   bad = sum(r.bad_rows for r in results)
   per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
   label_stats = {}
   for split in split_names:
-    counts = csv_lib.LabelCounts()
+    counts = csv_profile.LabelCounts()
     for r in results:
       if split in r.label_stats:
-        counts.merge(csv_lib.LabelCounts.from_json(r.label_stats[split]))
+        counts.merge(csv_profile.LabelCounts.from_json(r.label_stats[split]))
     if counts.rows:
       label_stats[split] = counts.to_json()
   failing = rows == 0 or bad / rows > max_bad_row_fraction
@@ -299,25 +390,25 @@ def merge_results(
       if failing
       else os.path.join(examples_uri, QUARANTINE_DIR, QUARANTINE_FILE)
     )
-    merged = offset_line_numbers(results, list(csv_lib.iter_quarantine_rows(parts)))
+    merged = offset_line_numbers(results, list(csv_convert.iter_quarantine_rows(parts)))
     merged.sort(key=lambda r: (r["file"], r["line"]))
-    csv_lib.write_quarantine(quarantine_uri, merged)
+    csv_convert.write_quarantine(quarantine_uri, merged)
     for p in parts:
       io_lib.remove(p)
   if rows == 0:
-    raise csv_lib.CsvInputError(
+    raise csv_errors.CsvInputError(
       f"the input has a header but no data rows ({', '.join(r.file for r in results)}); "
       "add rows or point the data root at the right files."
     )
   if failing:
-    raise csv_lib.CsvInputError(
+    raise csv_errors.CsvInputError(
       f"{bad} of {rows} rows ({bad / rows:.2%}) are malformed, more than the allowed "
       f"{max_bad_row_fraction:.2%}; see {quarantine_uri} and fix those rows or raise "
       "--max-bad-row-fraction."
     )
   for split, n in per_split.items():
     if n == 0:
-      raise csv_lib.CsvInputError(
+      raise csv_errors.CsvInputError(
         f"split {split!r} received no rows from {rows - bad} good rows; add data or change "
         "the split ratio."
       )
@@ -354,7 +445,7 @@ def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | 
   try:
     return driver.FileBasedDriver(None).resolve_exec_properties(props, None, None)
   except ValueError as e:
-    raise csv_lib.CsvInputError(
+    raise csv_errors.CsvInputError(
       f"cannot resolve the span of {input_config.splits[0].pattern!r} under "
       f"{exec_properties.get(standard_component_specs.INPUT_BASE_KEY)} ({e}); "
       "check the data root and the {SPAN} folders."

@@ -17,7 +17,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components import properties, tf_compat
-from components.example_gen import csv_lib, example_gen_lib, io_lib
+from components.example_gen import csv_convert, csv_read, example_gen_lib, io_lib
 from components.example_gen.component_spec import (
   ALLOW_NON_FINITE_KEY,
   BLOCK_SIZE_KEY,
@@ -47,6 +47,32 @@ def _proto(json_text: str, message):
   return message
 
 
+def _plan_job(exec_properties: dict[str, Any], unresolved_config: str) -> example_gen_lib.Job:
+  """Unpacks the execution properties into plain values and plans the execution with them."""
+  input_config = _proto(
+    exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+  )
+  output_config = _proto(
+    exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
+  )
+  split_config = output_config.split_config
+  return example_gen_lib.plan_job(
+    exec_properties[standard_component_specs.INPUT_BASE_KEY],
+    [(s.name, s.pattern) for s in input_config.splits],
+    utils.generate_output_split_names(input_config, output_config),
+    [s.hash_buckets for s in split_config.splits],
+    span=int(exec_properties.get(utils.SPAN_PROPERTY_NAME) or 0),
+    rolling=int(exec_properties.get(ROLLING_SPANS_KEY) or 1),
+    unresolved_pattern=_proto(unresolved_config, example_gen_pb2.Input()).splits[0].pattern,
+    delimiter=exec_properties.get(DELIMITER_KEY) or ",",
+    label_key=exec_properties.get(LABEL_KEY_KEY) or None,
+    partition_column=split_config.partition_feature_name or None,
+    schema_path=exec_properties.get(SCHEMA_PATH_KEY),
+    block_size=int(exec_properties.get(BLOCK_SIZE_KEY) or csv_read.DEFAULT_BLOCK_BYTES),
+    allow_non_finite=bool(exec_properties.get(ALLOW_NON_FINITE_KEY)),
+  )
+
+
 class Executor(BaseExampleGenExecutor):
   """Fast CSV ExampleGen executor.
 
@@ -70,7 +96,7 @@ class Executor(BaseExampleGenExecutor):
     """Plans the input, infers or reads the column types, converts, and records the outcome.
 
     Raises:
-      csv_lib.CsvInputError: for input a user can fix, in one sentence naming the fix.
+      csv_errors.CsvInputError: for input a user can fix, in one sentence naming the fix.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     examples = artifact_utils.get_single_instance(
@@ -83,79 +109,12 @@ class Executor(BaseExampleGenExecutor):
     if resolved is not None:
       exec_properties = resolved
       driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
-    input_config = _proto(
-      exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
-    )
-    output_config = _proto(
-      exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
-    )
-    split_names = utils.generate_output_split_names(input_config, output_config)
-    split_config = output_config.split_config
-    input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    delimiter = exec_properties.get(DELIMITER_KEY) or ","
-    label_key = exec_properties.get(LABEL_KEY_KEY) or None
-    partition = split_config.partition_feature_name or None
-    block_size = int(exec_properties.get(BLOCK_SIZE_KEY) or csv_lib.DEFAULT_BLOCK_BYTES)
-
-    plan = example_gen_lib.plan_files(
-      input_base,
-      [(s.name, s.pattern) for s in input_config.splits],
-      hash_split=bool(split_config.splits),
-      span=int(exec_properties.get(utils.SPAN_PROPERTY_NAME) or 0),
-      rolling=int(exec_properties.get(ROLLING_SPANS_KEY) or 1),
-      unresolved_pattern=_proto(unresolved_config, example_gen_pb2.Input()).splits[0].pattern,
-    )
-    first = plan.files[0][0]
-    names = csv_lib.read_header(first, delimiter)
-    example_gen_lib.check_columns(first, names, delimiter, label_key, partition)
-    column_types = example_gen_lib.column_types(
-      plan.paths, names, delimiter, label_key, exec_properties.get(SCHEMA_PATH_KEY), block_size
-    )
-    options = csv_lib.ConvertOptions(
-      column_types=column_types,
-      label_key=label_key,
-      allow_non_finite=bool(exec_properties.get(ALLOW_NON_FINITE_KEY)),
-      delimiter=delimiter,
-      block_size=block_size,
-    )
-    split_plan = csv_lib.SplitPlan(
-      names=tuple(split_names),
-      hash_buckets=tuple(s.hash_buckets for s in split_config.splits),
-      partition_column=partition,
-      input_base=input_base,
-    )
-    examples.split_names = artifact_utils.encode_split_names(list(split_names))
+    job = _plan_job(exec_properties, unresolved_config)
+    split_names = list(job.split_plan.names)
+    examples.split_names = artifact_utils.encode_split_names(split_names)
     output_dirs = {s: artifact_utils.get_split_uri([examples], s) for s in split_names}
-    for d in output_dirs.values():
-      io_lib.makedirs(d)
-    quarantine_dir = os.path.join(examples.uri, QUARANTINE_DIR)
     results_dir = os.path.join(examples.uri, example_gen_lib.RESULTS_DIR)
-
-    units = example_gen_lib.plan_units(plan.files)
-    total_bytes = sum(io_lib.size(p) for p in plan.paths)
-    tf_compat.set_beam_pipeline_args(
-      self,
-      example_gen_lib.direct_runner_args(
-        tf_compat.beam_pipeline_args(self), len(units), total_bytes
-      ),
-    )
-    logging.info(
-      "Converting %d CSV file(s) in %d unit(s) with column types %s.",
-      len(plan.files),
-      len(units),
-      column_types,
-    )
-    with self._make_beam_pipeline() as pipeline:
-      _ = (
-        pipeline
-        | "Units" >> beam.Create(units)
-        | "Distribute" >> beam.Reshuffle()
-        | "Convert"
-        >> beam.ParDo(csv_lib.ConvertUnitFn(options, split_plan, output_dirs, quarantine_dir))
-        | "WriteResults"
-        >> beam.io.WriteToText(os.path.join(results_dir, "unit"), file_name_suffix=".jsonl")
-      )
-
+    self._convert(job, output_dirs, os.path.join(examples.uri, QUARANTINE_DIR), results_dir)
     outcome = example_gen_lib.merge_results(
       example_gen_lib.read_results(results_dir),
       split_names,
@@ -166,7 +125,35 @@ class Executor(BaseExampleGenExecutor):
       logging.warning(
         "Quarantined %d of %d rows in %s.", outcome.bad_rows, outcome.rows, outcome.quarantine_uri
       )
-    self._record(examples, exec_properties, outcome, column_types, plan.spans)
+    self._record(examples, exec_properties, outcome, job.options.column_types, job.files.spans)
+
+  def _convert(self, job: example_gen_lib.Job, output_dirs, quarantine_dir, results_dir) -> None:
+    """Converts every unit in a Beam pipeline; each unit's result lands under `results_dir`."""
+    for d in output_dirs.values():
+      io_lib.makedirs(d)
+    total_bytes = sum(io_lib.size(p) for p in job.files.paths)
+    tf_compat.set_beam_pipeline_args(
+      self,
+      example_gen_lib.direct_runner_args(
+        tf_compat.beam_pipeline_args(self), len(job.units), total_bytes
+      ),
+    )
+    logging.info(
+      "Converting %d CSV file(s) in %d unit(s) with column types %s.",
+      len(job.files.files),
+      len(job.units),
+      job.options.column_types,
+    )
+    convert = csv_convert.ConvertUnitFn(job.options, job.split_plan, output_dirs, quarantine_dir)
+    with self._make_beam_pipeline() as pipeline:
+      _ = (
+        pipeline
+        | "Units" >> beam.Create(job.units)
+        | "Distribute" >> beam.Reshuffle()
+        | "Convert" >> beam.ParDo(convert)
+        | "WriteResults"
+        >> beam.io.WriteToText(os.path.join(results_dir, "unit"), file_name_suffix=".jsonl")
+      )
 
   @staticmethod
   def _record(examples, exec_properties, outcome, column_types, spans) -> None:

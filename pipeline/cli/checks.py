@@ -359,9 +359,9 @@ def decide_label(
   Raises:
     CheckError: or tasks.LabelError, naming the column and the fix.
   """
-  from components.example_gen import csv_lib
+  from components.example_gen import csv_profile
 
-  profile = csv_lib.profile_column(files, label_key, delimiter, max_distinct=max_classes)
+  profile = csv_profile.profile_column(files, label_key, delimiter, max_distinct=max_classes)
   if model_label_key and model_label_key != label_key and requested_task != tasks.AUTO:
     if requested_task == tasks.REGRESSION:
       reason = f"--max-mse {max_mse:g}" if max_mse is not None else "no ceiling"
@@ -419,9 +419,9 @@ def check_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) 
   Raises:
     CheckError: naming the first missing column, its flag and the columns there are.
   """
-  from components.example_gen import csv_lib
+  from components.example_gen import csv_read
 
-  header = csv_lib.read_header(path, delimiter)
+  header = csv_read.read_header(path, delimiter)
   for flag, column in wanted:
     if column not in header:
       shown = ", ".join(repr(c) for c in header[:8]) + (", ..." if len(header) > 8 else "")

@@ -154,7 +154,7 @@ def span_key(parameter_values: Mapping[str, Any]) -> str:
     A JSON string: span, version and fingerprints.
 
   Raises:
-    components.example_gen.csv_lib.CsvInputError: when no span can be resolved.
+    components.example_gen.csv_errors.CsvInputError: when no span can be resolved.
   """
   from tfx.proto import example_gen_pb2
   from tfx.utils import io_utils, proto_utils

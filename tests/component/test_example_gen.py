@@ -17,7 +17,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
-from components.example_gen import CsvExampleGen, csv_lib, example_gen_lib
+from components.example_gen import CsvExampleGen, csv_errors, csv_read, example_gen_lib
 from components.example_gen import executor as fast_executor
 from components.example_gen.component_spec import (
   BLOCK_SIZE_KEY,
@@ -402,7 +402,7 @@ class TestBadInput:
   def test_default_threshold_fails_with_one_clear_message(self, tmp_path):
     d = _bad_csv(tmp_path, b"1,0.5\n")
     out = tmp_path / "out"
-    with pytest.raises(csv_lib.CsvInputError) as err:
+    with pytest.raises(csv_errors.CsvInputError) as err:
       run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), out)
     msg = str(err.value)
     assert "1 of 21 rows" in msg and "more than the allowed 0.00%" in msg
@@ -429,12 +429,14 @@ class TestBadInput:
     d = tmp_path / "in"
     d.mkdir()
     (d / "data.csv").write_bytes(content)
-    with pytest.raises(csv_lib.CsvInputError, match=message):
+    with pytest.raises(csv_errors.CsvInputError, match=message):
       run_executor(fast_executor.Executor, exec_properties(d), tmp_path / "out")
 
   def test_missing_label_column_names_the_columns(self, tmp_path):
     d = _bad_csv(tmp_path, b"")
-    with pytest.raises(csv_lib.CsvInputError, match=r"label column 'target' is not in the header"):
+    with pytest.raises(
+      csv_errors.CsvInputError, match=r"label column 'target' is not in the header"
+    ):
       run_executor(fast_executor.Executor, exec_properties(d, label_key="target"), tmp_path / "o")
 
   @pytest.mark.parametrize("delimiter, shown", [(b";", "';'"), (b"\t", "'\\t'"), (b"|", "'|'")])
@@ -442,7 +444,7 @@ class TestBadInput:
     d = tmp_path / "in"
     d.mkdir()
     (d / "data.csv").write_bytes(delimiter.join([b"pix", b"score", b"label"]) + b"\n1" * 3)
-    with pytest.raises(csv_lib.CsvInputError) as err:
+    with pytest.raises(csv_errors.CsvInputError) as err:
       run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
     assert f"pass --delimiter {shown}" in str(err.value)
     assert "\n" not in str(err.value)
@@ -460,7 +462,7 @@ class TestBadInput:
 
   def test_no_matching_files(self, tmp_path):
     (tmp_path / "in").mkdir()
-    with pytest.raises(csv_lib.CsvInputError, match="no CSV file matches"):
+    with pytest.raises(csv_errors.CsvInputError, match="no CSV file matches"):
       run_executor(fast_executor.Executor, exec_properties(tmp_path / "in"), tmp_path / "o")
 
   def test_crlf_bom_quotes_and_embedded_newlines(self, tmp_path):
@@ -483,7 +485,7 @@ class TestChunks:
     path = _write_csv(
       tmp_path / "a.csv", [*HEADER[:2], "label"], [[i, i * 0.5, i % 10] for i in range(5000)]
     )
-    chunks = csv_lib.plan_chunks(str(path), target_bytes=10_000)
+    chunks = csv_read.plan_chunks(str(path), target_bytes=10_000)
     data = path.read_bytes()
     assert len(chunks) > 3
     assert chunks[0].start == data.index(b"\n") + 1
@@ -493,7 +495,7 @@ class TestChunks:
 
   def test_quoted_files_stay_whole(self, tmp_path):
     path = _write_csv(tmp_path / "a.csv", ["s", "label"], [[f"a,{i}", i % 3] for i in range(5000)])
-    assert csv_lib.plan_chunks(str(path), target_bytes=10_000) == [csv_lib.Chunk(str(path))]
+    assert csv_read.plan_chunks(str(path), target_bytes=10_000) == [csv_read.Chunk(str(path))]
 
   def test_chunked_conversion_matches_whole_file_and_keeps_line_numbers(
     self, tmp_path, monkeypatch

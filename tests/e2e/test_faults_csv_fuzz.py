@@ -216,7 +216,7 @@ def test_executor_quarantines_or_fails_in_one_line_on_any_csv(case, tmp_path, mo
     shutil.rmtree(work)
 
 
-# Inputs the fuzzer found crashing the executor (fixed in csv_lib.py and executor.py).
+# Inputs the fuzzer found crashing the executor (fixed in the csv_*.py modules and executor.py).
 _GOOD = b"".join(b"%d,%d.5,%d" % (i, i, i % 10) + b"\r\n" for i in range(12))
 
 
@@ -318,7 +318,7 @@ def _bad_data(tmp_path: pathlib.Path, case: str) -> pathlib.Path:
 @pytest.mark.parametrize(
   "case, exit_code",
   # Random bytes have no readable header: run_local.py's up-front label check (which reads
-  # the label column with csv_lib.profile_column) stops it, before any pipeline runs.
+  # the label column with csv_profile.profile_column) stops it, before any pipeline runs.
   [("nasty_rows", 1), ("headers_differ", 1), ("random_bytes", 2)],
 )
 def test_cli_on_bad_csv_fails_in_one_line_and_pushes_nothing(tmp_path, case, exit_code):

@@ -15,16 +15,26 @@ import pytest
 import tensorflow as tf
 from tfx_bsl.coders import csv_decoder
 
-from components.example_gen import csv_lib, example_gen_lib, io_lib
+from components.example_gen import (
+  csv_batch,
+  csv_convert,
+  csv_errors,
+  csv_infer,
+  csv_profile,
+  csv_read,
+  csv_split,
+  example_gen_lib,
+  io_lib,
+)
 from tests.support.example_gen_runs import BEYOND_INT64, LATE_LINE, write_messy_csv
 
 _STOCK_KIND = {
-  csv_decoder.ColumnType.UNKNOWN: csv_lib.UNKNOWN,
-  csv_decoder.ColumnType.INT: csv_lib.INT,
-  csv_decoder.ColumnType.FLOAT: csv_lib.FLOAT,
-  csv_decoder.ColumnType.STRING: csv_lib.STRING,
+  csv_decoder.ColumnType.UNKNOWN: csv_infer.UNKNOWN,
+  csv_decoder.ColumnType.INT: csv_infer.INT,
+  csv_decoder.ColumnType.FLOAT: csv_infer.FLOAT,
+  csv_decoder.ColumnType.STRING: csv_infer.STRING,
 }
-_RANK = [csv_lib.UNKNOWN, csv_lib.INT, csv_lib.FLOAT, csv_lib.STRING]
+_RANK = [csv_infer.UNKNOWN, csv_infer.INT, csv_infer.FLOAT, csv_infer.STRING]
 EDGE_CELLS = [
   "12", " 12", "12 ", "\t8\n", "+5", "-5", "-0", "007", "1_000", "1__0", "_1", "1e5", "1E3",
   "1e+5", "1e-5", "1.5e3", "1.5", ".5", "5.", ".", "1e", "e5", "nan", "NaN", "-nan", "+nan",
@@ -54,15 +64,15 @@ def _column_csv(tmp_path, cells, name="c.csv"):
 class TestTypeRules:
   @pytest.mark.parametrize("cell", EDGE_CELLS)
   def test_one_cell_is_typed_as_stock_types_it(self, cell):
-    assert csv_lib.infer_value_kind(cell.encode()) == _stock_kind(cell)
+    assert csv_infer.infer_value_kind(cell.encode()) == _stock_kind(cell)
 
   @pytest.mark.parametrize("cell", EDGE_CELLS)
   def test_a_column_of_one_edge_cell_among_ints_is_typed_as_stock(self, tmp_path, cell):
     """The Arrow fast path must never disagree with Python on any of these."""
     cells = ["1", "22", "-3", cell, "4"]
     expected = max((_stock_kind(c) for c in cells), key=_RANK.index)
-    assert csv_lib.infer_column_types([_column_csv(tmp_path, cells)])["c"] == expected
-    alone = csv_lib.infer_column_types([_column_csv(tmp_path, [cell, cell], "alone.csv")])
+    assert csv_infer.infer_column_types([_column_csv(tmp_path, cells)])["c"] == expected
+    alone = csv_infer.infer_column_types([_column_csv(tmp_path, [cell, cell], "alone.csv")])
     assert alone["c"] == _stock_kind(cell)
 
   def test_random_columns_are_typed_as_stock(self, tmp_path):
@@ -76,12 +86,12 @@ class TestTypeRules:
       cells = [c.strip() and c for c in cells]  # Whitespace-only cells: see the edge list.
       expected = max((_stock_kind(c) for c in cells), key=_RANK.index)
       path = _column_csv(tmp_path, cells, f"r{trial}.csv")
-      assert csv_lib.infer_column_types([path])["c"] == expected, cells
+      assert csv_infer.infer_column_types([path])["c"] == expected, cells
 
   def test_whole_input_counts_not_a_sample(self, tmp_path):
     path = tmp_path / "m.csv"
     write_messy_csv(path)
-    types = csv_lib.infer_column_types([str(path)])
+    types = csv_infer.infer_column_types([str(path)])
     assert types == {
       "id": "int",
       "bigint": "string",
@@ -99,19 +109,19 @@ class TestTypeRules:
   def test_a_stray_string_in_a_later_file_makes_a_string_column(self, tmp_path):
     a = _write(tmp_path / "a.csv", "x,y\n" + "1,2\n" * 100)
     b = _write(tmp_path / "b.csv", "x,y\n" + "1,2\n" * 100 + "oops,3\n")
-    assert csv_lib.infer_column_types([a, b]) == {"x": "string", "y": "int"}
+    assert csv_infer.infer_column_types([a, b]) == {"x": "string", "y": "int"}
 
   def test_rows_quarantined_anyway_do_not_count(self, tmp_path):
     data = b"x,y,label\n1,2,1\n3,4,0\nabc,5,\n\xff,x,1\n7,8,9,10\n"
     path = _write(tmp_path / "a.csv", data)
-    types = csv_lib.infer_column_types([path], label_key="label")
+    types = csv_infer.infer_column_types([path], label_key="label")
     assert types == {"x": "int", "y": "int", "label": "int"}
-    assert csv_lib.infer_column_types([path])["x"] == "string"  # No label: the row counts.
+    assert csv_infer.infer_column_types([path])["x"] == "string"  # No label: the row counts.
 
   def test_types_from_schema(self, tmp_path):
     schema = tmp_path / "s.pbtxt"
     schema.write_text('feature { name: "a" type: INT }\nfeature { name: "b" type: BYTES }\n')
-    assert csv_lib.types_from_schema(str(schema)) == {"a": "int", "b": "string"}
+    assert csv_infer.types_from_schema(str(schema)) == {"a": "int", "b": "string"}
 
 
 def _raw_batch(**columns) -> pa.RecordBatch:
@@ -129,8 +139,8 @@ class TestConvertBatch:
     ints = ["1", " 12", "+5", "1_000", "007", "-9223372036854775808", "", "42"]
     floats = ["1e5", "2.5", " .5", "1_000.5", "-1e-3", "3", "", "0.1"]
     raw = _raw_batch(i=ints, f=floats)
-    options = csv_lib.ConvertOptions(column_types={"i": "int", "f": "float"})
-    verdict = csv_lib.convert_batch(raw, options)
+    options = csv_batch.ConvertOptions(column_types={"i": "int", "f": "float"})
+    verdict = csv_batch.convert_batch(raw, options)
     assert verdict.bad_index.tolist() == []
     examples = [tf.train.Example.FromString(r) for r in verdict.serialize().to_pylist()]
     got_i = [list(e.features.feature["i"].int64_list.value) for e in examples]
@@ -140,8 +150,8 @@ class TestConvertBatch:
 
   def test_cells_python_rejects_are_bad_under_a_schema(self):
     raw = _raw_batch(i=["0x10", BEYOND_INT64, "1", "9" * 5000], f=["nan(1)", "1", "x", "2"])
-    options = csv_lib.ConvertOptions(column_types={"i": "int", "f": "float"})
-    verdict = csv_lib.convert_batch(raw, options)
+    options = csv_batch.ConvertOptions(column_types={"i": "int", "f": "float"})
+    verdict = csv_batch.convert_batch(raw, options)
     assert verdict.bad_index.tolist() == [0, 1, 2, 3]
     assert "'0x10' is not an integer" in verdict.bad_reason[0]
     assert "is not an integer" in verdict.bad_reason[1]
@@ -150,8 +160,8 @@ class TestConvertBatch:
 
   def test_empty_cells_are_empty_lists_and_unknown_columns_have_no_kind(self):
     raw = _raw_batch(i=["1", ""], s=["", "a"], u=["", ""])
-    options = csv_lib.ConvertOptions(column_types={"i": "int", "s": "string", "u": "unknown"})
-    records = csv_lib.convert_batch(raw, options).serialize().to_pylist()
+    options = csv_batch.ConvertOptions(column_types={"i": "int", "s": "string", "u": "unknown"})
+    records = csv_batch.convert_batch(raw, options).serialize().to_pylist()
     features = [tf.train.Example.FromString(r).features.feature for r in records]
     kinds = [{k: f.WhichOneof("kind") for k, f in x.items()} for x in features]
     assert kinds == [{"i": "int64_list", "s": "bytes_list", "u": None}] * 2
@@ -162,20 +172,19 @@ class TestConvertBatch:
 class TestReading:
   def test_header_of_a_gzipped_file(self, tmp_path):
     path = _write(tmp_path / "d", "a,b\n1,2\n", compress=True)
-    assert csv_lib.read_header(path) == ["a", "b"]
+    assert csv_read.read_header(path) == ["a", "b"]
     assert io_lib.is_gzip(path)
 
   def test_rows_longer_than_the_block_grow_it(self, tmp_path):
     rows = [f"{i},{'x' * (3000 if i in (5, 40) else 2)}\n" for i in range(60)]
     path = _write(tmp_path / "a.csv", "n,s\n" + "".join(rows))
-    options = csv_lib.ConvertOptions(column_types={"n": "int", "s": "string"}, block_size=1024)
-    batches = list(csv_lib.iter_raw_batches(csv_lib.Chunk(path), ["n", "s"], options))
+    batches = list(csv_read.iter_raw_batches(csv_read.Chunk(path), ["n", "s"], block_size=1024))
     numbers = [int(v) for b in batches for v in b.column("n").to_pylist()]
     assert numbers == list(range(60))
 
   def test_gzipped_files_are_never_cut(self, tmp_path):
     path = _write(tmp_path / "a.csv.gz", "a\n" + "1\n" * 50_000, compress=True)
-    assert csv_lib.plan_chunks(path, 1024) == [csv_lib.Chunk(path)]
+    assert csv_read.plan_chunks(path, 1024) == [csv_read.Chunk(path)]
 
   @pytest.mark.parametrize(
     "header, delimiter, expected",
@@ -188,31 +197,33 @@ class TestReading:
     ],
   )
   def test_delimiter_hint(self, header, delimiter, expected):
-    hint = csv_lib.delimiter_hint([header], delimiter)
+    hint = csv_errors.delimiter_hint([header], delimiter)
     assert expected in hint if expected else hint == ""
-    assert csv_lib.delimiter_hint(["a", "b;c"], ",") == ""
+    assert csv_errors.delimiter_hint(["a", "b;c"], ",") == ""
 
 
 class TestProfileColumn:
   def test_binary_int_label(self, tmp_path):
     a = _write(tmp_path / "a.csv", "x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(100)))
     b = _write(tmp_path / "b.csv", "x,label\n1,\n2, 1\n", compress=True)
-    p = csv_lib.profile_column([a, b], "label")
-    assert p == csv_lib.ColumnProfile(
+    p = csv_profile.profile_column([a, b], "label")
+    assert p == csv_profile.ColumnProfile(
       "label", "int", 102, 1, (0, 1), False, 2, {0: 50, 1: 51}, 51 / 101, p.variance
     )
     assert p.variance == pytest.approx(np.var([0] * 50 + [1] * 51))
 
   def test_string_label_keeps_the_cells(self, tmp_path):
     path = _write(tmp_path / "a.csv", 'x;label\n1;"b;c"\n2;a\n3;b\n4;a\n')
-    p = csv_lib.profile_column([path], "label", delimiter=";")
+    p = csv_profile.profile_column([path], "label", delimiter=";")
     assert (p.kind, p.values, p.num_rows) == ("string", ("a", "b", "b;c"), 4)
     assert p.value_counts == {"a": 2, "b": 1, "b;c": 1}
     assert p.mean is None and p.variance is None
 
   def test_float_label_by_the_whole_input(self, tmp_path):
     rows = "".join(f"{i},{i}\n" for i in range(20_000)) + "1,2.5\n"
-    p = csv_lib.profile_column([_write(tmp_path / "a.csv", "x,y\n" + rows)], "y", max_distinct=10)
+    p = csv_profile.profile_column(
+      [_write(tmp_path / "a.csv", "x,y\n" + rows)], "y", max_distinct=10
+    )
     assert p.kind == "float"
     assert p.truncated and p.values == () and p.distinct_count_at_least > 10
     assert p.value_counts is None
@@ -221,30 +232,30 @@ class TestProfileColumn:
     assert p.variance == pytest.approx(values.var())
 
   def test_empty_column(self, tmp_path):
-    p = csv_lib.profile_column([_write(tmp_path / "a.csv", "x,y\n1,\n2,\n")], "y")
-    assert p == csv_lib.ColumnProfile("y", None, 2, 2, (), False, 0, {})
+    p = csv_profile.profile_column([_write(tmp_path / "a.csv", "x,y\n1,\n2,\n")], "y")
+    assert p == csv_profile.ColumnProfile("y", None, 2, 2, (), False, 0, {})
 
   def test_same_number_written_twice_counts_once(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,1\n2,01\n3, 1\n4,2\n5,nan\n")
-    p = csv_lib.profile_column([path], "y")
+    p = csv_profile.profile_column([path], "y")
     assert (p.kind, p.values, p.value_counts) == ("float", (1.0, 2.0), {1.0: 3, 2.0: 1})
     assert p.num_rows == 5 and p.mean == pytest.approx(1.25)  # NaN left out.
 
   def test_ragged_rows_do_not_count(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
-    assert csv_lib.profile_column([path], "y").num_rows == 2
+    assert csv_profile.profile_column([path], "y").num_rows == 2
 
   def test_missing_column_suggests_the_delimiter(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x;label\n1;2\n")
-    with pytest.raises(csv_lib.CsvInputError, match="pass --delimiter ';'"):
-      csv_lib.profile_column([path], "label")
-    with pytest.raises(csv_lib.CsvInputError, match="no CSV files"):
-      csv_lib.profile_column([], "label")
+    with pytest.raises(csv_errors.CsvInputError, match="pass --delimiter ';'"):
+      csv_profile.profile_column([path], "label")
+    with pytest.raises(csv_errors.CsvInputError, match="no CSV files"):
+      csv_profile.profile_column([], "label")
 
   def test_reads_only_the_column_quickly(self, tmp_path):
     rows = "".join(f"{i},{i * 3},{'z' * 20},{i % 3}\n" for i in range(100_000))
     path = _write(tmp_path / "a.csv", "a,b,c,label\n" + rows)
-    p = csv_lib.profile_column([path], "label")
+    p = csv_profile.profile_column([path], "label")
     assert p.values == (0, 1, 2) and p.num_rows == 100_000
 
 
@@ -282,15 +293,15 @@ def test_tf_gfile_paths_are_read_and_written(tmp_path):
     f.write(gzip.compress(b"x,label\n1,1\n2,0\n"))
   paths = io_lib.glob(f"{base}/in/*")
   assert paths == [f"{base}/in/a.csv", f"{base}/in/b.csv.gz"]
-  assert csv_lib.profile_column(paths, "label").value_counts == {0: 501, 1: 501}
-  assert csv_lib.infer_column_types(paths) == {"x": "int", "label": "int"}
-  options = csv_lib.ConvertOptions(column_types={"x": "int", "label": "int"}, label_key="label")
-  plan = csv_lib.SplitPlan(("train", "eval"), (2, 1))
+  assert csv_profile.profile_column(paths, "label").value_counts == {0: 501, 1: 501}
+  assert csv_infer.infer_column_types(paths) == {"x": "int", "label": "int"}
+  options = csv_batch.ConvertOptions(column_types={"x": "int", "label": "int"}, label_key="label")
+  plan = csv_split.SplitPlan(("train", "eval"), (2, 1))
   out = {s: f"{base}/out/Split-{s}" for s in plan.names}
   rows = 0
-  for chunk in [*csv_lib.plan_chunks(paths[0], 2048), csv_lib.Chunk(paths[1])]:
+  for chunk in [*csv_read.plan_chunks(paths[0], 2048), csv_read.Chunk(paths[1])]:
     name = f"data-{chunk.path[-1]}{chunk.index}"
-    rows += csv_lib.convert_file(chunk, options, plan, out, name, f"{base}/q").rows_read
+    rows += csv_convert.convert_file(chunk, options, plan, out, name, f"{base}/q").rows_read
   shards = tf.io.gfile.glob(f"{base}/out/Split-*/*.gz")
   written = tf.data.TFRecordDataset(shards, compression_type="GZIP")
   assert rows == sum(1 for _ in written) == 1002
@@ -319,7 +330,7 @@ class TestPlanning:
       str(tmp_path), [("train", "train/*"), ("eval", "eval/*")], hash_split=False
     )
     assert [s for _, s in plan.files] == ["train", "eval"]
-    with pytest.raises(csv_lib.CsvInputError, match="no CSV file matches 'test/\\*'"):
+    with pytest.raises(csv_errors.CsvInputError, match="no CSV file matches 'test/\\*'"):
       example_gen_lib.plan_files(str(tmp_path), [("test", "test/*")], hash_split=False)
 
   def test_plan_units_cuts_large_files_only(self, tmp_path, monkeypatch):
@@ -329,7 +340,7 @@ class TestPlanning:
     units = example_gen_lib.plan_units([(big, None), (small, "eval")])
     assert [u.index for u in units] == list(range(len(units)))
     assert len([u for u in units if u.chunk.path == big]) > 4
-    assert units[-1] == csv_lib.Unit(len(units) - 1, csv_lib.Chunk(small), "eval")
+    assert units[-1] == csv_convert.Unit(len(units) - 1, csv_read.Chunk(small), "eval")
 
   @pytest.mark.parametrize(
     "args, units, size, parallel",
@@ -349,11 +360,11 @@ class TestPlanning:
 
   def test_check_columns(self):
     example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "label", "a")
-    with pytest.raises(csv_lib.CsvInputError, match=r"pass one of 'a', 'label' as --label-key"):
+    with pytest.raises(csv_errors.CsvInputError, match=r"pass one of 'a', 'label' as --label-key"):
       example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "y")
-    with pytest.raises(csv_lib.CsvInputError, match="looks ';'-delimited"):
+    with pytest.raises(csv_errors.CsvInputError, match="looks ';'-delimited"):
       example_gen_lib.check_columns("f.csv", ["a;label"], ",", "label")
-    with pytest.raises(csv_lib.CsvInputError, match="partition_feature_name 'p'"):
+    with pytest.raises(csv_errors.CsvInputError, match="partition_feature_name 'p'"):
       example_gen_lib.check_columns("f.csv", ["a"], ",", None, "p")
 
   def test_is_unresolved(self):
@@ -364,7 +375,7 @@ class TestPlanning:
 
 
 def _result(file, chunk=0, lines=0, rows=10, bad=0, per_split=None, quarantine=None, error=None):
-  return csv_lib.UnitResult(
+  return csv_convert.UnitResult(
     file=file,
     chunk=chunk,
     lines=lines,
@@ -387,16 +398,16 @@ def test_row_hashes_split_deterministically_and_by_ratio():
   )
   keep = np.ones(30_000, dtype=bool)
   keep[::7] = False
-  hashes = csv_lib.row_hashes(raw, keep)
+  hashes = csv_split.row_hashes(raw, keep)
   assert len(hashes) == keep.sum()
-  assert np.array_equal(hashes, csv_lib.row_hashes(raw.slice(0), keep))
+  assert np.array_equal(hashes, csv_split.row_hashes(raw.slice(0), keep))
   assert len(np.unique(hashes)) > 0.99 * len(hashes)
-  splits = csv_lib.assign_splits(hashes, csv_lib.SplitPlan(("train", "eval"), (2, 1)))
+  splits = csv_split.assign_splits(hashes, csv_split.SplitPlan(("train", "eval"), (2, 1)))
   assert abs((splits == 0).mean() - 2 / 3) < 0.02
-  by_a = csv_lib.row_hashes(raw, keep, column="a")
+  by_a = csv_split.row_hashes(raw, keep, column="a")
   assert not np.array_equal(by_a, hashes)
   swapped = pa.RecordBatch.from_arrays([raw.column(0)], names=["a"])
-  assert np.array_equal(csv_lib.row_hashes(swapped, keep), by_a)
+  assert np.array_equal(csv_split.row_hashes(swapped, keep), by_a)
 
 
 class TestMergeResults:
@@ -405,7 +416,7 @@ class TestMergeResults:
     for chunk, line in ((0, 5), (1, 2)):
       parts.append(str(tmp_path / "q" / f"data-{chunk}.csv"))
       row = {"file": "f.csv", "chunk": chunk, "line": line, "reason": "why", "row": "1,2"}
-      csv_lib.write_quarantine(parts[-1], [row], with_chunk=True)
+      csv_convert.write_quarantine(parts[-1], [row], with_chunk=True)
     results = [
       _result("f.csv", 0, lines=100, rows=100, bad=1, quarantine=parts[0]),
       _result("f.csv", 1, lines=50, rows=50, bad=1, quarantine=parts[1]),
@@ -419,9 +430,9 @@ class TestMergeResults:
 
   def test_too_many_bad_rows_keeps_them_beside_the_output(self, tmp_path):
     part = str(tmp_path / "q.csv")
-    csv_lib.write_quarantine(part, [{"file": "f", "chunk": 0, "line": 2, "reason": "r"}], True)
+    csv_convert.write_quarantine(part, [{"file": "f", "chunk": 0, "line": 2, "reason": "r"}], True)
     results = [_result("f", bad=1, quarantine=part)]
-    with pytest.raises(csv_lib.CsvInputError, match="1 of 10 rows") as err:
+    with pytest.raises(csv_errors.CsvInputError, match="1 of 10 rows") as err:
       example_gen_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
     assert os.path.exists(str(tmp_path / "ex") + ".quarantine.csv")
     assert "\n" not in str(err.value)
@@ -435,7 +446,7 @@ class TestMergeResults:
     ],
   )
   def test_user_errors(self, tmp_path, results, message):
-    with pytest.raises(csv_lib.CsvInputError, match=message):
+    with pytest.raises(csv_errors.CsvInputError, match=message):
       example_gen_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
 
   def test_read_results_reads_json_lines_and_cleans_up(self, tmp_path):
@@ -458,15 +469,15 @@ def test_resolve_without_driver_is_a_no_op_after_the_driver(tmp_path):
   resolved = example_gen_lib.resolve_without_driver(props)
   assert resolved["span"] == 0 and resolved["input_fingerprint"]
   props = exec_properties(tmp_path, pattern="nope-{SPAN}/*")
-  with pytest.raises(csv_lib.CsvInputError, match="cannot resolve the span"):
+  with pytest.raises(csv_errors.CsvInputError, match="cannot resolve the span"):
     example_gen_lib.resolve_without_driver(props)
 
 
 def test_quarantine_text_round_trips(tmp_path):
   path = str(tmp_path / "q.csv")
   rows = [{"file": "f", "line": 3, "reason": "r", "row": 'a,"b"\nc\0'}]
-  csv_lib.write_quarantine(path, rows)
-  back = list(csv_lib.iter_quarantine_rows([path]))
+  csv_convert.write_quarantine(path, rows)
+  back = list(csv_convert.iter_quarantine_rows([path]))
   assert back[0]["row"] == 'a,"b"\nc\\0'
   assert pathlib.Path(path).read_text().startswith("file,line,reason,row")
 

@@ -1,0 +1,139 @@
+"""Validating and typing one batch of raw CSV cells: the rows kept, and why others are not."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from components.example_gen import csv_read, tfexample_lib
+from components.example_gen.csv_infer import FLOAT, INT, STRING, UNKNOWN, parse_numeric
+
+_MAX_CELL_IN_REASON = 60
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertOptions:
+  """How one CSV file is turned into examples.
+
+  Attributes:
+    column_types: Column name -> one of `csv_infer.COLUMN_TYPES`, for every column.
+    label_key: Column that must be present and non-empty in every row, or None.
+    allow_non_finite: Whether NaN and +-inf are accepted in float columns.
+    delimiter: Field delimiter.
+    block_size: Bytes per Arrow read block to start with; it grows for longer rows.
+    compression_level: zlib level of the gzipped TFRecords (1 fastest, 9 smallest).
+  """
+
+  column_types: dict[str, str]
+  label_key: str | None = None
+  allow_non_finite: bool = False
+  delimiter: str = ","
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES
+  compression_level: int = 1
+
+
+@dataclasses.dataclass
+class BatchVerdict:
+  """The outcome of one batch.
+
+  Attributes:
+    columns: (name, kind, values) of the kept rows, values flat (int64, float32
+      or binary) with nulls for empty cells, None for an UNKNOWN column.
+    num_kept: Rows kept.
+    bad_index: Indices of the rejected rows in the batch.
+    bad_reason: Why each was rejected.
+    keep: Mask of the kept rows.
+  """
+
+  columns: list[tuple[str, str, pa.Array | None]]
+  num_kept: int
+  bad_index: np.ndarray
+  bad_reason: list[str]
+  keep: np.ndarray
+
+  def serialize(self) -> pa.Array:
+    """The kept rows as serialized tf.Examples, a binary array."""
+    return tfexample_lib.serialize_examples(self.columns, self.num_kept)
+
+
+def _short(cell: str) -> str:
+  # A huge cell in the reason would exceed the csv module's field limit on read-back.
+  return cell if len(cell) <= _MAX_CELL_IN_REASON else cell[:_MAX_CELL_IN_REASON] + "..."
+
+
+def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> BatchVerdict:
+  """Validates and types one batch of raw (binary) columns.
+
+  Args:
+    raw: Record batch whose columns are all binary, as read from the CSV.
+    options: Conversion options.
+    utf8: Whether the input is known to be valid UTF-8; else cells holding the
+      0xFF marker of `iter_raw_batches` are rejected.
+
+  Returns:
+    The typed columns of the good rows, and the indices and reasons of rejected rows.
+  """
+  n = raw.num_rows
+  reasons: list[str | None] = [None] * n
+  bad = np.zeros(n, dtype=bool)
+
+  def reject(mask: np.ndarray, why: str) -> None:
+    for i in np.flatnonzero(mask & ~bad):
+      reasons[i] = why
+    bad[:] |= mask
+
+  columns = {name: raw.column(name) for name in raw.schema.names}
+  if not utf8:
+    for name, column in columns.items():
+      undecodable = csv_read.undecodable(column)
+      if undecodable.any():
+        reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
+        columns[name] = pc.if_else(pa.array(undecodable), pa.scalar(None, pa.binary()), column)
+  if options.label_key in columns:
+    label = options.label_key
+    reject(np.asarray(columns[label].is_null(), dtype=bool), f"missing label {label!r}")
+
+  typed: dict[str, pa.Array | None] = {}
+  for name, column in columns.items():
+    kind = options.column_types[name]
+    if kind == STRING:
+      typed[name] = column
+    elif kind == UNKNOWN:
+      typed[name] = None
+    else:
+      text = column.cast(pa.string())
+      values, failed = parse_numeric(text, kind)
+      if failed.any():
+        cells = text.to_pylist()
+        noun = "an integer" if kind == INT else "a number"
+        for i in np.flatnonzero(failed & ~bad):
+          reasons[i] = f"column {name!r}: {_short(cells[i])!r} is not {noun}"
+        bad |= failed
+      if kind == FLOAT:
+        # Checked as float32, the type written: 1e39 is finite only as a float64.
+        values = values.cast(pa.float32())
+        if not options.allow_non_finite and values.null_count < len(values):
+          finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
+          reject(~finite, f"column {name!r}: NaN or infinity")
+      typed[name] = values
+  for name, column in columns.items():
+    if typed[name] is None:
+      # Empty in every row when the types were inferred; a value here means a row that
+      # is rejected anyway, or an input that changed since.
+      reject(np.asarray(column.is_valid(), dtype=bool), f"column {name!r}: expected an empty cell")
+
+  keep = ~bad
+  count = int(keep.sum())
+  mask = pa.array(keep)
+  kept = []
+  for name in columns:
+    values = typed[name]
+    if values is not None and count < n:
+      values = values.filter(mask)
+    kept.append((name, options.column_types[name], values))
+  bad_index = np.flatnonzero(bad)
+  reasons_ = [reasons[i] or "rejected" for i in bad_index]
+  return BatchVerdict(kept, count, bad_index, reasons_, keep)

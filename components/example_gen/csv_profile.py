@@ -1,0 +1,272 @@
+"""What a CSV column holds: a whole input's profile, and a label's value counts per split."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from components.example_gen import csv_read
+from components.example_gen.csv_errors import (
+  CsvInputError,
+  damaged_gzip_as_input_error,
+  delimiter_hint,
+  shown_names,
+)
+from components.example_gen.csv_infer import FLOAT, INT, UNKNOWN, column_kind, parse_numeric
+
+
+class LabelCounts:
+  """Counts of a label column's values as read, and their moments when they are numbers.
+
+  The Evaluator takes its automatic floor from the eval split's counts: the share of the most
+  frequent value (classification) or the variance (regression).
+  """
+
+  # Distinct values kept; past this a label is no class label the kit trains.
+  MAX_VALUES = 1001
+
+  def __init__(self, rows=0, counts=None, overflow=False, numeric=True, total=0.0, total_sq=0.0):
+    self.rows = int(rows)
+    self.counts = dict(counts or {})
+    self.overflow = bool(overflow)
+    self.numeric = bool(numeric)
+    self.total = float(total)
+    self.total_sq = float(total_sq)
+
+  def add(self, values: pa.Array) -> None:
+    """Adds the raw cells (bytes) of one batch."""
+    self.rows += len(values)
+    if not self.overflow:
+      for item in pc.value_counts(values).to_pylist():
+        text = item["values"]
+        text = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        self.counts[text] = self.counts.get(text, 0) + int(item["counts"])
+      if len(self.counts) > self.MAX_VALUES:
+        self.overflow = True
+        self.counts = {}
+    if self.numeric:
+      try:
+        numbers = pc.cast(pc.utf8_trim_whitespace(values.cast(pa.string())), pa.float64())
+      except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        self.numeric = False
+        return
+      array = numbers.to_numpy(zero_copy_only=False)
+      self.total += float(np.nansum(array))
+      self.total_sq += float(np.nansum(np.square(array)))
+
+  def merge(self, other: LabelCounts) -> None:
+    self.rows += other.rows
+    self.overflow = self.overflow or other.overflow
+    if self.overflow:
+      self.counts = {}
+    else:
+      for value, n in other.counts.items():
+        self.counts[value] = self.counts.get(value, 0) + n
+      if len(self.counts) > self.MAX_VALUES:
+        self.overflow, self.counts = True, {}
+    self.numeric = self.numeric and other.numeric
+    self.total += other.total
+    self.total_sq += other.total_sq
+
+  def to_json(self) -> dict:
+    out = {"rows": self.rows, "counts": self.counts, "overflow": self.overflow}
+    if self.numeric:
+      out.update(total=self.total, total_sq=self.total_sq)
+    return out
+
+  @classmethod
+  def from_json(cls, data: dict) -> LabelCounts:
+    numeric = "total" in data
+    return cls(
+      data["rows"],
+      data.get("counts"),
+      data.get("overflow", False),
+      numeric,
+      data.get("total", 0.0),
+      data.get("total_sq", 0.0),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnProfile:
+  """What one column of a CSV input holds; see `profile_column`.
+
+  Attributes:
+    column: The column's name.
+    kind: 'int', 'float' or 'string' by stock CsvExampleGen's rules, None when
+      every cell is empty.
+    num_rows: Data rows read (rows with the wrong number of fields are not rows).
+    num_empty: Rows whose cell in this column is empty.
+    values: The distinct non-empty values, sorted, as Python ints, floats or
+      strs; empty when `truncated`. NaN is left out.
+    truncated: More than `max_distinct` distinct cells were seen, so `values`
+      was not kept.
+    distinct_count_at_least: The number of distinct values; a lower bound when
+      `truncated`.
+    value_counts: Rows holding each value (keys as in `values`); None when
+      `truncated`.
+    mean: Mean of the finite values of an 'int' or 'float' column, else None.
+    variance: Their population variance (the mean squared error of always
+      answering the mean), else None.
+  """
+
+  column: str
+  kind: str | None
+  num_rows: int
+  num_empty: int
+  values: tuple[Any, ...]
+  truncated: bool
+  distinct_count_at_least: int
+  value_counts: dict[Any, int] | None = None
+  mean: float | None = None
+  variance: float | None = None
+
+
+def _typed_value(cell: bytes, kind: str) -> Any:
+  if kind == INT:
+    return int(cell)
+  if kind == FLOAT:
+    return float(cell)
+  return cell.decode("utf-8")
+
+
+class _Moments:
+  """Count, mean and sum of squared deviations, merged batch by batch (Chan et al.)."""
+
+  def __init__(self):
+    self.count, self.mean, self.m2 = 0, 0.0, 0.0
+
+  def add(self, values: np.ndarray) -> None:
+    values = values[np.isfinite(values)]
+    if not len(values):
+      return
+    count, mean = len(values), float(values.mean())
+    m2 = float(((values - mean) ** 2).sum())
+    total = self.count + count
+    delta = mean - self.mean
+    self.mean += delta * count / total
+    self.m2 += m2 + delta * delta * self.count * count / total
+    self.count = total
+
+
+class _ColumnTally:
+  """What `profile_column` learns of one column, batch by batch."""
+
+  def __init__(self, max_distinct: int):
+    self.max_distinct = max_distinct
+    self.kind = UNKNOWN
+    self.rows = self.empty = 0
+    # Cells as written -> rows; dropped once there are more than max_distinct of them.
+    self.counts: collections.Counter[bytes] = collections.Counter()
+    self.truncated = False
+    # Distinct typed values when the counts were dropped.
+    self.kept = 0
+    self.moments = _Moments()
+
+  def add(self, values: pa.Array) -> None:
+    """Adds one batch's cells (binary, nulls for empty cells)."""
+    self.rows += len(values)
+    self.empty += values.null_count
+    text = values.cast(pa.string())
+    self.kind = column_kind(text, self.kind)
+    if self.kind in (INT, FLOAT):
+      numbers, _ = parse_numeric(text, FLOAT)
+      self.moments.add(numbers.drop_null().to_numpy(zero_copy_only=False))
+    if self.truncated:
+      return
+    tally = pc.value_counts(values.drop_null())
+    self.counts.update(
+      dict(zip(tally.field("values").to_pylist(), tally.field("counts").to_pylist(), strict=True))
+    )
+    if len(self.counts) > self.max_distinct:
+      self.truncated = True
+      self.kept = len({_typed_value(c, self.kind) for c in self.counts})
+      self.counts = collections.Counter()
+
+  def profile(self, column: str) -> ColumnProfile:
+    """The profile of everything added, under the column's name."""
+    kind, rows, empty = self.kind, self.rows, self.empty
+    if kind == UNKNOWN:
+      return ColumnProfile(column, None, rows, empty, (), False, 0, {})
+    numeric = kind in (INT, FLOAT) and self.moments.count > 0
+    spread = {
+      "mean": self.moments.mean if numeric else None,
+      "variance": self.moments.m2 / self.moments.count if numeric else None,
+    }
+    typed: collections.Counter[Any] = collections.Counter()
+    for cell, n in self.counts.items():
+      value = _typed_value(cell, kind)
+      # NaN, which the ExampleGen quarantines, is no value to list.
+      if not (isinstance(value, float) and math.isnan(value)):
+        typed[value] += n
+    if self.truncated or len(typed) > self.max_distinct:
+      distinct = max(self.kept, len(typed))
+      return ColumnProfile(column, kind, rows, empty, (), True, distinct, **spread)
+    ordered = sorted(typed)
+    counts = {v: typed[v] for v in ordered}
+    return ColumnProfile(
+      column, kind, rows, empty, tuple(ordered), False, len(ordered), counts, **spread
+    )
+
+
+def profile_column(
+  paths: Sequence[str],
+  column: str,
+  delimiter: str = ",",
+  max_distinct: int = 1000,
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
+) -> ColumnProfile:
+  """Profiles one column of CSV files: its type, counts, distinct values and spread.
+
+  Reads only that column (Arrow still tokenises the rows) on every core, with the
+  type rules of the ExampleGen, so a runner can tell a binary, multiclass or
+  regression label apart before it builds a pipeline. Files may be local or
+  remote, gzipped or not. Rows with the wrong number of fields are not counted,
+  and neither are cells that are not valid UTF-8 (the ExampleGen quarantines both).
+
+  Args:
+    paths: CSV files, each with a header.
+    column: Name of the column to profile.
+    delimiter: Field delimiter.
+    max_distinct: Most distinct values to keep; beyond it `truncated` is set
+      (cells are told apart as written, so '1' and '01' count twice here).
+    block_size: Bytes per read block to start with.
+
+  Returns:
+    The profile.
+
+  Raises:
+    CsvInputError: if there are no files, or a file lacks the column.
+    ValueError: if max_distinct is negative.
+  """
+  if max_distinct < 0:
+    raise ValueError("max_distinct must be 0 or more.")
+  if not paths:
+    raise CsvInputError("no CSV files to profile; check the data root and the input pattern.")
+  tally = _ColumnTally(max_distinct)
+  for path in paths:
+    names = csv_read.read_header(path, delimiter)
+    if column not in names:
+      fix = delimiter_hint(names, delimiter) or f"pass one of {shown_names(names)} as --label-key"
+      raise CsvInputError(f"column {column!r} is not in the header of {path}; {fix}.")
+    with damaged_gzip_as_input_error(path):
+      chunk = csv_read.Chunk(path)
+      utf8, _ = csv_read.scan_chunk(chunk)
+      batches = csv_read.iter_raw_batches(
+        chunk, names, delimiter, block_size, utf8=utf8, include_columns=[column], use_threads=True
+      )
+      for raw in batches:
+        values = raw.column(0)
+        if not utf8:
+          bad = csv_read.undecodable(values)
+          if bad.any():
+            values = values.filter(pa.array(~bad))
+        tally.add(values)
+  return tally.profile(column)
