@@ -59,6 +59,7 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   """Adds the options that describe a pipeline run, each defaulting to the digits example."""
   _add_data_args(parser.add_argument_group("data"))
   _add_training_args(parser.add_argument_group("training"))
+  _add_distribution_args(parser.add_argument_group("distribution"))
   _add_push_args(parser.add_argument_group("blessing, optimization and push"))
 
 
@@ -108,7 +109,7 @@ def _add_data_args(g) -> None:
 
 
 def _add_training_args(g) -> None:
-  """The trainer module, the strategy and the training budget."""
+  """The trainer module, the task, the model and the training budget."""
   d = _DEFAULTS
   g.add_argument(
     "--module-file",
@@ -159,6 +160,23 @@ def _add_training_args(g) -> None:
     help="eval batches; 0 (default): one pass over the eval split at the global batch size "
     "(64), which is also what a run_fn module gets as fn_args.eval_steps",
   )
+  g.add_argument("--warm-start", action="store_true", help="start from the live model")
+  g.add_argument("--tune", action="store_true", help="run the TFX Tuner with the module's tuner_fn")
+  g.add_argument(
+    "--tune-trials", type=int, default=d.tune_trials, help="Tuner trials (default: %(default)s)"
+  )
+  g.add_argument(
+    "--profile-steps",
+    type=_steps,
+    default=None,
+    help="FIRST,LAST: write a TensorBoard profile of training steps FIRST to LAST (from 1, "
+    "whole executions of 10 steps around them) under model_run",
+  )
+
+
+def _add_distribution_args(g) -> None:
+  """The tf.distribute strategy and the local cluster that tries it on one machine."""
+  d = _DEFAULTS
   g.add_argument(
     "--strategy",
     choices=defaults.STRATEGY_NAMES,
@@ -176,18 +194,6 @@ def _add_training_args(g) -> None:
     type=int,
     default=d.local_ps,
     help="parameter-server processes for --strategy parameter_server",
-  )
-  g.add_argument("--warm-start", action="store_true", help="start from the live model")
-  g.add_argument("--tune", action="store_true", help="run the TFX Tuner with the module's tuner_fn")
-  g.add_argument(
-    "--tune-trials", type=int, default=d.tune_trials, help="Tuner trials (default: %(default)s)"
-  )
-  g.add_argument(
-    "--profile-steps",
-    type=_steps,
-    default=None,
-    help="FIRST,LAST: write a TensorBoard profile of training steps FIRST to LAST (from 1, "
-    "whole executions of 10 steps around them) under model_run",
   )
 
 

@@ -175,6 +175,11 @@ def add_kubeflow_args(parser: argparse.ArgumentParser) -> None:
     help="kfp: set VAR in every step from key KEY of Kubernetes secret SECRET, repeatable, e.g. "
     "mlpipeline-minio-artifact:accesskey:AWS_ACCESS_KEY_ID",
   )
+  _add_tfjob_args(parser)
+
+
+def _add_tfjob_args(parser: argparse.ArgumentParser) -> None:
+  """The flags that make the trainer's step a TFJob across machines."""
   g = parser.add_argument_group(
     "training across machines (kfp: a Kubeflow Training Operator TFJob, kubeflow.org/v1)"
   )

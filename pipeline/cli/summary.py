@@ -108,41 +108,10 @@ def build_summary(
   }
   trainer = by_name.get(nodes.TRAINER)
   if trainer:
-    model = _output_of_type(store, trainer["execution_id"], "Model")
-    if model is not None:
-      summary["strategy"] = {
-        k: _prop(model, k)
-        for k in (
-          model_props.STRATEGY_PROPERTY,
-          model_props.NUM_REPLICAS_PROPERTY,
-          model_props.STRATEGY_REASON_PROPERTY,
-          model_props.STRATEGY_CHOSEN_BY_PROPERTY,
-        )
-      }
-      summary["task"] = _prop(model, model_props.TASK_PROPERTY)
-      classes = _prop(model, model_props.LABEL_CLASSES_PROPERTY)
-      summary["label_classes"] = json.loads(classes) if classes else None
-      plan = _prop(model, model_props.TRAINING_PLAN_PROPERTY)
-      summary["training_plan"] = json.loads(plan) if plan else None
-      hparams = _prop(model, model_props.HPARAMS_PROPERTY)
-      summary["hparams"] = json.loads(hparams) if hparams else None
-      for key, value in json.loads(_prop(model, model_props.EVAL_METRICS_PROPERTY) or "{}").items():
-        if key != "examples":
-          summary["eval_metrics"][f"trainer_{key}"] = value
+    _add_trainer_part(summary, store, trainer)
   evaluator = by_name.get(nodes.EVALUATOR)
   if evaluator:
-    blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
-    evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
-    if blessing is not None:
-      summary["blessed"] = bool(_prop(blessing, "blessed"))
-      if _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY):
-        summary["floor"] = {
-          "value": _prop(blessing, floor_lib.FLOOR_PROPERTY),
-          "reason": _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY),
-        }
-    if evaluation is not None:
-      summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
-      summary["validation"] = read_tfma_validation(evaluation.uri)
+    _add_evaluator_part(summary, store, evaluator)
   optimizer = by_name.get(nodes.OPTIMIZER)
   if optimizer:
     report = _output_of_type(store, optimizer["execution_id"], "components.OptimizationReport")
@@ -150,40 +119,87 @@ def build_summary(
       summary["optimizer"] = read_optimizer_report(report.uri)
   pusher = by_name.get(nodes.PUSHER)
   if pusher:
-    pushed = _output_of_type(store, pusher["execution_id"], "PushedModel")
-    if pushed is not None and pusher["state"] == "cached":
-      # Same model, same blessing, same variants as a run that already pushed (or declined).
-      was = (
-        _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY))
-        if _prop(pushed, pusher_spec.PUSHED_PROPERTY)
-        else None
-      )
-      summary["pushed"] = {
-        "pushed": False,
-        "version": None,
-        "path": None,
-        "reason": "nothing new to push: the Pusher's inputs are unchanged since an earlier run"
-        + (f" (which pushed version {was})" if was else ""),
-      }
-    elif pushed is not None:
-      summary["pushed"] = {
-        "pushed": bool(_prop(pushed, pusher_spec.PUSHED_PROPERTY)),
-        "version": _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY)),
-        "path": _prop(pushed, pusher_spec.PUSHED_DESTINATION_PROPERTY),
-        "reason": _prop(pushed, pusher_spec.PUSHED_REASON_PROPERTY),
-      }
-      failures = (summary["validation"] or {}).get("failures")
-      if not summary["pushed"]["pushed"] and summary["blessed"] is False and failures:
-        # The Pusher only sees the blessing; the Evaluator's validation result says why.
-        summary["pushed"]["pusher_reason"] = summary["pushed"]["reason"]
-        summary["pushed"]["reason"] = "the Evaluator did not bless the model: " + "; ".join(
-          failures
-        )
+    summary["pushed"] = _pushed_part(summary, store, pusher)
   examples_gen = by_name.get(nodes.CSV_EXAMPLE_GEN)
   if examples_gen:
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
     summary["new_data"] = {"ran": True, "cached": False}.get(examples_gen["state"])
   return summary
+
+
+def _add_trainer_part(summary: dict[str, Any], store, trainer: dict[str, Any]) -> None:
+  """The strategy, task, classes, plan, hyperparameters and metrics the Model records."""
+  model = _output_of_type(store, trainer["execution_id"], "Model")
+  if model is None:
+    return
+  summary["strategy"] = {
+    k: _prop(model, k)
+    for k in (
+      model_props.STRATEGY_PROPERTY,
+      model_props.NUM_REPLICAS_PROPERTY,
+      model_props.STRATEGY_REASON_PROPERTY,
+      model_props.STRATEGY_CHOSEN_BY_PROPERTY,
+    )
+  }
+  summary["task"] = _prop(model, model_props.TASK_PROPERTY)
+  classes = _prop(model, model_props.LABEL_CLASSES_PROPERTY)
+  summary["label_classes"] = json.loads(classes) if classes else None
+  plan = _prop(model, model_props.TRAINING_PLAN_PROPERTY)
+  summary["training_plan"] = json.loads(plan) if plan else None
+  hparams = _prop(model, model_props.HPARAMS_PROPERTY)
+  summary["hparams"] = json.loads(hparams) if hparams else None
+  for key, value in json.loads(_prop(model, model_props.EVAL_METRICS_PROPERTY) or "{}").items():
+    if key != "examples":
+      summary["eval_metrics"][f"trainer_{key}"] = value
+
+
+def _add_evaluator_part(summary: dict[str, Any], store, evaluator: dict[str, Any]) -> None:
+  """The blessing, the floor it was judged by, TFMA's metrics and its validation result."""
+  blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
+  evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
+  if blessing is not None:
+    summary["blessed"] = bool(_prop(blessing, "blessed"))
+    if _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY):
+      summary["floor"] = {
+        "value": _prop(blessing, floor_lib.FLOOR_PROPERTY),
+        "reason": _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY),
+      }
+  if evaluation is not None:
+    summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
+    summary["validation"] = read_tfma_validation(evaluation.uri)
+
+
+def _pushed_part(summary: dict[str, Any], store, pusher: dict[str, Any]) -> dict | None:
+  """What the Pusher did, and why not when it did not (the Evaluator's reason first)."""
+  pushed = _output_of_type(store, pusher["execution_id"], "PushedModel")
+  if pushed is None:
+    return None
+  if pusher["state"] == "cached":
+    # Same model, same blessing, same variants as a run that already pushed (or declined).
+    was = (
+      _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY))
+      if _prop(pushed, pusher_spec.PUSHED_PROPERTY)
+      else None
+    )
+    return {
+      "pushed": False,
+      "version": None,
+      "path": None,
+      "reason": "nothing new to push: the Pusher's inputs are unchanged since an earlier run"
+      + (f" (which pushed version {was})" if was else ""),
+    }
+  result = {
+    "pushed": bool(_prop(pushed, pusher_spec.PUSHED_PROPERTY)),
+    "version": _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY)),
+    "path": _prop(pushed, pusher_spec.PUSHED_DESTINATION_PROPERTY),
+    "reason": _prop(pushed, pusher_spec.PUSHED_REASON_PROPERTY),
+  }
+  failures = (summary["validation"] or {}).get("failures")
+  if not result["pushed"] and summary["blessed"] is False and failures:
+    # The Pusher only sees the blessing; the Evaluator's validation result says why.
+    result["pusher_reason"] = result["reason"]
+    result["reason"] = "the Evaluator did not bless the model: " + "; ".join(failures)
+  return result
 
 
 def _examples_line(a) -> str:

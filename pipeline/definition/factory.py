@@ -116,6 +116,50 @@ def create_pipeline(
   Returns:
     The pipeline, not yet run or compiled.
   """
+  example_gen = _example_gen(config)
+  examples = example_gen.outputs["examples"]
+  statistics_gen = StatisticsGen(examples=examples).with_id(nodes.STATISTICS_GEN)
+  statistics = statistics_gen.outputs["statistics"]
+  if config.schema_path:
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
+  else:
+    schema_gen = tfx.components.SchemaGen(statistics=statistics, infer_feature_shape=True)
+  schema = schema_gen.outputs["schema"]
+  example_validator = tfx.components.ExampleValidator(statistics=statistics, schema=schema).with_id(
+    nodes.EXAMPLE_VALIDATOR
+  )
+  transform = None
+  if config.transform:
+    transform = tfx.components.Transform(
+      examples=examples,
+      schema=schema,
+      module_file=config.transform_module or config.module_file,
+    ).with_id(nodes.TRANSFORM)
+  # The serving folder says what is live: the Evaluator's baseline, and the warm-start model
+  # when it was trained on other data. It replaces TFX's resolvers, which open-source Kubeflow
+  # cannot run, and follows rollbacks.
+  live = LiveModel(
+    serving_dir=config.serving_dir,
+    model_name=config.model_name,
+    examples=examples,
+    live_key=live_key,
+  ).with_id(LIVE_MODEL_ID)
+  anomalies = example_validator.outputs["anomalies"]
+  tuner, trainer = _training(config, examples, schema, anomalies, transform, live)
+  release = _release(config, examples, schema, transform, trainer, live, live_key)
+  parts = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
+  return tfx.dsl.Pipeline(
+    pipeline_name=config.pipeline_name,
+    pipeline_root=config.pipeline_root,
+    components=[n for n in [*parts, trainer, *release] if n is not None],
+    enable_cache=config.enable_cache,
+    metadata_connection_config=metadata_connection_config,
+    beam_pipeline_args=list(beam_pipeline_args),
+  )
+
+
+def _example_gen(config: PipelineConfig) -> CsvExampleGen:
+  """The CsvExampleGen over the data root: one input pattern, train/eval by hash buckets."""
   input_config = example_gen_pb2.Input(
     splits=[example_gen_pb2.Input.Split(name="single_split", pattern=config.input_pattern)]
   )
@@ -128,7 +172,7 @@ def create_pipeline(
       partition_feature_name=config.split_column or "",
     )
   )
-  example_gen = CsvExampleGen(
+  return CsvExampleGen(
     input_base=config.data_root,
     input_config=input_config,
     output_config=output_config,
@@ -138,28 +182,13 @@ def create_pipeline(
     delimiter=config.delimiter,
     rolling_spans=config.rolling_spans,
   ).with_id(nodes.CSV_EXAMPLE_GEN)
-  examples = example_gen.outputs["examples"]
-  statistics_gen = StatisticsGen(examples=examples).with_id(nodes.STATISTICS_GEN)
-  if config.schema_path:
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
-  else:
-    schema_gen = tfx.components.SchemaGen(
-      statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
-    )
-  schema = schema_gen.outputs["schema"]
-  example_validator = tfx.components.ExampleValidator(
-    statistics=statistics_gen.outputs["statistics"], schema=schema
-  ).with_id(nodes.EXAMPLE_VALIDATOR)
 
-  transform = None
-  if config.transform:
-    transform = tfx.components.Transform(
-      examples=examples,
-      schema=schema,
-      module_file=config.transform_module or config.module_file,
-    ).with_id(nodes.TRANSFORM)
+
+def _training(config: PipelineConfig, examples, schema, anomalies, transform, live) -> tuple:
+  """The optional Tuner and the DistributedTrainer, on the transformed Examples if any."""
+  if transform:
+    examples = transform.outputs["transformed_examples"]
   transform_graph = transform.outputs["transform_graph"] if transform else None
-
   custom_config = {
     constants.LABEL_KEY_CONFIG: config.label_key,
     constants.TASK_CONFIG: config.task,
@@ -179,7 +208,7 @@ def create_pipeline(
   tuner = None
   if config.tune:
     tuner = Tuner(
-      examples=transform.outputs["transformed_examples"] if transform else examples,
+      examples=examples,
       schema=schema,
       transform_graph=transform_graph,
       train_args=train_args,
@@ -187,20 +216,10 @@ def create_pipeline(
       custom_config=custom_config,
       **module_kwargs,
     ).with_id(nodes.TUNER)
-
-  # The serving folder says what is live: the Evaluator's baseline, and the warm-start model
-  # when it was trained on other data. It replaces TFX's resolvers, which open-source Kubeflow
-  # cannot run, and follows rollbacks.
-  live = LiveModel(
-    serving_dir=config.serving_dir,
-    model_name=config.model_name,
-    examples=examples,
-    live_key=live_key,
-  ).with_id(LIVE_MODEL_ID)
   trainer = DistributedTrainer(
-    examples=transform.outputs["transformed_examples"] if transform else examples,
+    examples=examples,
     schema=schema,
-    anomalies=example_validator.outputs["anomalies"],
+    anomalies=anomalies,
     module_file=config.module_file,
     transform_graph=transform_graph,
     hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
@@ -213,19 +232,25 @@ def create_pipeline(
     custom_config=custom_config,
     base_model=live.outputs["warm_start"] if config.warm_start else None,
   ).with_id(nodes.TRAINER)
+  return tuner, trainer
 
+
+def _release(config: PipelineConfig, examples, schema, transform, trainer, live, live_key):
+  """The Evaluator (against what is live), the Optimizer and the Pusher of the trained model."""
+  transform_graph = transform.outputs["transform_graph"] if transform else None
+  model = trainer.outputs["model"]
   # The default module's models, and modules whose label is transformed (--eval-label-key),
   # give TFMA the label as the model sees it through their `transform_features` signature.
   preprocessing = config.module_file is None or config.model_label_key != config.label_key
   evaluator = BaselineAwareEvaluator(
     examples=examples,
-    model=trainer.outputs["model"],
+    model=model,
     baseline_model=live.outputs["baseline"],
     eval_config=make_eval_config(config, preprocessing),
     auto_floor=floor_lib.auto_floor_spec(config.task) if config.auto_floor else None,
   ).with_id(nodes.EVALUATOR)
   optimizer = Optimizer(
-    model=trainer.outputs["model"],
+    model=model,
     examples=examples,
     schema=schema,
     transform_graph=transform_graph,
@@ -236,7 +261,7 @@ def create_pipeline(
     tensorrt=config.tensorrt,
   ).with_id(nodes.OPTIMIZER)
   pusher = Pusher(
-    model=trainer.outputs["model"],
+    model=model,
     model_blessing=evaluator.outputs["blessing"],
     optimized_model=optimizer.outputs["optimized_model"],
     examples=examples,
@@ -246,16 +271,7 @@ def create_pipeline(
     keep_versions=config.keep_versions,
     live_key=live_key,
   ).with_id(PUSHER_ID)
-  parts = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
-  parts += [trainer, evaluator, optimizer, pusher]
-  return tfx.dsl.Pipeline(
-    pipeline_name=config.pipeline_name,
-    pipeline_root=config.pipeline_root,
-    components=[n for n in parts if n is not None],
-    enable_cache=config.enable_cache,
-    metadata_connection_config=metadata_connection_config,
-    beam_pipeline_args=list(beam_pipeline_args),
-  )
+  return evaluator, optimizer, pusher
 
 
 def local_ir(pipeline: tfx.dsl.Pipeline):
