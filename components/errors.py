@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class UserInputError(ValueError):
   """Bad data, a wrong option, a missing file or missing hardware; the message names the fix.
@@ -37,6 +39,20 @@ def _first_line(error: BaseException) -> str:
   return text.splitlines()[0] if text else "(no message)"
 
 
+def chain(error: BaseException) -> Iterator[BaseException]:
+  """`error`, then each exception it was raised from or while handling, once each.
+
+  The one walk of the cause/context chain: the runners' error reporting reads a chain only
+  through this (and `find`).
+  """
+  seen: set[int] = set()
+  current: BaseException | None = error
+  while current is not None and id(current) not in seen:
+    seen.add(id(current))
+    yield current
+    current = current.__cause__ or current.__context__
+
+
 def find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
   """The first exception of type `kind` in the cause/context chain of `error`, or None.
 
@@ -47,11 +63,4 @@ def find(error: BaseException, kind: type[BaseException]) -> BaseException | Non
   Returns:
     The matching exception, or None.
   """
-  seen: set[int] = set()
-  current: BaseException | None = error
-  while current is not None and id(current) not in seen:
-    seen.add(id(current))
-    if isinstance(current, kind):
-      return current
-    current = current.__cause__ or current.__context__
-  return None
+  return next((e for e in chain(error) if isinstance(e, kind)), None)

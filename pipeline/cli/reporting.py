@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from components.errors import UserCodeError, UserInputError, find
+from components.errors import UserCodeError, UserInputError, chain, find
 
 # How a full disk reads once TensorFlow, Beam or SQLite (ML Metadata) have wrapped the OSError.
 _DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), "database or disk is full")
@@ -49,16 +49,11 @@ def user_error_message(exc: BaseException, output_dir: str | None = None) -> str
       f"{os.strerror(os_error.errno).lower()}{f' at {where}' if where else ''}; free space, fix "
       "the permissions or pass another --output-dir."
     )
-  e: BaseException | None = exc
-  seen = set()
-  while e is not None and id(e) not in seen:
-    seen.add(id(e))
-    if is_disk_full(e):
-      return (
-        f"no space left on device{f' under {output_dir}' if output_dir else ''}; "
-        "free space or use another --output-dir."
-      )
-    e = e.__cause__ or e.__context__
+  if any(is_disk_full(e) for e in chain(exc)):
+    return (
+      f"no space left on device{f' under {output_dir}' if output_dir else ''}; "
+      "free space or use another --output-dir."
+    )
   return None
 
 
@@ -76,17 +71,12 @@ def user_code_error(exc: BaseException, module_files: Sequence[str | None]) -> U
   """
   by_name = {os.path.basename(f): f for f in module_files if f}
   found = None
-  e: BaseException | None = exc
-  seen = set()
-  while e is not None and id(e) not in seen:
-    seen.add(id(e))
+  for e in chain(exc):
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename]
     user = [f for f in frames if os.path.basename(f.filename) in by_name]
     if user:  # the deepest exception of the chain that passed through the user's code wins
-      error = UserCodeError(by_name[os.path.basename(user[-1].filename)], user[-1].name, e)
-      error.__cause__ = e
-      found = error
-    e = e.__cause__ or e.__context__
+      found = UserCodeError(by_name[os.path.basename(user[-1].filename)], user[-1].name, e)
+      found.__cause__ = e
   return found
 
 
