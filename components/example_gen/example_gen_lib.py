@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from components import beam_args
 from components.example_gen import (
   csv_batch,
   csv_convert,
@@ -156,10 +157,9 @@ def direct_runner_args(args: Sequence[str], num_units: int, total_bytes: int) ->
   start.
   """
   args = list(args)
-  joined = " ".join(args)
   if num_units < 2 or total_bytes < PARALLEL_MIN_BYTES:
     return args
-  if ("--runner" in joined and "DirectRunner" not in joined) or "direct_running_mode" in joined:
+  if beam_args.distributed_runner(args) or beam_args.flag_value(args, "direct_running_mode"):
     return args
   workers = min(cpu_count(), num_units)
   if workers < 2:

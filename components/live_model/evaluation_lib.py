@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from components import beam_args
+
 SUPPORTED_METRICS = (
   "ExampleCount",
   "SparseCategoricalAccuracy",
@@ -49,7 +51,6 @@ KEY_NAMES = {
 SERVING_SIGNATURE = "serving_default"
 PREPROCESSING_SIGNATURE = "transform_features"
 BATCH_ROWS = 8192
-_LOCAL_RUNNERS = ("DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 # TFMA's calibration histogram and AUC constants (metrics/calibration_histogram.py and
 # binary_confusion_matrices.py in tensorflow-model-analysis 0.47).
 _NUM_BUCKETS = 10_000
@@ -80,8 +81,8 @@ def plan(eval_config: Any, beam_pipeline_args: Sequence[str], exec_properties: d
 
 def _why_not(eval_config: Any, beam_pipeline_args: Sequence[str], exec_properties: dict):
   """Yields each reason the in-process path would not compute what TFMA computes."""
-  runner = _flag(beam_pipeline_args, "runner")
-  if runner and runner.split(".")[-1] not in _LOCAL_RUNNERS:
+  runner = beam_args.distributed_runner(beam_pipeline_args)
+  if runner:
     yield f"--runner={runner} was named: TFMA runs on Beam"
   for key in ("module_file", "module_path"):
     if exec_properties.get(key):
@@ -112,17 +113,6 @@ def _why_not(eval_config: Any, beam_pipeline_args: Sequence[str], exec_propertie
     for metric in metrics_spec.metrics:
       if metric.class_name not in SUPPORTED_METRICS or metric.module or metric.config:
         yield f"metric {metric.class_name} (with its settings)"
-
-
-def _flag(args: Sequence[str], name: str) -> str | None:
-  value = None
-  args = list(args)
-  for i, arg in enumerate(args):
-    if arg == f"--{name}" and i + 1 < len(args):
-      value = args[i + 1]
-    elif arg.startswith(f"--{name}="):
-      value = arg.split("=", 1)[1]
-  return value
 
 
 # ----------------------------------------------------------------------------- predictions
