@@ -11,6 +11,7 @@ the training split, and exports a SavedModel that serves raw tf.Examples or name
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import uuid
@@ -278,36 +279,26 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
   if not streamed:
     fit_rows, held_rows = load_arrays(train_files, profile, every)
     _LOG.info("Training data in memory: %d fit rows, %d held out.", len(fit_rows), len(held_rows))
-
-    def from_memory(input_context):
-      return arrays_dataset(
-        fit_rows,
-        input_context.get_per_replica_batch_size(plan.batch_size),
-        training=True,
-        seed=settings.seed,
-        num_shards=input_context.num_input_pipelines,
-        shard_index=input_context.input_pipeline_id,
-      )
-
+    batches = functools.partial(arrays_dataset, fit_rows)
     held = arrays_dataset(held_rows, plan.batch_size, training=False) if every else None
-    return from_memory, held
-  part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
+  else:
+    part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
+    batches = functools.partial(
+      make_dataset, train_files, profile, holdout=part, every=every or train_lib.HOLDOUT_EVERY
+    )
+    held = _held_out_in_memory(train_files, profile, plan.batch_size) if every else None
 
-  def from_files(input_context):
-    return make_dataset(
-      train_files,
-      profile,
+  def dataset_fn(input_context):
+    # Each input pipeline reads its own shard, at its replicas' share of the global batch.
+    return batches(
       input_context.get_per_replica_batch_size(plan.batch_size),
       training=True,
       seed=settings.seed,
       num_shards=input_context.num_input_pipelines,
       shard_index=input_context.input_pipeline_id,
-      holdout=part,
-      every=every or train_lib.HOLDOUT_EVERY,
     )
 
-  held = _held_out_in_memory(train_files, profile, plan.batch_size) if every else None
-  return from_files, held
+  return dataset_fn, held
 
 
 def _held_out_in_memory(train_files, profile: Profile, batch_size: int):
