@@ -32,13 +32,13 @@ def tabular_model(tmp_path_factory) -> dict:
     Examples uri, the schema.pbtxt path, the exported SavedModel folder (a Model artifact's
     Format-Serving), the TrainResult and the generated rows.
   """
-  from components.distributed_trainer import strategy_lib, tabular_lib
+  from components.distributed_trainer import strategy_lib, tabular_lib, tabular_plan
   from tests.support import tabular_data
 
   root = tmp_path_factory.mktemp("tabular_model")
   data = tabular_data.write_examples(str(root), "multiclass")
   model_uri = root / "model"
-  settings = tabular_lib.RunSettings(
+  settings = tabular_plan.RunSettings(
     train_files=[f"{data['examples']}/Split-train/*"],
     eval_files=[f"{data['examples']}/Split-eval/*"],
     schema_path=data["schema"],

@@ -194,15 +194,7 @@ def profile_data(
   import tensorflow as tf
 
   hp = dict(hparams or {})
-  max_classes = int(hp.get("max_classes", tasks.DEFAULT_MAX_CLASSES))
-  numeric = {c.name: _Moments() for c in columns if c.kind == NUMERIC}
-  missing = {c.name: 0 for c in columns}
-  counts: dict[str, Counter] = {c.name: Counter() for c in columns if c.kind == CATEGORICAL}
-  sample = _RowSample(SAMPLE_ROWS, seed)
-  label_values: set = set()
-  label_overflow = False
-  label_moments = _Moments()
-  rows = 0
+  tally = _Tally(columns, label_dtype, int(hp.get("max_classes", tasks.DEFAULT_MAX_CLASSES)), seed)
 
   def parse(serialized):
     return (
@@ -210,89 +202,128 @@ def profile_data(
       model_contract.parse_label(serialized, label_key, label_dtype),
     )
 
-  position = {c.name: i for i, c in enumerate(model_contract.numeric_columns(columns))}
   file_rows = []
+  for path in files:
+    ds = tf.data.TFRecordDataset(path, compression_type="GZIP").batch(_BATCH)
+    file_rows.append(0)
+    for features, label in ds.map(parse).as_numpy_iterator():
+      file_rows[-1] += len(label)
+      tally.add(features, label)
+  if tally.rows == 0:
+    raise TabularInputError(
+      "the training split has no rows; give the ExampleGen more data or another split ratio."
+    )
+  label = tally.label_info(label_key, task)
+  label_mean, label_std = tally.label_moments.mean_std()
+  return Profile(
+    tally.column_stats(hp),
+    label,
+    label_dtype,
+    tally.rows,
+    label_mean,
+    label_std or 1.0,
+    tuple(file_rows),
+  )
 
-  def batches():
-    for path in files:
-      ds = tf.data.TFRecordDataset(path, compression_type="GZIP").batch(_BATCH)
-      file_rows.append(0)
-      for batch in ds.map(parse).as_numpy_iterator():
-        file_rows[-1] += len(batch[1])
-        yield batch
 
-  for features, batch_label in batches():
-    label = batch_label
-    rows += len(label)
+class _Tally:
+  """What profile_data adds up batch by batch, and the statistics it comes to at the end."""
+
+  def __init__(self, columns: Sequence[Column], label_dtype: str, max_classes: int, seed: int):
+    self.columns = columns
+    self.label_dtype = label_dtype
+    self.max_classes = max_classes
+    self.rows = 0
+    self.numeric = {c.name: _Moments() for c in columns if c.kind == NUMERIC}
+    self.missing = {c.name: 0 for c in columns}
+    self.counts: dict[str, Counter] = {c.name: Counter() for c in columns if c.kind == CATEGORICAL}
+    self.sample = _RowSample(SAMPLE_ROWS, seed)
+    self.label_values: set = set()
+    # More distinct label values than max_classes: only max_classes + 1 of them are kept.
+    self.label_overflow = False
+    self.label_moments = _Moments()
+    self._position = {c.name: i for i, c in enumerate(model_contract.numeric_columns(columns))}
+
+  def add(self, features: dict[str, np.ndarray], label: np.ndarray) -> None:
+    """Counts one parsed batch: model inputs by name, and the raw labels."""
+    self.rows += len(label)
+    self._add_columns(features)
+    self._add_label(label)
+
+  def _add_columns(self, features: dict[str, np.ndarray]) -> None:
     batch: dict[str, np.ndarray] = {}
-    for c in columns:
+    for c in self.columns:
       if c.kind == NUMERIC:
-        values = features[c.input_name][:, position[c.name]]
+        values = features[c.input_name][:, self._position[c.name]]
         present = ~np.isnan(values)
-        numeric[c.name].add(values[present])
+        self.numeric[c.name].add(values[present])
       else:
         values = features[c.input_name][:, 0]
         present = values != b""
         uniques, freq = np.unique(values[present], return_counts=True)
-        counts[c.name].update(dict(zip(uniques.tolist(), freq.tolist(), strict=True)))
-        if len(counts[c.name]) > _MAX_COUNTED:
-          counts[c.name] = Counter({v: n for v, n in counts[c.name].items() if n > 1})
-      missing[c.name] += int((~present).sum())
+        counts = self.counts[c.name]
+        counts.update(dict(zip(uniques.tolist(), freq.tolist(), strict=True)))
+        if len(counts) > _MAX_COUNTED:
+          self.counts[c.name] = Counter({v: n for v, n in counts.items() if n > 1})
+      self.missing[c.name] += int((~present).sum())
       batch[c.name] = values
-    sample.add(batch)
-    if label_dtype == model_contract.STRING:
+    self.sample.add(batch)
+
+  def _add_label(self, label: np.ndarray) -> None:
+    if self.label_dtype == model_contract.STRING:
       label = label[label != b""]
     else:
-      if label_dtype == model_contract.FLOAT32:
+      if self.label_dtype == model_contract.FLOAT32:
         label = label[~np.isnan(label)]
-      label_moments.add(label)
-    if not label_overflow:
-      label_values.update(np.unique(label).tolist())
-      label_overflow = len(label_values) > max_classes
-      if label_overflow:
-        label_values = set(sorted(label_values)[: max_classes + 1])
-  if rows == 0:
-    raise TabularInputError(
-      "the training split has no rows; give the ExampleGen more data or another split ratio."
-    )
-  kind = {
-    model_contract.INT64: tasks.INT,
-    model_contract.FLOAT32: tasks.FLOAT,
-    model_contract.STRING: tasks.STRING,
-  }[label_dtype]
-  distinct = sorted(_label_value(v, label_dtype) for v in label_values)
-  count = len(distinct) + (1 if label_overflow else 0)
-  decided = tasks.infer_task(label_key, kind, distinct, count, task, max_classes)
-  label = tasks.label_info(label_key, decided, distinct)
-  stats = []
-  bins = bins_per_column(int(hp.get("numeric_bins", 16)), len(numeric))
-  for c in columns:
-    present = rows - missing[c.name]
-    if c.kind == NUMERIC:
-      mean, std = numeric[c.name].mean_std()
-      edges = quantile_edges(sample.column(c.name), bins)
-      stats.append(ColumnStats(c, present, missing[c.name], mean, std or 1.0, edges=edges))
-      continue
-    date = date_stats(sample.column(c.name))
-    vocab = ()
-    if date is None:
-      vocab = vocabulary(
-        counts[c.name], int(hp.get("max_vocabulary", 1000)), int(hp.get("min_category_count", 2))
+      self.label_moments.add(label)
+    if not self.label_overflow:
+      self.label_values.update(np.unique(label).tolist())
+      self.label_overflow = len(self.label_values) > self.max_classes
+      if self.label_overflow:
+        self.label_values = set(sorted(self.label_values)[: self.max_classes + 1])
+
+  def label_info(self, label_key: str, task: str) -> tasks.LabelInfo:
+    """The label's task (`task`, or inferred from its values) and classes."""
+    kind = {
+      model_contract.INT64: tasks.INT,
+      model_contract.FLOAT32: tasks.FLOAT,
+      model_contract.STRING: tasks.STRING,
+    }[self.label_dtype]
+    distinct = sorted(_label_value(v, self.label_dtype) for v in self.label_values)
+    count = len(distinct) + (1 if self.label_overflow else 0)
+    decided = tasks.infer_task(label_key, kind, distinct, count, task, self.max_classes)
+    return tasks.label_info(label_key, decided, distinct)
+
+  def column_stats(self, hp: dict[str, Any]) -> tuple[ColumnStats, ...]:
+    """Each column's ColumnStats, in input order."""
+    stats = []
+    bins = bins_per_column(int(hp.get("numeric_bins", 16)), len(self.numeric))
+    for c in self.columns:
+      present = self.rows - self.missing[c.name]
+      if c.kind == NUMERIC:
+        mean, std = self.numeric[c.name].mean_std()
+        edges = quantile_edges(self.sample.column(c.name), bins)
+        stats.append(ColumnStats(c, present, self.missing[c.name], mean, std or 1.0, edges=edges))
+        continue
+      date = date_stats(self.sample.column(c.name))
+      vocab = ()
+      if date is None:
+        vocab = vocabulary(
+          self.counts[c.name],
+          int(hp.get("max_vocabulary", 1000)),
+          int(hp.get("min_category_count", 2)),
+        )
+      stats.append(
+        ColumnStats(
+          c,
+          present,
+          self.missing[c.name],
+          vocabulary=vocab,
+          distinct=len(self.counts[c.name]),
+          date=date,
+        )
       )
-    stats.append(
-      ColumnStats(
-        c,
-        present,
-        missing[c.name],
-        vocabulary=vocab,
-        distinct=len(counts[c.name]),
-        date=date,
-      )
-    )
-  label_mean, label_std = label_moments.mean_std()
-  return Profile(
-    tuple(stats), label, label_dtype, rows, label_mean, label_std or 1.0, tuple(file_rows)
-  )
+    return tuple(stats)
 
 
 # Bin features of all numeric columns together, at most: a wide table gets fewer bins per

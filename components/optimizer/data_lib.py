@@ -269,11 +269,11 @@ class RowReader:
       columns = model_contract.contract_columns(self._contract)
       features = model_contract.parse_columns(batch, columns)
       info = tasks.LabelInfo.from_json(self._contract.label)
-      from components.distributed_trainer import tabular_model
+      from components.distributed_trainer import tabular_input
 
       dtype = self._contract.label.get("stored_as") or _guess_dtype(info)
       raw = model_contract.parse_label(batch, info.key, dtype)
-      label = tabular_model.label_target(raw, info, dtype)
+      label = tabular_input.label_target(raw, info, dtype)
       return features, label.numpy()
     if self._schema is None:
       raise OptimizerInputError(

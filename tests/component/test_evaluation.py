@@ -26,10 +26,10 @@ def _artifact(kind, uri, id_=0):
 
 
 def _train(root, data, task, steps, seed):
-  from components.distributed_trainer import strategy_lib, tabular_lib
+  from components.distributed_trainer import strategy_lib, tabular_lib, tabular_plan
 
   model_uri = root / f"model-{steps}-{seed}"
-  settings = tabular_lib.RunSettings(
+  settings = tabular_plan.RunSettings(
     train_files=[f"{data['examples']}/Split-train/*"],
     eval_files=[f"{data['examples']}/Split-eval/*"],
     schema_path=data["schema"],

@@ -20,13 +20,13 @@ SCRIPT = textwrap.dedent("""
   tf.config.set_logical_device_configuration(
       cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
-  from components.distributed_trainer import default_module, strategy_lib, tabular_lib
+  from components.distributed_trainer import default_module, strategy_lib, tabular_lib, tabular_plan
 
   root = sys.argv[1]
   results = {}
   for name in ("mirrored", "one_device"):
     built = strategy_lib.build_strategy(name, tf_config={}, tpu_available=False)
-    settings = tabular_lib.RunSettings(
+    settings = tabular_plan.RunSettings(
         train_files=[os.path.join(root, "examples", "Split-train", "*")],
         eval_files=[os.path.join(root, "examples", "Split-eval", "*")],
         schema_path=os.path.join(root, "schema", "schema.pbtxt"),

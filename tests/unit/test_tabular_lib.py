@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from components import errors, model_contract, tasks
-from components.distributed_trainer import tabular_model, tabular_profile
+from components.distributed_trainer import tabular_input, tabular_model, tabular_profile
 from tests.support import tabular_data as td
 
 
@@ -159,10 +159,10 @@ def test_build_model_adapter_rejects_a_wrong_model_in_one_line(examples, make, m
 
 def test_label_target_maps_classes_to_indices_and_unknown_to_minus_one():
   info = tasks.LabelInfo("y", tasks.MULTICLASS, ("cat", "dog"))
-  target = tabular_model.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
+  target = tabular_input.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
   assert target.numpy().tolist() == [1, 0, -1]
   binary = tasks.LabelInfo("y", tasks.BINARY, (3, 7))
-  out = tabular_model.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
+  out = tabular_input.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
   assert out.dtype == tf.float32 and out.numpy().tolist() == [1.0, 0.0]
 
 
@@ -342,16 +342,16 @@ def test_hyper_parameters_are_checked_in_one_line(hparams, message):
 
 
 def test_the_plan_follows_the_rows_or_the_given_steps():
-  from components.distributed_trainer import tabular_lib
+  from components.distributed_trainer import tabular_plan
 
-  small = tabular_lib.plan_training(300, 30, None, None, 5)
+  small = tabular_plan.plan_training(300, 30, None, None, 5)
   assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
   assert small.fit_rows == 270 and small.steps_per_epoch == 5
-  large = tabular_lib.plan_training(800_000, 80_000, None, None, 5)
+  large = tabular_plan.plan_training(800_000, 80_000, None, None, 5)
   assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 10
-  fixed = tabular_lib.plan_training(800_000, 80_000, 1000, None, 5)
+  fixed = tabular_plan.plan_training(800_000, 80_000, 1000, None, 5)
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
-  stopped = tabular_lib.plan_training(5000, 500, None, None, 5, early_stopping=False)
+  stopped = tabular_plan.plan_training(5000, 500, None, None, 5, early_stopping=False)
   assert stopped.patience == 0 and stopped.fit_rows == 5000
 
 
@@ -388,10 +388,10 @@ def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
   data = examples["multiclass"]
   profile = _profile(data)
   files = sorted(_files(data))
-  fit, held = tabular_model.load_arrays(files, profile, every)
+  fit, held = tabular_input.load_arrays(files, profile, every)
   assert len(fit) + len(held) == profile.rows == 400
   part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
-  streamed = tabular_model.make_dataset(
+  streamed = tabular_input.make_dataset(
     files, profile, 64, training=False, holdout=part, every=every or 10
   )
   features, target = _rows(list(streamed.as_numpy_iterator()))
@@ -400,7 +400,7 @@ def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
     assert sorted(map(repr, fit.features[name].tolist())) == sorted(map(repr, column.tolist()))
   if every:
     assert len(held) == 400 // every
-    held_stream = tabular_model.make_dataset(
+    held_stream = tabular_input.make_dataset(
       files, profile, 64, training=False, holdout=train_lib.HOLDOUT_RECORDS, every=every
     )
     _, held_target = _rows(list(held_stream.as_numpy_iterator()))
@@ -410,8 +410,8 @@ def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
 
 
 def test_in_memory_batches_repeat_shuffled_and_shard_without_overlap():
-  rows = tabular_model.Arrays({"id": np.arange(400, dtype=np.float32)[:, None]}, np.arange(400))
-  one = tabular_model.arrays_dataset(rows, 50, training=True, seed=1)
+  rows = tabular_input.Arrays({"id": np.arange(400, dtype=np.float32)[:, None]}, np.arange(400))
+  one = tabular_input.arrays_dataset(rows, 50, training=True, seed=1)
   batches = list(one.take(20).as_numpy_iterator())  # 1,000 rows: the 400 repeat
   assert all(len(b[1]) == 50 for b in batches)
   ids = np.concatenate([b[0]["id"][:, 0] for b in batches])
@@ -422,12 +422,12 @@ def test_in_memory_batches_repeat_shuffled_and_shard_without_overlap():
   # Two input pipelines see disjoint halves of the rows.
   seen = []
   for index in range(2):
-    shard = tabular_model.arrays_dataset(
+    shard = tabular_input.arrays_dataset(
       rows, 10, training=True, seed=1, num_shards=2, shard_index=index
     )
     seen.append({int(i) for b in shard.take(100).as_numpy_iterator() for i in b[1]})
   assert seen[0] | seen[1] == set(range(400)) and not seen[0] & seen[1]
-  evaluation = tabular_model.arrays_dataset(rows, 64, training=False)
+  evaluation = tabular_input.arrays_dataset(rows, 64, training=False)
   assert [int(i) for b in evaluation.as_numpy_iterator() for i in b[1]] == list(range(400))
 
 
@@ -436,4 +436,4 @@ def test_no_training_rows_is_an_error_not_an_index_error(examples, tmp_path):
   with tf.io.TFRecordWriter(str(empty), options="GZIP"):
     pass
   with pytest.raises(ValueError, match="no rows"):
-    tabular_model.load_arrays([str(empty)], _profile(examples["binary"]), 0)
+    tabular_input.load_arrays([str(empty)], _profile(examples["binary"]), 0)

@@ -1,0 +1,216 @@
+"""What a run of the default model trains on and for how long: settings, data profile, plan."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import Any
+
+from components import defaults, model_contract, tasks
+from components.distributed_trainer import distributed_trainer_lib as train_lib
+from components.distributed_trainer.tabular_model import check_hparams
+from components.distributed_trainer.tabular_profile import Profile, TabularInputError, profile_data
+
+_LOG = logging.getLogger(__name__)
+
+# Examples the default plan reads per run at most (epochs = budget / rows, within bounds).
+EXAMPLE_BUDGET = 2_000_000
+MIN_EPOCHS = 3
+MAX_EPOCHS = 200
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingPlan:
+  """How long and in what steps the default model trains.
+
+  Attributes:
+    batch_size: global examples per step.
+    epochs: the most epochs fit runs.
+    steps_per_epoch: steps per epoch.
+    patience: epochs without a better held-out loss before stopping (0: no early stopping).
+    fit_rows: training rows the model fits on (all but the held-out slice).
+    holdout_rows: training rows held out for early stopping (0 without it).
+    reason: one sentence for the summary.
+  """
+
+  batch_size: int
+  epochs: int
+  steps_per_epoch: int
+  patience: int
+  fit_rows: int
+  holdout_rows: int
+  reason: str
+
+  def to_json(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def auto_batch_size(rows: int) -> int:
+  """64 up to 16k rows, then doubling every 4x rows, up to 1024."""
+  batch = 64
+  while batch < 1024 and rows > batch * 256:
+    batch *= 2
+  return batch
+
+
+def plan_training(
+  rows: int,
+  holdout_rows: int,
+  train_steps: int | None,
+  batch_size: int | None,
+  num_epochs: int,
+  max_epochs: int | None = None,
+  early_stopping: bool = True,
+) -> TrainingPlan:
+  """Sizes the training to the data, or follows `--train-steps`.
+
+  By default: a batch that grows with the rows (`auto_batch_size`), at most
+  EXAMPLE_BUDGET / rows epochs (within MIN_EPOCHS..MAX_EPOCHS), stopped early when the loss
+  on a held-out tenth of the training rows has not improved for `patience` epochs. With
+  `train_steps`: exactly that many steps over `num_epochs` epochs, on every training row.
+
+  Args:
+    rows: training rows.
+    holdout_rows: rows of the held-out slice (`Profile.holdout_rows`).
+    train_steps: --train-steps, or None for the data-sized plan.
+    batch_size: hparams batch_size, or None for the automatic one.
+    num_epochs: epochs a fixed step count is split into.
+    max_epochs: hparams max_epochs, or None for the budget.
+    early_stopping: False where it cannot run (ParameterServerStrategy).
+
+  Returns:
+    The TrainingPlan.
+  """
+  batch = int(batch_size or auto_batch_size(rows))
+  if train_steps:
+    epochs = max(1, min(num_epochs, train_steps))
+    per_epoch = math.ceil(train_steps / epochs)
+    reason = f"--train-steps {train_steps}: {epochs} epochs of {per_epoch} steps of {batch}"
+    return TrainingPlan(batch, epochs, per_epoch, 0, rows, 0, reason)
+  holdout = holdout_rows if early_stopping and holdout_rows >= 2 else 0
+  fit_rows = rows - holdout
+  epochs = int(max_epochs or min(MAX_EPOCHS, max(MIN_EPOCHS, math.ceil(EXAMPLE_BUDGET / rows))))
+  per_epoch = max(1, math.ceil(fit_rows / batch))
+  # A held-out loss is noisy from epoch to epoch: patience of at least 10 epochs (a fifth of the
+  # budget, at most 20) lets the learning-rate cuts act before training stops.
+  patience = max(10, min(20, epochs // 5)) if holdout else 0
+  reason = f"up to {epochs} epochs of {per_epoch} steps of {batch} on {fit_rows} rows"
+  if patience:
+    reason += f", stopping after {patience} epochs without a better loss on {holdout} held-out rows"
+  return TrainingPlan(batch, epochs, per_epoch, patience, fit_rows, holdout, reason)
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+@dataclasses.dataclass
+class RunSettings:
+  """What a run needs besides the data, read from FnArgs and custom_config.
+
+  Attributes:
+    train_files: training file patterns.
+    eval_files: evaluation file patterns.
+    schema_path: schema.pbtxt.
+    serving_model_dir: where the SavedModel goes.
+    model_run_dir: TensorBoard logs, backups, progress and results.
+    label_key: the label column.
+    task: tasks.AUTO or a task.
+    exclude_columns: columns not to learn from.
+    hparams: hyper-parameters (DEFAULT_HPARAMS overridden by config, then by the Tuner).
+    train_steps: optimizer steps (--train-steps), or None for the data-sized plan.
+    eval_steps: eval batches (0 or None: the whole split).
+    num_epochs: epochs a fixed step count is split into.
+    steps_per_execution: steps per compiled call.
+    mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
+    base_model: SavedModel to warm-start from, or None.
+    seed: shuffle and initialisation seed.
+    profile_steps: (first, last) steps to profile with TensorBoard, or None.
+    backup_dir: BackupAndRestore's folder; None: inside model_run_dir.
+  """
+
+  train_files: list[str]
+  eval_files: list[str]
+  schema_path: str
+  serving_model_dir: str
+  model_run_dir: str
+  label_key: str
+  task: str = tasks.AUTO
+  exclude_columns: tuple[str, ...] = ()
+  hparams: dict[str, Any] = dataclasses.field(default_factory=dict)
+  train_steps: int | None = None
+  eval_steps: int | None = None
+  num_epochs: int = defaults.NUM_EPOCHS
+  steps_per_execution: int = defaults.STEPS_PER_EXECUTION
+  mixed_precision: str = ""
+  base_model: str | None = None
+  seed: int = train_lib.DEFAULT_SHUFFLE_SEED
+  profile_steps: tuple[int, int] | None = None
+  backup_dir: str | None = None
+
+
+def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSettings:
+  """Reads RunSettings from stock FnArgs (or the DistributedTrainer's, which add more).
+
+  custom_config keys: label_key, task, exclude_columns, hparams, profile_steps. Tuner output
+  (`fn_args.hyperparameters`, a keras_tuner config) overrides hparams.
+  """
+  custom = dict(getattr(fn_args, "custom_config", None) or {})
+  hparams = dict(custom.get("hparams") or {})
+  tuned = getattr(fn_args, "hyperparameters", None)
+  if tuned:
+    hparams.update(tuned.get("values", tuned))
+  if not getattr(fn_args, "schema_path", None):
+    raise TabularInputError(
+      "the default trainer module needs the schema; wire schema=schema_gen.outputs['schema']."
+    )
+  profile_steps = custom.get("profile_steps")
+  return RunSettings(
+    train_files=list(fn_args.train_files),
+    eval_files=list(fn_args.eval_files),
+    schema_path=fn_args.schema_path,
+    serving_model_dir=fn_args.serving_model_dir,
+    model_run_dir=fn_args.model_run_dir,
+    label_key=custom.get("label_key", defaults.LABEL_KEY),
+    task=custom.get("task") or tasks.AUTO,
+    exclude_columns=tuple(custom.get("exclude_columns") or ()),
+    hparams=check_hparams(hparams, allow_extra_hparams),
+    train_steps=int(fn_args.train_steps) if fn_args.train_steps else None,
+    eval_steps=fn_args.eval_steps or None,
+    num_epochs=int(getattr(fn_args, "num_epochs", defaults.NUM_EPOCHS)),
+    steps_per_execution=int(getattr(fn_args, "steps_per_execution", defaults.STEPS_PER_EXECUTION)),
+    mixed_precision=getattr(fn_args, "mixed_precision", "") or "",
+    base_model=getattr(fn_args, "base_model", None),
+    seed=int(custom.get("seed", train_lib.DEFAULT_SHUFFLE_SEED)),
+    profile_steps=tuple(profile_steps) if profile_steps else None,
+    backup_dir=getattr(fn_args, "backup_dir", None),
+  )
+
+
+def prepare(settings: RunSettings) -> tuple[Profile, list[str], list[str]]:
+  """Reads the schema and profiles the training split.
+
+  Returns:
+    (profile, training files, eval files).
+  """
+  schema = model_contract.read_schema(settings.schema_path)
+  columns = model_contract.columns_from_schema(schema, settings.label_key, settings.exclude_columns)
+  dtype = model_contract.label_dtype(schema, settings.label_key)
+  train_files = train_lib.list_files(settings.train_files)
+  eval_files = train_lib.list_files(settings.eval_files)
+  profile = profile_data(
+    train_files, columns, settings.label_key, dtype, settings.task, settings.hparams, settings.seed
+  )
+  _LOG.info(
+    "Tabular model: task=%s, %d columns (%d dates, %d embedded), %d training rows, classes=%s",
+    profile.label.task,
+    len(columns),
+    sum(1 for s in profile.columns if s.date),
+    sum(1 for s in profile.columns if len(s.vocabulary) > int(settings.hparams["one_hot_max"])),
+    profile.rows,
+    list(profile.label.classes)[:20],
+  )
+  return profile, train_files, eval_files
