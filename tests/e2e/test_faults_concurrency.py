@@ -20,7 +20,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.pusher import inventory
 from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script, states
-from tests.test_faults_csv_fuzz import NASTY_ROWS, REASON
+from tests.support.example_gen_runs import NASTY_ROWS, REASON
 
 pytestmark = [pytest.mark.e2e, pytest.mark.multiprocess]
 

@@ -25,17 +25,18 @@ from components.example_gen.component_spec import (
 )
 from pipeline.cli import reporting
 from tests.support.cli_runs import REPO_ROOT, load_summary, run_script
-from tests.support.example_gen_runs import exec_properties, read_examples, run_executor
+from tests.support.example_gen_runs import (
+  NASTY_ROWS,
+  REASON,
+  exec_properties,
+  read_examples,
+  run_executor,
+)
 
 DIGITS_CSV = REPO_ROOT / "data" / "digits" / "digits.csv"
 # Examples per executor-level fuzz run; each is one real Beam pipeline (about 0.3 to 0.5 s).
 FUZZ_EXAMPLES = int(os.environ.get("FAULTS_FUZZ_EXAMPLES", "200"))
 HEADER = [b"a", b"b", b"label"]
-# Every reason the ExampleGen may give for a quarantined row.
-REASON = re.compile(
-  r"expected \d+ fields, found \d+|is not an integer|is not a number|NaN or infinity"
-  r"|bytes are not valid UTF-8|missing label|expected an empty cell"
-)
 NASTY_CELLS = [
   b"", b" ", b"nan", b"NaN", b"-nan", b"inf", b"-inf", b"Infinity", b"1e999", b"-1e999",
   b"1e-999", b"99999999999999999999", b"-9223372036854775809", b"0x1F", b"1_000", b"1,5",
@@ -282,22 +283,6 @@ def test_user_error_in_a_worker_process_stays_one_line(tmp_path, monkeypatch):
   message = str(err.value)
   assert "header differs from the other input files" in message
   assert "\n" not in message and "Traceback" not in message
-
-
-# Nasty rows from the generator's alphabet, each quarantined whatever the column types, so
-# that the digits columns keep their types (a stray 'nan' or 'abc' cell would make its whole
-# column a float or string column, as in stock CsvExampleGen): ragged rows (one with a quoted
-# line break, one with NaN and infinities, one huge), undecodable bytes (in a ragged row too)
-# and an empty label.
-NASTY_ROWS = (
-  b"nan" + b",1e999" * 65 + b"\n"
-  + b"1,2,3\n"
-  + b'"7\n8"' + b",2" * 65 + b"\n"
-  + b"\xc3" + b",\xda" * 64 + b"\n"
-  + b"\xc3,\xda,\xff\n"
-  + b"0," * 64 + b"\n"
-  + b"9" * 200_000 + b",3" * 65 + b"\r\n"
-)  # fmt: skip
 
 
 def _bad_data(tmp_path: pathlib.Path, case: str) -> pathlib.Path:

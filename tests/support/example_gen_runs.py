@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import struct
 
 import tensorflow as tf
@@ -137,3 +138,25 @@ def write_messy_csv(path, rows: int = 16_000) -> None:
       lines.append("")
   with open(path, "w", newline="") as f:
     f.write("\n".join(lines) + "\n")
+
+
+# Every reason the ExampleGen may give for a quarantined row.
+REASON = re.compile(
+  r"expected \d+ fields, found \d+|is not an integer|is not a number|NaN or infinity"
+  r"|bytes are not valid UTF-8|missing label|expected an empty cell"
+)
+
+# Nasty rows from the generator's alphabet, each quarantined whatever the column types, so
+# that the digits columns keep their types (a stray 'nan' or 'abc' cell would make its whole
+# column a float or string column, as in stock CsvExampleGen): ragged rows (one with a quoted
+# line break, one with NaN and infinities, one huge), undecodable bytes (in a ragged row too)
+# and an empty label.
+NASTY_ROWS = (
+  b"nan" + b",1e999" * 65 + b"\n"
+  + b"1,2,3\n"
+  + b'"7\n8"' + b",2" * 65 + b"\n"
+  + b"\xc3" + b",\xda" * 64 + b"\n"
+  + b"\xc3,\xda,\xff\n"
+  + b"0," * 64 + b"\n"
+  + b"9" * 200_000 + b",3" * 65 + b"\r\n"
+)  # fmt: skip

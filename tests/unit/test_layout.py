@@ -67,3 +67,13 @@ def test_runners_are_thin_and_call_into_cli(runner):
   lines = path.read_text(encoding="utf-8").splitlines()
   assert len(lines) <= 80, f"{runner} has {len(lines)} lines"
   assert any(name.startswith("pipeline.cli") for name in _imports(path)), runner
+
+
+def test_test_modules_share_code_only_through_support():
+  offending = [
+    f"{path.relative_to(REPO_ROOT)} imports {name}"
+    for path in sorted((REPO_ROOT / "tests").rglob("test_*.py"))
+    for name in sorted(_imports(path))
+    if name.startswith("tests.") and name.split(".")[-1].startswith("test_")
+  ]
+  assert offending == []
