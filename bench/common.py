@@ -45,7 +45,9 @@ def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
 
   Returns:
     wall_s (the whole process, start-up and imports included), process_cpu_s (user + system
-    CPU seconds of the process and every descendant it waited for), peak_rss_mb, returncode,
+    CPU seconds of the process and every descendant it waited for), peak_rss_mb (the summed RSS),
+    peak_pss_mb (the summed proportional set size), peak_processes (each process at the RSS
+    peak), returncode,
     and the keys of the last line of stdout that is JSON (the child's own measurements).
   """
   cpu_start = _children_cpu_s()
@@ -59,18 +61,29 @@ def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
     cwd=REPO_ROOT,
   )
   peak = 0
+  peak_pss = 0
+  peak_processes: list[str] = []
   stop = threading.Event()
 
   def sample():
-    nonlocal peak
+    nonlocal peak, peak_pss, peak_processes
     try:
       parent = psutil.Process(proc.pid)
     except psutil.NoSuchProcess:
       return
     while not stop.is_set():
       try:
-        procs = [parent, *parent.children(recursive=True)]
-        peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+        procs = [p for p in [parent, *parent.children(recursive=True)] if p.is_running()]
+        rss = [p.memory_info().rss for p in procs]
+        if sum(rss) > peak:
+          peak = sum(rss)
+          peak_processes = [
+            f"{r / 2**20:.0f} MB {' '.join(p.cmdline()[:3])[:100]}"
+            for p, r in zip(procs, rss, strict=True)
+          ]
+        # Proportional set size: pages a forked child still shares with its parent count
+        # once, split between them, where the sum of RSS counts them in each process.
+        peak_pss = max(peak_pss, sum(p.memory_full_info().pss for p in procs))
       except psutil.Error:
         pass
       time.sleep(0.05)
@@ -85,6 +98,8 @@ def run_measured(cmd: Sequence[str], timeout: float = 3600) -> dict:
     "wall_s": wall,
     "process_cpu_s": _children_cpu_s() - cpu_start,
     "peak_rss_mb": peak / 2**20,
+    "peak_pss_mb": peak_pss / 2**20,
+    "peak_processes": peak_processes,
     "returncode": proc.returncode,
   }
   lines = [line for line in out.strip().splitlines() if line.startswith("{")]

@@ -6,9 +6,10 @@ Usage:
   python pipeline/run_local.py --help                   # every flag
 
 Each run checks its flags and data up front (a mistake is one line naming the fix), holds a
-lock on --output-dir, finishes or fails the executions a killed run left behind, then runs
+lock on --output-dir, marks FAILED the executions a killed run left RUNNING, then runs
 `pipeline.definition.factory.create_pipeline(config)` with a live table of the components.
-It writes run_summary.json and logs/ under --output-dir and pushes to <output-dir>/serving.
+It writes run_summary.json and logs/ under --output-dir and pushes to --serving-dir (default:
+<output-dir>/serving).
 
 The pieces, for readers and for tools that want them without this script:
   pipeline/definition/   the pipeline: PipelineConfig, create_pipeline, node ids
