@@ -302,9 +302,9 @@ def markdown(results: list[dict]) -> str:
   return (
     f"{head}\n\nMedians of the runs listed, each in a fresh process, ours and stock alternating. "
     "*pipeline s* is the pipeline run itself (LocalDagRunner's run); *process s* adds the "
-    "interpreter and imports. Peak memory is the highest of the runs, sampled every 50 ms over "
-    "the whole process tree: RSS summed (a forked child's pages shared with its parent count "
-    "twice) and PSS summed (shared pages counted once). The stock full pipeline "
+    "interpreter and imports. Peak memory is the highest of the runs, over the whole process "
+    "tree: RSS summed every 50 ms (a forked child's pages shared with its parent count twice) "
+    "and PSS summed every 0.5 s (shared pages counted once). The stock full pipeline "
     f"trains its module for {STOCK_TRAIN_STEPS} steps of 64; ours trains the default model "
     "for epochs sized to the rows. Both run the DirectRunner in-process.\n\n"
     f"Each component of ours against its floor (the floors are defined in `bench/scale.py`):\n\n"
