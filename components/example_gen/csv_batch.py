@@ -9,7 +9,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.example_gen import csv_read, tfexample_lib
-from components.example_gen.csv_infer import FLOAT, INT, STRING, UNKNOWN, parse_numeric
+from components.example_gen.csv_infer import (
+  FLOAT,
+  INT,
+  STRING,
+  UNKNOWN,
+  missing_tokens,
+  parse_numeric,
+)
 
 _MAX_CELL_IN_REASON = 60
 
@@ -118,12 +125,18 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
         if not options.allow_non_finite and values.null_count < len(values):
           finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
           reject(~finite, f"column {name!r}: NaN or infinity")
+      if name == options.label_key:
+        # A numeric label written as a missing token (NA, ?) is a missing label.
+        reject(missing_tokens(text), f"missing label {name!r}")
       typed[name] = values
   for name, column in columns.items():
     if typed[name] is None:
-      # Empty in every row when the types were inferred; a value here means a row that
-      # is rejected anyway, or an input that changed since.
-      reject(np.asarray(column.is_valid(), dtype=bool), f"column {name!r}: expected an empty cell")
+      # Empty (or a missing token) in every row when the types were inferred; a value here
+      # means a row that is rejected anyway, or an input that changed since.
+      present = np.asarray(column.is_valid(), dtype=bool)
+      if present.any():
+        present &= ~missing_tokens(column.cast(pa.string()))
+      reject(present, f"column {name!r}: expected an empty cell")
 
   keep = ~bad
   count = int(keep.sum())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,6 +45,18 @@ _PLAIN_INT = r"^-?[0-9]{1,18}$"
 # Python's int() refuses longer digit strings (sys.get_int_max_str_digits); Arrow does not.
 _LONGEST_INT_STRING = 4300
 _PLAIN_FLOAT = r"^-?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^-?[0-9]+[eE][+-]?[0-9]+$"
+# Cells that stand for "no value" in tables written by R (NA), pandas and spreadsheets (N/A,
+# #N/A, NULL, None), SAS (.) and the UCI repository (?). Here the rules differ from stock, on
+# purpose: in a column whose other cells are numbers these are empty cells, so the column stays
+# numeric (palmerpenguins' penguins.csv writes NA, and stock makes its measurements text). In a
+# text column they stay text, as the country code NA must.
+MISSING_TOKENS = ("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "?", "-", ".")
+_MISSING = "^\\s*(?:" + "|".join(re.escape(t) for t in MISSING_TOKENS) + ")\\s*$"
+
+
+def missing_tokens(text: pa.Array) -> np.ndarray:
+  """A mask of the cells of a string array that are one of MISSING_TOKENS."""
+  return np.asarray(pc.match_substring_regex(text, _MISSING).fill_null(False), dtype=bool)
 
 
 def infer_value_kind(cell: bytes) -> str:
@@ -109,12 +122,13 @@ def column_kind(text: pa.Array, floor: str) -> str:
         kind = max(kind, infer_value_kind(cell.encode()), key=_RANK.get)
     return max(floor, kind, key=_RANK.get)
   plain_int, plain_float = _plain_masks(text)
+  missing = missing_tokens(text)
   kind = floor
   if plain_int.any():
     kind = max(kind, INT, key=_RANK.get)
   if plain_float.any():
     kind = max(kind, FLOAT, key=_RANK.get)
-  rest = np.flatnonzero(~plain_int & ~plain_float)
+  rest = np.flatnonzero(~plain_int & ~plain_float & ~missing)
   for cell in text.take(pa.array(rest)).to_pylist() if len(rest) else ():
     kind = max(kind, infer_value_kind(cell.encode()), key=_RANK.get)
     if kind == STRING:
@@ -126,8 +140,8 @@ def parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
   """Parses UTF-8 cells as int64 or float64 with Python's int() and float() semantics.
 
   Returns:
-    The values (nulls for empty and failed cells) and a mask of the non-empty
-    cells that are not an int64 (INT) or not a number (FLOAT).
+    The values (nulls for empty cells, MISSING_TOKENS and failed cells) and a mask of the
+    non-empty cells that are neither a missing token nor an int64 (INT) or a number (FLOAT).
   """
   target = pa.int64() if kind == INT else pa.float64()
   allowed = _INT_BYTES if kind == INT else _FLOAT_BYTES
@@ -141,7 +155,7 @@ def parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
   plain_int, plain_float = _plain_masks(text)
   plain = plain_int if kind == INT else plain_int | plain_float
   cast = pc.cast(pc.if_else(pa.array(plain), text, pa.scalar(None, pa.string())), target)
-  rest = np.flatnonzero(~plain & np.asarray(text.is_valid(), dtype=bool))
+  rest = np.flatnonzero(~plain & np.asarray(text.is_valid(), dtype=bool) & ~missing_tokens(text))
   if len(rest) == 0:
     return cast, np.zeros(len(text), dtype=bool)
   numbers = cast.fill_null(0).to_numpy(zero_copy_only=False).copy()

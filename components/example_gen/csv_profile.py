@@ -19,7 +19,14 @@ from components.example_gen.csv_errors import (
   delimiter_hint,
   shown_names,
 )
-from components.example_gen.csv_infer import FLOAT, INT, UNKNOWN, column_kind, parse_numeric
+from components.example_gen.csv_infer import (
+  FLOAT,
+  INT,
+  MISSING_TOKENS,
+  UNKNOWN,
+  column_kind,
+  parse_numeric,
+)
 
 
 class LabelCounts:
@@ -100,10 +107,10 @@ class ColumnProfile:
 
   Attributes:
     column: The column's name.
-    kind: 'int', 'float' or 'string' by stock CsvExampleGen's rules, None when
+    kind: 'int', 'float' or 'string' by the ExampleGen's type rules (csv_infer), None when
       every cell is empty.
     num_rows: Data rows read (rows with the wrong number of fields are not rows).
-    num_empty: Rows whose cell in this column is empty.
+    num_empty: Rows whose cell in this column is empty (or a missing token, in a number column).
     values: The distinct non-empty values, sorted, as Python ints, floats or
       strs; empty when `truncated`. NaN is left out.
     truncated: More than `max_distinct` distinct cells were seen, so `values`
@@ -127,6 +134,11 @@ class ColumnProfile:
   value_counts: dict[Any, int] | None = None
   mean: float | None = None
   variance: float | None = None
+
+
+def _missing_token(cell: bytes, kind: str) -> bool:
+  """Whether a cell of a numeric column is one of csv_infer.MISSING_TOKENS (an empty cell)."""
+  return kind in (INT, FLOAT) and cell.strip().decode("utf-8", "replace") in MISSING_TOKENS
 
 
 def _typed_value(cell: bytes, kind: str) -> Any:
@@ -187,7 +199,9 @@ class _ColumnTally:
     )
     if len(self.counts) > self.max_distinct:
       self.truncated = True
-      self.kept = len({_typed_value(c, self.kind) for c in self.counts})
+      self.kept = len(
+        {_typed_value(c, self.kind) for c in self.counts if not _missing_token(c, self.kind)}
+      )
       self.counts = collections.Counter()
 
   def profile(self, column: str) -> ColumnProfile:
@@ -202,6 +216,9 @@ class _ColumnTally:
     }
     typed: collections.Counter[Any] = collections.Counter()
     for cell, n in self.counts.items():
+      if _missing_token(cell, kind):
+        empty += n
+        continue
       value = _typed_value(cell, kind)
       # NaN, which the ExampleGen quarantines, is no value to list.
       if not (isinstance(value, float) and math.isnan(value)):

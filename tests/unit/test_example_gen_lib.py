@@ -49,6 +49,11 @@ def _stock_kind(cell: str) -> str:
   return _STOCK_KIND[csv_decoder._InferValueType(cell.encode())]
 
 
+def _column_kind(cell: str) -> str:
+  """A cell's part in its column's type: stock's, except that missing tokens are empty cells."""
+  return csv_infer.UNKNOWN if cell.strip() in csv_infer.MISSING_TOKENS else _stock_kind(cell)
+
+
 def _write(path, text: str | bytes, compress: bool = False):
   data = text.encode() if isinstance(text, str) else text
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,10 +75,10 @@ class TestTypeRules:
   def test_a_column_of_one_edge_cell_among_ints_is_typed_as_stock(self, tmp_path, cell):
     """The Arrow fast path must never disagree with Python on any of these."""
     cells = ["1", "22", "-3", cell, "4"]
-    expected = max((_stock_kind(c) for c in cells), key=_RANK.index)
+    expected = max((_column_kind(c) for c in cells), key=_RANK.index)
     assert csv_infer.infer_column_types([_column_csv(tmp_path, cells)])["c"] == expected
     alone = csv_infer.infer_column_types([_column_csv(tmp_path, [cell, cell], "alone.csv")])
-    assert alone["c"] == _stock_kind(cell)
+    assert alone["c"] == _column_kind(cell)
 
   def test_random_columns_are_typed_as_stock(self, tmp_path):
     rng = random.Random(3)
@@ -84,7 +89,7 @@ class TestTypeRules:
         for _ in range(rng.randint(1, 8))
       ]
       cells = [c.strip() and c for c in cells]  # Whitespace-only cells: see the edge list.
-      expected = max((_stock_kind(c) for c in cells), key=_RANK.index)
+      expected = max((_column_kind(c) for c in cells), key=_RANK.index)
       path = _column_csv(tmp_path, cells, f"r{trial}.csv")
       assert csv_infer.infer_column_types([path])["c"] == expected, cells
 
@@ -117,6 +122,21 @@ class TestTypeRules:
     types = csv_infer.infer_column_types([path], label_key="label")
     assert types == {"x": "int", "y": "int", "label": "int"}
     assert csv_infer.infer_column_types([path])["x"] == "string"  # No label: the row counts.
+
+  @pytest.mark.parametrize("token", csv_infer.MISSING_TOKENS)
+  def test_a_missing_token_among_numbers_is_an_empty_cell(self, tmp_path, token):
+    path = _column_csv(tmp_path, ["1.5", token, f" {token} ", "", "2"])
+    assert csv_infer.infer_column_types([path])["c"] == "float"
+    alone = _column_csv(tmp_path, [token, token], "alone.csv")
+    assert csv_infer.infer_column_types([alone])["c"] == "unknown"
+
+  def test_missing_tokens_stay_text_in_a_text_column(self, tmp_path):
+    path = _column_csv(tmp_path, ["NA", "Namibia", "?", "-"])
+    assert csv_infer.infer_column_types([path])["c"] == "string"
+    # Close to a token is not one: stock's rules apply.
+    for cell in ["NaNa", "N.A.", "na", "none", "--"]:
+      both = _column_csv(tmp_path, ["1", cell], f"{cell}.csv")
+      assert csv_infer.infer_column_types([both])["c"] == _stock_kind(cell), cell
 
   def test_types_from_schema(self, tmp_path):
     schema = tmp_path / "s.pbtxt"
@@ -157,6 +177,29 @@ class TestConvertBatch:
     assert "is not an integer" in verdict.bad_reason[1]
     assert "'x' is not a number" in verdict.bad_reason[2]
     assert verdict.bad_reason[3].endswith("...' is not an integer")  # Long cells are cut.
+
+  def test_missing_tokens_in_numeric_columns_are_empty_lists(self):
+    raw = _raw_batch(
+      i=["1", "NA", "?", "3"], f=["2.5", "N/A", " - ", "."], u=["NA", "", "null", "#N/A"],
+      s=["NA", "a", "?", "b"], label=["0", "1", "1", "0"],
+    )  # fmt: skip
+    types = {"i": "int", "f": "float", "u": "unknown", "s": "string", "label": "int"}
+    options = csv_batch.ConvertOptions(column_types=types, label_key="label")
+    verdict = csv_batch.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == []
+    records = verdict.serialize().to_pylist()
+    features = [tf.train.Example.FromString(r).features.feature for r in records]
+    assert [list(x["i"].int64_list.value) for x in features] == [[1], [], [], [3]]
+    assert [list(x["f"].float_list.value) for x in features] == [[2.5], [], [], []]
+    assert [x["u"].WhichOneof("kind") for x in features] == [None] * 4
+    assert [list(x["s"].bytes_list.value) for x in features] == [[b"NA"], [b"a"], [b"?"], [b"b"]]
+
+  def test_a_numeric_label_written_as_a_missing_token_is_a_missing_label(self):
+    raw = _raw_batch(x=["1", "2", "3"], y=["1.5", "NA", "2"])
+    options = csv_batch.ConvertOptions(column_types={"x": "int", "y": "float"}, label_key="y")
+    verdict = csv_batch.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == [1]
+    assert verdict.bad_reason == ["missing label 'y'"]
 
   def test_empty_cells_are_empty_lists_and_unknown_columns_have_no_kind(self):
     raw = _raw_batch(i=["1", ""], s=["", "a"], u=["", ""])
@@ -240,6 +283,17 @@ class TestProfileColumn:
     p = csv_profile.profile_column([path], "y")
     assert (p.kind, p.values, p.value_counts) == ("float", (1.0, 2.0), {1.0: 3, 2.0: 1})
     assert p.num_rows == 5 and p.mean == pytest.approx(1.25)  # NaN left out.
+
+  def test_missing_tokens_of_a_numeric_label_count_as_empty(self, tmp_path):
+    path = _write(tmp_path / "a.csv", "x,y\n1,1\n2,NA\n3,2\n4,?\n5,1\n")
+    p = csv_profile.profile_column([path], "y")
+    assert (p.kind, p.values, p.value_counts) == ("int", (1, 2), {1: 2, 2: 1})
+    assert (p.num_rows, p.num_empty) == (5, 2)
+    many = "".join(f"{i},{i}\n" for i in range(50)) + "9,NA\n"
+    truncated = csv_profile.profile_column(
+      [_write(tmp_path / "b.csv", "x,y\n" + many)], "y", max_distinct=10
+    )
+    assert truncated.kind == "int" and truncated.distinct_count_at_least == 50
 
   def test_ragged_rows_do_not_count(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
