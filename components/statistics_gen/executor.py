@@ -100,15 +100,16 @@ class Executor(stock_statistics_gen.Executor):
       stats_options.schema = io_utils.SchemaReader().read(path)
     for split in split_names:
       started = time.perf_counter()
-      tfxio = tfxio_utils.get_split_tfxio(
-        examples=[examples],
-        split=split,
-        telemetry_descriptors=["StatisticsGen"],
-        schema=None,
-      )
-      result = statistics_lib.split_statistics(
-        tfxio, tfdv.StatsOptions.from_json(stats_options.to_json())
-      )
+      options = tfdv.StatsOptions.from_json(stats_options.to_json())
+      if _plain_examples(examples):
+        patterns, _ = tfxio_utils.get_file_format_and_patterns([examples], split)
+        _LOG.info("Reading from pattern %s for split %s", patterns, split)
+        result = statistics_lib.statistics(statistics_lib.example_record_batches(patterns), options)
+      else:
+        tfxio = tfxio_utils.get_split_tfxio(
+          examples=[examples], split=split, telemetry_descriptors=["StatisticsGen"], schema=None
+        )
+        result = statistics_lib.split_statistics(tfxio, options)
       output_uri = artifact_utils.get_split_uri([statistics], split)
       fileio.makedirs(output_uri)
       path = os.path.join(output_uri, stock_statistics_gen.DEFAULT_FILE_NAME)
@@ -121,6 +122,17 @@ class Executor(stock_statistics_gen.Executor):
         output_uri,
         time.perf_counter() - started,
       )
+
+
+def _plain_examples(examples: types.Artifact) -> bool:
+  """Whether the split files are tf.Examples in TFRecords, which the threaded decoder reads."""
+  from tfx.proto import example_gen_pb2
+
+  tf_example = example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE
+  return (
+    examples_utils.get_payload_format(examples) == tf_example
+    and examples_utils.get_file_format(examples) == "tfrecords_gzip"
+  )
 
 
 def _split_names(examples: types.Artifact, exec_properties: dict[str, Any]) -> list[str]:

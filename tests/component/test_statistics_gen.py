@@ -141,3 +141,33 @@ def test_the_artifact_properties_are_the_stock_ones(both):
   for key in ("sample_rate_by_split",):
     assert ours.get_json_value_custom_property(key) == stock.get_json_value_custom_property(key)
   assert ours.has_custom_property("stats_dashboard_link")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_threaded_decoding_yields_the_tfxio_batches_in_order(examples, monkeypatch, threads):
+  """Batch for batch the same rows as TFExampleRecord.RecordBatches, however many threads."""
+  from tfx_bsl.tfxio import dataset_options, tf_example_record
+
+  monkeypatch.setattr(statistics_lib, "BATCH_ROWS", 700)
+  pattern = [os.path.join(artifact_utils.get_split_uri([examples[0]], "train"), "*")]
+  options = dataset_options.RecordBatchesOptions(batch_size=700, shuffle=False, num_epochs=1)
+  expected = list(tf_example_record.TFExampleRecord(pattern).RecordBatches(options))
+  got = list(statistics_lib.example_record_batches(pattern, threads))
+  assert len(got) == len(expected) == 5  # 3,000 rows: four of 700 and one of 200.
+  for ours, theirs in zip(got, expected, strict=True):
+    assert ours.equals(theirs)
+
+
+def test_only_gzipped_tf_examples_take_the_threaded_decoder(examples):
+  from tfx.proto import example_gen_pb2
+
+  artifact = standard_artifacts.Examples()
+  artifact.uri = examples[0].uri
+  assert our_executor._plain_examples(artifact)
+  artifact.set_string_custom_property(
+    "payload_format", example_gen_pb2.PayloadFormat.Name(example_gen_pb2.FORMAT_PARQUET)
+  )
+  assert not our_executor._plain_examples(artifact)
+  artifact = standard_artifacts.Examples()
+  artifact.set_string_custom_property("file_format", "tfrecords")
+  assert not our_executor._plain_examples(artifact)
