@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from components import defaults, storage
-from components.distributed_trainer import cluster_profiler
+from components.distributed_trainer import cluster_profiler, strategy_lib
 from components.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -204,8 +204,22 @@ class TrainResult:
   epochs_run: int | None = None
   best_epoch: int | None = None
   plan: dict[str, Any] = dataclasses.field(default_factory=dict)
-  strategy_chosen_by: str = "trainer"
+  strategy_chosen_by: str = strategy_lib.CHOSEN_BY_TRAINER
   trainer_strategy: str | None = None
+
+  @classmethod
+  def under(cls, built, module_style: str, **fields: Any) -> TrainResult:
+    """A result of training under `built` (a BuiltStrategy): its strategy and task filled in."""
+    return cls(
+      strategy=built.choice.name,
+      strategy_reason=built.choice.reason,
+      num_replicas_in_sync=built.num_replicas_in_sync,
+      task_type=built.task_type,
+      task_index=built.task_index,
+      is_chief=built.is_chief,
+      module_style=module_style,
+      **fields,
+    )
 
 
 def run_state_dir(model_run_dir: str, *parts: str) -> str:

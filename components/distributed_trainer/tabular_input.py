@@ -132,7 +132,8 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
   at = {"fit": 0, "held": 0}
   for path, expected in zip(files, counts, strict=True):
     compression = "GZIP" if path.endswith(".gz") else ""
-    ds = tf.data.TFRecordDataset(path, compression_type=compression).batch(4096).map(parse)
+    ds = tf.data.TFRecordDataset(path, compression_type=compression).batch(4096)
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
     start = 0
     for features, target in ds.as_numpy_iterator():
       if fit is None:

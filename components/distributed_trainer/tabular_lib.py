@@ -166,14 +166,9 @@ def train(
     dataset_fn, validation = _training_data(settings, built, profile, plan, train_files)
     config = _fit_config(settings, plan, attempt, validation)
     fit = train_lib.fit(model, built, dataset_fn, config)
-    result = train_lib.TrainResult(
-      strategy=built.choice.name,
-      strategy_reason=built.choice.reason,
-      num_replicas_in_sync=built.num_replicas_in_sync,
-      task_type=built.task_type,
-      task_index=built.task_index,
-      is_chief=built.is_chief,
-      module_style=module_style,
+    result = train_lib.TrainResult.under(
+      built,
+      module_style,
       task=profile.label.task,
       hparams={
         **{k: v for k, v in hparams.items() if isinstance(v, int | float | str | bool)},

@@ -187,16 +187,7 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
   finally:
     if scratch:
       shutil.rmtree(scratch, ignore_errors=True)
-  result = lib.TrainResult(
-    strategy=built.choice.name,
-    strategy_reason=built.choice.reason,
-    num_replicas_in_sync=built.num_replicas_in_sync,
-    task_type=built.task_type,
-    task_index=built.task_index,
-    is_chief=built.is_chief,
-    module_style=constants.RUN_FN,
-    trainer_strategy=built.choice.name,
-  )
+  result = lib.TrainResult.under(built, constants.RUN_FN, trainer_strategy=built.choice.name)
   if scope.module_strategy is not None:
     result = _module_chose(result, scope.module_strategy, built)
   lib.write_result(fn_args.model_run_dir, result)
