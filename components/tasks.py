@@ -23,6 +23,10 @@ FLOAT = "float"
 STRING = "string"
 
 DEFAULT_MAX_CLASSES = 1000
+# Whole-number labels with up to this many values are classes whatever the values. With more,
+# only a run of codes from 0 or 1 (0..K-1, 1..K) is; other whole numbers (a body mass in grams,
+# a count of doctor visits) are a quantity, a regression.
+MAX_UNCODED_CLASSES = 20
 
 
 class LabelError(UserInputError):
@@ -52,6 +56,16 @@ class LabelInfo:
     return cls(data["key"], data["task"], tuple(data.get("classes") or ()))
 
 
+def _quantity(distinct: Sequence, distinct_count: int) -> bool:
+  """Whether whole-number label values read as a quantity rather than class codes."""
+  if distinct_count <= MAX_UNCODED_CLASSES:
+    return False
+  if distinct_count > len(distinct):  # Not all values were kept: far too many for codes.
+    return True
+  low, high = min(distinct), max(distinct)
+  return not (low in (0, 1) and high - low + 1 == distinct_count)
+
+
 def infer_task(
   label_key: str,
   kind: str | None,
@@ -62,9 +76,9 @@ def infer_task(
 ) -> str:
   """Decides the task from the label column, or checks a requested one.
 
-  Two distinct values make a binary task; int or string values make a multiclass task, up to
-  `max_classes` of them; floats, and ints with more distinct values than that, make a
-  regression.
+  Two distinct values make a binary task; string values make a multiclass task, up to
+  `max_classes` of them, and so do int values up to MAX_UNCODED_CLASSES of them or a run of
+  codes from 0 or 1; floats, and other ints, make a regression.
 
   Args:
     label_key: the label column, for messages.
@@ -110,8 +124,7 @@ def infer_task(
       return BINARY
     if kind == FLOAT:
       return REGRESSION
-    if kind == INT and distinct_count > max_classes:
-      # Thousands of whole numbers (prices, counts) are a quantity, not classes.
+    if kind == INT and (distinct_count > max_classes or _quantity(distinct, distinct_count)):
       return REGRESSION
     task = MULTICLASS
   else:

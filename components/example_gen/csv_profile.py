@@ -268,6 +268,7 @@ def profile_column(
   if not paths:
     raise CsvInputError("no CSV files to profile; check the data root and the input pattern.")
   tally = _ColumnTally(max_distinct)
+  ragged: collections.Counter[int] = collections.Counter()
   for path in paths:
     names = csv_read.read_header(path, delimiter)
     if column not in names:
@@ -277,7 +278,14 @@ def profile_column(
       chunk = csv_read.Chunk(path)
       utf8, _ = csv_read.scan_chunk(chunk)
       batches = csv_read.iter_raw_batches(
-        chunk, names, delimiter, block_size, utf8=utf8, include_columns=[column], use_threads=True
+        chunk,
+        names,
+        delimiter,
+        block_size,
+        on_ragged=lambda _number, _text, _expected, actual: ragged.update([actual]),
+        utf8=utf8,
+        include_columns=[column],
+        use_threads=True,
       )
       for raw in batches:
         values = raw.column(0)
@@ -286,4 +294,10 @@ def profile_column(
           if bad.any():
             values = values.filter(pa.array(~bad))
         tally.add(values)
+  if tally.rows == 0 and ragged:
+    fields, _ = ragged.most_common(1)[0]
+    raise CsvInputError(
+      f"every data row has a different number of fields than the header of {path} "
+      f"({len(names)}): most have {fields}; make the first line of each file its column names."
+    )
   return tally.profile(column)

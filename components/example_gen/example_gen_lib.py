@@ -383,6 +383,7 @@ def merge_results(
       label_stats[split] = counts.to_json()
   failing = rows == 0 or bad / rows > max_bad_row_fraction
   quarantine_uri = ""
+  first_bad = ""
   parts = sorted(r.quarantine_file for r in results if r.quarantine_file)
   if parts:
     quarantine_uri = (
@@ -392,6 +393,9 @@ def merge_results(
     )
     merged = offset_line_numbers(results, list(csv_convert.iter_quarantine_rows(parts)))
     merged.sort(key=lambda r: (r["file"], r["line"]))
+    if merged:
+      first = merged[0]
+      first_bad = f" (the first, line {first['line']} of {first['file']}: {first['reason']})"
     csv_convert.write_quarantine(quarantine_uri, merged)
     for p in parts:
       io_lib.remove(p)
@@ -402,7 +406,7 @@ def merge_results(
     )
   if failing:
     raise csv_errors.CsvInputError(
-      f"{bad} of {rows} rows ({bad / rows:.2%}) are malformed, more than the allowed "
+      f"{bad} of {rows} rows ({bad / rows:.2%}) are bad{first_bad}, more than the allowed "
       f"{max_bad_row_fraction:.2%}; see {quarantine_uri} and fix those rows or raise "
       "--max-bad-row-fraction."
     )

@@ -112,10 +112,28 @@ def config_from_args(
   )
 
 
+# How a tab may be typed: '\t' (as the ExampleGen's hint prints it), 'tab', or a tab itself.
+_TAB_SPELLINGS = ("\\t", "tab", "\t")
+
+
+def _delimiter(value: str) -> str:
+  """The --delimiter character: one character, a tab being the one control character allowed."""
+  if value in _TAB_SPELLINGS:
+    return "\t"
+  checks.check_text("--delimiter", value)
+  if len(value) != 1 or value in ('"', "\n", "\r"):
+    raise checks.CheckError(
+      f"--delimiter must be one character other than a quote, got {value!r}; e.g. ';', or "
+      "'\\t' for a tab."
+    )
+  return value
+
+
 def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
   """Checks every flag's value on its own; returns the optimizer variants asked for."""
+  args.delimiter = _delimiter(args.delimiter)
   for name, value in vars(args).items():
-    if isinstance(value, str):
+    if isinstance(value, str) and name != "delimiter":
       checks.check_text(f"--{name.replace('_', '-')}", value)
   checks.check_fraction("--max-bad-row-fraction", args.max_bad_row_fraction)
   checks.check_fraction("--max-accuracy-drop", args.max_accuracy_drop)
@@ -142,10 +160,6 @@ def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
   if args.profile_steps and args.train_steps:
     # Without --train-steps the trainer checks the range against its plan, before training.
     steps_lib.check_profile_steps(args.profile_steps, args.train_steps)
-  if len(args.delimiter) != 1:
-    raise checks.CheckError(
-      f"--delimiter must be one character, got {args.delimiter!r}; e.g. ';' or $'\\t'."
-    )
   from components.pusher import serving_paths
 
   if args.model_name is None:

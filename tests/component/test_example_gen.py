@@ -406,6 +406,7 @@ class TestBadInput:
       run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), out)
     msg = str(err.value)
     assert "1 of 21 rows" in msg and "more than the allowed 0.00%" in msg
+    assert "(the first, line 22 of " in msg and "expected 3 fields, found 2)" in msg
     kept = msg.split("see ")[1].split(" and fix", maxsplit=1)[0]
     assert os.path.exists(kept)  # survives the launcher deleting the failed output
 

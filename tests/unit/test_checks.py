@@ -285,6 +285,18 @@ def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
   assert config.pipeline_root == str(tmp_path / "root")
 
 
+@pytest.mark.parametrize("spelling", ["\\t", "tab", "\t"])
+def test_a_tab_delimiter_may_be_typed_as_the_hint_prints_it(tmp_path, spelling):
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = "".join(f"{i}\t{i % 3}\t{'a' if i % 2 else 'b'}\n" for i in range(300))
+  (data / "d.tsv").write_text("x\tlabel\tkind\n" + rows)
+  args = _args(tmp_path, "--data-root", data, "--input-pattern", "*.tsv", "--delimiter", spelling)
+  config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  assert config.delimiter == "\t"
+  assert config.task == "multiclass"
+
+
 def test_config_from_args_refusals(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
@@ -296,9 +308,14 @@ def test_config_from_args_refusals(tmp_path):
     resolve.config_from_args(
       _args(tmp_path, "--data-root", data, "--eval-label-key", "label_xf"), root, serving
     )
-  with pytest.raises(checks.CheckError, match="--delimiter must be one character"):
+  for delimiter in (";;", '"'):
+    with pytest.raises(checks.CheckError, match="--delimiter must be one character"):
+      resolve.config_from_args(
+        _args(tmp_path, "--data-root", data, "--delimiter", delimiter), root, serving
+      )
+  with pytest.raises(checks.CheckError, match="control characters"):
     resolve.config_from_args(
-      _args(tmp_path, "--data-root", data, "--delimiter", ";;"), root, serving
+      _args(tmp_path, "--data-root", data, "--delimiter", "\r"), root, serving
     )
   with pytest.raises(checks.CheckError, match="pass --task binary, multiclass or regression"):
     resolve.config_from_args(

@@ -299,6 +299,15 @@ class TestProfileColumn:
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
     assert csv_profile.profile_column([path], "y").num_rows == 2
 
+  def test_a_header_shorter_than_every_row_is_named(self, tmp_path):
+    """scikit-learn's wine_data.csv starts with a line of counts and class names."""
+    rows = "".join(
+      f"{i}.5,1.7,2.4,15,127,2.8,3.1,.28,2.3,5.6,1.0,3.9,1065,{i % 3}\n" for i in range(9)
+    )
+    path = _write(tmp_path / "wine.csv", "178,13,class_0,class_1,class_2\n" + rows)
+    with pytest.raises(csv_errors.CsvInputError, match=r"header of .*wine.csv \(5\): most have 14"):
+      csv_profile.profile_column([path], "class_2")
+
   def test_missing_column_suggests_the_delimiter(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x;label\n1;2\n")
     with pytest.raises(csv_errors.CsvInputError, match="pass --delimiter ';'"):

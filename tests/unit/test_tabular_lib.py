@@ -353,6 +353,9 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
   stopped = tabular_plan.plan_training(5000, 500, None, None, 5, early_stopping=False)
   assert stopped.patience == 0 and stopped.fit_rows == 5000
+  tiny = tabular_plan.plan_training(33, 3, None, None, 5)
+  assert (tiny.patience, tiny.holdout_rows, tiny.fit_rows, tiny.epochs) == (0, 0, 33, 200)
+  assert "3 held-out rows are too few" in tiny.reason
 
 
 def test_the_rows_signature_takes_named_values(tabular_model):

@@ -31,6 +31,19 @@ def test_many_integer_values_are_classes_up_to_the_cap_and_regression_when_asked
   assert infer(tasks.STRING, ["a", "b"], requested=tasks.MULTICLASS) == tasks.MULTICLASS
 
 
+def test_whole_numbers_past_twenty_values_are_classes_only_as_a_run_of_codes():
+  assert infer(tasks.INT, list(range(1, 51))) == tasks.MULTICLASS  # codes 1..50
+  # penguins-raw "Body Mass (g)": 94 values from 2,700 to 6,300 in steps of 25.
+  assert infer(tasks.INT, list(range(2700, 2700 + 25 * 94, 25))) == tasks.REGRESSION
+  # randhie "mdvis", doctor visits: 59 values from 0 to 77, with gaps.
+  visits = [*range(59 - 10), 57, 58, 62, 63, 65, 69, 72, 74, 76, 77]
+  assert infer(tasks.INT, visits) == tasks.REGRESSION
+  assert infer(tasks.INT, visits, requested=tasks.MULTICLASS) == tasks.MULTICLASS
+  # Up to twenty whole numbers are classes whatever they are (wine quality 3..9, years).
+  assert infer(tasks.INT, [3, 4, 5, 6, 7, 8, 9]) == tasks.MULTICLASS
+  assert infer(tasks.INT, list(range(1990, 2010))) == tasks.MULTICLASS
+
+
 def test_class_cap_names_the_column_and_the_count():
   with pytest.raises(tasks.LabelError) as raised:
     infer(tasks.STRING, [f"c{i}" for i in range(10)], max_classes=3)
