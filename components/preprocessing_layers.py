@@ -8,6 +8,7 @@ table and one_hot are TFLite builtins, and tf2onnx maps them to ONNX (and ONNX-M
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -188,13 +189,15 @@ class DateFeatures(tf.keras.layers.Layer):
 
   @staticmethod
   def _days_from_civil(y, m, d):
-    y = y - tf.cast(m <= 2, tf.float32)
-    era = tf.math.floordiv(y, 400.0)
-    yoe = y - era * 400.0
-    mp = tf.math.floormod(m + 9.0, 12.0)
-    doy = tf.math.floordiv(153.0 * mp + 2.0, 5.0) + d - 1.0
-    doe = yoe * 365.0 + tf.math.floordiv(yoe, 4.0) - tf.math.floordiv(yoe, 100.0) + doy
-    return era * 146097.0 + doe - 719468.0
+    # In int32: the constants (719468, 146097) are beyond float16, whose TFLite conversion
+    # stores float constants as float16 and turned them into infinity.
+    y = y - tf.cast(m <= 2, tf.int32)
+    era = tf.math.floordiv(y, 400)
+    yoe = y - era * 400
+    mp = tf.math.floormod(m + 9, 12)
+    doy = tf.math.floordiv(153 * mp + 2, 5) + d - 1
+    doe = yoe * 365 + tf.math.floordiv(yoe, 4) - tf.math.floordiv(yoe, 100) + doy
+    return era * 146097 + doe - 719468
 
   def call(self, inputs):
     text = tf.reshape(inputs, [-1])
@@ -202,16 +205,22 @@ class DateFeatures(tf.keras.layers.Layer):
     # A date alone reads as midnight; the suffix keeps every substring below in range.
     text = tf.strings.join([tf.where(valid, text, "1970-01-01"), " 00:00"])
 
-    def number(start, length):
-      return tf.strings.to_number(tf.strings.substr(text, start, length), tf.float32)
+    def number(start, length, dtype=tf.int32):
+      return tf.strings.to_number(tf.strings.substr(text, start, length), dtype)
 
     year, month, day = number(0, 4), number(5, 2), number(8, 2)
     days = self._days_from_civil(year, month, day)
-    day_of_year = days - self._days_from_civil(year, tf.ones_like(year), tf.ones_like(year))
-    weekday = tf.math.floormod(days + 4.0, 7.0)  # 1970-01-01 was a Thursday (4).
+    ones = tf.ones_like(year)
+    day_of_year = tf.cast(days - self._days_from_civil(year, ones, ones), tf.float32)
+    weekday = tf.cast(tf.math.floormod(days + 4, 7), tf.float32)  # 1970-01-01: a Thursday (4).
+    month = tf.cast(month, tf.float32)
+    # Days since the mean, whole days in int32 and the fraction apart: the mean (about 20,000
+    # for recent dates) would lose 8 days as a float16 constant.
+    whole = math.floor(self.day_mean)
+    since = tf.cast(days - whole, tf.float32) - (self.day_mean - whole)
     turn = 2.0 * np.pi
     parts = [
-      tf.clip_by_value((days - self.day_mean) / self.day_scale, -CLIP_SIGMA, CLIP_SIGMA),
+      tf.clip_by_value(since / self.day_scale, -CLIP_SIGMA, CLIP_SIGMA),
       tf.sin(turn * (month - 1.0) / 12.0),
       tf.cos(turn * (month - 1.0) / 12.0),
       tf.sin(turn * weekday / 7.0),
@@ -220,7 +229,7 @@ class DateFeatures(tf.keras.layers.Layer):
       tf.cos(turn * day_of_year / 365.25),
     ]
     if self.with_time:
-      hour = number(11, 2) + number(14, 2) / 60.0
+      hour = number(11, 2, tf.float32) + number(14, 2, tf.float32) / 60.0
       parts += [tf.sin(turn * hour / 24.0), tf.cos(turn * hour / 24.0)]
     valid_f = tf.cast(valid, tf.float32)
     parts = [p * valid_f for p in parts]

@@ -430,12 +430,28 @@ def _checked_onnx(context: ConversionContext) -> tuple[str, dict]:
   return path, {**details, "onnx_parity": parity}
 
 
+def _date_columns(context: ConversionContext) -> list[str]:
+  """The default model's date columns, which it parses from text with TensorFlow string ops."""
+  if context.contract is None:
+    return []
+  return [c["column"] for i in context.contract.inputs for c in i["columns"] if c["kind"] == "date"]
+
+
 @register
 class OnnxVariant(Variant):
   """The baseline exported with tf2onnx, checked and run by onnxruntime on CPU."""
 
   name = ONNX
   runtime = runtimes.OnnxRuntime.name
+
+  def skip_reason(self, context: ConversionContext) -> str | None:
+    dates = _date_columns(context)
+    if dates:
+      return (
+        f"the model parses the date column(s) {dates} from text, and ONNX has no ops for "
+        "that; serve a tflite variant"
+      )
+    return None
 
   def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
     path, details = _checked_onnx(context)
@@ -456,9 +472,9 @@ class TensorRTFp16Variant(Variant):
   def skip_reason(self, context: ConversionContext) -> str | None:
     text = [k for k, v in context.eval_inputs.items() if v.dtype == object]
     if text:
+      serve = "a tflite variant" if _date_columns(context) else "the onnx or tflite variant"
       return (
-        f"TensorRT takes numeric tensors only, and the model has text inputs {text}; serve the "
-        "onnx or tflite variant"
+        f"TensorRT takes numeric tensors only, and the model has text inputs {text}; serve {serve}"
       )
     return tensorrt_lib.unavailable_reason()
 

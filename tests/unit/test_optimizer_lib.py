@@ -788,3 +788,18 @@ def test_int8_refuses_a_graph_the_converter_crashes_on(tmp_path):
     conversions.to_tflite(exported, conversions.INT8, representative)
   content, _ = conversions.to_tflite(exported, conversions.DYNAMIC_RANGE)
   assert content
+
+
+def test_a_model_with_a_date_column_skips_onnx_with_the_reason():
+  """The default model parses dates with TF string ops, which tf2onnx cannot convert."""
+  import types
+
+  date = {"column": "date", "kind": "date"}
+  number = {"column": "wind", "kind": "numeric"}
+  contract = types.SimpleNamespace(inputs=[{"columns": [number]}, {"columns": [date]}])
+  with_date = types.SimpleNamespace(contract=contract)
+  reason = variants.OnnxVariant().skip_reason(with_date)
+  assert reason.startswith("the model parses the date column(s) ['date'] from text")
+  plain = types.SimpleNamespace(contract=types.SimpleNamespace(inputs=[{"columns": [number]}]))
+  assert variants.OnnxVariant().skip_reason(plain) is None
+  assert variants.OnnxVariant().skip_reason(types.SimpleNamespace(contract=None)) is None

@@ -97,3 +97,23 @@ def test_clone_model_rebuilds_the_layers_from_their_config(model):
   np.testing.assert_allclose(
     clone.predict(INPUTS, verbose=0), model.predict(INPUTS, verbose=0), atol=1e-6
   )
+
+
+def test_date_features_survive_tflite_float16():
+  """float16 conversion stores float constants as float16; the calendar must not use any
+  beyond its range (719468 and 146097 became infinity, and every output went wrong)."""
+  inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
+  model = tf.keras.Model(inputs, layers.DateFeatures(20123.9, 3650.0, True)(inputs))
+  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+  converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  converter.target_spec.supported_types = [tf.float16]
+  converter.target_spec.supported_ops = [
+    tf.lite.OpsSet.TFLITE_BUILTINS,
+    tf.lite.OpsSet.SELECT_TF_OPS,
+  ]
+  runner = tf.lite.Interpreter(model_content=converter.convert()).get_signature_runner()
+  texts = ["1901-03-04", "1970-01-01 00:00", "2012/02/29 13:45", "2099.12.31", "", "nope"]
+  [name] = runner.get_input_details()
+  [got] = runner(**{name: np.array([[t.encode()] for t in texts], dtype=object)}).values()
+  expected = model(tf.constant([[t] for t in texts])).numpy()
+  np.testing.assert_allclose(got, expected, atol=0.01)
