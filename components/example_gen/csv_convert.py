@@ -74,8 +74,14 @@ def _record_numbers(start: int, count: int, skipped: set[int]) -> tuple[np.ndarr
 
 
 def _row_text(raw: pa.RecordBatch, i: int, delimiter: str) -> str:
+  """Row i as one CSV line, quoted where a cell needs it, so the row reads back as its cells."""
   row = [raw.column(c)[i].as_py() for c in raw.schema.names]
-  return delimiter.join("" if v is None else v.decode("utf-8", "replace") for v in row)
+  out = io.StringIO()
+  # As in write_quarantine: Python 3.10's csv module cannot write a NUL character.
+  csv.writer(out, delimiter=delimiter, lineterminator="").writerow(
+    ["" if v is None else v.decode("utf-8", "replace").replace("\0", "\\0") for v in row]
+  )
+  return out.getvalue()
 
 
 def _bad_row(chunk: Chunk, line: int, reason: str, text: str | None) -> dict:

@@ -382,6 +382,16 @@ class TestBadInput:
     assert rows[0]["file"].endswith("data.csv")
     assert reason in rows[0]["reason"]
 
+  def test_a_quarantined_row_reads_back_as_its_cells(self, tmp_path):
+    d = _bad_csv(tmp_path, b'1,"0,5",3\n2,"say ""hi""\nthere",4\n3,\x00,5\n')
+    props = exec_properties(d, label_key="label", **{MAX_BAD_ROW_FRACTION_KEY: 0.5})
+    props[SCHEMA_PATH_KEY] = _schema(tmp_path, pix="INT", score="FLOAT", label="INT")
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    q = ex.get_string_custom_property("quarantine_uri")
+    rows = list(csv.DictReader(io.StringIO(pathlib.Path(q).read_text())))
+    cells = [next(csv.reader(io.StringIO(r["row"]))) for r in rows]
+    assert cells == [["1", "0,5", "3"], ["2", 'say "hi"\nthere', "4"], ["3", "\\0", "5"]]
+
   def test_a_stray_string_makes_a_string_column_as_in_stock(self, tmp_path):
     d = _bad_csv(tmp_path, b"x,0.5,3\n")
     ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
