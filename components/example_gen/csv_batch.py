@@ -126,8 +126,9 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
           finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
           reject(~finite, f"column {name!r}: NaN or infinity")
       if name == options.label_key:
-        # A numeric label written as a missing token (NA, ?) is a missing label.
-        reject(missing_tokens(text), f"missing label {name!r}")
+        # A numeric label written as a missing token (NA, ?) parses to no value: a missing label.
+        unparsed = np.asarray(values.is_null(), dtype=bool) & ~failed
+        reject(unparsed & np.asarray(text.is_valid(), dtype=bool), f"missing label {name!r}")
       typed[name] = values
   for name, column in columns.items():
     if typed[name] is None:

@@ -22,9 +22,9 @@ from components.example_gen.csv_errors import (
 from components.example_gen.csv_infer import (
   FLOAT,
   INT,
-  MISSING_TOKENS,
   UNKNOWN,
   column_kind,
+  missing_tokens,
   parse_numeric,
 )
 
@@ -136,9 +136,12 @@ class ColumnProfile:
   variance: float | None = None
 
 
-def _missing_token(cell: bytes, kind: str) -> bool:
-  """Whether a cell of a numeric column is one of csv_infer.MISSING_TOKENS (an empty cell)."""
-  return kind in (INT, FLOAT) and cell.strip().decode("utf-8", "replace") in MISSING_TOKENS
+def _missing_cells(cells: Sequence[bytes], kind: str) -> set[bytes]:
+  """The cells that are empty in a numeric column by csv_infer's rule (its missing tokens)."""
+  if kind not in (INT, FLOAT) or not cells:
+    return set()
+  mask = missing_tokens(pa.array(cells, pa.binary()).cast(pa.string()))
+  return {c for c, m in zip(cells, mask, strict=True) if m}
 
 
 def _typed_value(cell: bytes, kind: str) -> Any:
@@ -199,9 +202,8 @@ class _ColumnTally:
     )
     if len(self.counts) > self.max_distinct:
       self.truncated = True
-      self.kept = len(
-        {_typed_value(c, self.kind) for c in self.counts if not _missing_token(c, self.kind)}
-      )
+      missing = _missing_cells(list(self.counts), self.kind)
+      self.kept = len({_typed_value(c, self.kind) for c in self.counts if c not in missing})
       self.counts = collections.Counter()
 
   def profile(self, column: str) -> ColumnProfile:
@@ -215,8 +217,9 @@ class _ColumnTally:
       "variance": self.moments.m2 / self.moments.count if numeric else None,
     }
     typed: collections.Counter[Any] = collections.Counter()
+    missing = _missing_cells(list(self.counts), kind)
     for cell, n in self.counts.items():
-      if _missing_token(cell, kind):
+      if cell in missing:
         empty += n
         continue
       value = _typed_value(cell, kind)
