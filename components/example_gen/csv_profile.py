@@ -271,12 +271,18 @@ def profile_column(
   if not paths:
     raise CsvInputError("no CSV files to profile; check the data root and the input pattern.")
   tally = _ColumnTally(max_distinct)
-  ragged: collections.Counter[int] = collections.Counter()
   for path in paths:
     names = csv_read.read_header(path, delimiter)
     if column not in names:
       fix = delimiter_hint(names, delimiter) or f"pass one of {shown_names(names)} as --label-key"
       raise CsvInputError(f"column {column!r} is not in the header of {path}; {fix}.")
+    widths = collections.Counter(csv_read.record_widths(path, delimiter))
+    if widths and len(names) not in widths:
+      fields, _ = widths.most_common(1)[0]
+      raise CsvInputError(
+        f"the first data rows of {path} have a different number of fields than its header "
+        f"({len(names)}): most have {fields}; make the first line of each file its column names."
+      )
     with damaged_gzip_as_input_error(path):
       chunk = csv_read.Chunk(path)
       utf8, _ = csv_read.scan_chunk(chunk)
@@ -285,7 +291,6 @@ def profile_column(
         names,
         delimiter,
         block_size,
-        on_ragged=lambda _number, _text, _expected, actual: ragged.update([actual]),
         utf8=utf8,
         include_columns=[column],
         use_threads=True,
@@ -297,10 +302,4 @@ def profile_column(
           if bad.any():
             values = values.filter(pa.array(~bad))
         tally.add(values)
-  if tally.rows == 0 and ragged:
-    fields, _ = ragged.most_common(1)[0]
-    raise CsvInputError(
-      f"every data row has a different number of fields than the header of {path} "
-      f"({len(names)}): most have {fields}; make the first line of each file its column names."
-    )
   return tally.profile(column)

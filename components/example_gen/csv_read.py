@@ -135,6 +135,16 @@ def scan_chunk(chunk: Chunk) -> tuple[bool, int]:
   return valid, newlines
 
 
+def record_widths(path: str, delimiter: str = ",", records: int = 100) -> list[int]:
+  """The number of fields of the first `records` data records of a CSV file (gzip or not)."""
+  with damaged_gzip_as_input_error(path), open_decoded(path) as f:
+    head = f.read(1 << 20)
+  text = head.removeprefix(codecs.BOM_UTF8).decode("utf-8", "replace")
+  rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+  next(rows, None)
+  return [len(row) for row in itertools.islice(rows, records) if row]
+
+
 def read_header(path: str, delimiter: str = ",") -> list[str]:
   """Returns the column names in the first record of a CSV file (gzip or not).
 

@@ -54,6 +54,12 @@ def data(tmp_path):
   not_gzip.mkdir()
   (not_gzip / "d.csv.gz").write_bytes(digits)
   (tmp_path / "schema.pbtxt").write_text("garbage ::: {\n")
+  counts = tmp_path / "counts"  # scikit-learn's wine_data.csv: a first line of counts.
+  counts.mkdir()
+  rows = "".join(
+    f"{i}.5,1.7,2.4,15,127,2.8,3.1,.28,2.3,5.6,1.0,3.9,1065,{i % 3}\n" for i in range(99)
+  )
+  (counts / "w.csv").write_text("178,13,class_0,class_1,class_2\n" + rows)
   module = tmp_path / "mod"
   (module / "helpers.py").mkdir(parents=True)
   (module / "m.py").write_text("def run_fn(fn_args):\n  pass\n")
@@ -82,6 +88,11 @@ def data(tmp_path):
       "over the 3-class cap; pass --task regression",
     ),
     (("--delimiter", ";;"), "--delimiter must be one character"),
+    (("--delimiter", "\r"), "--delimiter contains control characters (\\r)"),
+    (
+      ("--data-root", "{tmp}/counts", "--label-key", "class_2"),
+      "w.csv have a different number of fields than its header (5): most have 14; make the",
+    ),
     (("--beam-arg", "runner=DataflowRunner"), "'runner=DataflowRunner' is not a Beam option"),
     (("--max-mse", "nan"), "--max-mse must be at least 0, got nan."),
     (("--variant-max-drop", "-1"), "--variant-max-drop must be at least 0, got -1."),
