@@ -217,6 +217,7 @@ def _fit_config(
   if validation is not None:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.autotune.enabled = False  # See tf_compat.without_autotune.
     # Repeated, with as many steps as one pass has batches: Keras needs a step count with
     # steps_per_execution > 1, and every epoch then scores the same held-out rows.
     validation = validation.with_options(options).repeat()

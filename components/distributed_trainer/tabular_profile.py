@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from components import model_contract, tasks
+from components.distributed_trainer import tabular_read
 from components.model_contract import CATEGORICAL, NUMERIC, Column
 
-_BATCH = 4096
 # Rows kept (uniformly, by the smallest random keys) for quantiles and date detection.
 SAMPLE_ROWS = 20_000
 # A text column is a date column when this share of its sampled values parse as dates.
@@ -191,23 +191,12 @@ def profile_data(
     TabularInputError: for an empty training split.
     tasks.LabelError: for a label that cannot be learned as asked.
   """
-  import tensorflow as tf
-
   hp = dict(hparams or {})
   tally = _Tally(columns, label_dtype, int(hp.get("max_classes", tasks.DEFAULT_MAX_CLASSES)), seed)
-
-  def parse(serialized):
-    return (
-      model_contract.parse_columns(serialized, columns),
-      model_contract.parse_label(serialized, label_key, label_dtype),
-    )
-
   file_rows = []
   for path in files:
-    ds = tf.data.TFRecordDataset(path, compression_type="GZIP").batch(_BATCH)
     file_rows.append(0)
-    batches = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
-    for features, label in batches.as_numpy_iterator():
+    for features, label in tabular_read.file_batches(path, columns, label_key, label_dtype):
       file_rows[-1] += len(label)
       tally.add(features, label)
   if tally.rows == 0:

@@ -32,6 +32,7 @@ class ConvertOptions:
     delimiter: Field delimiter.
     block_size: Bytes per Arrow read block to start with; it grows for longer rows.
     compression_level: zlib level of the gzipped TFRecords (1 fastest, 9 smallest).
+    columnar_copy: Whether each shard also gets its columnar copy (components/columnar.py).
   """
 
   column_types: dict[str, str]
@@ -40,6 +41,7 @@ class ConvertOptions:
   delimiter: str = ","
   block_size: int = csv_read.DEFAULT_BLOCK_BYTES
   compression_level: int = 1
+  columnar_copy: bool = False
 
 
 @dataclasses.dataclass

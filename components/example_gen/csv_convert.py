@@ -14,9 +14,11 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from components import columnar
 from components.example_gen import csv_read, csv_split, io_lib
 from components.example_gen.csv_batch import BatchVerdict, ConvertOptions, convert_batch
 from components.example_gen.csv_errors import MAX_QUOTED_TEXT, CsvInputError
+from components.example_gen.csv_infer import FLOAT, INT, STRING, UNKNOWN
 from components.example_gen.csv_profile import LabelCounts
 from components.example_gen.csv_read import Chunk
 from components.example_gen.csv_split import SplitPlan
@@ -121,38 +123,82 @@ def _split_of(
   return csv_split.assign_splits(hashes, plan)
 
 
+# Arrow types of the flat values csv_batch types each kind of column as.
+_FLAT_TYPES = {INT: pa.int64(), FLOAT: pa.float32(), STRING: pa.binary(), UNKNOWN: pa.null()}
+
+
+def _flat_schema(names: Sequence[str], column_types: dict[str, str]) -> pa.Schema:
+  return pa.schema([(name, _FLAT_TYPES[column_types[name]]) for name in names])
+
+
 class _Shards:
   """A unit's gzipped TFRecord shard per split, under a temporary name until `commit`."""
 
-  def __init__(self, splits: Sequence[str], output_dirs: dict[str, str], name: str, level: int):
+  def __init__(
+    self,
+    splits: Sequence[str],
+    output_dirs: dict[str, str],
+    name: str,
+    level: int,
+    columnar_schema: pa.Schema | None = None,
+  ):
     token = uuid.uuid4().hex[:8]
     self._splits = tuple(splits)
     self._final = {s: os.path.join(output_dirs[s], f"{name}.gz") for s in splits}
     self._tmp = {s: os.path.join(output_dirs[s], f".tmp-{name}-{token}.gz") for s in splits}
     self._writers = {s: io_lib.GzipTFRecordWriter(p, level) for s, p in self._tmp.items()}
+    # The columnar copy of each shard (components/columnar.py), when one is wanted.
+    self._schema = columnar_schema
+    self._columnar_tmp: dict[str, str] = {}
+    if columnar_schema is not None:
+      for s in splits:
+        folder, base = os.path.split(columnar.file_for(self._final[s]))
+        self._columnar_tmp[s] = os.path.join(folder, f".tmp-{token}-{base}")
+    self._columnar = {
+      s: columnar.Writer(io_lib.open_write, p) for s, p in self._columnar_tmp.items()
+    }
     self.rows = dict.fromkeys(splits, 0)
     self.labels = {s: LabelCounts() for s in splits}
 
-  def write(self, serialized: pa.Array, split_of: np.ndarray, label: pa.Array | None) -> None:
-    """Appends a batch's examples to their splits' shards; `label` holds their label cells."""
+  def write(
+    self,
+    serialized: pa.Array,
+    split_of: np.ndarray,
+    label: pa.Array | None,
+    columns: Sequence[tuple[str, str, pa.Array | None]] = (),
+  ) -> None:
+    """Appends a batch's examples to their splits' shards; `label` holds their label cells and
+    `columns` their typed values (for the columnar copy)."""
+    flat = None
+    if self._columnar:
+      flat = columnar.flat_batch([(name, values) for name, _, values in columns])
+      flat = flat.cast(self._schema) if flat.schema != self._schema else flat
     for s_index, split in enumerate(self._splits):
       picked = split_of == s_index
       count = int(picked.sum())
-      if count == len(serialized):
-        self._writers[split].write_many(serialized)
-      elif count:
-        self._writers[split].write_many(serialized.filter(pa.array(picked)))
+      mask = None if count == len(serialized) else pa.array(picked)
+      if count:
+        self._writers[split].write_many(serialized if mask is None else serialized.filter(mask))
+        if flat is not None:
+          self._columnar[split].write(flat if mask is None else flat.filter(mask))
       self.rows[split] += count
       if label is not None and count:
-        self.labels[split].add(label if count == len(label) else label.filter(pa.array(picked)))
+        self.labels[split].add(label if mask is None else label.filter(mask))
 
   def close(self) -> None:
     for w in self._writers.values():
       w.close()
+    for w in self._columnar.values():
+      if not w.written:  # No rows of this split in this unit: an empty file says so.
+        w.write(pa.RecordBatch.from_pylist([], schema=self._schema))
+      w.close()
 
   def commit(self) -> dict[str, str]:
-    """Gives every shard its final name; returns split -> shard path."""
+    """Gives every shard (and its columnar copy first) its final name; returns split -> shard
+    path."""
     for split, tmp in self._tmp.items():
+      if split in self._columnar_tmp:
+        io_lib.rename(self._columnar_tmp[split], columnar.file_for(self._final[split]))
       io_lib.rename(tmp, self._final[split])
     return dict(self._final)
 
@@ -193,7 +239,8 @@ def convert_file(
   utf8, newlines = csv_read.scan_chunk(chunk)
   if chunk.end is not None:
     result.lines = newlines
-  shards = _Shards(plan.names, output_dirs, shard_name, options.compression_level)
+  schema = _flat_schema(names, options.column_types) if options.columnar_copy else None
+  shards = _Shards(plan.names, output_dirs, shard_name, options.compression_level, schema)
   quarantined: list[dict] = []
   ragged: dict[int, dict] = {}
 
@@ -222,7 +269,7 @@ def convert_file(
       if options.label_key in raw.schema.names:
         label = raw.column(options.label_key).filter(pa.array(verdict.keep))
       split_of = _split_of(raw, verdict, numbers + to_file, plan, key)
-      shards.write(verdict.serialize(), split_of, label)
+      shards.write(verdict.serialize(), split_of, label, verdict.columns)
   finally:
     shards.close()
   quarantined.extend(ragged.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -16,7 +17,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import properties, tf_compat
+from components import beam_args, properties, tf_compat
 from components.example_gen import csv_convert, csv_read, example_gen_lib, io_lib
 from components.example_gen.component_spec import (
   ALLOW_NON_FINITE_KEY,
@@ -110,6 +111,10 @@ class Executor(BaseExampleGenExecutor):
       exec_properties = resolved
       driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
     job = _plan_job(exec_properties, unresolved_config)
+    # The columnar copy serves the in-process passes downstream, which step aside for a
+    # distributed runner (components/columnar.py).
+    copy = not beam_args.distributed_runner(tf_compat.beam_pipeline_args(self))
+    job = dataclasses.replace(job, options=dataclasses.replace(job.options, columnar_copy=copy))
     split_names = list(job.split_plan.names)
     examples.split_names = artifact_utils.encode_split_names(split_names)
     output_dirs = {s: artifact_utils.get_split_uri([examples], s) for s in split_names}

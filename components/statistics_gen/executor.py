@@ -14,7 +14,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 
-from components import memory, tf_compat
+from components import columnar, memory, storage, tf_compat
 from components.statistics_gen import statistics_lib
 
 _LOG = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class Executor(stock_statistics_gen.Executor):
       if _plain_examples(examples):
         patterns, _ = tfxio_utils.get_file_format_and_patterns([examples], split)
         _LOG.info("Reading from pattern %s for split %s", patterns, split)
-        result = statistics_lib.statistics(statistics_lib.example_record_batches(patterns), options)
+        result = statistics_lib.statistics(_record_batches(patterns), options)
       else:
         tfxio = tfxio_utils.get_split_tfxio(
           examples=[examples], split=split, telemetry_descriptors=["StatisticsGen"], schema=None
@@ -122,6 +122,20 @@ class Executor(stock_statistics_gen.Executor):
         output_uri,
         time.perf_counter() - started,
       )
+
+
+def _record_batches(patterns: list[str]):
+  """The split's record batches: from its columnar copy where it has a whole one, else decoded
+  from its tf.Examples (the same batches either way)."""
+  shards = [path for pattern in patterns for path in sorted(fileio.glob(pattern))]
+  files = columnar.complete_files(shards, fileio.exists)
+  if files is None:
+    return statistics_lib.example_record_batches(patterns)
+  _LOG.info("Reading the split's columnar copy (%d file(s)).", len(files))
+  remote = storage.is_remote(files[0])
+  return columnar.record_batches(
+    files, statistics_lib.BATCH_ROWS, (lambda p: fileio.open(p, "rb")) if remote else None
+  )
 
 
 def _plain_examples(examples: types.Artifact) -> bool:

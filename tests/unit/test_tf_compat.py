@@ -50,6 +50,35 @@ def test_autograph_rules_still_convert_tf_keras_unless_patched():
   assert any(getattr(r, "_prefix", None) == "tf_keras" for r in config.CONVERSION_RULES)
 
 
+def test_per_device_datasets_autotune_unless_patched():
+  # Canary for apply(): a MultiDeviceIterator's per-device datasets take TF's default options,
+  # autotuning on, whatever the input's options say.
+  proc = _python(
+    """
+    import tensorflow as tf
+    from tensorflow.python.data.ops import multi_device_iterator_ops as m
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    it = m.OwnedMultiDeviceIterator(tf.data.Dataset.range(4).with_options(options), ["/cpu:0"])
+    print(it._device_iterators[0]._dataset.options().autotune.enabled)
+    """
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.split()[-1] in ("True", "None")
+  tf_compat.apply()
+  from tensorflow.python.data.ops import multi_device_iterator_ops as m
+
+  it = m.OwnedMultiDeviceIterator(tf.data.Dataset.range(4), ["/cpu:0"])
+  assert it._device_iterators[0]._dataset.options().autotune.enabled is False
+  assert [int(x[0]) for x in it] == [0, 1, 2, 3]
+
+
+def test_without_autotune_turns_off_only_the_autotuning():
+  ds = tf_compat.without_autotune(tf.data.Dataset.range(6).map(lambda x: x * 2, 2).prefetch(2))
+  assert ds.options().autotune.enabled is False
+  assert list(ds.as_numpy_iterator()) == [0, 2, 4, 6, 8, 10]
+
+
 def test_backup_and_restore_still_rejects_one_device_strategy_unless_patched(tmp_path):
   # Canary for backup_and_restore(): tf_keras allows it by an allow-list only.
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

@@ -1,0 +1,185 @@
+"""The columnar copy of an Examples artifact, one owner: its layout, its writer and its reader.
+
+    <examples uri>/
+      Split-<name>/<shard>.gz              gzipped tf.Examples: what every stock component reads
+      Columnar/Split-<name>/<shard>.arrow  the same rows in the same order, as an Arrow IPC file
+
+Our ExampleGen writes the copy beside each shard when the in-process passes downstream will
+read it (no distributed Beam runner named). StatisticsGen then reads the typed columns instead
+of decoding tf.Examples, which was 5.0 of its 6.1 s on a 159,814-row split of 65 columns; the
+batches it builds are the ones tfx_bsl's decoder makes of the tf.Examples (`record_batches`),
+so TFDV computes what it computes from the tf.Examples. The default model's profile and load
+read it too (distributed_trainer/tabular_read.py). Stock components read only the `Split-*`
+folders, so they do not see the copy; a split without a complete copy (a stock ExampleGen's,
+or one written for Beam) is read from its tf.Examples as before.
+
+Each file holds flat columns, one value or null per row, typed as the ExampleGen typed them
+(tfexample_lib: int64, float32, binary, or null for a column with no values), compressed with
+zstd (200,000 rows x 65 int64 columns: 104 MB in memory, 9.9 MB on disk in one file, 0.16 s
+to write).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, BinaryIO
+
+FOLDER = "Columnar"
+SUFFIX = ".arrow"
+_COMPRESSION = "zstd"
+
+
+def split_dir(examples_uri: str, split: str) -> str:
+  """The folder of a split's columnar files."""
+  return os.path.join(examples_uri, FOLDER, f"Split-{split}")
+
+
+def file_for(shard_path: str) -> str:
+  """The columnar file of a tf.Example shard `<uri>/Split-<s>/<name>.gz`."""
+  split_folder, name = os.path.split(shard_path)
+  uri, split_name = os.path.split(split_folder)
+  return os.path.join(uri, FOLDER, split_name, name.rsplit(".", 1)[0] + SUFFIX)
+
+
+class Writer:
+  """Appends record batches of flat typed columns to one columnar file.
+
+  Args:
+    open_write: opens a path for writing bytes (local or object store).
+    path: the file to write; the caller renames it into place once it is closed.
+  """
+
+  def __init__(self, open_write: Callable[[str], BinaryIO], path: str):
+    self._open_write = open_write
+    self._path = path
+    self._sink: BinaryIO | None = None
+    self._writer: Any = None
+
+  def write(self, batch: Any) -> None:
+    import pyarrow as pa
+
+    if self._writer is None:
+      self._sink = self._open_write(self._path)
+      options = pa.ipc.IpcWriteOptions(compression=_COMPRESSION)
+      self._writer = pa.ipc.new_file(self._sink, batch.schema, options=options)
+    self._writer.write_batch(batch)
+
+  @property
+  def written(self) -> bool:
+    return self._writer is not None
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+    if self._sink is not None:
+      self._sink.close()
+      self._sink = None
+
+
+def flat_batch(columns: Sequence[tuple[str, Any]]) -> Any:
+  """A record batch of (name, flat values) columns; None values become a null column."""
+  import pyarrow as pa
+
+  n = next((len(v) for _, v in columns if v is not None), 0)
+  arrays = [v if v is not None else pa.nulls(n) for _, v in columns]
+  return pa.RecordBatch.from_arrays(arrays, [name for name, _ in columns])
+
+
+def complete_files(shard_paths: Sequence[str], exists: Callable[[str], bool]) -> list[str] | None:
+  """The columnar files of every shard of a split, or None where one is missing."""
+  files = [file_for(p) for p in shard_paths]
+  return files if files and all(exists(f) for f in files) else None
+
+
+def _as_decoded(batch: Any) -> Any:
+  """A flat batch as tfx_bsl's ExamplesToRecordBatchDecoder returns the same rows' tf.Examples.
+
+  Columns in name order; a value becomes a one-value large_list, a null an empty list (the
+  ExampleGen writes an empty cell as an empty list of the column's type), text large_binary;
+  a column of nulls (an UNKNOWN column: Features with no kind) stays null.
+  """
+  import numpy as np
+  import pyarrow as pa
+  import pyarrow.compute as pc
+
+  names = sorted(batch.schema.names)
+  arrays = []
+  for name in names:
+    column = batch.column(name)
+    if pa.types.is_null(column.type):
+      arrays.append(column)
+      continue
+    if pa.types.is_binary(column.type) or pa.types.is_string(column.type):
+      column = column.cast(pa.large_binary())
+    valid = np.asarray(column.is_valid(), dtype=np.int64)
+    offsets = np.zeros(len(column) + 1, dtype=np.int64)
+    np.cumsum(valid, out=offsets[1:])
+    values = pc.drop_null(column) if column.null_count else column
+    if values.offset:  # A slice: fresh buffers, laid out as the decoder's (sums run alike).
+      values = pa.concat_arrays([values])
+    arrays.append(pa.LargeListArray.from_arrays(pa.array(offsets), values))
+  return pa.RecordBatch.from_arrays(arrays, names)
+
+
+def open_file(path: str, open_read: Callable[[str], Any] | None = None) -> Any:
+  """An Arrow IPC file reader of one columnar file: memory-mapped, or read whole through
+  `open_read` (an object store)."""
+  import pyarrow as pa
+
+  if open_read is None:
+    return pa.ipc.open_file(pa.memory_map(path))
+  with open_read(path) as f:
+    return pa.ipc.open_file(pa.BufferReader(f.read()))
+
+
+def rebatch(batches: Iterable[Any], rows: int) -> Iterator[Any]:
+  """The rows of `batches`, in order, in batches of `rows` (the last may be shorter)."""
+  pending: list = []
+  held = 0
+  for whole in batches:
+    rest = whole
+    while rest.num_rows:
+      take = min(rows - held, rest.num_rows)
+      pending.append(rest.slice(0, take))
+      held += take
+      rest = rest.slice(take)
+      if held == rows:
+        yield _concat(pending)
+        pending, held = [], 0
+  if held:
+    yield _concat(pending)
+
+
+def file_batches(reader: Any) -> Iterator[Any]:
+  """The record batches of an open columnar file, in order."""
+  for i in range(reader.num_record_batches):
+    yield reader.get_batch(i)
+
+
+def record_batches(
+  files: Sequence[str], batch_rows: int, open_read: Callable[[str], Any] | None = None
+) -> Iterator[Any]:
+  """The split's rows in `batch_rows` batches across files, as the decoder returns them.
+
+  The batches hold the same rows as tfx_bsl's record dataset batches the tf.Example shards
+  into (file order, batches running across file ends) and are typed as its decoder types them
+  (`_as_decoded`). One file's batches and one output batch are held at a time.
+
+  Args:
+    files: the split's columnar files, in the order of its shards.
+    batch_rows: rows per batch (the last may be shorter).
+    open_read: opens a remote file for reading; local files are memory-mapped.
+  """
+  rows = (batch for path in files for batch in file_batches(open_file(path, open_read)))
+  for batch in rebatch(rows, batch_rows):
+    yield _as_decoded(batch)
+
+
+def _concat(batches: list) -> Any:
+  import pyarrow as pa
+
+  if len(batches) == 1:
+    return batches[0]
+  return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
