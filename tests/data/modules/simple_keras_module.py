@@ -46,6 +46,9 @@ def _model():
 
 # The TFX Trainer calls this function.
 def run_fn(fn_args: tfx.components.FnArgs):
+  # Seeded, so the test's accuracy bar does not rest on a draw: this 8-unit network at a 1e-2
+  # learning rate once settled on the majority class (accuracy 0.4026, in CI on 2026-11-26).
+  tf.keras.utils.set_random_seed(0)
   schema = schema_utils.schema_from_feature_spec(SPEC)
   train = _dataset(fn_args.train_files, fn_args.data_accessor, schema, TRAIN_BATCH)
   evaluation = _dataset(fn_args.eval_files, fn_args.data_accessor, schema, EVAL_BATCH)
