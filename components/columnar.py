@@ -25,6 +25,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
+from components import storage
+
 FOLDER = "Columnar"
 SUFFIX = ".arrow"
 _COMPRESSION = "zstd"
@@ -123,14 +125,16 @@ def _as_decoded(batch: Any) -> Any:
   return pa.RecordBatch.from_arrays(arrays, names)
 
 
-def open_file(path: str, open_read: Callable[[str], Any] | None = None) -> Any:
-  """An Arrow IPC file reader of one columnar file: memory-mapped, or read whole through
-  `open_read` (an object store)."""
+def open_file(path: str) -> Any:
+  """An Arrow IPC file reader of one columnar file: memory-mapped when local, read whole from
+  an object store (through TensorFlow's file systems, as the rest of the artifact is)."""
   import pyarrow as pa
 
-  if open_read is None:
+  if not storage.is_remote(path):
     return pa.ipc.open_file(pa.memory_map(path))
-  with open_read(path) as f:
+  import tensorflow as tf
+
+  with tf.io.gfile.GFile(path, "rb") as f:
     return pa.ipc.open_file(pa.BufferReader(f.read()))
 
 
@@ -158,9 +162,7 @@ def file_batches(reader: Any) -> Iterator[Any]:
     yield reader.get_batch(i)
 
 
-def record_batches(
-  files: Sequence[str], batch_rows: int, open_read: Callable[[str], Any] | None = None
-) -> Iterator[Any]:
+def record_batches(files: Sequence[str], batch_rows: int) -> Iterator[Any]:
   """The split's rows in `batch_rows` batches across files, as the decoder returns them.
 
   The batches hold the same rows as tfx_bsl's record dataset batches the tf.Example shards
@@ -170,9 +172,8 @@ def record_batches(
   Args:
     files: the split's columnar files, in the order of its shards.
     batch_rows: rows per batch (the last may be shorter).
-    open_read: opens a remote file for reading; local files are memory-mapped.
   """
-  rows = (batch for path in files for batch in file_batches(open_file(path, open_read)))
+  rows = (batch for path in files for batch in file_batches(open_file(path)))
   for batch in rebatch(rows, batch_rows):
     yield _as_decoded(batch)
 

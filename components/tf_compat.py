@@ -78,10 +78,10 @@ def without_autotune(dataset):
   iterator when `fit` returns. A pipeline iterated for 12 s (/cpu:0, plain or under
   OneDeviceStrategy) took 8.5 s to delete in 7 of 13 runs where any part of it autotuned, and
   0.02 to 0.08 s in 8 of 8 where none did (the input and, under the strategy, the
-  MultiDeviceIterator's per-device side). After the default
-  model's 16 s fit at 200,000 rows, `fit` took 1.4 to 17 s to return in 5 runs of 8; at
-  1,000,000 rows once 26 s. The per-device side (a generator and a fixed prefetch) has nothing
-  to tune, and the default model's input gives its map and prefetch fixed sizes.
+  MultiDeviceIterator's per-device side). After the default model's 16 s fit at 200,000 rows,
+  `fit` took 1.4 to 17 s to return in 5 runs of 8; at 1,000,000 rows once 26 s. The per-device
+  side (a generator and a fixed prefetch) has nothing to tune, and the default model's input
+  gives its map and prefetch fixed sizes.
   """
   import tensorflow as tf
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from components import columnar, model_contract, storage
+from components import columnar, model_contract
 from components.model_contract import INT64, STRING, Column
 
 # Rows per batch, either way.
@@ -42,8 +42,7 @@ def _copy_of(path: str, wanted: Sequence[tuple[str, str]]):
   copy = columnar.file_for(path)
   if not tf.io.gfile.exists(copy):
     return None
-  remote = storage.is_remote(copy)
-  reader = columnar.open_file(copy, (lambda p: tf.io.gfile.GFile(p, "rb")) if remote else None)
+  reader = columnar.open_file(copy)
   schema = reader.schema
   for name, dtype in wanted:
     if name not in schema.names or str(schema.field(name).type) != _COPY_TYPES[dtype]:

@@ -14,7 +14,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 
-from components import columnar, memory, storage, tf_compat
+from components import columnar, memory, tf_compat
 from components.statistics_gen import statistics_lib
 
 _LOG = logging.getLogger(__name__)
@@ -132,10 +132,7 @@ def _record_batches(patterns: list[str]):
   if files is None:
     return statistics_lib.example_record_batches(patterns)
   _LOG.info("Reading the split's columnar copy (%d file(s)).", len(files))
-  remote = storage.is_remote(files[0])
-  return columnar.record_batches(
-    files, statistics_lib.BATCH_ROWS, (lambda p: fileio.open(p, "rb")) if remote else None
-  )
+  return columnar.record_batches(files, statistics_lib.BATCH_ROWS)
 
 
 def _plain_examples(examples: types.Artifact) -> bool:
