@@ -137,6 +137,14 @@ def export_saved_model(model: tf.keras.Model, export_dir: str) -> str:
 INT8_CRASHING_OPS = ("DenseBincount",)
 
 
+class ConversionRefused(ValueError):
+  """A conversion not attempted because it is known to crash or to be wrong for this model.
+
+  Its message says why and which variant to serve instead; the Optimizer reports the variant as
+  skipped with it, not as failed.
+  """
+
+
 def _graph_ops(saved_model_dir: str) -> set[str]:
   """Every op type in a SavedModel, its functions' bodies included."""
   from tensorflow.core.protobuf import saved_model_pb2
@@ -210,7 +218,7 @@ def _check_tflite_request(
     raise ValueError("int8 conversion needs a representative dataset.")
   crashing = sorted(_graph_ops(saved_model_dir) & set(INT8_CRASHING_OPS)) if mode == INT8 else []
   if crashing:
-    raise ValueError(
+    raise ConversionRefused(
       f"int8 quantization of a graph with {crashing} (Keras CategoryEncoding) crashes the "
       f"TFLite converter of TensorFlow {tf.__version__}, so it is not attempted; serve the "
       "float32, dynamic-range or float16 variant, or one-hot encode in the Transform."

@@ -319,7 +319,7 @@ def _check_float16_range(model: tf.keras.Model) -> None:
     values += [np.asarray(config[k], dtype=np.float64) for k in ("mean", "std") if k in config]
     for value in values:
       if value.dtype.kind == "f" and value.size and np.nanmax(np.abs(value)) > FLOAT16_MAX:
-        raise ValueError(
+        raise conversions.ConversionRefused(
           f"layer {layer.name!r} holds values up to {np.nanmax(np.abs(value)):.3g}, beyond "
           f"float16's {FLOAT16_MAX:g}; float16 would turn them into infinity. Serve the float32 "
           "or dynamic-range variant, or rescale that column before training."

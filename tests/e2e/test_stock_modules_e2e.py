@@ -111,6 +111,49 @@ def test_taxi_native_keras_with_transform(tmp_path):
   assert _model_properties(summary) == {"strategy": "mirrored", "strategy_chosen_by": "module"}
 
 
+def test_penguin_template_model_with_its_own_preprocessing(tmp_path, penguin_data):
+  # The model of `tfx template copy --model=penguin`, as installed: run_fn and preprocessing_fn
+  # live in two files that import their siblings from the tfx package.
+  models = TFX_EXAMPLES.parent / "experimental" / "templates" / "penguin" / "models"
+  assert (models / "model.py").is_file(), "TFX no longer ships the penguin template"
+  summary = _run(
+    tmp_path / "out",
+    *("--data-root", penguin_data, "--label-key", "species"),
+    *("--module-file", models / "model.py", "--transform-module", models / "preprocessing.py"),
+    *("--eval-label-key", "species_xf"),
+  )
+  assert states(summary)["Transform"] == "ran"
+  assert summary["pushed"]["pushed"], summary["pushed"]
+  assert summary["eval_metrics"]["sparse_categorical_accuracy"] >= 0.9
+  assert _model_properties(summary) == {"strategy": "mirrored", "strategy_chosen_by": "module"}
+
+
+def test_tfx_component_testdata_trainer_module_on_taxi(tmp_path):
+  # TFX's own Trainer tests use this module (Transform, run_fn, tf.saved_model.save, Keras'
+  # CategoryEncoding); the variants the Optimizer cannot build say why instead of failing.
+  module = TFX_EXAMPLES.parent / "components" / "testdata" / "module_file" / "trainer_module.py"
+  data = TFX_EXAMPLES / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv"
+  assert module.is_file(), "TFX no longer ships its trainer test module"
+  folder = tmp_path / "taxi"
+  folder.mkdir()
+  shutil.copy(data, folder / "data.csv")
+  summary = _run(
+    tmp_path / "out",
+    *("--data-root", folder, "--label-key", "tips", "--module-file", module),
+    *("--eval-label-key", "tips_xf", "--task", "binary"),
+  )
+  assert summary["pushed"]["pushed"], summary["pushed"]
+  assert summary["eval_metrics"]["binary_accuracy"] >= 0.6
+  variants = {v["name"]: v for v in summary["optimizer"]["variants"]}
+  assert variants["tflite_float32"]["status"] == "ok", variants["tflite_float32"]
+  assert variants["tflite_float32"]["agreement"] >= 0.99
+  int8 = variants["tflite_int8"]
+  assert int8["status"] == "skipped" and "CategoryEncoding" in int8["reason"], int8
+  assert variants["pruned"]["status"] == "skipped"
+  assert "tf.saved_model.save" in variants["pruned"]["reason"]
+  assert not [v for v in variants.values() if v["status"] == "failed"], variants
+
+
 @pytest.mark.parametrize(
   ("module", "chosen_by", "extra"),
   [

@@ -454,23 +454,36 @@ class BrokenVariant(variants.TFLiteFloat32Variant):
     raise RuntimeError("converter exploded on op FancyOp")
 
 
+class RefusedVariant(variants.TFLiteFloat32Variant):
+  """A variant whose conversion is known not to work for this model."""
+
+  name = "refused"
+
+  def convert(self, context, out_dir):
+    (pathlib.Path(out_dir) / "half_written.tflite").write_bytes(b"partial")
+    raise conversions.ConversionRefused("FancyOp crashes this converter; serve tflite_float32.")
+
+
 def test_gate_rejects_a_sabotaged_variant_and_isolates_a_failure(
   tmp_path, model, data, monkeypatch
 ):
-  monkeypatch.setitem(variants.VARIANTS, SabotagedVariant.name, SabotagedVariant)
-  monkeypatch.setitem(variants.VARIANTS, BrokenVariant.name, BrokenVariant)
-  config = quick(["broken", variants.TFLITE_FLOAT32, "sabotaged"])
+  for cls in (SabotagedVariant, BrokenVariant, RefusedVariant):
+    monkeypatch.setitem(variants.VARIANTS, cls.name, cls)
+  config = quick(["broken", "refused", variants.TFLITE_FLOAT32, "sabotaged"])
   result = run(model, data, str(tmp_path), config)
   entries = by_name(result)
   assert entries["broken"]["status"] == "failed"
   assert entries["broken"]["reason"] == "RuntimeError: converter exploded on op FancyOp"
+  # A refusal is a skip with its own words, not a failure.
+  assert entries["refused"]["status"] == "skipped"
+  assert entries["refused"]["reason"] == "FancyOp crashes this converter; serve tflite_float32."
   assert entries["sabotaged"]["status"] == "ok"
   assert entries["sabotaged"]["metric_drop"] > 1.0
   assert entries["sabotaged"]["agreement"] < 0.9
   assert entries["sabotaged"]["blessed"] is False
   assert entries["tflite_float32"]["blessed"] is True
   assert result["blessed_variants"] == ["tflite_float32"]
-  # The failed variant's half-written folder is gone.
+  # The failed and refused variants' half-written folders are gone.
   assert sorted(os.listdir(tmp_path)) == ["sabotaged", "tflite_float32", "variants.json"]
 
 
@@ -493,7 +506,9 @@ def test_float16_refuses_constants_beyond_its_range():
   numeric = tf.keras.Input((1,), name="numeric")
   layer = preprocessing_layers.NumericPreprocessing([1e6], [1e5], [False], name="big")
   model = tf.keras.Model({"numeric": numeric}, tf.keras.layers.Dense(1)(layer(numeric)))
-  with pytest.raises(ValueError, match="layer 'big' holds values up to 1e\\+06, beyond float16"):
+  with pytest.raises(
+    conversions.ConversionRefused, match="layer 'big' holds values up to 1e\\+06, beyond float16"
+  ):
     variants._check_float16_range(model)
 
 
@@ -784,7 +799,9 @@ def test_int8_refuses_a_graph_the_converter_crashes_on(tmp_path):
   exported = conversions.export_saved_model(model, str(tmp_path / "export"))
   sample_inputs = {"code": np.array([[0], [3]], np.int32)}
   representative = conversions.representative_dataset(sample_inputs, 2)
-  with pytest.raises(ValueError, match=r"\['DenseBincount'\].*crashes the TFLite converter"):
+  with pytest.raises(
+    conversions.ConversionRefused, match=r"\['DenseBincount'\].*crashes the TFLite converter"
+  ):
     conversions.to_tflite(exported, conversions.INT8, representative)
   content, _ = conversions.to_tflite(exported, conversions.DYNAMIC_RANGE)
   assert content
