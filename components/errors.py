@@ -23,14 +23,16 @@ class UserCodeError(RuntimeError):
   Attributes:
     module: the module file (or module path) the function came from.
     function: the function's name.
+
+  A `note` adds what is known to cause such failures (it is appended to the message).
   """
 
-  def __init__(self, module: str, function: str, cause: BaseException):
+  def __init__(self, module: str, function: str, cause: BaseException, note: str = ""):
     self.module = module
     self.function = function
     super().__init__(
       f"{function} in {module} raised {type(cause).__name__}: {_first_line(cause)}; the "
-      "traceback above points into that function."
+      f"traceback above points into that function.{' ' + note if note else ''}"
     )
 
 

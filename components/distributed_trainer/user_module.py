@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
+import inspect
 import logging
 import os
+import re
 import shutil
 from typing import Any
 
 import attr
 from tfx.components.trainer import fn_args_utils
 from tfx.components.util import udf_utils
-from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
 
 from components import defaults, model_contract
@@ -104,7 +106,11 @@ def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> l
     try:
       return _call_user_code(own, name, constants.RUN_FN, _train_run_fn, run_fn, fn_args)
     except UserCodeError as e:
-      _check_transform(fn_args, exec_properties, e)
+      source = _module_source(run_fn, name)
+      _check_transform(fn_args, source, e)
+      note = _keras3_note(source)
+      if note:
+        raise UserCodeError(e.module, e.function, e.__cause__, note) from e.__cause__
       raise
   build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
   if build_model is None:
@@ -136,21 +142,56 @@ def _call_user_code(own: bool, module: str, function: str, call, *args):
     raise UserCodeError(module, function, e) from e
 
 
-def _check_transform(fn_args, exec_properties: dict[str, Any], error: UserCodeError) -> None:
+def _module_source(function, name: str) -> tuple[str, str] | None:
+  """(name, source text) of the module `function` was loaded from, or None if unreadable.
+
+  The file is the one Python loaded: a packaged module's copy inside TFX's user-code wheel.
+  """
+  try:
+    return name, inspect.getsource(inspect.getmodule(function))
+  except (OSError, TypeError):  # No source: a compiled module, or one made in memory.
+    return None
+
+
+def _check_transform(fn_args, source: tuple[str, str] | None, error: UserCodeError) -> None:
   """Explains a run_fn failure that comes from reading `transform_output` without Transform."""
-  if fn_args.transform_output:
+  if fn_args.transform_output or source is None:
     return
-  module_file = exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
-  if not module_file or not fileio.exists(module_file):
-    return
-  with fileio.open(module_file, "r") as f:
-    text = f.read()
+  module_file, text = source
   if "transform_output" in text or "transform_graph_path" in text:
     raise UserInputError(
       f"run_fn in {module_file} reads fn_args.transform_output, but the pipeline has no "
       "Transform; define preprocessing_fn in the module (or pass --transform-module FILE) so "
       "the pipeline adds one."
     ) from error
+
+
+# `import keras`, `from keras import ...`, `from keras.x import ...`; not keras_tuner & co.
+_IMPORTS_KERAS = re.compile(r"^\s*(import keras\b(?!_)|from keras(\.|\s+import\b))", re.M)
+
+
+def _keras3_note(source: tuple[str, str] | None) -> str:
+  """Why a module that imports `keras` itself may fail here, or "" when that cannot be it.
+
+  With TF_USE_LEGACY_KERAS=1 (tensorflow-model-optimization needs Keras 2), `tf.keras` is
+  tf_keras while `import keras` still gives Keras 3; their models, layers and callbacks do not
+  mix (TFX's Airflow-workshop taxi module passes a Keras 3 LambdaCallback to a tf.keras fit).
+  """
+  if source is None or not _IMPORTS_KERAS.search(source[1]):
+    return ""
+  if os.environ.get("TF_USE_LEGACY_KERAS") != "1":
+    return ""
+  try:
+    version = importlib.metadata.version("keras")
+  except importlib.metadata.PackageNotFoundError:
+    return ""
+  if not version.startswith("3."):
+    return ""
+  return (
+    f"The module imports `keras`, which is Keras {version} here, while tf.keras is Keras 2 "
+    "(tf_keras: this pipeline sets TF_USE_LEGACY_KERAS=1 for tensorflow-model-optimization), "
+    "and objects of the two do not mix; import from tensorflow.keras (or tf_keras) instead."
+  )
 
 
 def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:

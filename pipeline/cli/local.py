@@ -183,10 +183,11 @@ def _run(args, config, out: pathlib.Path) -> int:
       except Exception as e:
         table.mark_failed()
         failure = e
-        error = reporting.user_error_message(e, str(out))
+        user_files = [config.module_file, config.transform_module]
+        error = reporting.user_error_message(e, str(out), user_files)
         code_error = None
         if error is None:
-          code_error = reporting.user_code_error(e, [config.module_file, config.transform_module])
+          code_error = reporting.user_code_error(e, user_files)
         if code_error is not None:
           failure, error = code_error, str(code_error)
     summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)

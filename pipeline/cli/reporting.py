@@ -23,16 +23,31 @@ def fail(message: str) -> int:
   return 2
 
 
-def user_error_message(exc: BaseException, output_dir: str | None = None) -> str | None:
+# TFX imports a --module-file from a wheel it builds, so errors name it `<module>@<wheel>`.
+_PACKAGED_MODULE = re.compile(r"(\w+)@\S*?tfx_user_code_\S*?\.whl")
+
+
+def user_error_message(
+  exc: BaseException, output_dir: str | None = None, module_files: Sequence[str | None] = ()
+) -> str | None:
   """The one-line message of a user-caused error anywhere in the cause chain, else None.
 
   Args:
     exc: The exception that stopped the run.
     output_dir: Named in the message when the disk is full and the error names no file.
+    module_files: --module-file and --transform-module: a packaged module is named by its file.
 
   Returns:
     One line naming the fix, or None for errors that are our own bugs.
   """
+  line = _error_line(exc, output_dir)
+  if line is None:
+    return None
+  by_module = {os.path.splitext(os.path.basename(f))[0]: f for f in module_files if f}
+  return _PACKAGED_MODULE.sub(lambda m: by_module.get(m.group(1), m.group(1) + ".py"), line)
+
+
+def _error_line(exc: BaseException, output_dir: str | None) -> str | None:
   error = find(exc, UserInputError)
   if error is not None:
     text = str(error).strip()

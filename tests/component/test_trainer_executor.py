@@ -274,6 +274,50 @@ def test_do_wraps_an_error_in_user_build_model_naming_module_and_function(tmp_pa
   assert isinstance(raised.value.__cause__, KeyError)
 
 
+def test_a_run_fn_mixing_keras_3_into_tf_keras_gets_a_note_naming_the_fix(tmp_path, digits_csv):
+  # As TFX's Airflow-workshop taxi module does: `from keras.callbacks import LambdaCallback`
+  # (Keras 3 here) passed to the fit of a tf.keras (tf_keras) model.
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "keras3_callback_module.py"
+  module.write_text(
+    textwrap.dedent("""
+      import numpy as np
+      import tensorflow as tf
+      from keras.callbacks import LambdaCallback
+
+
+      def run_fn(fn_args):
+        model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+        model.compile(loss="mse")
+        model.fit(np.zeros((4, 2)), np.zeros(4), callbacks=[LambdaCallback()], verbose=0)
+    """)
+  )
+  with pytest.raises(UserCodeError) as raised:
+    executor.Executor().Do(inputs, outputs, _props(module_file=str(module), steps=1))
+  message = str(raised.value)
+  assert message.startswith(f"run_fn in {module} raised AttributeError: "), message
+  assert "imports `keras`, which is Keras 3." in message
+  assert message.endswith("import from tensorflow.keras (or tf_keras) instead."), message
+  assert isinstance(raised.value.__cause__, AttributeError)
+
+
+def test_a_run_fn_reading_transform_output_without_a_transform_names_the_fix(tmp_path, digits_csv):
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "needs_transform_module.py"
+  module.write_text(
+    "import tensorflow_transform as tft\n\n\n"
+    "def run_fn(fn_args):\n"
+    "  tft.TFTransformOutput(fn_args.transform_output).transformed_feature_spec()\n"
+  )
+  with pytest.raises(UserInputError) as raised:
+    executor.Executor().Do(inputs, outputs, _props(module_file=str(module), steps=1))
+  assert str(raised.value) == (
+    f"run_fn in {module} reads fn_args.transform_output, but the pipeline has no Transform; "
+    "define preprocessing_fn in the module (or pass --transform-module FILE) so the pipeline "
+    "adds one."
+  )
+
+
 def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   module = tmp_path / "empty_module.py"
