@@ -26,8 +26,31 @@ from components.distributed_trainer import (
   user_module,
 )
 from components.distributed_trainer import distributed_trainer_lib as lib
+from components.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
+
+
+# What makes a folder a SavedModel (tf.saved_model.contains_saved_model checks the same).
+_SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+
+
+def _check_saved_model(serving_dir: str, module: str) -> None:
+  """Refuses a training that left no TensorFlow SavedModel where the pipeline reads one."""
+  how = (
+    "model.save(fn_args.serving_model_dir, save_format='tf') or tf.saved_model.save(model, "
+    "fn_args.serving_model_dir)"
+  )
+  if not fileio.exists(serving_dir):
+    raise UserInputError(
+      f"{module} finished without writing a model to fn_args.serving_model_dir; save it with {how}."
+    )
+  if not any(fileio.exists(os.path.join(serving_dir, f)) for f in _SAVED_MODEL_FILES):
+    found = ", ".join(sorted(fileio.listdir(serving_dir))[:5]) or "nothing"
+    raise UserInputError(
+      f"{module} wrote {found} to fn_args.serving_model_dir but no TensorFlow SavedModel, which "
+      f"the Evaluator, the Optimizer and TF Serving load; save the model with {how}."
+    )
 
 
 def _prop(exec_properties: dict[str, Any], key: str, default: Any) -> Any:
@@ -52,7 +75,7 @@ class Executor(trainer_executor.GenericExecutor):
       exec_properties: stock Trainer properties plus the keys in `constants`.
 
     Raises:
-      RuntimeError: when no serving model was written.
+      UserInputError: when training left no SavedModel in fn_args.serving_model_dir.
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     anomalies_lib.check_no_anomalies(input_dict.get(constants.ANOMALIES_KEY) or [])
@@ -71,11 +94,7 @@ class Executor(trainer_executor.GenericExecutor):
       result = self.train(input_dict, output_dict, exec_properties)
     model = artifact_utils.get_single_instance(output_dict[standard_component_specs.MODEL_KEY])
     serving_dir = model_contract.serving_dir(model.uri)
-    if not fileio.exists(serving_dir):
-      raise RuntimeError(
-        f"{user_module.module_name(exec_properties)} finished without writing a serving model to "
-        f"{serving_dir}; its run_fn must save the model to fn_args.serving_model_dir."
-      )
+    _check_saved_model(serving_dir, user_module.module_name(exec_properties))
     _record(model, result, num_workers=max(workers, 1), restarts=restarts)
     examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
     data = model_contract.data_fingerprints(examples)

@@ -318,6 +318,36 @@ def test_a_run_fn_reading_transform_output_without_a_transform_names_the_fix(tmp
   )
 
 
+PICKLING_RUN_FN = textwrap.dedent("""
+  import os
+  import pickle
+
+
+  def run_fn(fn_args):  # As TFX's experimental penguin_utils_sklearn.py: a pickle, no SavedModel.
+    os.makedirs(fn_args.serving_model_dir, exist_ok=True)
+    with open(os.path.join(fn_args.serving_model_dir, "model.pkl"), "wb") as f:
+      pickle.dump({"weights": [1.0]}, f)
+""")
+
+
+@pytest.mark.parametrize(
+  ("source", "wrote"),
+  [
+    (PICKLING_RUN_FN, "wrote model.pkl to"),
+    ("def run_fn(fn_args):\n  pass\n", "finished without writing a model to"),
+  ],
+)
+def test_a_run_fn_that_leaves_no_saved_model_names_the_fix(tmp_path, digits_csv, source, wrote):
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "no_saved_model_module.py"
+  module.write_text(source)
+  with pytest.raises(UserInputError) as raised:
+    executor.Executor().Do(inputs, outputs, _props(module_file=str(module), steps=1))
+  message = str(raised.value)
+  assert message.startswith(f"{module} {wrote} fn_args.serving_model_dir"), message
+  assert message.endswith("tf.saved_model.save(model, fn_args.serving_model_dir)."), message
+
+
 def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   module = tmp_path / "empty_module.py"
