@@ -14,8 +14,10 @@ LIVE_KEY_KEY = "live_key"
 
 # Examples (the kit's CsvExampleGen): rows written to each split, "num_rows_<split>".
 EXAMPLES_ROWS_PREFIX = "num_rows_"
-# Examples: rows quarantined as bad.
+# Examples: rows quarantined (the bad ones and those without a label).
 EXAMPLES_BAD_ROWS = "num_bad_rows"
+# Examples: of those, rows left out only because their label cell is empty.
+EXAMPLES_UNLABELED_ROWS = "num_unlabeled_rows"
 
 
 def examples_rows(split: str) -> str:

@@ -73,6 +73,11 @@ def _short(cell: str) -> str:
   return cell if len(cell) <= _MAX_CELL_IN_REASON else cell[:_MAX_CELL_IN_REASON] + "..."
 
 
+# The reason of a row whose label cell is empty: it cannot train or be scored, so it is left
+# out (quarantined) without counting against --max-bad-row-fraction.
+MISSING_LABEL = "missing label"
+
+
 def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> BatchVerdict:
   """Validates and types one batch of raw (binary) columns.
 
@@ -103,7 +108,7 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
         columns[name] = pc.if_else(pa.array(undecodable), pa.scalar(None, pa.binary()), column)
   if options.label_key in columns:
     label = options.label_key
-    reject(np.asarray(columns[label].is_null(), dtype=bool), f"missing label {label!r}")
+    reject(np.asarray(columns[label].is_null(), dtype=bool), f"{MISSING_LABEL} {label!r}")
 
   typed: dict[str, pa.Array | None] = {}
   for name, column in columns.items():
@@ -130,7 +135,7 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
       if name == options.label_key:
         # A numeric label written as a missing token (NA, ?) parses to no value: a missing label.
         unparsed = np.asarray(values.is_null(), dtype=bool) & ~failed
-        reject(unparsed & np.asarray(text.is_valid(), dtype=bool), f"missing label {name!r}")
+        reject(unparsed & np.asarray(text.is_valid(), dtype=bool), f"{MISSING_LABEL} {name!r}")
       typed[name] = values
   for name, column in columns.items():
     if typed[name] is None:

@@ -16,7 +16,12 @@ import pyarrow as pa
 
 from components import columnar
 from components.example_gen import csv_read, csv_split, io_lib
-from components.example_gen.csv_batch import BatchVerdict, ConvertOptions, convert_batch
+from components.example_gen.csv_batch import (
+  MISSING_LABEL,
+  BatchVerdict,
+  ConvertOptions,
+  convert_batch,
+)
 from components.example_gen.csv_errors import MAX_QUOTED_TEXT, CsvInputError
 from components.example_gen.csv_infer import FLOAT, INT, STRING, UNKNOWN
 from components.example_gen.csv_profile import LabelCounts
@@ -49,6 +54,8 @@ class UnitResult:
   lines: int = 0
   rows_read: int = 0
   bad_rows: int = 0
+  # Of the bad rows, those whose only fault found is an empty label.
+  unlabeled_rows: int = 0
   rows_per_split: dict[str, int] = dataclasses.field(default_factory=dict)
   # Split name -> LabelCounts.to_json() of the label column's values in that split.
   label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
@@ -275,6 +282,7 @@ def convert_file(
   quarantined.extend(ragged.values())
   result.rows_read += len(ragged)
   result.bad_rows = len(quarantined)
+  result.unlabeled_rows = sum(r["reason"].startswith(MISSING_LABEL) for r in quarantined)
   result.rows_per_split = shards.rows
   result.label_stats = {s: c.to_json() for s, c in shards.labels.items() if c.rows}
   result.shards = shards.commit()

@@ -309,6 +309,7 @@ class Outcome:
     rows_per_split: Examples written per split.
     quarantine_uri: The merged bad-row file, or "" when every row was good.
     label_stats: split -> csv_profile.LabelCounts JSON of the label column, when there is one.
+    unlabeled_rows: Of the quarantined rows, those left out only for an empty label.
   """
 
   rows: int
@@ -316,6 +317,7 @@ class Outcome:
   rows_per_split: dict[str, int]
   quarantine_uri: str
   label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
+  unlabeled_rows: int = 0
 
 
 def offset_line_numbers(results: Sequence[csv_convert.UnitResult], rows: list[dict]) -> list[dict]:
@@ -352,7 +354,9 @@ def merge_results(
   """Adds up the units' results, merges their bad rows, and checks the outcome.
 
   The bad rows of a run that fails are kept beside the output folder, since the
-  launcher deletes a failed execution's output.
+  launcher deletes a failed execution's output. Rows without a label are quarantined too, but
+  they are not malformed, so they do not count against `max_bad_row_fraction`: like a Vertex
+  AI tabular dataset's rows without a target, they are left out and counted.
 
   Args:
     results: Every unit's result.
@@ -372,6 +376,7 @@ def merge_results(
     raise csv_errors.CsvInputError(errors[0][2])
   rows = sum(r.rows_read for r in results)
   bad = sum(r.bad_rows for r in results)
+  unlabeled = sum(r.unlabeled_rows for r in results)
   per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
   label_stats = {}
   for split in split_names:
@@ -381,7 +386,7 @@ def merge_results(
         counts.merge(csv_profile.LabelCounts.from_json(r.label_stats[split]))
     if counts.rows:
       label_stats[split] = counts.to_json()
-  failing = rows == 0 or bad / rows > max_bad_row_fraction
+  failing = rows == 0 or (bad - unlabeled) / rows > max_bad_row_fraction
   quarantine_uri = ""
   first_bad = ""
   parts = sorted(r.quarantine_file for r in results if r.quarantine_file)
@@ -393,8 +398,9 @@ def merge_results(
     )
     merged = offset_line_numbers(results, list(csv_convert.iter_quarantine_rows(parts)))
     merged.sort(key=lambda r: (r["file"], r["line"]))
-    if merged:
-      first = merged[0]
+    malformed = [r for r in merged if not r["reason"].startswith(csv_batch.MISSING_LABEL)]
+    if malformed:
+      first = malformed[0]
       first_bad = f" (the first, line {first['line']} of {first['file']}: {first['reason']})"
     csv_convert.write_quarantine(quarantine_uri, merged)
     for p in parts:
@@ -405,10 +411,16 @@ def merge_results(
       "add rows or point the data root at the right files."
     )
   if failing:
+    besides = f" (besides {unlabeled} without a label)" if unlabeled else ""
     raise csv_errors.CsvInputError(
-      f"{bad} of {rows} rows ({bad / rows:.2%}) are bad{first_bad}, more than the allowed "
-      f"{max_bad_row_fraction:.2%}; see {quarantine_uri} and fix those rows or raise "
-      "--max-bad-row-fraction."
+      f"{bad - unlabeled} of {rows} rows ({(bad - unlabeled) / rows:.2%}) are bad{first_bad}"
+      f"{besides}, more than the allowed {max_bad_row_fraction:.2%}; see {quarantine_uri} and "
+      "fix those rows or raise --max-bad-row-fraction."
+    )
+  if rows == bad and unlabeled:
+    raise csv_errors.CsvInputError(
+      f"none of the {rows} rows has a label and well-formed cells ({unlabeled} have an empty "
+      f"label; see {quarantine_uri}); fill the label column or check --label-key."
     )
   for split, n in per_split.items():
     if n == 0:
@@ -416,7 +428,7 @@ def merge_results(
         f"split {split!r} received no rows from {rows - bad} good rows; add data or change "
         "the split ratio."
       )
-  return Outcome(rows, bad, per_split, quarantine_uri, label_stats)
+  return Outcome(rows, bad, per_split, quarantine_uri, label_stats, unlabeled)
 
 
 def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | None:

@@ -128,7 +128,11 @@ class Executor(BaseExampleGenExecutor):
     )
     if outcome.bad_rows:
       logging.warning(
-        "Quarantined %d of %d rows in %s.", outcome.bad_rows, outcome.rows, outcome.quarantine_uri
+        "Quarantined %d of %d rows (%d of them only for an empty label) in %s.",
+        outcome.bad_rows,
+        outcome.rows,
+        outcome.unlabeled_rows,
+        outcome.quarantine_uri,
       )
     self._record(examples, exec_properties, outcome, job.options.column_types, job.files.spans)
 
@@ -171,6 +175,7 @@ class Executor(BaseExampleGenExecutor):
     for split, n in outcome.rows_per_split.items():
       examples.set_int_custom_property(ROWS_PROPERTY_PREFIX + split, n)
     examples.set_int_custom_property(BAD_ROWS_PROPERTY, outcome.bad_rows)
+    examples.set_int_custom_property(properties.EXAMPLES_UNLABELED_ROWS, outcome.unlabeled_rows)
     examples.set_string_custom_property(QUARANTINE_PROPERTY, outcome.quarantine_uri)
     examples.set_string_custom_property(
       COLUMN_TYPES_PROPERTY, json.dumps(column_types, sort_keys=True)

@@ -323,7 +323,7 @@ class LabelDecision:
     min_accuracy: classification floor.
     max_mse: regression ceiling, or None.
     floor_reason: how the floor was chosen.
-    rows: data rows read.
+    rows: data rows with a label (the rest are left out).
   """
 
   task: str
@@ -362,6 +362,8 @@ def decide_label(
   from components.example_gen import csv_profile
 
   profile = csv_profile.profile_column(files, label_key, delimiter, max_distinct=max_classes)
+  # Rows with an empty label are left out by the ExampleGen: only the others train and score.
+  present = profile.num_rows - profile.num_empty
   if model_label_key and model_label_key != label_key and requested_task != tasks.AUTO:
     if requested_task == tasks.REGRESSION:
       reason = f"--max-mse {max_mse:g}" if max_mse is not None else "no ceiling"
@@ -371,7 +373,7 @@ def decide_label(
       f" (the model learns {model_label_key!r}, which the Transform computes, so the "
       f"column {label_key!r} sets no automatic one)"
     )
-    return LabelDecision(requested_task, min_accuracy or 0.0, max_mse, reason, profile.num_rows)
+    return LabelDecision(requested_task, min_accuracy or 0.0, max_mse, reason, present)
   distinct = list(profile.values)
   task = tasks.infer_task(
     label_key,
@@ -381,23 +383,20 @@ def decide_label(
     requested_task,
     max_classes,
   )
-  present = profile.num_rows - profile.num_empty
   if task == tasks.REGRESSION:
     if max_mse is not None:
-      return LabelDecision(task, 0.0, max_mse, f"--max-mse {max_mse:g}", profile.num_rows)
+      return LabelDecision(task, 0.0, max_mse, f"--max-mse {max_mse:g}", present)
     variance = getattr(profile, "variance", None)
     if variance is None or not present:
-      return LabelDecision(task, 0.0, None, "no ceiling (--max-mse not given)", profile.num_rows)
+      return LabelDecision(task, 0.0, None, "no ceiling (--max-mse not given)", present)
     ceiling = AUTO_MSE_SHARE * variance
     reason = (
       f"auto: mean squared error below {AUTO_MSE_SHARE:g} x the label variance "
       f"({variance:.4g}), i.e. better than always predicting the mean"
     )
-    return LabelDecision(task, 0.0, ceiling, reason, profile.num_rows, auto=True)
+    return LabelDecision(task, 0.0, ceiling, reason, present, auto=True)
   if min_accuracy is not None:
-    return LabelDecision(
-      task, min_accuracy, None, f"--min-accuracy {min_accuracy:g}", profile.num_rows
-    )
+    return LabelDecision(task, min_accuracy, None, f"--min-accuracy {min_accuracy:g}", present)
   counts = getattr(profile, "value_counts", None) or {}
   majority = max(counts.values()) / present if counts and present else 1.0 / len(distinct)
   floor = min(round(majority + AUTO_FLOOR_MARGIN, 4), 0.99)
@@ -405,7 +404,7 @@ def decide_label(
     f"auto: accuracy at least {floor:g}, i.e. better than always answering the most frequent "
     f"class ({majority:.3g} of the rows)"
   )
-  return LabelDecision(task, floor, None, reason, profile.num_rows, auto=True)
+  return LabelDecision(task, floor, None, reason, present, auto=True)
 
 
 def check_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:

@@ -104,7 +104,8 @@ def _add_data_args(g) -> None:
     "--max-bad-row-fraction",
     type=float,
     default=d.max_bad_row_fraction,
-    help="share of malformed rows tolerated, quarantined (default: %(default)s)",
+    help="share of malformed rows tolerated, quarantined (default: %(default)s); rows without a "
+    "label are left out and do not count",
   )
 
 

@@ -204,7 +204,12 @@ def _pushed_part(summary: dict[str, Any], store, pusher: dict[str, Any]) -> dict
 
 def _examples_line(a) -> str:
   keys = (properties.examples_rows("train"), properties.examples_rows("eval"))
-  train, evals, bad = (_prop(a, k) for k in (*keys, properties.EXAMPLES_BAD_ROWS))
+  train, evals, bad, unlabeled = (
+    _prop(a, k) for k in (*keys, properties.EXAMPLES_BAD_ROWS, properties.EXAMPLES_UNLABELED_ROWS)
+  )
+  if unlabeled:
+    malformed = f" and {bad - unlabeled} bad" if bad - unlabeled else ""
+    return f"{train} train / {evals} eval rows, {unlabeled} without a label{malformed} left out"
   return f"{train} train / {evals} eval rows" + (f", {bad} quarantined" if bad else "")
 
 

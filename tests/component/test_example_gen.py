@@ -420,6 +420,44 @@ class TestBadInput:
     kept = msg.split("see ")[1].split(" and fix", maxsplit=1)[0]
     assert os.path.exists(kept)  # survives the launcher deleting the failed output
 
+  def test_rows_without_a_label_are_left_out_not_counted_as_bad(self, tmp_path):
+    # As R's airquality (37 of 153 Ozone cells empty): rows that cannot train or score are
+    # quarantined and counted, but they are not malformed, so the default threshold holds.
+    d = _bad_csv(tmp_path, b"1,0.5,\n2,0.25,NA\n3,0.75,\n")
+    ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
+    assert len(read_examples(ex.uri)) == 20
+    assert ex.get_int_custom_property("num_bad_rows") == 3
+    assert ex.get_int_custom_property("num_unlabeled_rows") == 3
+    q = ex.get_string_custom_property("quarantine_uri")
+    rows = list(csv.DictReader(io.StringIO(pathlib.Path(q).read_text())))
+    assert [(r["line"], r["reason"]) for r in rows] == [
+      ("22", "missing label 'label'"),
+      ("23", "missing label 'label'"),
+      ("24", "missing label 'label'"),
+    ]
+
+  def test_malformed_rows_still_count_beside_unlabeled_ones(self, tmp_path):
+    d = _bad_csv(tmp_path, b"1,0.5,\n1,0.5\n3,0.75,\n")
+    with pytest.raises(csv_errors.CsvInputError) as err:
+      run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "o")
+    assert str(err.value).startswith("1 of 23 rows (4.35%) are bad (the first, line 23 of "), str(
+      err.value
+    )
+    assert "expected 3 fields, found 2) (besides 2 without a label), more than the allowed" in (
+      str(err.value)
+    )
+
+  def test_no_row_with_a_label_fails_clearly(self, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "data.csv").write_bytes(b"pix,label\n" + b"2,\n" * 5)
+    props = exec_properties(d, label_key="label")
+    props[SCHEMA_PATH_KEY] = _schema(tmp_path, pix="INT", label="INT")
+    with pytest.raises(csv_errors.CsvInputError) as err:
+      run_executor(fast_executor.Executor, props, tmp_path / "o")
+    assert str(err.value).startswith("none of the 5 rows has a label and well-formed cells (5 ")
+    assert str(err.value).endswith("fill the label column or check --label-key.")
+
   def test_non_finite_allowed_when_asked(self, tmp_path):
     d = _bad_csv(tmp_path, b"1,nan,3\n")
     ex = run_executor(

@@ -168,7 +168,10 @@ def check_case(
   per_split = [examples.get_int_custom_property(f"num_rows_{s}") for s in ("train", "eval")]
   assert written == sum(per_split) and all(per_split)
   bad = examples.get_int_custom_property("num_bad_rows")
-  assert bad <= props[MAX_BAD_ROW_FRACTION_KEY] * (written + bad)
+  # Rows whose only fault is an empty label are left out without counting against the limit.
+  unlabeled = examples.get_int_custom_property("num_unlabeled_rows")
+  assert 0 <= unlabeled <= bad
+  assert bad - unlabeled <= props[MAX_BAD_ROW_FRACTION_KEY] * (written + bad)
   rows_known = [n for _, n in files]
   if None not in rows_known:
     assert written + bad == sum(rows_known)
