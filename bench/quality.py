@@ -270,7 +270,9 @@ def _scores(task: str, y: np.ndarray, predicted: np.ndarray, classes: int) -> di
     auc = roc_auc_score(y, predicted[:, 1]) if len(present) == 2 else float("nan")
   else:
     keep = np.isin(np.arange(classes), present)
-    probs = predicted[:, keep] / np.clip(predicted[:, keep].sum(axis=1, keepdims=True), 1e-12, None)
+    # In float64: sklearn checks that each row sums to 1 within 1e-8, which float32 misses.
+    kept = predicted[:, keep].astype(np.float64)
+    probs = kept / np.clip(kept.sum(axis=1, keepdims=True), 1e-12, None)
     auc = roc_auc_score(y, probs, multi_class="ovr", labels=np.arange(classes)[keep])
   return {"accuracy": accuracy, "auc": float(auc)}
 
