@@ -170,8 +170,15 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
       ) from None
   header = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [])
   names = [h.strip() for h in header]
-  if not names or any(not n for n in names):
-    raise CsvInputError(f"{path}: the header has a blank column name; name every column.")
+  blank = [i + 1 for i, n in enumerate(names) if not n]
+  if not names or blank:
+    where = f" (column {blank[0]} of {len(names)})" if blank else ""
+    # R's write.csv puts its row names first, under the name "".
+    r_hint = " (R's write.csv leaves its row names unnamed: pass row.names = FALSE)"
+    raise CsvInputError(
+      f"{path}: the header has a blank column name{where}; name every column"
+      f"{r_hint if blank[:1] == [1] and len(names) > 1 else ''}."
+    )
   dupes = sorted({n for n in names if names.count(n) > 1})
   if dupes:
     raise CsvInputError(f"{path}: duplicate column names {dupes}; make header names unique.")

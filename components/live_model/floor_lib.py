@@ -73,8 +73,9 @@ def floor_from_label_stats(stats: dict[str, Any], task: str, split: str = "eval"
   floor = min(round(majority + defaults.AUTO_FLOOR_MARGIN, 4), 0.99)
   return Floor(
     floor,
-    f"auto: accuracy at least {floor:g}, i.e. better than always answering the most frequent "
-    f"class of the {split} split ({majority:.3g} of its {rows} rows)",
+    f"auto: accuracy at least {floor:g}, i.e. {defaults.AUTO_FLOOR_MARGIN:g} better than always "
+    f"answering the most frequent class of the {split} split ({majority:.4g} of its {rows} rows; "
+    "--min-accuracy sets another floor)",
   )
 
 

@@ -401,8 +401,9 @@ def decide_label(
   majority = max(counts.values()) / present if counts and present else 1.0 / len(distinct)
   floor = min(round(majority + AUTO_FLOOR_MARGIN, 4), 0.99)
   reason = (
-    f"auto: accuracy at least {floor:g}, i.e. better than always answering the most frequent "
-    f"class ({majority:.3g} of the rows)"
+    f"auto: accuracy at least {floor:g}, i.e. {AUTO_FLOOR_MARGIN:g} better than always "
+    f"answering the most frequent class ({majority:.4g} of the rows; --min-accuracy sets "
+    "another floor)"
   )
   return LabelDecision(task, floor, None, reason, present, auto=True)
 

@@ -470,7 +470,8 @@ class TestBadInput:
     [
       (b"", "is empty"),
       (b"pix,score,label\n", "header but no data rows"),
-      (b"pix,,label\n1,2,3\n", "blank column name"),
+      (b"pix,,label\n1,2,3\n", r"blank column name \(column 2 of 3\); name every column\.$"),
+      (b'"","x","label"\n"1",2,3\n', r"\(column 1 of 3\); name every column \(R's write.csv"),
       (b"a,a,label\n1,2,3\n", "duplicate column names"),
     ],
   )

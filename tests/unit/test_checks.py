@@ -197,7 +197,10 @@ def test_decide_label_floor_beats_the_majority_class(tmp_path):
   )
   assert decision.task == "binary" and decision.rows == 200
   assert decision.min_accuracy == pytest.approx(0.76)
-  assert "most frequent class (0.75 of the rows)" in decision.floor_reason
+  assert decision.floor_reason == (
+    "auto: accuracy at least 0.76, i.e. 0.01 better than always answering the most frequent "
+    "class (0.75 of the rows; --min-accuracy sets another floor)"
+  )
   given = checks.decide_label(
     [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, 0.9, None
   )

@@ -18,7 +18,10 @@ STATS = {
 def test_classification_floor_is_the_eval_splits_majority_share_plus_the_margin():
   floor = floor_lib.floor_from_label_stats(STATS, "binary")
   assert floor.value == pytest.approx(29 / 40 + defaults.AUTO_FLOOR_MARGIN)
-  assert "of the eval split (0.725 of its 40 rows)" in floor.reason
+  assert floor.reason == (
+    "auto: accuracy at least 0.735, i.e. 0.01 better than always answering the most frequent "
+    "class of the eval split (0.725 of its 40 rows; --min-accuracy sets another floor)"
+  )
 
 
 def test_regression_ceiling_is_a_share_of_the_eval_splits_variance():
