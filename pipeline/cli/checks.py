@@ -374,6 +374,8 @@ def decide_label(
       f"column {label_key!r} sets no automatic one)"
     )
     return LabelDecision(requested_task, min_accuracy or 0.0, max_mse, reason, present)
+  if requested_task in (tasks.AUTO, tasks.REGRESSION):
+    _check_decimal_commas(label_key, profile, delimiter)
   distinct = list(profile.values)
   task = tasks.infer_task(
     label_key,
@@ -406,6 +408,33 @@ def decide_label(
     "another floor)"
   )
   return LabelDecision(task, floor, None, reason, present, auto=True)
+
+
+# A number with a decimal comma (or an integer), as a European spreadsheet writes it.
+_DECIMAL_COMMA_NUMBER = re.compile(r"\s*[+-]?(\d+,\d+|\d+|,\d+)\s*")
+
+
+def _check_decimal_commas(label_key: str, profile, delimiter: str) -> None:
+  """Refuses a text label whose every value is a number written with a decimal comma.
+
+  Such a column reads as text (as in stock CsvExampleGen), so a numeric target would become
+  hundreds of classes that the model cannot learn, silently.
+  """
+  values = [v for v in profile.values if isinstance(v, str)]
+  if profile.kind != "string" or not values:
+    return
+  if not all(_DECIMAL_COMMA_NUMBER.fullmatch(v) for v in values):
+    return
+  shown = ", ".join(repr(v) for v in [v for v in values if "," in v][:2])
+  if not shown:
+    return
+  sep = "\\t" if delimiter == "\t" else delimiter
+  raise CheckError(
+    f"the label {label_key!r} holds numbers written with a decimal comma ({shown}), which read "
+    "as text and would make each value a class; write the file with '.' as the decimal mark "
+    f"(pandas: pd.read_csv(path, sep='{sep}', decimal=',').to_csv(path, index=False)), or "
+    "pass --task multiclass if they are class names."
+  )
 
 
 def check_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:

@@ -190,6 +190,25 @@ def _csv(tmp_path, header, rows):
   return str(path)
 
 
+def test_a_label_of_decimal_comma_numbers_is_refused_before_it_becomes_classes(tmp_path):
+  # MASS/Boston as a European spreadsheet saves it: ';' between fields, ',' in decimals.
+  rows = [f"0,0{i};{20 + i % 7},{i % 10}" for i in range(300)]
+  path = _csv(tmp_path, "crim;medv", rows)
+  with pytest.raises(checks.CheckError) as raised:
+    checks.decide_label([path], "medv", ";", "auto", 1000, None, None)
+  assert str(raised.value) == (
+    "the label 'medv' holds numbers written with a decimal comma ('20,0', '20,1'), which read "
+    "as text and would make each value a class; write the file with '.' as the decimal mark "
+    "(pandas: pd.read_csv(path, sep=';', decimal=',').to_csv(path, index=False)), or pass "
+    "--task multiclass if they are class names."
+  )
+  as_classes = checks.decide_label([path], "medv", ";", "multiclass", 1000, None, None)
+  assert as_classes.task == "multiclass"
+  # Text that is not all numbers stays a text label.
+  text = _csv(tmp_path, "x;size", [f"{i};{'1,5' if i % 2 else 'large'}" for i in range(300)])
+  assert checks.decide_label([text], "size", ";", "auto", 1000, None, None).task == "binary"
+
+
 def test_decide_label_floor_beats_the_majority_class(tmp_path):
   rows = [f"{i},{'spam' if i % 4 == 0 else 'ham'}" for i in range(200)]
   decision = checks.decide_label(
