@@ -235,7 +235,8 @@ def _add_push_args(g) -> None:
   g.add_argument(
     "--optimizer-variants",
     default=",".join(d.optimizer_variants),
-    help=f"comma-separated, from {', '.join(defaults.VARIANTS)}; 'none' for none",
+    help=f"comma-separated, from {', '.join(defaults.VARIANTS)}; 'none' for none (and no "
+    "TensorRT unless --tensorrt is given)",
   )
   g.add_argument(
     "--variant-max-drop",
@@ -247,8 +248,9 @@ def _add_push_args(g) -> None:
   g.add_argument(
     "--tensorrt",
     choices=defaults.TENSORRT_MODES,
-    default=d.tensorrt,
-    help="TensorRT FP16 engine build (default: %(default)s)",
+    default=None,
+    help=f"TensorRT FP16 engine build, through ONNX (default: {d.tensorrt}; off with "
+    "--optimizer-variants none)",
   )
   g.add_argument(
     "--model-name",

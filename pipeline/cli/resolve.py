@@ -104,7 +104,8 @@ def config_from_args(
     ),
     optimizer_variants=variants,
     variant_max_accuracy_drop=args.variant_max_drop,
-    tensorrt=args.tensorrt,
+    # 'none' means no variant at all: TensorRT (and the ONNX it is built from) only if asked.
+    tensorrt=args.tensorrt or (defaults.TENSORRT_OFF if not variants else _DEFAULTS.tensorrt),
     model_name=args.model_name,
     pipeline_name=args.model_name,
     keep_versions=args.keep_versions,

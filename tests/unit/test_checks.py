@@ -307,6 +307,26 @@ def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
   assert config.pipeline_root == str(tmp_path / "root")
 
 
+@pytest.mark.parametrize(
+  ("flags", "variants", "tensorrt"),
+  [
+    ((), ("tflite_float32", "tflite_dynamic_range", "tflite_float16", "tflite_int8"), "auto"),
+    (("--optimizer-variants", "none"), (), "off"),
+    (("--optimizer-variants", "none", "--tensorrt", "required"), (), "required"),
+    (("--optimizer-variants", "onnx", "--tensorrt", "off"), ("onnx",), "off"),
+  ],
+)
+def test_no_optimizer_variants_means_no_tensorrt_unless_asked(tmp_path, flags, variants, tensorrt):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(300)))
+  args = _args(tmp_path, "--data-root", data, *flags)
+  config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  assert set(config.optimizer_variants) >= set(variants)
+  assert (config.optimizer_variants == ()) == (variants == ())
+  assert config.tensorrt == tensorrt
+
+
 @pytest.mark.parametrize("spelling", ["\\t", "tab", "\t"])
 def test_a_tab_delimiter_may_be_typed_as_the_hint_prints_it(tmp_path, spelling):
   data = tmp_path / "data"
