@@ -8,7 +8,7 @@ from typing import Any
 from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components import properties
+from components import defaults, properties
 from components.distributed_trainer import constants as model_props
 from components.live_model import executor as live_model
 from components.live_model import floor_lib
@@ -199,7 +199,30 @@ def _pushed_part(summary: dict[str, Any], store, pusher: dict[str, Any]) -> dict
     # The Pusher only sees the blessing; the Evaluator's validation result says why.
     result["pusher_reason"] = result["reason"]
     result["reason"] = "the Evaluator did not bless the model: " + "; ".join(failures)
+    result["reason"] += _imbalance_hint(summary)
   return result
+
+
+# A binary eval split this much one class leaves accuracy little room above always answering it.
+IMBALANCED_SHARE = 0.9
+
+
+def _imbalance_hint(summary: dict[str, Any]) -> str:
+  """Why an automatic accuracy floor may be the wrong test for a binary label of rare events."""
+  floor = summary.get("floor") or {}
+  auc = summary["eval_metrics"].get("auc")
+  if summary.get("task") != "binary" or auc is None or floor.get("value") is None:
+    return ""
+  if not str(floor.get("reason", "")).startswith("auto: accuracy"):
+    return ""
+  majority = float(floor["value"]) - defaults.AUTO_FLOOR_MARGIN
+  if majority < IMBALANCED_SHARE:
+    return ""
+  return (
+    f". About {majority:.0%} of the eval rows are one class, so accuracy can hardly beat always "
+    f"answering it; if the model's scores are what you use (AUC {auc:.3g}), set the floor "
+    "with --min-accuracy"
+  )
 
 
 def _examples_line(a) -> str:

@@ -62,3 +62,22 @@ def test_validation_without_metric_failures(tmp_path, ok):
   assert report["ok"] is ok
   assert bool(report["failures"]) is not ok
   assert summary.read_tfma_validation(str(tmp_path / "missing")) is None
+
+
+def _summary(task="binary", floor=0.9369, reason="auto: accuracy at least 0.9369, i.e. ..."):
+  return {
+    "task": task,
+    "floor": {"value": floor, "reason": reason},
+    "eval_metrics": {"auc": 0.7491, "binary_accuracy": 0.9269},
+  }
+
+
+def test_a_rare_event_labels_refusal_says_accuracy_is_the_wrong_test():
+  # ISLR's Caravan: 6% buy, so the automatic floor (the majority's 0.927 + 0.01) is out of reach.
+  assert summary._imbalance_hint(_summary()) == (
+    ". About 93% of the eval rows are one class, so accuracy can hardly beat always answering "
+    "it; if the model's scores are what you use (AUC 0.749), set the floor with --min-accuracy"
+  )
+  assert summary._imbalance_hint(_summary(floor=0.76)) == ""  # Not rare: accuracy can show it.
+  assert summary._imbalance_hint(_summary(task="multiclass")) == ""
+  assert summary._imbalance_hint(_summary(reason="--min-accuracy 0.95")) == ""
