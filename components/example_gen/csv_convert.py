@@ -281,6 +281,13 @@ def convert_file(
     shards.close()
   quarantined.extend(ragged.values())
   result.rows_read += len(ragged)
+  return _finished(result, shards, quarantined, os.path.join(quarantine_dir, f"{shard_name}.csv"))
+
+
+def _finished(
+  result: UnitResult, shards: _Shards, quarantined: list[dict], quarantine_file: str
+) -> UnitResult:
+  """Commits the unit's shards and writes its bad rows; `result` with the counts filled in."""
   result.bad_rows = len(quarantined)
   result.unlabeled_rows = sum(r["reason"].startswith(MISSING_LABEL) for r in quarantined)
   result.rows_per_split = shards.rows
@@ -288,7 +295,7 @@ def convert_file(
   result.shards = shards.commit()
   if quarantined:
     quarantined.sort(key=lambda r: r["line"])
-    result.quarantine_file = os.path.join(quarantine_dir, f"{shard_name}.csv")
+    result.quarantine_file = quarantine_file
     write_quarantine(result.quarantine_file, quarantined, with_chunk=True)
   return result
 

@@ -345,6 +345,21 @@ def read_results(results_dir: str) -> list[csv_convert.UnitResult]:
   return results
 
 
+def _merged_label_stats(
+  results: Sequence[csv_convert.UnitResult], split_names: Sequence[str]
+) -> dict[str, dict]:
+  """split -> the label column's LabelCounts JSON over every unit, for splits with rows."""
+  label_stats = {}
+  for split in split_names:
+    counts = csv_profile.LabelCounts()
+    for r in results:
+      if split in r.label_stats:
+        counts.merge(csv_profile.LabelCounts.from_json(r.label_stats[split]))
+    if counts.rows:
+      label_stats[split] = counts.to_json()
+  return label_stats
+
+
 def merge_results(
   results: Sequence[csv_convert.UnitResult],
   split_names: Sequence[str],
@@ -378,14 +393,7 @@ def merge_results(
   bad = sum(r.bad_rows for r in results)
   unlabeled = sum(r.unlabeled_rows for r in results)
   per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
-  label_stats = {}
-  for split in split_names:
-    counts = csv_profile.LabelCounts()
-    for r in results:
-      if split in r.label_stats:
-        counts.merge(csv_profile.LabelCounts.from_json(r.label_stats[split]))
-    if counts.rows:
-      label_stats[split] = counts.to_json()
+  label_stats = _merged_label_stats(results, split_names)
   failing = rows == 0 or (bad - unlabeled) / rows > max_bad_row_fraction
   quarantine_uri = ""
   first_bad = ""
