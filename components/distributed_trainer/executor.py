@@ -15,7 +15,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 import components
-from components import defaults, model_contract
+from components import defaults, model_contract, serving_layout
 from components.distributed_trainer import (
   anomalies_lib,
   cluster_profiler,
@@ -31,10 +31,6 @@ from components.errors import UserInputError
 _LOG = logging.getLogger(__name__)
 
 
-# What makes a folder a SavedModel (tf.saved_model.contains_saved_model checks the same).
-_SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
-
-
 def _check_saved_model(serving_dir: str, module: str) -> None:
   """Refuses a training that left no TensorFlow SavedModel where the pipeline reads one."""
   how = (
@@ -45,7 +41,8 @@ def _check_saved_model(serving_dir: str, module: str) -> None:
     raise UserInputError(
       f"{module} finished without writing a model to fn_args.serving_model_dir; save it with {how}."
     )
-  if not any(fileio.exists(os.path.join(serving_dir, f)) for f in _SAVED_MODEL_FILES):
+  graph_files = serving_layout.SAVED_MODEL_FILES
+  if not any(fileio.exists(os.path.join(serving_dir, f)) for f in graph_files):
     found = ", ".join(sorted(fileio.listdir(serving_dir))[:5]) or "nothing"
     raise UserInputError(
       f"{module} wrote {found} to fn_args.serving_model_dir but no TensorFlow SavedModel, which "

@@ -78,6 +78,11 @@ def _short(cell: str) -> str:
 MISSING_LABEL = "missing label"
 
 
+def is_missing_label(reason: str) -> bool:
+  """Whether a quarantined row's reason is an empty label (a row left out, not a bad one)."""
+  return reason.startswith(MISSING_LABEL)
+
+
 def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> BatchVerdict:
   """Validates and types one batch of raw (binary) columns.
 

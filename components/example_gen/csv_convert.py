@@ -17,10 +17,10 @@ import pyarrow as pa
 from components import columnar
 from components.example_gen import csv_read, csv_split, io_lib
 from components.example_gen.csv_batch import (
-  MISSING_LABEL,
   BatchVerdict,
   ConvertOptions,
   convert_batch,
+  is_missing_label,
 )
 from components.example_gen.csv_errors import MAX_QUOTED_TEXT, CsvInputError
 from components.example_gen.csv_infer import FLOAT, INT, STRING, UNKNOWN
@@ -289,7 +289,7 @@ def _finished(
 ) -> UnitResult:
   """Commits the unit's shards and writes its bad rows; `result` with the counts filled in."""
   result.bad_rows = len(quarantined)
-  result.unlabeled_rows = sum(r["reason"].startswith(MISSING_LABEL) for r in quarantined)
+  result.unlabeled_rows = sum(is_missing_label(r["reason"]) for r in quarantined)
   result.rows_per_split = shards.rows
   result.label_stats = {s: c.to_json() for s, c in shards.labels.items() if c.rows}
   result.shards = shards.commit()

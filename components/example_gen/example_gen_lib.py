@@ -406,7 +406,7 @@ def merge_results(
     )
     merged = offset_line_numbers(results, list(csv_convert.iter_quarantine_rows(parts)))
     merged.sort(key=lambda r: (r["file"], r["line"]))
-    malformed = [r for r in merged if not r["reason"].startswith(csv_batch.MISSING_LABEL)]
+    malformed = [r for r in merged if not csv_batch.is_missing_label(r["reason"])]
     if malformed:
       first = malformed[0]
       first_bad = f" (the first, line {first['line']} of {first['file']}: {first['reason']})"

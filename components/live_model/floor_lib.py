@@ -69,13 +69,29 @@ def floor_from_label_stats(stats: dict[str, Any], task: str, split: str = "eval"
   values = counts.get("counts") or {}
   if not values:
     return None
-  majority = max(values.values()) / rows
+  return accuracy_floor(
+    max(values.values()) / rows, f"of its {rows} rows", f" of the {split} split"
+  )
+
+
+# How the reason of an automatic accuracy floor begins (the run summary recognises it).
+AUTO_ACCURACY = "auto: accuracy"
+
+
+def accuracy_floor(majority: float, of_rows: str, of_split: str = "") -> Floor:
+  """The automatic floor over the most frequent class's share: AUTO_FLOOR_MARGIN above it.
+
+  Args:
+    majority: the most frequent class's share of the rows.
+    of_rows: which rows, for the reason ("of its 40 rows").
+    of_split: which split, for the reason (" of the eval split"), or "".
+  """
   floor = min(round(majority + defaults.AUTO_FLOOR_MARGIN, 4), 0.99)
   return Floor(
     floor,
-    f"auto: accuracy at least {floor:g}, i.e. {defaults.AUTO_FLOOR_MARGIN:g} better than always "
-    f"answering the most frequent class of the {split} split ({majority:.4g} of its {rows} rows; "
-    "--min-accuracy sets another floor)",
+    f"{AUTO_ACCURACY} at least {floor:g}, i.e. {defaults.AUTO_FLOOR_MARGIN:g} better than always "
+    f"answering the most frequent class{of_split} ({majority:.4g} {of_rows}; --min-accuracy "
+    "sets another floor)",
   )
 
 

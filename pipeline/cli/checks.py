@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 from components import defaults, storage, tasks
 from components.errors import UserInputError
+from components.live_model import floor_lib
 
-# The automatic floors (the Evaluator recomputes them on the eval split: live_model.floor_lib).
-AUTO_FLOOR_MARGIN = defaults.AUTO_FLOOR_MARGIN
+# The automatic regression ceiling (the Evaluator recomputes it on the eval split, and the
+# accuracy floor comes from there too: live_model.floor_lib).
 AUTO_MSE_SHARE = defaults.AUTO_MSE_SHARE
 
 
@@ -348,8 +349,9 @@ def decide_label(
   """Profiles the label column of the input and decides the task and the floor.
 
   Without `--min-accuracy`, a classifier must beat always answering the most frequent class
-  by AUTO_FLOOR_MARGIN; without `--max-mse`, a regressor's mean squared error must stay under
-  AUTO_MSE_SHARE of the label's variance (what always answering the mean scores).
+  by defaults.AUTO_FLOOR_MARGIN (floor_lib.accuracy_floor); without `--max-mse`, a
+  regressor's mean squared error must stay under AUTO_MSE_SHARE of the label's variance (what
+  always answering the mean scores).
 
   When the model learns a label a Transform computes (`model_label_key`, e.g. TFX's taxi
   example turns the float `tips` into the 0/1 `tips_xf`) and the task is given, the raw
@@ -401,13 +403,8 @@ def decide_label(
     return LabelDecision(task, min_accuracy, None, f"--min-accuracy {min_accuracy:g}", present)
   counts = getattr(profile, "value_counts", None) or {}
   majority = max(counts.values()) / present if counts and present else 1.0 / len(distinct)
-  floor = min(round(majority + AUTO_FLOOR_MARGIN, 4), 0.99)
-  reason = (
-    f"auto: accuracy at least {floor:g}, i.e. {AUTO_FLOOR_MARGIN:g} better than always "
-    f"answering the most frequent class ({majority:.4g} of the rows; --min-accuracy sets "
-    "another floor)"
-  )
-  return LabelDecision(task, floor, None, reason, present, auto=True)
+  floor = floor_lib.accuracy_floor(majority, "of the rows")
+  return LabelDecision(task, floor.value, None, floor.reason, present, auto=True)
 
 
 # A number with a decimal comma (or an integer), as a European spreadsheet writes it.

@@ -213,7 +213,7 @@ def _imbalance_hint(summary: dict[str, Any]) -> str:
   auc = summary["eval_metrics"].get("auc")
   if summary.get("task") != "binary" or auc is None or floor.get("value") is None:
     return ""
-  if not str(floor.get("reason", "")).startswith("auto: accuracy"):
+  if not str(floor.get("reason", "")).startswith(floor_lib.AUTO_ACCURACY):
     return ""
   majority = float(floor["value"]) - defaults.AUTO_FLOOR_MARGIN
   if majority < IMBALANCED_SHARE:

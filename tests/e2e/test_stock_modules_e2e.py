@@ -53,6 +53,22 @@ def penguin_data(tmp_path_factory) -> pathlib.Path:
   return folder
 
 
+@pytest.fixture(scope="module")
+def taxi_data(tmp_path_factory) -> pathlib.Path:
+  """The taxi CSV that ships inside `tfx`, alone in a folder."""
+  data = TFX_EXAMPLES / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv"
+  assert data.is_file(), "TFX no longer ships the taxi example's data"
+  folder = tmp_path_factory.mktemp("taxi") / "taxi"
+  folder.mkdir()
+  shutil.copy(data, folder / "data.csv")
+  return folder
+
+
+# How TFX's taxi modules are run: the model learns tips_xf (a big tip: tips > 20% of the fare),
+# which their Transform computes from the float `tips`; the task is the model's, so it is given.
+TAXI_FLAGS = ("--label-key", "tips", "--eval-label-key", "tips_xf", "--task", "binary")
+
+
 def _run(out: pathlib.Path, *args, timeout=900):
   proc = run_script("run_local.py", "--output-dir", out, *args, timeout=timeout)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -91,20 +107,10 @@ def test_penguin_keras_with_transform_then_its_tuner(tmp_path, penguin_data):
   assert tuned["eval_metrics"]["sparse_categorical_accuracy"] >= 0.9
 
 
-def test_taxi_native_keras_with_transform(tmp_path):
+def test_taxi_native_keras_with_transform(tmp_path, taxi_data):
   module = TFX_EXAMPLES / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
-  data = TFX_EXAMPLES / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv"
-  assert module.is_file() and data.is_file(), "TFX no longer ships the taxi example"
-  folder = tmp_path / "taxi"
-  folder.mkdir()
-  shutil.copy(data, folder / "data.csv")
-  # The model learns tips_xf (a big tip: tips > 20% of the fare), which its Transform
-  # computes from the float `tips`; the task is the model's, so it is given.
-  summary = _run(
-    tmp_path / "out",
-    *("--data-root", folder, "--label-key", "tips", "--module-file", module),
-    *("--eval-label-key", "tips_xf", "--task", "binary"),
-  )
+  assert module.is_file(), "TFX no longer ships the taxi example"
+  summary = _run(tmp_path / "out", "--data-root", taxi_data, "--module-file", module, *TAXI_FLAGS)
   assert summary["pushed"]["pushed"], summary["pushed"]
   # TFX's own taxi pipeline blesses this model at BinaryAccuracy >= 0.6.
   assert summary["eval_metrics"]["binary_accuracy"] >= 0.6
@@ -128,20 +134,12 @@ def test_penguin_template_model_with_its_own_preprocessing(tmp_path, penguin_dat
   assert _model_properties(summary) == {"strategy": "mirrored", "strategy_chosen_by": "module"}
 
 
-def test_tfx_component_testdata_trainer_module_on_taxi(tmp_path):
+def test_tfx_component_testdata_trainer_module_on_taxi(tmp_path, taxi_data):
   # TFX's own Trainer tests use this module (Transform, run_fn, tf.saved_model.save, Keras'
   # CategoryEncoding); the variants the Optimizer cannot build say why instead of failing.
   module = TFX_EXAMPLES.parent / "components" / "testdata" / "module_file" / "trainer_module.py"
-  data = TFX_EXAMPLES / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv"
   assert module.is_file(), "TFX no longer ships its trainer test module"
-  folder = tmp_path / "taxi"
-  folder.mkdir()
-  shutil.copy(data, folder / "data.csv")
-  summary = _run(
-    tmp_path / "out",
-    *("--data-root", folder, "--label-key", "tips", "--module-file", module),
-    *("--eval-label-key", "tips_xf", "--task", "binary"),
-  )
+  summary = _run(tmp_path / "out", "--data-root", taxi_data, "--module-file", module, *TAXI_FLAGS)
   assert summary["pushed"]["pushed"], summary["pushed"]
   assert summary["eval_metrics"]["binary_accuracy"] >= 0.6
   variants = {v["name"]: v for v in summary["optimizer"]["variants"]}
