@@ -29,6 +29,7 @@ RUN python -m pip install --no-cache-dir --no-deps .
 ARG CLASS_PATHS="\
 components.OptimizationReport \
 components.OptimizedModel \
+components.data_gate.executor.Executor \
 components.distributed_trainer.executor.Executor \
 components.distributed_trainer.tuner.TunerExecutor \
 components.example_gen.executor.Executor \

@@ -4,8 +4,13 @@
       <version>/                 a SavedModel that TF Serving loads; numeric, the highest is live
         manifest.json            written last: a version folder without it is incomplete
         assets.extra/variants/   the blessed optimized variants, one folder each
-      history.jsonl              a local folder's log: one JSON line per push, rollback or prune
+        training_data/           what the version was trained on: schema.pbtxt and
+                                 statistics/Split-<name>/FeatureStats.pb (the next night's
+                                 reference; TF Serving ignores the folder)
+      history.jsonl              a local folder's log: one JSON line per push, rollback, prune or
+                                 accepted data change
       .history/                  an object store's log: one JSON file per entry (no appends there)
+      nights.jsonl, .nights/     the record of the nights, one entry each (the same two forms)
 
 The Pusher (`components/pusher/`: `local_store.py`, `object_store_lib.py`), LiveModel
 (`components/live_model/live_model_lib.py`) and `pipeline/rollback.py` read these names from
@@ -29,6 +34,18 @@ VARIANTS_SUBDIR = "assets.extra/variants"
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 # The manifest field where the Pusher records the key its run's LiveModel was cached by.
 LIVE_KEY_FIELD = "live_key"
+# What a version was trained on, beside its SavedModel: the schema and the statistics.
+TRAINING_DATA_DIR = "training_data"
+TRAINING_SCHEMA_FILE = "schema.pbtxt"
+TRAINING_STATISTICS_DIR = "statistics"
+# The manifest fields of the training data (rows, label counts) and of the evaluation.
+TRAINING_DATA_FIELD = "training_data"
+EVALUATION_FIELD = "evaluation"
+# The nights' record.
+NIGHTS_FILE = "nights.jsonl"
+NIGHTS_DIR = ".nights"
+# History events besides push, rollback and prune: a data change accepted for the live version.
+ACCEPT_EVENT = "accept"
 
 # ASCII digits only (str.isdigit also takes '²' or '٣'), at most 18 so the number fits int64.
 _VERSION_NAME = re.compile(r"[0-9]{1,18}")
@@ -48,6 +65,11 @@ def is_variants_path(rel_path: str) -> bool:
   """Whether a path relative to a version folder lies under the variants folder."""
   parts = rel_path.replace("\\", "/").split("/")
   return parts[:2] == VARIANTS_SUBDIR.split("/")
+
+
+def is_training_data_path(rel_path: str) -> bool:
+  """Whether a path relative to a version folder lies under the training-data folder."""
+  return rel_path.replace("\\", "/").split("/")[0] == TRAINING_DATA_DIR
 
 
 def saved_model_last(rel_path: str) -> tuple[bool, str]:

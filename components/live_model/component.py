@@ -16,6 +16,8 @@ LIVE_KEY_KEY = properties.LIVE_KEY_KEY
 EXAMPLES_KEY = "examples"
 BASELINE_KEY = "baseline"
 WARM_START_KEY = "warm_start"
+REFERENCE_SCHEMA_KEY = "reference_schema"
+REFERENCE_STATISTICS_KEY = "reference_statistics"
 
 
 class LiveModelSpec(ComponentSpec):
@@ -32,6 +34,8 @@ class LiveModelSpec(ComponentSpec):
   OUTPUTS = {
     BASELINE_KEY: ChannelParameter(type=standard_artifacts.Model),
     WARM_START_KEY: ChannelParameter(type=standard_artifacts.Model),
+    REFERENCE_SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema),
+    REFERENCE_STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics),
   }
 
 
@@ -43,6 +47,9 @@ class LiveModel(base_component.BaseComponent):
       `available` is 0 when nothing is live yet.
     warm_start: the same model when it was trained on other data than `examples`, for the
       Trainer's base_model; `available` is 0 otherwise.
+    reference_schema, reference_statistics: the schema and statistics of the data the live
+      version was trained on (its `training_data/` folder), for the data gate and the
+      Evaluator; `available` is 0 when nothing is live or the version has none.
 
   Its output depends on the serving folder, not on its inputs. Runners read the folder before
   it runs and pass `live_key` (`live_model_lib.live_model_key`), which puts what is live into
@@ -77,5 +84,7 @@ class LiveModel(base_component.BaseComponent):
         live_key=live_key,
         baseline=types.Channel(type=standard_artifacts.Model),
         warm_start=types.Channel(type=standard_artifacts.Model),
+        reference_schema=types.Channel(type=standard_artifacts.Schema),
+        reference_statistics=types.Channel(type=standard_artifacts.ExampleStatistics),
       )
     )

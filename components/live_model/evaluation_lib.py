@@ -134,8 +134,17 @@ def record_batches(files: Sequence[str], rows: int = BATCH_ROWS) -> Iterator[Any
   yield from tf.data.TFRecordDataset(list(files), compression_type=compression).batch(rows)
 
 
-def model_outputs(saved_model_dir: str, spec: Any, files: Sequence[str]) -> ModelOutputs:
+def model_outputs(
+  saved_model_dir: str, spec: Any, files: Sequence[str], conform=None
+) -> ModelOutputs:
   """Runs one model over the eval split in batches, as TFMA feeds it: serialized Examples.
+
+  Args:
+    saved_model_dir: the model's SavedModel.
+    spec: its TFMA ModelSpec.
+    files: the eval split's TFRecord files.
+    conform: a function giving each batch the column types the model was trained on
+      (`conform_lib.conformer`), or None to feed the batches as they are.
 
   Raises:
     ValueError: when the signature has more than one output or the label cannot be found.
@@ -151,7 +160,8 @@ def model_outputs(saved_model_dir: str, spec: Any, files: Sequence[str]) -> Mode
   )
   input_name = _single_string_input(serve)
   predictions, labels = [], []
-  for batch in record_batches(files):
+  for raw in record_batches(files):
+    batch = raw if conform is None else conform(raw)
     outputs = serve(**{input_name: batch})
     if len(outputs) != 1:
       raise ValueError(f"the serving signature has {len(outputs)} outputs; TFMA runs for it")
@@ -359,3 +369,42 @@ def write_evaluation(
   with tf.io.gfile.GFile(os.path.join(output_uri, "eval_config.json"), "w") as f:
     f.write(json_format.MessageToJson(run))
   return result
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+CANDIDATE = "candidate"
+BASELINE = "baseline"
+DIFF = "diff_vs_baseline"
+
+
+def read_overall_metrics(uri: str) -> dict[str, dict[str, float]]:
+  """The overall slice's metrics in a ModelEvaluation folder (TFMA's files, stock or ours).
+
+  Returns:
+    {"candidate": {name: value}, "baseline": {...}, "diff_vs_baseline": {...}}; a model
+    without metrics (no baseline) has an empty dict; an unreadable folder gives all empty.
+  """
+  import tensorflow_model_analysis as tfma
+
+  out: dict[str, dict[str, float]] = {CANDIDATE: {}, BASELINE: {}, DIFF: {}}
+  try:
+    results = tfma.load_metrics(uri)
+  except (OSError, ValueError):
+    return out
+  for metrics_for_slice in results:
+    if metrics_for_slice.slice_key.single_slice_keys:
+      continue
+    for kv in metrics_for_slice.metric_keys_and_values:
+      key, value = kv.key, kv.value
+      if not value.HasField("double_value"):
+        continue
+      if key.is_diff:
+        side = DIFF
+      elif key.model_name in ("", CANDIDATE):
+        side = CANDIDATE
+      else:
+        side = BASELINE
+      out[side][key.name] = round(value.double_value.value, 6)
+  return out

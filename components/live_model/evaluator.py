@@ -13,23 +13,31 @@ from tfx.components.evaluator import executor as stock_evaluator
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ExecutionParameter
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from components import memory, tf_compat
-from components.live_model import evaluation_lib, floor_lib
+from components import memory, model_contract, tf_compat
+from components.live_model import conform_lib, evaluation_lib, floor_lib
 from components.live_model import executor as live_executor
 
 # JSON {"task": ...} when the floor is automatic (floor_lib); absent or "" otherwise.
 AUTO_FLOOR_KEY = "auto_floor"
+# The schema the live version was trained on (LiveModel's reference_schema).
+BASELINE_SCHEMA_KEY = "baseline_schema"
+# The blessing property saying why the live version was not scored, when it could not be.
+BASELINE_SKIPPED_PROPERTY = "baseline_skipped"
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
-  """The stock EvaluatorSpec plus `auto_floor`."""
+  """The stock EvaluatorSpec plus `auto_floor` and the live version's schema."""
 
   PARAMETERS = {
     **standard_component_specs.EvaluatorSpec.PARAMETERS,
     AUTO_FLOOR_KEY: ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+    **standard_component_specs.EvaluatorSpec.INPUTS,
+    BASELINE_SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema, optional=True),
   }
 
 
@@ -52,6 +60,13 @@ class Executor(stock_evaluator.Executor):
     input_dict = {**input_dict, key: baselines}
     if not baselines:
       input_dict.pop(key)
+    # The schemas say whether the live version reads tonight's examples as they are; the stock
+    # executor is not given them (it would decode the examples by the schema).
+    conform = _baseline_conformer(
+      input_dict.pop(standard_component_specs.SCHEMA_KEY, None),
+      input_dict.pop(BASELINE_SCHEMA_KEY, None),
+      baselines,
+    )
     floor = _eval_split_floor(input_dict, exec_properties)
     if floor is not None:
       task = json.loads(exec_properties[AUTO_FLOOR_KEY])["task"]
@@ -61,8 +76,22 @@ class Executor(stock_evaluator.Executor):
         config_key: floor_lib.with_floor(exec_properties[config_key], task, floor.value),
       }
       logging.info("Evaluator floor: %s", floor.reason)
-    if not self._in_process(input_dict, output_dict, exec_properties):
+    skipped = ""
+    if not self._in_process(input_dict, output_dict, exec_properties, conform):
+      if conform is not None:
+        # TFMA feeds both models the same examples; the live version cannot parse tonight's.
+        input_dict = {k: v for k, v in input_dict.items() if k != key}
+        skipped = (
+          f"columns {sorted(conform.columns)} changed type since the live version was trained and "
+          "TFMA's Beam pipeline feeds both models the same examples, so the live version was "
+          "not scored: the blessing rests on the value thresholds alone"
+        )
+        logging.warning("Evaluator: %s.", skipped)
       super().Do(input_dict, output_dict, exec_properties)
+    if skipped:
+      artifact_utils.get_single_instance(
+        output_dict[standard_component_specs.BLESSING_KEY]
+      ).set_string_custom_property(BASELINE_SKIPPED_PROPERTY, skipped)
     if floor is not None:
       blessing = artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
@@ -75,8 +104,11 @@ class Executor(stock_evaluator.Executor):
     input_dict: dict[str, list[types.Artifact]],
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
+    conform=None,
   ) -> bool:
     """Evaluates in process where evaluation_lib computes what TFMA would; False otherwise.
+
+    `conform` gives the baseline's batches the column types it was trained on.
 
     Writes what the stock executor writes: TFMA's files in the evaluation folder, and the
     blessing (BLESSED or NOT_BLESSED, and its properties) when thresholds are configured.
@@ -112,7 +144,9 @@ class Executor(stock_evaluator.Executor):
       path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
       models[spec.name] = path
       try:
-        outputs[spec.name] = evaluation_lib.model_outputs(path, spec, files)
+        outputs[spec.name] = evaluation_lib.model_outputs(
+          path, spec, files, conform if spec.is_baseline else None
+        )
       except Exception:  # A model this path cannot read (a module's own signatures): TFMA can.
         logging.warning(
           "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
@@ -166,6 +200,26 @@ def _write_blessing(input_dict, output_dict, exec_properties, blessed: bool) -> 
   logging.info("Blessing result %s written to %s.", blessed, blessing.uri)
 
 
+def _schema_types(artifacts) -> dict[str, str] | None:
+  from components.data_gate import gate_lib
+
+  artifacts = [a for a in artifacts or [] if live_executor.is_available(a)]
+  if len(artifacts) != 1:
+    return None
+  uri = artifacts[0].uri
+  return gate_lib.schema_types(model_contract.read_schema(model_contract.schema_file(uri)))
+
+
+def _baseline_conformer(schema, baseline_schema, baselines):
+  """What gives the baseline's batches its own column types; None when they need nothing."""
+  if not baselines:
+    return None
+  tonight, trained = _schema_types(schema), _schema_types(baseline_schema)
+  if tonight is None or trained is None:
+    return None
+  return conform_lib.conformer(tonight, trained)
+
+
 def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:
   raw = exec_properties.get(AUTO_FLOOR_KEY)
   if not raw:
@@ -199,6 +253,7 @@ class BaselineAwareEvaluator(base_component.BaseComponent):
     schema: types.BaseChannel | None = None,
     example_splits: list[str] | None = None,
     auto_floor: str | None = None,
+    baseline_schema: types.BaseChannel | None = None,
   ):
     """Wires the Evaluator.
 
@@ -207,10 +262,13 @@ class BaselineAwareEvaluator(base_component.BaseComponent):
       model: the candidate Model.
       eval_config: TFMA's EvalConfig (metrics, thresholds, slices).
       baseline_model: LiveModel's baseline (possibly marked unavailable).
-      schema: optional Schema.
+      schema: optional Schema of the examples; with `baseline_schema`, it says which columns
+        changed type since the live version was trained (the stock executor is not given it).
       example_splits: splits to evaluate on.
       auto_floor: `floor_lib.auto_floor_spec(task)` when the floor is automatic: the
         task metric's value threshold is then set from the eval split's label counts.
+      baseline_schema: LiveModel's reference_schema, the schema the live version was trained
+        on: the baseline is scored on the examples converted to its types (`conform_lib`).
     """
     spec = EvaluatorSpec(
       examples=examples,
@@ -220,6 +278,7 @@ class BaselineAwareEvaluator(base_component.BaseComponent):
       eval_config=eval_config,
       example_splits=json_utils.dumps(example_splits),
       auto_floor=auto_floor,
+      baseline_schema=baseline_schema,
       evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
       blessing=types.Channel(type=standard_artifacts.ModelBlessing),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from absl import logging
@@ -10,12 +11,14 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components import model_contract, properties
+from components import model_contract, properties, serving_layout
 from components.live_model import live_model_lib
 
 AVAILABLE_PROPERTY = "available"
 LIVE_VERSION_PROPERTY = "live_version"
 REASON_PROPERTY = "reason"
+# On reference_statistics: the training data's label counts and rows (JSON, the manifest's).
+TRAINING_DATA_PROPERTY = "training_data"
 
 
 def is_available(model: types.Artifact) -> bool:
@@ -39,11 +42,16 @@ class Executor(base_executor.BaseExecutor):
     self._log_startup(input_dict, output_dict, exec_properties)
     baseline = artifact_utils.get_single_instance(output_dict["baseline"])
     warm = artifact_utils.get_single_instance(output_dict["warm_start"])
+    references = [
+      artifact_utils.get_single_instance(output_dict[key])
+      for key in ("reference_schema", "reference_statistics")
+      if output_dict.get(key)
+    ]
     live = live_model_lib.live_version(
       exec_properties[properties.SERVING_DIR_KEY], exec_properties[properties.MODEL_NAME_KEY]
     )
     if live is None:
-      for artifact in (baseline, warm):
+      for artifact in (baseline, warm, *references):
         _unavailable(artifact, "nothing was live")
       logging.info(
         "LiveModel: nothing is live under %s.", exec_properties[properties.SERVING_DIR_KEY]
@@ -52,6 +60,8 @@ class Executor(base_executor.BaseExecutor):
     serving = path_utils.serving_model_dir(baseline.uri)
     live_model_lib.copy_saved_model(live, serving)
     _available(baseline, live)
+    if references:
+      self._references(live, *references)
     fingerprints = model_contract.data_fingerprints(input_dict.get("examples") or [])
     if live_model_lib.trained_on_same_data(live, fingerprints):
       _unavailable(warm, f"live version {live.version} was trained on this run's data")
@@ -59,6 +69,24 @@ class Executor(base_executor.BaseExecutor):
       live_model_lib.copy_saved_model(live, path_utils.serving_model_dir(warm.uri))
       _available(warm, live)
     logging.info("LiveModel: version %d at %s is live.", live.version, live.path)
+
+  def _references(
+    self, live: live_model_lib.LiveVersion, schema: types.Artifact, statistics: types.Artifact
+  ) -> None:
+    """Copies the live version's training schema and statistics, when it recorded them."""
+    if not live_model_lib.copy_training_data(live, schema.uri, statistics.uri):
+      for artifact in (schema, statistics):
+        _unavailable(artifact, f"live version {live.version} was pushed without its training data")
+      return
+    statistics.split_names = artifact_utils.encode_split_names(
+      live_model_lib.statistics_splits(statistics.uri)
+    )
+    statistics.set_string_custom_property(
+      TRAINING_DATA_PROPERTY,
+      json.dumps(live.manifest.get(serving_layout.TRAINING_DATA_FIELD) or {}),
+    )
+    for artifact in (schema, statistics):
+      _available(artifact, live)
 
 
 def _available(artifact: types.Artifact, live: live_model_lib.LiveVersion) -> None:

@@ -84,7 +84,7 @@ def copy_saved_model(live: LiveVersion, target: str) -> None:
   for root, dirs, files in fileio.walk(live.path):
     del dirs
     rel_root = os.path.relpath(root, live.path)
-    if serving_layout.is_variants_path(rel_root):
+    if serving_layout.is_variants_path(rel_root) or serving_layout.is_training_data_path(rel_root):
       continue
     fileio.makedirs(os.path.join(target, rel_root))
     for name in files:
@@ -92,6 +92,31 @@ def copy_saved_model(live: LiveVersion, target: str) -> None:
       if rel in skip:
         continue
       io_utils.copy_file(os.path.join(root, name), os.path.join(target, rel), overwrite=True)
+
+
+def copy_training_data(live: LiveVersion, schema_dir: str, statistics_dir: str) -> bool:
+  """Copies the live version's training schema and statistics into two artifact folders.
+
+  Returns:
+    False (copying nothing) when the version has no `training_data/` folder, as versions
+    pushed before the data gate have not.
+  """
+  data = os.path.join(live.path, serving_layout.TRAINING_DATA_DIR)
+  schema = os.path.join(data, serving_layout.TRAINING_SCHEMA_FILE)
+  statistics = os.path.join(data, serving_layout.TRAINING_STATISTICS_DIR)
+  if not (fileio.exists(schema) and fileio.isdir(statistics)):
+    return False
+  fileio.makedirs(schema_dir)
+  io_utils.copy_file(schema, os.path.join(schema_dir, serving_layout.TRAINING_SCHEMA_FILE), True)
+  io_utils.copy_dir(statistics, statistics_dir)
+  return True
+
+
+def statistics_splits(statistics_dir: str) -> list[str]:
+  """The split names of an ExampleStatistics folder (its `Split-<name>` subfolders)."""
+  prefix = "Split-"
+  names = [n.rstrip("/") for n in fileio.listdir(statistics_dir)]
+  return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
 
 
 def trained_on_same_data(live: LiveVersion, data_fingerprints: Sequence[str]) -> bool:

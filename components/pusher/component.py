@@ -37,6 +37,9 @@ class Pusher(base_component.BaseComponent):
     examples: types.BaseChannel | None = None,
     transform_graph: types.BaseChannel | None = None,
     live_key: str | None = None,
+    statistics: types.BaseChannel | None = None,
+    schema: types.BaseChannel | None = None,
+    evaluation: types.BaseChannel | None = None,
   ):
     """Wires the Pusher.
 
@@ -54,6 +57,10 @@ class Pusher(base_component.BaseComponent):
         blessed variant takes transformed features.
       live_key: the key this run's LiveModel is cached by, recorded in the manifest so that
         the next run reuses it (`live_model_lib.live_model_key`).
+      statistics: Optional `ExampleStatistics` of the training data, and
+      schema: its `Schema`: both shipped in the version's `training_data/` folder, the next
+        night's reference for the data gate and the Evaluator.
+      evaluation: Optional `ModelEvaluation`; its metrics are recorded in the manifest.
 
     Raises:
       ValueError: If serving_dir, model_name or keep_versions is unusable.
@@ -73,6 +80,9 @@ class Pusher(base_component.BaseComponent):
       optimized_model=optimized_model,
       examples=examples,
       transform_graph=transform_graph,
+      statistics=statistics,
+      schema=schema,
+      evaluation=evaluation,
       serving_dir=serving_dir,
       model_name=model_name,
       keep_versions=keep_versions,

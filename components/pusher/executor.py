@@ -19,9 +19,10 @@ from tfx.components.pusher import executor as stock_pusher
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
-from components import serving_layout, storage, tf_compat
+from components import model_contract, properties, serving_layout, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
-from components.live_model import live_model_lib
+from components.live_model import evaluation_lib, floor_lib, live_model_lib
+from components.nights import nights_lib
 from components.optimizer import variant_index
 from components.pusher import inventory, pusher_lib
 from components.pusher import spec as s
@@ -71,6 +72,21 @@ class Executor(stock_pusher.Executor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     pushed_model = artifact_utils.get_single_instance(output_dict[s.PUSHED_MODEL_KEY])
+    self._push(input_dict, exec_properties, pushed_model)
+    nights_lib.record_step(
+      exec_properties[s.SERVING_DIR_KEY],
+      exec_properties[s.MODEL_NAME_KEY],
+      nights_lib.PUSHER_STEP,
+      _night_facts(input_dict, pushed_model),
+    )
+
+  def _push(
+    self,
+    input_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+    pushed_model: types.Artifact,
+  ) -> None:
+    """Pushes, or marks why not (stock TFX's steps, then a version of our own)."""
     if not self.CheckBlessing(input_dict):
       self._not_pushed(pushed_model, self.NotBlessedReason(input_dict))
       return
@@ -90,6 +106,9 @@ class Executor(stock_pusher.Executor):
         trees[TRANSFORM_GRAPH_SUBDIR] = storage.localize(
           artifact_utils.get_single_uri(transform), os.path.join(local_dir, "transform_graph")
         )
+      training_data = _training_data_tree(input_dict, os.path.join(local_dir, "training_data"))
+      if training_data:
+        trees[serving_layout.TRAINING_DATA_DIR] = training_data
       result = pusher_lib.push_version(
         serving_dir=exec_properties[s.SERVING_DIR_KEY],
         model_name=exec_properties[s.MODEL_NAME_KEY],
@@ -101,7 +120,10 @@ class Executor(stock_pusher.Executor):
         variant_metrics={v.name: {**v.metrics, "signature": v.signature} for v in blessed},
         extra_trees=trees,
         manifest_extra=self._manifest_extra(
-          input_dict, index, needs_transform if trees else [], exec_properties.get(s.LIVE_KEY_KEY)
+          input_dict,
+          index,
+          needs_transform if TRANSFORM_GRAPH_SUBDIR in trees else [],
+          exec_properties.get(s.LIVE_KEY_KEY),
         ),
         keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
         source={"saved_model": model_path, "variants": {v.name: v.folder for v in blessed}},
@@ -198,6 +220,12 @@ class Executor(stock_pusher.Executor):
     }
     if live_key:
       extra[serving_layout.LIVE_KEY_FIELD] = live_key
+    extra[serving_layout.TRAINING_DATA_FIELD] = _training_data_facts(examples)
+    evaluation = input_dict.get(s.EVALUATION_KEY)
+    if evaluation:
+      extra[serving_layout.EVALUATION_FIELD] = evaluation_lib.read_overall_metrics(
+        artifact_utils.get_single_uri(evaluation)
+      )
     if transform_needed_by:
       extra["transform_graph"] = {"path": TRANSFORM_GRAPH_SUBDIR, "needed_by": transform_needed_by}
     return extra
@@ -205,6 +233,67 @@ class Executor(stock_pusher.Executor):
 
 def _prop(artifact: types.Artifact, key: str):
   return artifact.get_custom_property(key) if artifact.has_custom_property(key) else None
+
+
+def _night_facts(
+  input_dict: dict[str, list[types.Artifact]], pushed_model: types.Artifact
+) -> dict[str, Any]:
+  """What the night's record takes from the Pusher: the evaluation, the blessing, the push."""
+  blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
+  evaluation = input_dict.get(s.EVALUATION_KEY)
+  examples = input_dict.get(s.EXAMPLES_KEY) or []
+  version = _prop(pushed_model, s.PUSHED_VERSION_PROPERTY)
+  return {
+    "pushed": bool(_prop(pushed_model, s.PUSHED_PROPERTY)),
+    "version": int(version) if version else None,
+    "reason": _prop(pushed_model, s.PUSHED_REASON_PROPERTY) or "",
+    "live_version": _prop(pushed_model, s.LIVE_VERSION_PROPERTY),
+    "blessed": (
+      bool(_prop(blessing, s.BLESSED_PROPERTY))
+      if blessing.has_custom_property(s.BLESSED_PROPERTY)
+      else None
+    ),
+    "metrics": (
+      evaluation_lib.read_overall_metrics(artifact_utils.get_single_uri(evaluation))
+      if evaluation
+      else None
+    ),
+    "spans": _data_spans(examples),
+    "rows": _training_data_facts(examples)["rows"],
+  }
+
+
+def _training_data_tree(input_dict: dict[str, list[types.Artifact]], local_dir: str) -> str:
+  """A local folder holding the training schema and statistics as a version ships them, or ''
+  when the Pusher was not given both."""
+  statistics, schema = input_dict.get(s.STATISTICS_KEY), input_dict.get(s.SCHEMA_KEY)
+  if not statistics or not schema:
+    return ""
+  from tfx.utils import io_utils
+
+  schema_file = model_contract.schema_file(artifact_utils.get_single_uri(schema))
+  os.makedirs(local_dir, exist_ok=True)
+  io_utils.copy_file(schema_file, os.path.join(local_dir, serving_layout.TRAINING_SCHEMA_FILE))
+  io_utils.copy_dir(
+    artifact_utils.get_single_uri(statistics),
+    os.path.join(local_dir, serving_layout.TRAINING_STATISTICS_DIR),
+  )
+  return local_dir
+
+
+def _training_data_facts(examples: list[types.Artifact]) -> dict[str, Any]:
+  """The manifest's `training_data`: rows per split and the label's counts, from the Examples."""
+  facts: dict[str, Any] = {"rows": {}, "label_stats": None}
+  for example in examples:
+    for key, value in example.mlmd_artifact.custom_properties.items():
+      if key.startswith(properties.EXAMPLES_ROWS_PREFIX) and value.HasField("int_value"):
+        split = key[len(properties.EXAMPLES_ROWS_PREFIX) :]
+        facts["rows"][split] = facts["rows"].get(split, 0) + int(value.int_value)
+    if len(examples) == 1 and example.has_custom_property(floor_lib.LABEL_STATS_PROPERTY):
+      facts["label_stats"] = json.loads(
+        example.get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY)
+      )
+  return facts
 
 
 def _data_spans(examples: list[types.Artifact]) -> list[int] | None:

@@ -147,6 +147,19 @@ def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
   return local_store.read_history(base)
 
 
+def accepted_changes(serving_dir: str, model_name: str, live: int | None) -> list[str]:
+  """The columns (or `all`) whose changes were accepted against the live version `live`.
+
+  An acceptance holds until another version goes live: that version's own training data is
+  the next reference.
+  """
+  names: list[str] = []
+  for entry in read_history(serving_dir, model_name):
+    if entry.get("event") == serving_layout.ACCEPT_EVENT and entry.get("live_version") == live:
+      names += [n for n in entry.get("columns") or [] if n not in names]
+  return names
+
+
 def rolled_back_fingerprints(serving_dir: str, model_name: str) -> dict[str, int]:
   """Training fingerprints that rollbacks moved away from, with the version each left."""
   out = {}

@@ -76,9 +76,10 @@ def versions_in(base: str) -> list[int]:
   )
 
 
-def read_history(base: str) -> list[dict[str, Any]]:
-  """The entries of ``history.jsonl``, oldest first, skipping a line torn by a crash."""
-  path = os.path.join(base, serving_layout.HISTORY_FILE)
+def read_history(base: str, name: str = serving_layout.HISTORY_FILE) -> list[dict[str, Any]]:
+  """The entries of ``history.jsonl`` (or another log, `name`), oldest first, skipping a line
+  torn by a crash."""
+  path = os.path.join(base, name)
   if not os.path.exists(path):
     return []
   entries = []
@@ -200,9 +201,11 @@ def publish(base: str, staging: str, version: int, manifest: Mapping[str, Any]) 
   return target
 
 
-def append_history(base: str, entry: Mapping[str, Any]) -> None:
-  """Appends one entry to ``history.jsonl`` and fsyncs it."""
-  path = os.path.join(base, serving_layout.HISTORY_FILE)
+def append_history(
+  base: str, entry: Mapping[str, Any], name: str = serving_layout.HISTORY_FILE
+) -> None:
+  """Appends one entry to ``history.jsonl`` (or another log, `name`) and fsyncs it."""
+  path = os.path.join(base, name)
   line = json.dumps(entry, sort_keys=True) + "\n"
   with open(path, "a+b") as f:
     # A kill -9 mid-append can leave a line without its newline; start a fresh line so the

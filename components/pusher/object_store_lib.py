@@ -67,13 +67,13 @@ def read_manifest(version_dir: str) -> dict[str, Any]:
     return json.loads(f.read())
 
 
-def read_history(base: str) -> list[dict[str, Any]]:
-  """The push/rollback/prune events, oldest first."""
-  folder = _join(base, serving_layout.HISTORY_DIR)
+def read_history(base: str, name: str = serving_layout.HISTORY_DIR) -> list[dict[str, Any]]:
+  """The push/rollback/prune events (or another log's entries, `name`), oldest first."""
+  folder = _join(base, name)
   entries = []
-  for name in sorted(_names(folder)):
+  for entry_name in sorted(_names(folder)):
     try:
-      with fileio.open(_join(folder, name), "r") as f:
+      with fileio.open(_join(folder, entry_name), "r") as f:
         entry = json.loads(f.read())
     except (json.JSONDecodeError, OSError):
       continue
@@ -82,10 +82,12 @@ def read_history(base: str) -> list[dict[str, Any]]:
   return entries
 
 
-def append_history(base: str, entry: Mapping[str, Any]) -> None:
-  """Writes one event as its own object (names sort by time)."""
+def append_history(
+  base: str, entry: Mapping[str, Any], name: str = serving_layout.HISTORY_DIR
+) -> None:
+  """Writes one event (or another log's entry, `name`) as its own object (names sort by time)."""
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-  path = _join(base, serving_layout.HISTORY_DIR, f"{stamp}-{uuid.uuid4().hex[:8]}.json")
+  path = _join(base, name, f"{stamp}-{uuid.uuid4().hex[:8]}.json")
   fileio.makedirs(posixpath.dirname(path))
   with fileio.open(path, "w") as f:
     f.write(json.dumps(dict(entry), sort_keys=True))

@@ -212,3 +212,44 @@ def prune_versions(
     return []
   with folders.LocalFolder(base, lock_timeout_s) as folder:
     return folder.prune(keep_versions)
+
+
+def record_acceptance(
+  serving_dir: str,
+  model_name: str,
+  columns: list[str],
+  reason: str,
+  lock_timeout_s: float = local_store.DEFAULT_LOCK_TIMEOUT_S,
+) -> dict[str, Any]:
+  """Records that changes to `columns` in the data are deliberate, against the live version.
+
+  The data gate lets those changes through until another version goes live.
+
+  Returns:
+    The history entry written.
+
+  Raises:
+    PusherError: when nothing is live (there is nothing to accept a change against).
+  """
+  base = model_dir(serving_dir, model_name)
+  if not storage.is_remote(base) and not os.path.isdir(base):
+    raise PusherError(
+      f"nothing is live under {base}: the data gate only compares with a live version, so "
+      "there is no change to accept yet."
+    )
+  with folders.open_folder(base, lock_timeout_s, push=False) as folder:
+    live, _ = folder.live()
+    if live is None:
+      raise PusherError(
+        f"nothing is live under {base}: the data gate only compares with a live version, so "
+        "there is no change to accept yet."
+      )
+    entry = {
+      "time": serving_layout.utc_now(),
+      "event": serving_layout.ACCEPT_EVENT,
+      "live_version": live,
+      "columns": list(columns),
+      "reason": reason,
+    }
+    folder.append_history(entry)
+  return entry

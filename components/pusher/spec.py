@@ -12,6 +12,11 @@ MODEL_BLESSING_KEY = "model_blessing"
 OPTIMIZED_MODEL_KEY = "optimized_model"
 EXAMPLES_KEY = "examples"
 TRANSFORM_GRAPH_KEY = "transform_graph"
+# What the model was trained on, shipped in the version's training_data/ folder, and how it
+# was evaluated, recorded in its manifest.
+STATISTICS_KEY = "statistics"
+SCHEMA_KEY = "schema"
+EVALUATION_KEY = "evaluation"
 # Output key (stock value, so tools that look for "pushed_model" find it).
 PUSHED_MODEL_KEY = "pushed_model"
 # Execution parameter keys.
@@ -47,6 +52,9 @@ class PusherSpec(ComponentSpec):
     OPTIMIZED_MODEL_KEY: ChannelParameter(type=OptimizedModel, optional=True),
     EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
     TRANSFORM_GRAPH_KEY: ChannelParameter(type=standard_artifacts.TransformGraph, optional=True),
+    STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema, optional=True),
+    EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
   }
   OUTPUTS = {
     PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel),

@@ -61,6 +61,7 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
   _add_training_args(parser.add_argument_group("training"))
   _add_distribution_args(parser.add_argument_group("distribution"))
   _add_push_args(parser.add_argument_group("blessing, optimization and push"))
+  _add_nightly_args(parser.add_argument_group("nights: the data gate and notifications"))
 
 
 def _add_data_args(g) -> None:
@@ -265,3 +266,42 @@ def _add_push_args(g) -> None:
     help="pushed versions kept (default: %(default)s)",
   )
   g.add_argument("--no-cache", action="store_true", help="rerun every component")
+
+
+def _add_nightly_args(g) -> None:
+  """The data gate between nights, accepted changes and who hears about a night."""
+  g.add_argument(
+    "--gate-threshold",
+    action="append",
+    default=[],
+    metavar="[COLUMN:]CHECK=VALUE",
+    help="a data-gate threshold, for every column or one, repeatable: drift, scale, new_values, "
+    "missing, label, rows, max_rows, live_model; VALUE a number or off (docs/nightly.md)",
+  )
+  g.add_argument(
+    "--accept-changes",
+    action="append",
+    default=[],
+    metavar="COLUMNS",
+    help="let tonight's changes in these columns (comma-separated; :row_count for the row "
+    "count; all for every change) through the data gate; recorded in the night's record",
+  )
+  g.add_argument(
+    "--no-data-gate",
+    action="store_true",
+    help="do not compare tonight's data with the live version's before training",
+  )
+  g.add_argument(
+    "--notify",
+    action="append",
+    default=[],
+    metavar="TARGET",
+    help="where a failed or stopped night is reported, repeatable: env:NAME or file:PATH "
+    "holding an apprise URL (Slack, Teams, mailto://, json://...), or a URL without "
+    "credentials",
+  )
+  g.add_argument(
+    "--notify-every-night",
+    action="store_true",
+    help="with --notify: report every night, pushed or not, too",
+  )

@@ -148,7 +148,9 @@ def _run(args, config, out: pathlib.Path) -> int:
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 
+    from components import serving_layout
     from components.live_model import live_model_lib
+    from components.nights import nights_lib
     from pipeline.cli import recovery
     from pipeline.cli import summary as summary_lib
     from pipeline.definition.factory import create_pipeline, local_ir
@@ -171,6 +173,9 @@ def _run(args, config, out: pathlib.Path) -> int:
     names = [n for n in COMPONENT_ORDER if n in {c.id for c in pipeline.components}]
     names += [c.id for c in pipeline.components if c.id not in names]
     started_ms = int(time.time() * 1000) - 1
+    night = nights_lib.new_night_id()
+    night_started = serving_layout.utc_now()
+    os.environ[nights_lib.NIGHT_ID_ENV] = night
     table = progress.RunTable(
       names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
     )
@@ -199,6 +204,22 @@ def _run(args, config, out: pathlib.Path) -> int:
     if failure is not None and error is None:
       summary["status"] = "failed"
       summary["error"] = "internal error, see the traceback in the log"
+    record, notices = nights_lib.end_night(
+      config.serving_dir,
+      config.model_name,
+      night,
+      succeeded=summary["status"] == "succeeded",
+      error=summary.get("error") or "",
+      started=night_started,
+      seconds=summary["seconds"],
+      notify=config.notify,
+      every_night=config.notify_every_night,
+    )
+    os.environ.pop(nights_lib.NIGHT_ID_ENV, None)
+    if record["outcome"] == nights_lib.STOPPED:
+      summary["status"] = "stopped"
+    summary["night"] = record
+    summary["notifications"] = notices
     _write_summary(out, summary)
     from rich.console import Console
 

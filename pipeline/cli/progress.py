@@ -298,6 +298,7 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
       if plan.get("best_epoch"):
         line += f", kept epoch {plan['best_epoch']}"
     lines.append(line)
+  lines += _gate_lines((summary.get("night") or {}).get("gate"))
   metrics = summary.get("eval_metrics") or {}
   if metrics:
     shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
@@ -309,10 +310,43 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
     lines.append(f"pushed version {pushed.get('version')} to {pushed.get('path')}")
   elif pushed:
     lines.append(f"not pushed: {pushed.get('reason')}")
+  for notice in summary.get("notifications") or []:
+    if notice.get("ok"):
+      lines.append(f"notified {notice['target']}")
+    else:
+      lines.append(
+        f"could not notify {notice['target']} ({notice.get('attempts')} tries): {notice['error']}"
+      )
   lines.append(
     f"status: {summary['status']} in {summary.get('seconds', 0):.1f} s; details in "
     f"{out / 'run_summary.json'}; log {log}"
   )
+  return lines
+
+
+def _gate_lines(report: dict[str, Any] | None) -> list[str]:
+  """The data gate's verdict, its largest drift and its compatible changes, in a line or two."""
+  if not report:
+    return []
+  if not report.get("compared"):
+    return [f"data gate: nothing to compare with ({report.get('reason')})"]
+  live = report.get("live_version")
+  drift = report.get("drift") or {}
+  line = f"data gate: {'passed' if report.get('passed') else 'stopped the night'} against live "
+  line += f"version {live}'s training data ({len(drift)} columns compared"
+  if drift:
+    worst = max(drift, key=lambda c: drift[c]["value"] / (drift[c]["threshold"] or 1))
+    value, bound = drift[worst]["value"], drift[worst]["threshold"]
+    line += f"; closest to its bound: {worst!r}, {value:.3g} of {_fmt(bound)}"
+  lines = [line + ")"]
+  accepted = [f["text"] for f in report.get("findings", []) if f.get("accepted")]
+  if accepted:
+    lines.append("accepted changes: " + "; ".join(accepted))
+  info = [f["text"] for f in report.get("findings", []) if f.get("kind") == "info"]
+  if info:
+    lines.append(
+      "noted: " + "; ".join(info[:3]) + (f"; and {len(info) - 3} more" if len(info) > 3 else "")
+    )
   return lines
 
 

@@ -56,6 +56,7 @@ def config_from_args(
     checks.CheckError: (a UserInputError) with a one-sentence message naming the fix.
   """
   variants = _check_values(args)
+  gate, accepted, notify = _nightly_settings(args, local_paths)
   if local_modules is None:
     local_modules = local_paths
   paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
@@ -110,7 +111,31 @@ def config_from_args(
     pipeline_name=args.model_name,
     keep_versions=args.keep_versions,
     enable_cache=not args.no_cache,
+    data_gate=not args.no_data_gate,
+    gate_thresholds=gate,
+    accept_changes=accepted,
+    notify=notify,
+    notify_every_night=args.notify_every_night,
   )
+
+
+def _nightly_settings(
+  args: argparse.Namespace, local_paths: bool
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+  """The data gate's thresholds (JSON), the accepted changes and the notification targets.
+
+  Notification targets naming an environment variable or a file are checked here only for
+  local runs; on Kubeflow they are read inside the cluster.
+  """
+  from components.data_gate import thresholds
+  from components.nights import notify_lib
+
+  if args.notify_every_night and not args.notify:
+    raise checks.CheckError("--notify-every-night needs a --notify target; pass --notify too.")
+  gate = thresholds.parse_thresholds(args.gate_threshold)
+  accepted = thresholds.parse_accepted(args.accept_changes)
+  targets = notify_lib.parse_targets(args.notify, check_source=local_paths)
+  return gate.to_json(), tuple(accepted), tuple(t.text for t in targets)
 
 
 # How a tab may be typed: '\t' (as the ExampleGen's hint prints it), 'tab', or a tab itself.

@@ -9,6 +9,7 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components import defaults, properties
+from components.data_gate import executor as gate_executor
 from components.distributed_trainer import constants as model_props
 from components.live_model import executor as live_model
 from components.live_model import floor_lib
@@ -267,6 +268,7 @@ _RESULT_LINES = {
   nodes.TRANSFORM: ("TransformGraph", lambda a: "transform graph written"),
   nodes.TUNER: ("HyperParameters", lambda a: "best hyper-parameters chosen"),
   nodes.LIVE_MODEL: ("Model", _live_line),
+  nodes.DATA_GATE: ("ExampleAnomalies", lambda a: _prop(a, gate_executor.SUMMARY_PROPERTY) or ""),
   nodes.TRAINER: ("Model", _model_line),
   nodes.EVALUATOR: ("ModelBlessing", lambda a: "blessed" if _prop(a, "blessed") else "not blessed"),
   nodes.OPTIMIZER: ("components.OptimizedModel", _optimized_line),
@@ -292,28 +294,13 @@ def _version(value):
 
 
 def read_tfma_metrics(uri: str) -> dict[str, float]:
-  """Overall-slice metrics of the candidate model in a TFMA evaluation folder."""
-  import tensorflow_model_analysis as tfma
+  """Overall-slice metrics of the candidate model in a TFMA evaluation folder (the diffs
+  against the baseline as `<name>_diff_vs_baseline`)."""
+  from components.live_model import evaluation_lib
 
-  out: dict[str, float] = {}
-  try:
-    results = tfma.load_metrics(uri)
-  except (OSError, ValueError):
-    return out
-  for metrics_for_slice in results:
-    if metrics_for_slice.slice_key.single_slice_keys:
-      continue
-    for kv in metrics_for_slice.metric_keys_and_values:
-      key = kv.key
-      if key.is_diff:
-        name = key.name + "_diff_vs_baseline"
-      elif key.model_name and key.model_name not in ("candidate", ""):
-        continue
-      else:
-        name = key.name
-      value = kv.value
-      if value.HasField("double_value"):
-        out[name] = round(value.double_value.value, 6)
+  metrics = evaluation_lib.read_overall_metrics(uri)
+  out = dict(metrics[evaluation_lib.CANDIDATE])
+  out.update({f"{k}_{evaluation_lib.DIFF}": v for k, v in metrics[evaluation_lib.DIFF].items()})
   return out
 
 

@@ -82,6 +82,16 @@ class PipelineConfig:
   model_name: str = "digits"
   keep_versions: int = defaults.KEEP_VERSIONS
   enable_cache: bool = True
+  # Nights. The data gate compares each night's data with the live version's training data.
+  data_gate: bool = True
+  # data_gate.thresholds.Thresholds as JSON ('': the defaults).
+  gate_thresholds: str = ""
+  # Columns whose changes tonight are accepted (--accept-changes), or 'all'.
+  accept_changes: tuple[str, ...] = ()
+  # Where failed and stopped nights are reported (notify_lib targets: env:NAME, file:PATH, URL).
+  notify: tuple[str, ...] = ()
+  # Report every night, pushed or not, too.
+  notify_every_night: bool = False
 
   @property
   def model_label_key(self) -> str:

@@ -10,6 +10,8 @@ from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
 from components import defaults, model_contract, tasks
+from components.data_gate import thresholds as gate_thresholds
+from components.data_gate.component import DataGate
 from components.distributed_trainer import DistributedTrainer, constants
 from components.distributed_trainer.tuner import Tuner
 from components.example_gen import CsvExampleGen
@@ -145,9 +147,11 @@ def create_pipeline(
     live_key=live_key,
   ).with_id(LIVE_MODEL_ID)
   anomalies = example_validator.outputs["anomalies"]
-  tuner, trainer = _training(config, examples, schema, anomalies, transform, live)
-  release = _release(config, examples, schema, transform, trainer, live, live_key)
+  gate = _data_gate(config, examples, statistics, schema, live)
+  tuner, trainer = _training(config, examples, schema, anomalies, transform, live, gate)
+  release = _release(config, examples, statistics, schema, transform, trainer, live, live_key)
   parts = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
+  parts.append(gate)
   return tfx.dsl.Pipeline(
     pipeline_name=config.pipeline_name,
     pipeline_root=config.pipeline_root,
@@ -184,8 +188,32 @@ def _example_gen(config: PipelineConfig) -> CsvExampleGen:
   ).with_id(nodes.CSV_EXAMPLE_GEN)
 
 
-def _training(config: PipelineConfig, examples, schema, anomalies, transform, live) -> tuple:
-  """The optional Tuner and the DistributedTrainer, on the transformed Examples if any."""
+def _data_gate(config: PipelineConfig, examples, statistics, schema, live) -> DataGate | None:
+  """The gate between nights: tonight's data against the live version's, before training."""
+  if not config.data_gate:
+    return None
+  return DataGate(
+    statistics=statistics,
+    schema=schema,
+    examples=examples,
+    reference_statistics=live.outputs["reference_statistics"],
+    reference_schema=live.outputs["reference_schema"],
+    baseline=live.outputs["baseline"],
+    label_key=config.label_key,
+    task=config.task,
+    serving_dir=config.serving_dir,
+    model_name=config.model_name,
+    exclude_columns=config.exclude_columns,
+    thresholds=gate_thresholds.Thresholds.from_json(config.gate_thresholds),
+    accept=config.accept_changes,
+  ).with_id(nodes.DATA_GATE)
+
+
+def _training(config: PipelineConfig, examples, schema, anomalies, transform, live, gate) -> tuple:
+  """The optional Tuner and the DistributedTrainer, on the transformed Examples if any; both
+  wait for the data gate (and so does Transform)."""
+  if gate is not None and transform is not None:
+    transform.add_upstream_node(gate)
   if transform:
     examples = transform.outputs["transformed_examples"]
   transform_graph = transform.outputs["transform_graph"] if transform else None
@@ -216,10 +244,13 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
       custom_config=custom_config,
       **module_kwargs,
     ).with_id(nodes.TUNER)
+    if gate is not None:
+      tuner.add_upstream_node(gate)
   trainer = DistributedTrainer(
     examples=examples,
     schema=schema,
     anomalies=anomalies,
+    data_gate=gate.outputs["result"] if gate is not None else None,
     module_file=config.module_file,
     transform_graph=transform_graph,
     hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
@@ -235,7 +266,9 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
   return tuner, trainer
 
 
-def _release(config: PipelineConfig, examples, schema, transform, trainer, live, live_key):
+def _release(
+  config: PipelineConfig, examples, statistics, schema, transform, trainer, live, live_key
+):
   """The Evaluator (against what is live), the Optimizer and the Pusher of the trained model."""
   transform_graph = transform.outputs["transform_graph"] if transform else None
   model = trainer.outputs["model"]
@@ -248,6 +281,8 @@ def _release(config: PipelineConfig, examples, schema, transform, trainer, live,
     baseline_model=live.outputs["baseline"],
     eval_config=make_eval_config(config, preprocessing),
     auto_floor=floor_lib.auto_floor_spec(config.task) if config.auto_floor else None,
+    schema=schema,
+    baseline_schema=live.outputs["reference_schema"],
   ).with_id(nodes.EVALUATOR)
   optimizer = Optimizer(
     model=model,
@@ -270,6 +305,9 @@ def _release(config: PipelineConfig, examples, schema, transform, trainer, live,
     model_name=config.model_name,
     keep_versions=config.keep_versions,
     live_key=live_key,
+    statistics=statistics,
+    schema=schema,
+    evaluation=evaluator.outputs["evaluation"],
   ).with_id(PUSHER_ID)
   return evaluator, optimizer, pusher
 

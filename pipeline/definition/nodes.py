@@ -11,6 +11,7 @@ EXAMPLE_VALIDATOR = "ExampleValidator"
 TRANSFORM = "Transform"
 TUNER = "Tuner"
 LIVE_MODEL = "LiveModel"
+DATA_GATE = "DataGate"
 TRAINER = "DistributedTrainer"
 EVALUATOR = "Evaluator"
 OPTIMIZER = "Optimizer"
@@ -24,6 +25,7 @@ RUN_ORDER = (
   TRANSFORM,
   TUNER,
   LIVE_MODEL,
+  DATA_GATE,
   TRAINER,
   EVALUATOR,
   OPTIMIZER,

@@ -98,6 +98,7 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
     "Transform",
     "LiveModel_key",
     "LiveModel",
+    "DataGate",
     "DistributedTrainer",
     "Evaluator",
     "Optimizer",
@@ -111,6 +112,9 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   assert {"SchemaGen", "Transform", "ExampleValidator"} <= deps["DistributedTrainer"]
   assert {"DistributedTrainer", "LiveModel"} <= deps["Evaluator"]
   assert deps["LiveModel"] == {"CsvExampleGen", "LiveModel_key"}
+  # The data gate runs before anything trains: Transform and the Tuner wait for it too.
+  assert {"LiveModel", "StatisticsGen", "SchemaGen"} <= deps["DataGate"]
+  assert "DataGate" in deps["DistributedTrainer"] and "DataGate" in deps["Transform"]
   assert {"Evaluator", "Optimizer", "DistributedTrainer"} <= deps["Pusher"]
   assert kfp_launcher.topological_order(doc["pipelineSpec"])[0] == "CsvExampleGen_span"
 

@@ -1,0 +1,232 @@
+"""Executor of DataGate: tonight's statistics against the live version's, then a verdict."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils
+from tfx.utils import io_utils, path_utils
+
+from components import model_contract, tasks
+from components.data_gate import gate_lib, live_check
+from components.data_gate import thresholds as th
+from components.errors import UserInputError
+from components.live_model import executor as live_executor
+from components.live_model import floor_lib
+from components.nights import nights_lib
+from components.pusher import inventory
+
+_LOG = logging.getLogger(__name__)
+
+REPORT_FILE = "gate.json"
+# Custom properties of the result: whether the gate passed, and a few words on it.
+PASSED_PROPERTY = "passed"
+SUMMARY_PROPERTY = "summary"
+ANOMALIES_FILE = "SchemaDiff.pb"
+STATISTICS_FILE = "FeatureStats.pb"
+# The split compared (the largest, and the one the model learns from) and the one the live
+# model is scored on.
+TRAIN_SPLIT = "train"
+EVAL_SPLIT = "eval"
+
+
+class DataGateError(UserInputError):
+  """The gate stopped the night; the message names each change and how to accept it.
+
+  Attributes:
+    report: the gate's report (JSON).
+  """
+
+  def __init__(self, message: str, report: dict[str, Any]):
+    super().__init__(message)
+    self.report = report
+
+
+def how_to_accept(serving_dir: str, model_name: str) -> str:
+  """The end of a stopped night's line: the two ways to accept the change."""
+  return (
+    "accept it for the next run with --accept-changes {columns}, or for every night until "
+    f"another version goes live with: python pipeline/schedule.py local accept --serving-dir "
+    f"{serving_dir} --model-name {model_name} --columns {{columns}} --reason '...'"
+  )
+
+
+class Executor(base_executor.BaseExecutor):
+  """Compares, writes the report, records the night's facts, and fails when the gate stops."""
+
+  def Do(
+    self,
+    input_dict: dict[str, list[types.Artifact]],
+    output_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+  ) -> None:
+    self._log_startup(input_dict, output_dict, exec_properties)
+    result = artifact_utils.get_single_instance(output_dict["result"])
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    serving_dir, model_name = exec_properties["serving_dir"], exec_properties["model_name"]
+    reference = artifact_utils.get_single_instance(input_dict["reference_statistics"])
+    live = (
+      reference.get_int_custom_property(live_executor.LIVE_VERSION_PROPERTY)
+      if live_executor.is_available(reference)
+      else None
+    )
+    report = self._report(input_dict, exec_properties, live)
+    self._write(result, report)
+    nights_lib.record_step(
+      serving_dir,
+      model_name,
+      nights_lib.GATE_STEP,
+      {
+        "report": report.to_json(),
+        "live_version": live,
+        "spans": _spans(examples),
+        "rows": _rows(examples),
+      },
+    )
+    for finding in report.findings:
+      _LOG.info("DataGate: %s%s", finding.text, " (accepted)" if finding.accepted else "")
+    if not report.passed:
+      message = gate_lib.stop_message(report, how_to_accept(serving_dir, model_name))
+      raise DataGateError(message, report.to_json())
+    _LOG.info(
+      "DataGate: passed%s.", "" if report.compared else f" without comparing ({report.reason})"
+    )
+
+  def _report(
+    self, input_dict: dict[str, list[types.Artifact]], props: dict[str, Any], live: int | None
+  ) -> gate_lib.GateReport:
+    reference = artifact_utils.get_single_instance(input_dict["reference_statistics"])
+    if not live_executor.is_available(reference):
+      reason = reference.get_string_custom_property(live_executor.REASON_PROPERTY)
+      return gate_lib.not_compared(reason or "nothing was live", live)
+    thresholds = th.Thresholds.from_json(props.get("thresholds"))
+    accepted = json.loads(props.get("accept") or "[]")
+    accepted += [
+      n
+      for n in inventory.accepted_changes(props["serving_dir"], props["model_name"], live)
+      if n not in accepted
+    ]
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    label_key, task = props["label_key"], props["task"]
+    training = json.loads(
+      reference.get_string_custom_property(live_executor.TRAINING_DATA_PROPERTY) or "{}"
+    )
+    tonight = gate_lib.Night(
+      _statistics(input_dict["statistics"]),
+      _schema(input_dict["schema"]),
+      _label_counts(_label_stats(examples)),
+    )
+    before = gate_lib.Night(
+      _statistics([reference]),
+      _schema(input_dict["reference_schema"]),
+      _label_counts(training.get("label_stats")),
+    )
+    baseline = artifact_utils.get_single_instance(input_dict["baseline"])
+    contract = model_contract.read_contract(path_utils.serving_model_dir(baseline.uri))
+    report = gate_lib.evaluate(
+      tonight,
+      before,
+      live_version=live,
+      label_key=label_key,
+      classification=task != tasks.REGRESSION,
+      read_columns=_read_columns(contract, before.schema, props),
+      thresholds=thresholds,
+      accepted=accepted,
+    )
+    if task != tasks.REGRESSION and live_executor.is_available(baseline):
+      found = live_check.finding(
+        path_utils.serving_model_dir(baseline.uri),
+        _split_files(examples, EVAL_SPLIT),
+        label_key=label_key,
+        preprocessing=contract is not None,
+        tonight_types=gate_lib.schema_types(tonight.schema),
+        baseline_types=gate_lib.schema_types(before.schema),
+        thresholds=thresholds,
+        live_version=live,
+      )
+      if found is not None:
+        report = gate_lib.with_finding(report, found)
+    return report
+
+  def _write(self, result: types.Artifact, report: gate_lib.GateReport) -> None:
+    result.split_names = artifact_utils.encode_split_names([TRAIN_SPLIT])
+    fileio.makedirs(result.uri)
+    io_utils.write_string_file(
+      os.path.join(result.uri, REPORT_FILE), json.dumps(report.to_json(), indent=2)
+    )
+    if report.anomalies is not None:
+      split = artifact_utils.get_split_uri([result], TRAIN_SPLIT)
+      fileio.makedirs(split)
+      io_utils.write_bytes_file(
+        os.path.join(split, ANOMALIES_FILE), report.anomalies.SerializeToString()
+      )
+    result.set_int_custom_property(PASSED_PROPERTY, int(report.passed))
+    result.set_string_custom_property(SUMMARY_PROPERTY, report.short())
+
+
+def read_report(result: types.Artifact) -> dict[str, Any]:
+  """The report a DataGate wrote into its result artifact."""
+  return json.loads(io_utils.read_string_file(os.path.join(result.uri, REPORT_FILE)))
+
+
+def _statistics(artifacts: list[types.Artifact]):
+  import tensorflow_data_validation as tfdv
+
+  uri = artifact_utils.get_split_uri(artifacts, TRAIN_SPLIT)
+  return tfdv.load_stats_binary(os.path.join(uri, STATISTICS_FILE)).datasets[0]
+
+
+def _schema(artifacts: list[types.Artifact]):
+  uri = artifact_utils.get_single_uri(artifacts)
+  return model_contract.read_schema(model_contract.schema_file(uri))
+
+
+def _label_stats(examples: types.Artifact) -> dict[str, Any] | None:
+  if not examples.has_custom_property(floor_lib.LABEL_STATS_PROPERTY):
+    return None
+  return json.loads(examples.get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY))
+
+
+def _label_counts(label_stats: dict[str, Any] | None) -> dict[str, int] | None:
+  """The train split's label counts, when the ExampleGen counted every value."""
+  split = (label_stats or {}).get(TRAIN_SPLIT) or {}
+  if split.get("overflow") or not split.get("counts"):
+    return None
+  return {str(k): int(v) for k, v in split["counts"].items()}
+
+
+def _read_columns(contract, reference_schema, props: dict[str, Any]) -> list[str]:
+  """The columns the live model reads: its contract's, or every column but the excluded."""
+  if contract is not None:
+    return [c.name for c in model_contract.contract_columns(contract)]
+  excluded = set(json.loads(props.get("exclude_columns") or "[]"))
+  return [f.name for f in reference_schema.feature if f.name not in excluded]
+
+
+def _split_files(examples: types.Artifact, split: str) -> list[str]:
+  uri = artifact_utils.get_split_uri([examples], split)
+  return sorted(fileio.glob(io_utils.all_files_pattern(uri)))
+
+
+def _spans(examples: types.Artifact) -> list[int] | None:
+  if examples.has_custom_property("data_spans"):
+    raw = examples.get_custom_property("data_spans")
+    return sorted(int(x) for x in (json.loads(raw) if isinstance(raw, str) else raw) or [])
+  return [int(examples.span)] if examples.has_property("span") else None
+
+
+def _rows(examples: types.Artifact) -> dict[str, int]:
+  from components import properties
+
+  out = {}
+  for split in artifact_utils.decode_split_names(examples.split_names):
+    key = properties.examples_rows(split)
+    if examples.has_custom_property(key):
+      out[split] = int(examples.get_int_custom_property(key))
+  return out

@@ -1,0 +1,95 @@
+"""The live model on tonight's eval rows: a label that flipped meaning makes it worse than chance.
+
+A label inverted or remapped upstream moves the class shares only when the classes are
+unbalanced; on a balanced label the shares stay and the live model is what notices. A model
+that beat always answering the most frequent class when it was pushed, and now falls far
+below it on tonight's rows, is reading a label that means something else. Natural drift
+brings a model down towards that answer, not far below it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from components.data_gate import gate_lib
+from components.data_gate import thresholds as th
+from components.live_model import conform_lib, evaluation_lib
+
+
+def accuracy(outputs: evaluation_lib.ModelOutputs) -> float | None:
+  """The share of rows whose most likely class is their label (None without labelled rows)."""
+  keep = ~np.isnan(outputs.labels)
+  if not keep.any():
+    return None
+  scores, labels = outputs.predictions[keep], outputs.labels[keep]
+  guess = (scores[:, 0] > 0.5).astype(np.float64) if scores.shape[1] == 1 else scores.argmax(1)
+  return float(np.mean(guess == labels))
+
+
+def finding(
+  saved_model_dir: str,
+  files: Sequence[str],
+  *,
+  label_key: str,
+  preprocessing: bool,
+  tonight_types: Mapping[str, str],
+  baseline_types: Mapping[str, str] | None,
+  thresholds: th.Thresholds,
+  live_version: int | None,
+) -> gate_lib.Finding | None:
+  """A STOP finding when the live model does far worse than the majority answer tonight.
+
+  Args:
+    saved_model_dir: the live model's SavedModel.
+    files: tonight's eval split (TFRecord files).
+    label_key: the label column.
+    preprocessing: whether the model has a `transform_features` signature giving the label as
+      it sees it (the kit's default model).
+    tonight_types, baseline_types: column types tonight and when the live model was trained
+      (the examples are converted to the latter, `conform_lib`).
+    thresholds: the gate's thresholds (th.LIVE_MODEL is the margin below the majority answer).
+    live_version: the live version's number, for the text.
+
+  Returns:
+    The finding, or None when the check passes or cannot be made (no such signature, a text
+    label the model does not index).
+  """
+  import tensorflow_model_analysis as tfma
+
+  margin = thresholds.get(th.LIVE_MODEL)
+  if margin is None or not files:
+    return None
+  spec = tfma.ModelSpec(
+    label_key=label_key,
+    signature_name=evaluation_lib.SERVING_SIGNATURE,
+    preprocessing_function_names=[evaluation_lib.PREPROCESSING_SIGNATURE] if preprocessing else [],
+  )
+  conform = conform_lib.conformer(tonight_types, baseline_types)
+  try:
+    outputs = evaluation_lib.model_outputs(saved_model_dir, spec, files, conform)
+  except ValueError:  # Outputs or labels this reader does not cover: no check.
+    return None
+  correct = accuracy(outputs)
+  labels = outputs.labels[~np.isnan(outputs.labels)]
+  if correct is None or len(labels) == 0:
+    return None
+  _, counts = np.unique(labels, return_counts=True)
+  majority = float(counts.max() / len(labels))
+  noise = 3.0 * math.sqrt(majority * (1 - majority) / len(labels))
+  floor = majority - max(margin, noise)
+  if correct >= floor:
+    return None
+  live = f"live version {live_version}" if live_version is not None else "the live model"
+  return gate_lib.Finding(
+    label_key,
+    th.LIVE_MODEL,
+    gate_lib.STOP,
+    f"{live} is right on {100 * correct:.1f}% of tonight's {len(labels):,} eval rows, far "
+    f"below always answering the most frequent class ({100 * majority:.1f}%; floor "
+    f"{100 * floor:.1f}%): the label {label_key!r} looks inverted or remapped",
+    correct,
+    floor,
+  )

@@ -1,0 +1,171 @@
+"""The data gate's thresholds and accepted changes: defaults, per-column settings, parsing.
+
+Plain Python, no TensorFlow: the runners parse `--gate-threshold` and `--accept-changes` with
+it before anything heavy loads, and the gate reads the JSON they produce.
+
+A threshold is set for every column (`CHECK=VALUE`) or for one (`COLUMN:CHECK=VALUE`); `off`
+turns a check off. Checks, and what their value bounds (docs/nightly.md has the defaults' why):
+
+  drift        a column's distance from the live version's training data: the Jensen-Shannon
+               divergence of number columns (TFDV, over quantile buckets; default 0.4), the
+               L-infinity distance of text columns (TFDV; default 0.3)
+  scale        how many times larger or smaller a number column's median, mean and spread all
+               became (a unit change: metres for miles, cents for dollars)
+  new_values   the share of a text column's cells holding values its known values lack
+  missing      how far the share of empty cells may rise, in points of share (0.2: 5% -> 25%)
+  label        the L-infinity distance between the label's class shares
+  rows         the smallest fraction of the live version's training rows tonight may have
+  max_rows     the largest such multiple
+  live_model   how far below always answering the most frequent class the live model's accuracy
+               on tonight's rows may fall
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from components.errors import UserInputError
+
+DRIFT = "drift"
+SCALE = "scale"
+NEW_VALUES = "new_values"
+MISSING = "missing"
+LABEL = "label"
+ROWS = "rows"
+MAX_ROWS = "max_rows"
+LIVE_MODEL = "live_model"
+
+# Defaults, measured on normal nights and faults of several real tables (docs/nightly.md).
+DEFAULTS: dict[str, float] = {
+  DRIFT: 0.4,
+  SCALE: 2.0,
+  NEW_VALUES: 0.1,
+  MISSING: 0.2,
+  LABEL: 0.15,
+  ROWS: 0.2,
+  MAX_ROWS: 5.0,
+  LIVE_MODEL: 0.1,
+}
+# The drift default of text columns, whose L-infinity distance is smaller than a number column's
+# divergence for the same change (DEFAULTS[DRIFT] is the numbers' default).
+TEXT_DRIFT_DEFAULT = 0.3
+# Checks that hold for one column; the others hold for the night's data as a whole.
+COLUMN_CHECKS = (DRIFT, SCALE, NEW_VALUES, MISSING)
+# What `--accept-changes` names for the dataset checks, and for every change at once.
+ROW_COUNT = ":row_count"
+ALL = "all"
+
+
+class GateSettingsError(UserInputError):
+  """A `--gate-threshold` or `--accept-changes` value that cannot be read; names the form."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+  """Every threshold of the gate: the defaults, overridden for all columns or for one.
+
+  Attributes:
+    values: check -> threshold for every column (None: the check is off).
+    columns: column -> check -> threshold (None: off) for that column alone.
+  """
+
+  values: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+  columns: Mapping[str, Mapping[str, float | None]] = dataclasses.field(default_factory=dict)
+
+  def get(self, check: str, column: str | None = None, text: bool = False) -> float | None:
+    """The threshold of `check` for `column` (None when the check is off).
+
+    A column's own setting wins, then the setting for every column, then the default (for
+    drift, the text default when `text`).
+    """
+    if column is not None and check in self.columns.get(column, {}):
+      return self.columns[column][check]
+    if check in self.values:
+      return self.values[check]
+    return TEXT_DRIFT_DEFAULT if check == DRIFT and text else DEFAULTS[check]
+
+  def to_json(self) -> str:
+    return json.dumps({"values": dict(self.values), "columns": self.columns}, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str | None) -> Thresholds:
+    if not text:
+      return cls()
+    data = json.loads(text)
+    return cls(data.get("values", {}), data.get("columns", {}))
+
+
+def parse_thresholds(settings: Sequence[str]) -> Thresholds:
+  """Reads `--gate-threshold` values: `CHECK=VALUE` or `COLUMN:CHECK=VALUE`, VALUE a number or off.
+
+  Raises:
+    GateSettingsError: naming the setting and the expected form.
+  """
+  values: dict[str, float | None] = {}
+  columns: dict[str, dict[str, float | None]] = {}
+  for setting in settings:
+    key, sep, raw = setting.rpartition("=")
+    column, _, check = key.rpartition(":")
+    if not sep or not check:
+      raise GateSettingsError(
+        f"--gate-threshold {setting!r} is not CHECK=VALUE or COLUMN:CHECK=VALUE "
+        f"(e.g. drift=0.4, trip_miles:scale=2, fare:missing=off); checks: {', '.join(DEFAULTS)}."
+      )
+    if check not in DEFAULTS:
+      raise GateSettingsError(
+        f"--gate-threshold {setting!r}: unknown check {check!r}; checks are {', '.join(DEFAULTS)}."
+      )
+    if column and check not in COLUMN_CHECKS:
+      raise GateSettingsError(
+        f"--gate-threshold {setting!r}: {check} holds for the whole night, not one column; "
+        f"pass {check}={raw}. Column checks: {', '.join(COLUMN_CHECKS)}."
+      )
+    value = _threshold_value(setting, check, raw)
+    if column:
+      columns.setdefault(column, {})[check] = value
+    else:
+      values[check] = value
+  return Thresholds(values, columns)
+
+
+def _threshold_value(setting: str, check: str, raw: str) -> float | None:
+  if raw.strip().lower() == "off":
+    return None
+  try:
+    value = float(raw)
+  except ValueError:
+    value = math.nan
+  lowest = 1.0 if check in (SCALE, MAX_ROWS) else 0.0
+  if not math.isfinite(value) or value < lowest:
+    raise GateSettingsError(
+      f"--gate-threshold {setting!r}: the value must be a number of at least {lowest:g}, or off."
+    )
+  return value
+
+
+def parse_accepted(values: Iterable[str]) -> list[str]:
+  """The columns (and `:row_count`, or `all`) named by `--accept-changes` flags, in order.
+
+  Each flag holds one name or a comma-separated list.
+  """
+  names: list[str] = []
+  for value in values:
+    for part in value.split(","):
+      name = part.strip()
+      if not name:
+        raise GateSettingsError(
+          f"--accept-changes {value!r} names an empty column; pass column names separated by "
+          f"commas, {ROW_COUNT} for the row count, or {ALL}."
+        )
+      if name not in names:
+        names.append(name)
+  return names
+
+
+def is_accepted(column: str, accepted: Iterable[str]) -> bool:
+  """Whether a change to `column` (or to the row count, ROW_COUNT) was accepted."""
+  names = set(accepted)
+  return ALL in names or column in names

@@ -1,0 +1,1 @@
+"""Nightly retraining: what runs, stops and reports a night."""
