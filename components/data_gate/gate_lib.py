@@ -512,7 +512,12 @@ def _missing_finding(
 ) -> list[Finding]:
   bound = thresholds.get(th.MISSING, name)
   rise = now.empty_share - ref.empty_share
-  if bound is None or rise <= bound:
+  if bound is None:
+    return []
+  share = (now.empty_share + ref.empty_share) / 2
+  noise = 4.0 * math.sqrt(share * (1 - share) * (1 / max(now.rows, 1) + 1 / max(ref.rows, 1)))
+  limit = max(bound, noise)
+  if rise <= limit:
     return []
   return [
     Finding(
@@ -520,9 +525,9 @@ def _missing_finding(
       th.MISSING,
       STOP,
       f"{name!r} has more empty cells: {_pct(ref.empty_share)} -> {_pct(now.empty_share)} "
-      f"(a rise of {rise:.2f} > {bound:g})",
+      f"(a rise of {rise:.2f} > {limit:.2g})",
       rise,
-      bound,
+      limit,
     )
   ]
 

@@ -86,7 +86,7 @@ def compile_pipeline(
   runner.run(pipeline, write_out=True)
   with open(output_file, encoding="utf-8") as f:
     doc = json.load(f)
-  kubeflow_lib.postprocess(doc, target, NEVER_CACHED)
+  kubeflow_lib.postprocess(doc, target, NEVER_CACHED, config)
   kubeflow_lib.add_env(doc["pipelineSpec"], step_env)
   with open(output_file, "w", encoding="utf-8") as f:
     json.dump(doc, f, indent=2, sort_keys=True)

@@ -105,6 +105,7 @@ def main(argv=None) -> int:
   try:
     config = check_args(args)
   except UserInputError as e:
+    _failed_before_running(args, out, str(e))
     return reporting.fail(str(e))
   out.mkdir(parents=True, exist_ok=True)
 
@@ -126,6 +127,38 @@ def main(argv=None) -> int:
     return _run(args, config, out)
   finally:
     lock.release()
+
+
+def _failed_before_running(args, out: pathlib.Path, error: str) -> None:
+  """Records and reports a night that failed its up-front checks (a cron job's night too).
+
+  Nothing is recorded where the serving folder does not exist yet (a first run with a
+  mistake), and nobody is notified when the --notify values are themselves the mistake.
+  """
+  from components.nights import notify_lib
+
+  serving = _location(args.serving_dir, out / "serving")
+  model = args.model_name or resolve.default_model_name(args.data_root)
+  try:
+    targets = [t.text for t in notify_lib.parse_targets(args.notify)]
+  except UserInputError:
+    targets = []
+  if not targets and (storage.is_remote(serving) or not (pathlib.Path(serving) / model).is_dir()):
+    return
+  from components.nights import nights_lib
+
+  _, notices = nights_lib.end_night(
+    serving,
+    model,
+    nights_lib.new_night_id(),
+    succeeded=False,
+    error=error,
+    notify=targets,
+    every_night=args.notify_every_night,
+  )
+  for notice in notices:
+    if not notice["ok"]:
+      print(f"warning: could not notify {notice['target']}: {notice['error']}", file=sys.stderr)
 
 
 def _location(value: str | None, default: pathlib.Path) -> str:

@@ -8,6 +8,15 @@ Usage:
   python pipeline/schedule.py local install --cron "0 2 * * *" --output-dir D \\
       [--job-name J] [--crontab-file F] [-- run_local.py args ...]
   python pipeline/schedule.py local list|remove --output-dir D [--job-name J] [--crontab-file F]
+  python pipeline/schedule.py local history (--output-dir D | --serving-dir S) [--model-name M] \\
+      [--json] [--last N]
+  python pipeline/schedule.py local accept (--output-dir D | --serving-dir S) [--model-name M] \\
+      --columns C1,C2 --reason "..."
+
+`history` prints the nights recorded in the serving folder (local or gs://, s3://): spans, rows,
+the data gate's verdict, the metric against the live model, what was pushed, the outcome.
+`accept` records that tonight's changes to some columns are deliberate, so the data gate lets
+them through until another version goes live.
 
 KFP reads cron as six fields, seconds first (robfig/cron v1); the standard five-field form
 given here is converted (``0 2 * * *`` -> ``0 0 2 * * *``) and the next run times are printed.
@@ -39,6 +48,8 @@ from pipeline.cli.scheduling import crontab as crontab_lib
 from pipeline.definition.config import REPO_ROOT
 
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
+# `local` actions over the serving folder's nights rather than the crontab.
+NIGHTS_ACTIONS = ("history", "accept")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -69,10 +80,22 @@ def _build_parser() -> argparse.ArgumentParser:
     "--dry-run", action="store_true", help="Compile/convert and print; contact no server."
   )
 
-  local = targets.add_parser("local", help="Manage a crontab entry running run_local.py.")
-  local.add_argument("action", choices=["install", "list", "remove"])
+  local = targets.add_parser(
+    "local", help="Manage a crontab entry running run_local.py; read the nights; accept a change."
+  )
+  local.add_argument("action", choices=["install", "list", "remove", *NIGHTS_ACTIONS])
   _add_cron_flags(local, required=False)
-  local.add_argument("--output-dir", required=True, help="Pipeline output folder (lock, logs).")
+  local.add_argument("--output-dir", help="Pipeline output folder (lock, logs, serving/).")
+  local.add_argument(
+    "--serving-dir", help="history, accept: the serving folder (default: <output-dir>/serving)."
+  )
+  local.add_argument(
+    "--model-name", help="history, accept: the model (default: the only one in the folder)."
+  )
+  local.add_argument("--json", action="store_true", help="history: one JSON record per line.")
+  local.add_argument("--last", type=int, help="history: only the last N nights.")
+  local.add_argument("--columns", help="accept: comma-separated columns, :row_count, or all.")
+  local.add_argument("--reason", default="", help="accept: why the change is deliberate.")
   local.add_argument("--job-name", help="Entry name (default: derived from --output-dir).")
   local.add_argument("--crontab-file", help="Edit this file instead of the user's crontab.")
   local.add_argument(
@@ -217,7 +240,32 @@ def _kubeflow(args: argparse.Namespace, compile_argv: Sequence[str]) -> int:
   return 0
 
 
+def _nights(args: argparse.Namespace) -> int:
+  from components import storage
+  from pipeline.cli import nights
+
+  if not (args.serving_dir or args.output_dir):
+    raise cron.ScheduleError(f"local {args.action} needs --output-dir or --serving-dir.")
+  serving = args.serving_dir or os.path.join(args.output_dir, "serving")
+  if not storage.is_remote(serving):
+    serving = os.path.abspath(serving)
+  else:
+    from components import tf_compat
+
+    tf_compat.register_filesystems([serving])
+  model = nights.model_name_in(serving, args.model_name)
+  if args.action == "history":
+    if args.last is not None and args.last < 1:
+      raise cron.ScheduleError(f"--last must be at least 1, got {args.last}.")
+    return nights.print_history(serving, model, as_json=args.json, last=args.last)
+  return nights.accept(serving, model, [args.columns or ""], args.reason)
+
+
 def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
+  if args.action in NIGHTS_ACTIONS:
+    return _nights(args)
+  if not args.output_dir:
+    raise cron.ScheduleError(f"local {args.action} needs --output-dir (the job's output folder).")
   output_dir = os.path.abspath(args.output_dir)
   job = cron.validate_job_name(args.job_name or crontab_lib.default_job_name(output_dir))
   where = args.crontab_file or "your crontab"

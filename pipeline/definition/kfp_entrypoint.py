@@ -18,9 +18,16 @@ do itself:
    registered (tensorflow-io), and the process ends with `os._exit` once the outputs are
    written (tensorflow-io aborts the interpreter at exit).
 
+4. `--night_id VALUE` (`kubeflow_lib.add_night_id`) is taken out of the arguments before TFX
+   parses them and becomes `nights_lib.NIGHT_ID_ENV`, under which the DataGate and the Pusher
+   record the night's facts. A value that is still the placeholder (open-source KFP does not
+   replace it in arguments) is ignored: there the variable comes from the pod's run-id label.
+
 `python -m pipeline.definition.kfp_entrypoint resolve-span --executor_input {{$}}` is the span
-resolver task that `kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen, and
-`... live-key --executor_input {{$}}` the task `add_live_key_task` adds in front of LiveModel.
+resolver task that `kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen,
+`... live-key --executor_input {{$}}` the task `add_live_key_task` adds in front of LiveModel,
+and `... night-end --executor_input {{$}}` the exit task `add_exit_handler` adds after every
+step, which closes the night (`run_night_end`).
 `python -m pipeline.definition.kfp_entrypoint check-imports CLASS_PATH...` imports classes as the
 steps do (the Dockerfile runs it on every class the packages name).
 """
@@ -36,7 +43,12 @@ from typing import Any
 from pipeline.definition import kubeflow_lib
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
+EXECUTOR_INPUT_FLAG = "--executor_input"
 CHECK_IMPORTS = "check-imports"
+# The state of a final status whose DAG ended well: Vertex AI's, and KFP's (2.14 on: the ML
+# Metadata state of the DAG's execution); and the states of one that did not.
+SUCCEEDED_STATES = ("SUCCEEDED", "COMPLETE")
+FAILED_STATES = ("FAILED", "CANCELLED", "CANCELED")
 # How TFX names a custom property whose name its artifact type declares as a property.
 CUSTOM_PREFIX = "custom:"
 
@@ -96,10 +108,41 @@ def patch_args(argv: Sequence[str]) -> list[str]:
   return args
 
 
+def _resolved(value: str | None) -> bool:
+  """Whether a run-time value was filled in (not empty, not a `{{$...}}` placeholder left as is)."""
+  return bool(value) and "{{" not in value
+
+
+def take_night_id(argv: Sequence[str]) -> list[str]:
+  """`argv` without `--night_id VALUE`; a filled-in VALUE becomes `nights_lib.NIGHT_ID_ENV`.
+
+  A placeholder left as is keeps what the environment has (on open-source KFP, the run's id
+  from the pod's label: `kubeflow_lib.platform_spec`).
+  """
+  from components.nights import nights_lib
+
+  args, value = [], None
+  i = 0
+  while i < len(argv):
+    arg = argv[i]
+    if arg == kubeflow_lib.NIGHT_ID_FLAG and i + 1 < len(argv):
+      value = argv[i + 1]
+      i += 2
+      continue
+    if arg.startswith(kubeflow_lib.NIGHT_ID_FLAG + "="):
+      value = arg[len(kubeflow_lib.NIGHT_ID_FLAG) + 1 :]
+    else:
+      args.append(arg)
+    i += 1
+  if _resolved(value):
+    os.environ[nights_lib.NIGHT_ID_ENV] = value
+  return args
+
+
 def _uris(args: Sequence[str]) -> list[str]:
   """Artifact URIs and string parameters of an invocation: what register_filesystems checks."""
   invocation = kubeflow_lib.flag_value(args, INVOCATION_FLAG) or kubeflow_lib.flag_value(
-    args, "--executor_input"
+    args, EXECUTOR_INPUT_FLAG
   )
   if not invocation:
     return []
@@ -126,7 +169,7 @@ def run_executor(argv: Sequence[str]) -> None:
 
   # Before anything imports TFX: `tfx.v1` imports keras_tuner.
   tf_compat.keras_tuner_on_tf_keras()
-  args = patch_args(argv)
+  args = patch_args(take_night_id(argv))
   hard_exit = _register_filesystems(args)
 
   from absl import app
@@ -203,7 +246,7 @@ KEY_TASKS = {
 def run_key_task(command: str, argv: Sequence[str]) -> int:
   """Runs a key task: writes its one output parameter into the executor output file."""
   compute, output = KEY_TASKS[command]
-  executor_input = json.loads(kubeflow_lib.flag_value(argv, "--executor_input") or "{}")
+  executor_input = json.loads(kubeflow_lib.flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
   values = executor_input.get("inputs", {}).get("parameterValues") or {}
   hard_exit = _register_filesystems(argv)
   from components.errors import UserInputError
@@ -220,6 +263,104 @@ def run_key_task(command: str, argv: Sequence[str]) -> int:
   fileio.makedirs(os.path.dirname(output_file))
   with fileio.open(output_file, "w") as f:
     f.write(json.dumps({"parameterValues": {output: key}}))
+  return _exit(0, hard_exit)
+
+
+def night_outcome(
+  status: Mapping[str, Any] | None,
+  facts: Mapping[str, Mapping[str, Any]],
+  serving_dir: str,
+  model_name: str,
+) -> tuple[bool, str]:
+  """Whether a night succeeded, and its one-line error, from its final status and facts.
+
+  The state of the final status decides when it is one of `SUCCEEDED_STATES` or
+  `FAILED_STATES`. Without a status (open-source KFP before 2.14 cannot pass one:
+  `kubeflow_lib.FINAL_STATUS_TARGETS`), or with another state, the facts do: the Pusher, the
+  last step and never cached, records its facts at the end of its run, so the night succeeded
+  exactly when they are there. A night the data gate stopped ends with the gate's own line,
+  as on run_local.py (open-source KFP passes no error message); another failure with the
+  status's error message, if any.
+
+  Args:
+    status: the TASK_FINAL_STATUS value (`state`, `error.message`, ...), or None.
+    facts: the night's facts so far, by step (`nights_lib.open_facts`).
+    serving_dir, model_name: the model's serving folder (for the gate's line).
+
+  Returns:
+    (succeeded, error).
+  """
+  from components.nights import nights_lib
+
+  state = str((status or {}).get("state") or "").upper()
+  if state in SUCCEEDED_STATES:
+    succeeded = True
+  elif state in FAILED_STATES:
+    succeeded = False
+  else:
+    succeeded = nights_lib.PUSHER_STEP in facts
+  if succeeded:
+    return True, ""
+  report = (facts.get(nights_lib.GATE_STEP) or {}).get("report") or {}
+  if report.get("passed") is False:
+    from components.data_gate import gate_lib
+    from components.data_gate.executor import how_to_accept
+
+    gate = gate_lib.GateReport.from_json(report)
+    return False, gate_lib.stop_message(gate, how_to_accept(serving_dir, model_name))
+  error = ((status or {}).get("error") or {}).get("message") or ""
+  return False, " ".join(str(error).split())
+
+
+def run_night_end(argv: Sequence[str]) -> int:
+  """The exit task: closes the night, records it in the nights log and sends its notices.
+
+  Exits 0 whatever the night's outcome (a failed night is reported, not failed again); a
+  record or notice that cannot be written or sent is logged by `nights_lib.end_night`.
+  """
+  import logging
+
+  from components.nights import nights_lib
+
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+  executor_input = json.loads(kubeflow_lib.flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
+  values = executor_input.get("inputs", {}).get("parameterValues") or {}
+  hard_exit = _register_filesystems(argv)
+  serving_dir = values[kubeflow_lib.SERVING_DIR_PARAMETER]
+  model_name = values[kubeflow_lib.MODEL_NAME_PARAMETER]
+  night = values.get(kubeflow_lib.NIGHT_ID_PARAMETER)
+  if not _resolved(night):
+    night = nights_lib.night_id()
+  if night is None:
+    night = nights_lib.new_night_id()
+    print(f"warning: the run's id did not reach this step; recording night {night} without facts")
+  status = values.get(kubeflow_lib.STATUS_PARAMETER) or None
+  facts = nights_lib.open_facts(serving_dir, model_name, night)
+  succeeded, error = night_outcome(status, facts, serving_dir, model_name)
+  record, deliveries = nights_lib.end_night(
+    serving_dir,
+    model_name,
+    night,
+    succeeded=succeeded,
+    error=error,
+    notify=json.loads(values.get(kubeflow_lib.NOTIFY_PARAMETER) or "[]"),
+    every_night=values.get(kubeflow_lib.EVERY_NIGHT_PARAMETER) == "true",
+  )
+  print(f"night {night}: {record['outcome']}: {record['line']}")
+  for delivery in deliveries:
+    if delivery["ok"]:
+      print(f"notified {delivery['target']}")
+    else:
+      print(
+        f"could not notify {delivery['target']} ({delivery['attempts']} tries): {delivery['error']}"
+      )
+  output_file = (executor_input.get("outputs") or {}).get("outputFile")
+  if output_file:
+    from tfx.dsl.io import fileio
+
+    fileio.makedirs(os.path.dirname(output_file))
+    with fileio.open(output_file, "w") as f:
+      f.write(json.dumps({}))
   return _exit(0, hard_exit)
 
 
@@ -250,11 +391,13 @@ def check_imports(class_paths: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  """Dispatches to a key task, the import check, or TFX's executor entrypoint."""
+  """Dispatches to a key task, the night's end, the import check, or TFX's executor entrypoint."""
   argv = list(sys.argv[1:] if argv is None else argv)
   os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
   if argv[:1] and argv[0] in KEY_TASKS:
     return run_key_task(argv[0], argv[1:])
+  if argv[:1] == [kubeflow_lib.NIGHT_END_COMMAND]:
+    return run_night_end(argv[1:])
   if argv[:1] == [CHECK_IMPORTS]:
     return check_imports(argv[1:])
   run_executor(argv)

@@ -38,7 +38,7 @@ def _const(value):
   return {"runtimeValue": {"constant": value}}
 
 
-def _package():
+def _package(without_pusher=False):
   """A PipelineJob shaped like TFX's: an ExampleGen with a span driver, LiveModel, Pusher."""
   gen_params = {
     "input_base": {"parameterType": "STRING"},
@@ -116,13 +116,17 @@ def _package():
       }
     },
   }
+  if without_pusher:
+    del spec["root"]["dag"]["tasks"]["Pusher"]
+    del spec["components"]["Pusher"]
+    del spec["deploymentSpec"]["executors"]["Pusher_executor"]
   return {"displayName": "toy", "pipelineSpec": spec, "runtimeConfig": {}}
 
 
 def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
   doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
   spec = doc["pipelineSpec"]
-  tasks = spec["root"]["dag"]["tasks"]
+  tasks = kubeflow_lib.tasks(spec)
   resolver = "Gen" + kubeflow_lib.SPAN_RESOLVER_SUFFIX
   assert tasks[resolver]["cachingOptions"] == {"enableCache": False}
   assert set(tasks[resolver]["inputs"]["parameters"]) == {
@@ -149,7 +153,7 @@ def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
 def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entrypoint():
   for target in kubeflow_lib.TARGETS:
     spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = kubeflow_lib.tasks(spec)
     assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": True}
     assert tasks["Pusher"]["cachingOptions"] == {"enableCache": False}
     for name in ("Gen", "LiveModel", "Pusher"):
@@ -165,7 +169,7 @@ def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entryp
 def test_both_targets_key_live_model_by_an_uncached_task_that_reads_the_serving_folder():
   for target in kubeflow_lib.TARGETS:
     spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = kubeflow_lib.tasks(spec)
     key_task = "LiveModel" + kubeflow_lib.LIVE_KEY_SUFFIX
     assert tasks[key_task]["cachingOptions"] == {"enableCache": False}
     assert tasks[key_task]["inputs"]["parameters"] == {
@@ -241,6 +245,7 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
     "LiveModel_executor",
     "LiveModel_key_executor",
     "Pusher_executor",
+    "NightEnd_executor",
   }
   mount = executors["Pusher_executor"]["pvcMount"][0]
   assert (mount["constant"], mount["mountPath"]) == ("serving-pvc", "/mnt/serving")
@@ -250,9 +255,15 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
     "secretKey": "accesskey",
     "envVar": "AWS_ACCESS_KEY_ID",
   }
-  assert kubeflow_lib.serving_tasks(doc["pipelineSpec"]) == ["LiveModel", "Pusher", "LiveModel_key"]
-  # Without volumes the package is the spec alone.
-  assert "---" not in kubeflow_lib.kfp_package(doc)
+  assert set(kubeflow_lib.serving_tasks(doc["pipelineSpec"])) == {
+    "LiveModel",
+    "Pusher",
+    "LiveModel_key",
+    "NightEnd",
+  }
+  # Without volumes and a night, the package is the spec alone.
+  bare = kubeflow_lib.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
+  assert "---" not in kubeflow_lib.kfp_package(bare)
 
 
 def _kfp_executor_input(artifact_type):

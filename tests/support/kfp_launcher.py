@@ -1,20 +1,37 @@
 """A local stand-in for open-source Kubeflow Pipelines 2.x that runs a compiled package's tasks.
 
-`LocalKfp.run` walks the package's root DAG in dependency order and, for each task, does what
-KFP 2.5's driver and launcher do (backend/src/v2/driver/driver.go, component/launcher_v2.go,
-metadata/client.go, cacheutils/cache.go), with local folders for the object store:
+`LocalKfp.run` walks the package's DAGs and, for each task, does what KFP's driver and launcher
+do (backend/src/v2/driver/driver.go, component/launcher_v2.go, metadata/client.go,
+cacheutils/cache.go, compiler/argocompiler/dag.go; 2.5.0 unless said otherwise), with local
+folders for the object store:
 
+- runs each DAG's tasks in dependency order; a DAG task (its component is a `dag`, as
+  `dsl.ExitHandler` and `kubeflow_lib.add_exit_handler` write) runs its own tasks the same
+  way, with the DAG task's inputs as their component inputs. Once a task fails, no other task
+  of its DAG starts (Argo's fail-fast DAGs), and the DAG fails; a task whose trigger policy is
+  `ALL_UPSTREAM_TASKS_COMPLETED` (an exit task) runs once its upstream tasks ended, failed or
+  not;
 - builds the executor input with kfp's own `kfp.local.executor_input_utils.
-  construct_executor_input` from the task's component spec and parameter values (constants
-  and upstream output parameters), then adds the upstream artifacts the way KFP's driver reads
-  them back from ML Metadata: named by their id, every property as `metadata`, and typed
-  `{instanceSchema: ""}` (KFP's MLMD client does not read the schema back). Output artifacts
-  get no name, as KFP provisions them;
+  construct_executor_input` from the task's component spec and parameter values (constants,
+  upstream output parameters, component inputs), then adds the upstream artifacts the way
+  KFP's driver reads them back from ML Metadata: named by their id, every property as
+  `metadata`, and typed `{instanceSchema: ""}` (KFP's MLMD client does not read the schema
+  back). Output artifacts get no name, as KFP provisions them. A parameter constant that is
+  exactly `{{$.pipeline_job_uuid}}` (or `_name`, `_resource_name`, `{{$.pipeline_task_name}}`)
+  becomes the run's id (one per `run`) or name, as the driver does; a `taskFinalStatus` input
+  becomes the struct KFP 2.14 and later pass (`state` COMPLETE or FAILED: the ML Metadata
+  state of the producer's execution, `pipelineJobResourceName`, `pipelineTaskName`, and an
+  empty `error`, which KFP does not fill in). KFP 2.0 to 2.5 refuse to create a run of a
+  package with such an input at all; the launcher does not check that;
 - computes KFP's cache key (input artifact ids, parameter values, output specs, image, command
   and arguments before placeholder substitution) and, for a task whose `cachingOptions` enables
   the cache, reuses the outputs of an earlier successful execution with the same key, in this
   or an earlier `run` of the same `LocalKfp`;
-- otherwise substitutes the placeholders (`{{$}}` ...) with kfp's `placeholder_utils`, runs the
+- otherwise substitutes the placeholders KFP's launcher substitutes (`{{$}}`, input and output
+  placeholders) with kfp's `placeholder_utils`, leaving `{{$.pipeline_...}}` ones in the
+  command and arguments as they are, as KFP's launcher does (kfp's local runner would put a
+  random id there); gives the container the environment variables of the platform spec's
+  `fieldPathAsEnv` that name the pod's `pipeline/runid` label (the run's id); runs the
   container's command and arguments as a subprocess (`python` replaced by `sys.executable`,
   the repository root as working folder), and reads the executor output file: output artifact
   URIs and metadata are merged as the launcher does, and stored the way its MLMD client stores
@@ -22,7 +39,8 @@ metadata/client.go, cacheutils/cache.go), with local folders for the object stor
   `store_session_info` added); output parameters come from the executor output or their files.
 
 What it does not emulate: pods, images, Argo, object-store uploads and downloads (artifacts
-are local folders under `pipeline_root`), platform specs (volumes), retries, parallelism.
+are local folders under `pipeline_root`), the rest of the platform spec (volumes, secrets),
+retries, parallelism, conditions and loops.
 """
 
 from __future__ import annotations
@@ -36,6 +54,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +65,20 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 RAN = "ran"
 CACHED = "cached"
+FAILED = "failed"
+EXIT_STRATEGY = "ALL_UPSTREAM_TASKS_COMPLETED"
+# The ML Metadata execution states KFP puts in a final status.
+COMPLETE_STATE = "COMPLETE"
+FAILED_STATE = "FAILED"
+# Placeholders KFP's driver resolves in parameter constants and its launcher leaves in arguments.
+JOB_ID = "{{$.pipeline_job_uuid}}"
+JOB_NAME = "{{$.pipeline_job_name}}"
+JOB_RESOURCE_NAME = "{{$.pipeline_job_resource_name}}"
+TASK_NAME = "{{$.pipeline_task_name}}"
+_RUN_PLACEHOLDER_PREFIX = "{{$.pipeline_"
+_KEPT = "@@kfp-launcher-kept@@"
+# The pod label KFP's API server gives every pod of a run: its id.
+RUN_ID_FIELD_PATH = "metadata.labels['pipeline/runid']"
 
 
 class LauncherError(RuntimeError):
@@ -80,13 +113,14 @@ class TaskResult:
 
   Attributes:
     name: task name.
-    state: RAN or CACHED.
+    state: RAN, CACHED or FAILED.
     seconds: wall time of the subprocess (0 when cached).
     cache_key: KFP's fingerprint of the task's inputs.
-    artifacts: output artifacts by output key.
+    artifacts: output artifacts by output key (none when it failed).
     parameters: output parameter values by key.
     executor_input: the executor input (dict) the task got.
     log: the subprocess's combined output (None when cached).
+    error: for a failed task, its exit code and the tail of its output.
   """
 
   name: str
@@ -97,6 +131,7 @@ class TaskResult:
   parameters: dict[str, Any]
   executor_input: dict[str, Any]
   log: pathlib.Path | None
+  error: str = ""
 
 
 def pipeline_spec(package: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,24 +145,57 @@ def load_package(path: str | os.PathLike) -> dict[str, Any]:
   return json.loads(text.split("\n---\n")[0])
 
 
+def load_platform_spec(path: str | os.PathLike) -> dict[str, Any]:
+  """The platform spec of a KFP package (its second document), or {} when it has none."""
+  parts = pathlib.Path(path).read_text(encoding="utf-8").split("\n---\n")
+  return json.loads(parts[1]) if len(parts) > 1 and parts[1].strip() else {}
+
+
+def _component(spec: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
+  return spec["components"][task["componentRef"]["name"]]
+
+
+def _is_dag(spec: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
+  return "dag" in _component(spec, task)
+
+
+def _is_exit_task(task: Mapping[str, Any]) -> bool:
+  return (task.get("triggerPolicy") or {}).get("strategy") == EXIT_STRATEGY
+
+
+def dag_of(spec: Mapping[str, Any], name: str) -> dict[str, Any]:
+  """The tasks of the DAG that holds the task `name` (the root's, or a DAG component's).
+
+  Raises:
+    LauncherError: when no DAG holds it.
+  """
+  candidates = [spec["root"]["dag"]["tasks"]]
+  candidates += [c["dag"]["tasks"] for c in spec["components"].values() if "dag" in c]
+  for tasks in candidates:
+    if name in tasks:
+      return tasks
+  raise LauncherError(f"no DAG of the package holds a task {name}")
+
+
 def producers(task: Mapping[str, Any]) -> set[str]:
   """The tasks a task depends on: `dependentTasks` and the producers of its inputs."""
   out = set(task.get("dependentTasks") or [])
   inputs = task.get("inputs") or {}
   for spec in (inputs.get("parameters") or {}).values():
-    out.update(v["producerTask"] for k, v in spec.items() if k == "taskOutputParameter")
+    out.update(
+      v["producerTask"] for k, v in spec.items() if k in ("taskOutputParameter", "taskFinalStatus")
+    )
   for spec in (inputs.get("artifacts") or {}).values():
     out.update(v["producerTask"] for k, v in spec.items() if k == "taskOutputArtifact")
   return out
 
 
-def topological_order(spec: Mapping[str, Any]) -> list[str]:
-  """The root DAG's task names so that every task comes after its producers (ties by name).
+def _dag_order(tasks: Mapping[str, Any]) -> list[str]:
+  """One DAG's task names so that every task comes after its producers (ties by name).
 
   Raises:
-    LauncherError: for a dependency on a missing task or a cycle.
+    LauncherError: for a dependency on a task outside the DAG, or a cycle.
   """
-  tasks = spec["root"]["dag"]["tasks"]
   deps = {name: producers(task) for name, task in tasks.items()}
   for name, ds in deps.items():
     missing = ds - set(tasks)
@@ -142,14 +210,32 @@ def topological_order(spec: Mapping[str, Any]) -> list[str]:
   return order
 
 
+def topological_order(spec: Mapping[str, Any]) -> list[str]:
+  """Every step (non-DAG task) of the package, in an order the launcher runs them: each DAG's
+  tasks in dependency order (ties by name), a DAG task's own tasks in its place.
+
+  Raises:
+    LauncherError: for a dependency on a missing task or a cycle.
+  """
+
+  def walk(tasks: Mapping[str, Any]) -> list[str]:
+    out = []
+    for name in _dag_order(tasks):
+      task = tasks[name]
+      out.extend(walk(_component(spec, task)["dag"]["tasks"]) if _is_dag(spec, task) else [name])
+    return out
+
+  return walk(spec["root"]["dag"]["tasks"])
+
+
 def container_of(spec: Mapping[str, Any], task_name: str) -> dict[str, Any]:
   """The container a task runs.
 
   Raises:
     LauncherError: when the task is not a container task (KFP runs no resolver nodes).
   """
-  task = spec["root"]["dag"]["tasks"][task_name]
-  label = spec["components"][task["componentRef"]["name"]].get("executorLabel")
+  task = dag_of(spec, task_name)[task_name]
+  label = _component(spec, task).get("executorLabel")
   ex = spec["deploymentSpec"]["executors"].get(label) or {}
   if "container" not in ex:
     raise LauncherError(f"task {task_name} is not a container task ({label}: {sorted(ex)})")
@@ -215,6 +301,43 @@ def _text_to_value(text: str, parameter_type: str) -> Any:
   return json.loads(text)
 
 
+@dataclasses.dataclass
+class _Run:
+  """One `LocalKfp.run`: the package, the run's names and id, and what ran so far."""
+
+  spec: Mapping[str, Any]
+  pipeline_name: str
+  run_id: str
+  job_id: str
+  platform: Mapping[str, Any]
+  needed: set[str] | None
+  results: dict[str, TaskResult] = dataclasses.field(default_factory=dict)
+  dag_states: dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def placeholder(self, value: str, task_name: str) -> str:
+    """A parameter constant as KFP's driver resolves it: only a whole-value placeholder."""
+    names = {
+      JOB_ID: self.job_id,
+      JOB_NAME: self.run_id,
+      JOB_RESOURCE_NAME: self.run_id,
+      TASK_NAME: task_name,
+    }
+    return names.get(value, value)
+
+  def final_status(self, producer: str) -> dict[str, Any]:
+    """The TASK_FINAL_STATUS value KFP (2.14 on) passes for `producer`."""
+    if producer in self.dag_states:
+      state = self.dag_states[producer]
+    else:
+      state = FAILED_STATE if self.results[producer].state == FAILED else COMPLETE_STATE
+    return {
+      "state": state,
+      "pipelineJobResourceName": self.run_id,
+      "pipelineTaskName": producer,
+      "error": {},
+    }
+
+
 class LocalKfp:
   """Runs compiled packages task by task, keeping KFP's cache and artifact store across runs.
 
@@ -245,54 +368,103 @@ class LocalKfp:
     self._cache: dict[tuple[str, str], tuple[dict[str, Artifact], dict[str, Any]]] = {}
 
   def run(
-    self, package: Mapping[str, Any], run_id: str, until: str | None = None
+    self,
+    package: Mapping[str, Any],
+    run_id: str,
+    until: str | None = None,
+    *,
+    platform: Mapping[str, Any] | None = None,
+    check: bool = True,
   ) -> dict[str, TaskResult]:
-    """Runs every task of `package` once, in dependency order.
+    """Runs the tasks of `package` once, as KFP runs them (see the module docstring).
 
     Args:
       package: a compiled package (see `load_package`).
-      run_id: names this run's folder under the pipeline root.
-      until: run only this task and the tasks it depends on.
+      run_id: names this run's folder under the pipeline root, and the run
+        (`pipelineJobResourceName`); the run's id (`{{$.pipeline_job_uuid}}`) is a new uuid.
+      until: run only this task and the tasks it depends on (no exit task unless it is one).
+      platform: the package's platform spec (`load_platform_spec`), for `fieldPathAsEnv`.
+      check: raise LauncherError when a task failed, after the exit tasks ran.
 
     Returns:
-      Every task's result, by task name.
+      The result of every step that ran or came from the cache, by task name (DAG tasks and
+      tasks that never started are left out).
 
     Raises:
-      LauncherError: when a task is not a container task or fails (with its output's tail).
+      LauncherError: when a task is not a container task, or (with `check`) a task failed,
+        with its output's tail.
     """
     spec = pipeline_spec(package)
-    pipeline_name = spec["pipelineInfo"]["name"]
+    executors = (
+      (((platform or {}).get("platforms") or {}).get("kubernetes") or {}).get("deploymentSpec")
+      or {}
+    ).get("executors") or {}
+    run = _Run(
+      spec=spec,
+      pipeline_name=spec["pipelineInfo"]["name"],
+      run_id=run_id,
+      job_id=str(uuid.uuid4()),
+      platform=executors,
+      needed=upstream_closure(spec, until) if until is not None else None,
+    )
     runtime = (package.get("runtimeConfig") or {}).get("parameterValues") or {}
-    results: dict[str, TaskResult] = {}
-    order = topological_order(spec)
-    if until is not None:
-      needed = upstream_closure(spec, until)
-      order = [name for name in order if name in needed]
-    for name in order:
-      results[name] = self._run_task(spec, pipeline_name, run_id, name, results, runtime)
-    return results
+    self._run_dag(run, spec["root"]["dag"]["tasks"], runtime)
+    failed = [r for r in run.results.values() if r.state == FAILED]
+    if check and failed:
+      raise LauncherError(f"task {failed[0].name} {failed[0].error}")
+    return run.results
 
-  def _arguments(self, task, results, runtime) -> dict[str, Any]:
+  def _run_dag(self, run: _Run, tasks: Mapping[str, Any], inputs: Mapping[str, Any]) -> bool:
+    """Runs one DAG's tasks; returns whether none failed."""
+    ended: dict[str, bool] = {}
+    failed = False
+    for name in _dag_order(tasks):
+      task = tasks[name]
+      if run.needed is not None and name not in run.needed:
+        continue
+      upstream = producers(task)
+      if _is_exit_task(task):
+        if not upstream <= set(ended):
+          continue
+      elif failed or not all(ended.get(u) for u in upstream):
+        continue
+      if _is_dag(run.spec, task):
+        sub_inputs = self._arguments(run, name, task, inputs)
+        ok = self._run_dag(run, _component(run.spec, task)["dag"]["tasks"], sub_inputs)
+        run.dag_states[name] = COMPLETE_STATE if ok else FAILED_STATE
+      else:
+        result = self._run_task(run, name, task, inputs)
+        run.results[name] = result
+        ok = result.state != FAILED
+      ended[name] = ok
+      failed = failed or not ok
+    return not failed
+
+  def _arguments(self, run: _Run, name: str, task, inputs) -> dict[str, Any]:
     out = {}
     for key, spec in ((task.get("inputs") or {}).get("parameters") or {}).items():
       if "runtimeValue" in spec:
-        out[key] = spec["runtimeValue"]["constant"]
+        value = spec["runtimeValue"]["constant"]
+        out[key] = run.placeholder(value, name) if isinstance(value, str) else value
       elif "taskOutputParameter" in spec:
         ref = spec["taskOutputParameter"]
-        out[key] = results[ref["producerTask"]].parameters[ref["outputParameterKey"]]
+        out[key] = run.results[ref["producerTask"]].parameters[ref["outputParameterKey"]]
       elif "componentInputParameter" in spec:
-        out[key] = runtime[spec["componentInputParameter"]]
+        out[key] = inputs[spec["componentInputParameter"]]
+      elif "taskFinalStatus" in spec:
+        producer = spec["taskFinalStatus"]["producerTask"]
+        out[key] = run.final_status(producer)
       else:
         raise LauncherError(f"parameter {key}: {sorted(spec)} is not supported here")
     return out
 
-  def _executor_input(self, spec, task, component, task_root, results, runtime) -> dict:
+  def _executor_input(self, run: _Run, name, task, component, task_root, inputs) -> dict:
     comp = pipeline_spec_pb2.ComponentSpec()
     json_format.ParseDict(component, comp, ignore_unknown_fields=True)
     no_artifacts = copy.deepcopy(comp)
     no_artifacts.input_definitions.ClearField("artifacts")
     executor_input = executor_input_utils.construct_executor_input(
-      no_artifacts, self._arguments(task, results, runtime), str(task_root)
+      no_artifacts, self._arguments(run, name, task, inputs), str(task_root)
     )
     for key, artifact_list in executor_input.outputs.artifacts.items():
       for artifact in artifact_list.artifacts:
@@ -304,7 +476,7 @@ class LocalKfp:
       if "taskOutputArtifact" not in ref:
         raise LauncherError(f"input artifact {key}: {sorted(ref)} is not supported here")
       out = ref["taskOutputArtifact"]
-      upstream = results[out["producerTask"]].artifacts[out["outputArtifactKey"]]
+      upstream = run.results[out["producerTask"]].artifacts[out["outputArtifactKey"]]
       runtime_artifact = executor_input.inputs.artifacts[key].artifacts.add()
       json_format.ParseDict(
         {
@@ -317,25 +489,38 @@ class LocalKfp:
       )
     return executor_input_utils.executor_input_to_dict(executor_input, comp)
 
-  def _run_task(self, spec, pipeline_name, run_id, name, results, runtime) -> TaskResult:
-    task = spec["root"]["dag"]["tasks"][name]
-    component = spec["components"][task["componentRef"]["name"]]
-    container = container_of(spec, name)
-    task_root = self.pipeline_root / pipeline_name / run_id / name
-    executor_input = self._executor_input(spec, task, component, task_root, results, runtime)
+  def _environment(self, run: _Run, component) -> dict[str, str]:
+    env = dict(self.env)
+    config = run.platform.get(component.get("executorLabel")) or {}
+    for item in config.get("fieldPathAsEnv") or []:
+      if item.get("fieldPath") != RUN_ID_FIELD_PATH:
+        raise LauncherError(f"fieldPathAsEnv {item.get('fieldPath')!r} is not emulated here")
+      env[item["name"]] = run.job_id
+    return env
+
+  def _run_task(self, run: _Run, name: str, task, inputs) -> TaskResult:
+    component = _component(run.spec, task)
+    container = container_of(run.spec, name)
+    task_root = self.pipeline_root / run.pipeline_name / run.run_id / name
+    executor_input = self._executor_input(run, name, task, component, task_root, inputs)
     key = cache_key(executor_input, container)
     caching = bool((task.get("cachingOptions") or {}).get("enableCache"))
-    if caching and (pipeline_name, key) in self._cache:
-      artifacts, parameters = self._cache[(pipeline_name, key)]
+    if caching and (run.pipeline_name, key) in self._cache:
+      artifacts, parameters = self._cache[(run.pipeline_name, key)]
       return TaskResult(name, CACHED, 0.0, key, artifacts, parameters, executor_input, None)
 
+    kept = [
+      a.replace(_RUN_PLACEHOLDER_PREFIX, _KEPT)
+      for a in [*container.get("command", []), *container.get("args", [])]
+    ]
     command = placeholder_utils.replace_placeholders(
-      [*container.get("command", []), *container.get("args", [])],
+      kept,
       executor_input,
-      pipeline_resource_name=run_id,
+      pipeline_resource_name=run.run_id,
       task_resource_name=name,
       pipeline_root=str(self.pipeline_root),
     )
+    command = [a.replace(_KEPT, _RUN_PLACEHOLDER_PREFIX) for a in command]
     if command and command[0] in ("python", "python3"):
       command[0] = sys.executable
     task_root.mkdir(parents=True, exist_ok=True)
@@ -347,7 +532,7 @@ class LocalKfp:
           command,
           stdout=out,
           stderr=subprocess.STDOUT,
-          env=self.env,
+          env=self._environment(run, component),
           cwd=REPO_ROOT,
           timeout=self.timeout,
           check=False,
@@ -357,10 +542,11 @@ class LocalKfp:
     seconds = time.monotonic() - start
     if proc.returncode != 0:
       tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
-      raise LauncherError(f"task {name} exited with {proc.returncode}:\n{tail}")
+      error = f"exited with {proc.returncode}:\n{tail}"
+      return TaskResult(name, FAILED, seconds, key, {}, {}, executor_input, log, error)
     artifacts, parameters = self._collect(executor_input, component)
     if caching:
-      self._cache[(pipeline_name, key)] = (artifacts, parameters)
+      self._cache[(run.pipeline_name, key)] = (artifacts, parameters)
     return TaskResult(name, RAN, seconds, key, artifacts, parameters, executor_input, log)
 
   def _collect(self, executor_input, component) -> tuple[dict[str, Artifact], dict[str, Any]]:
@@ -424,12 +610,22 @@ def warnings(stderr: str) -> list[str]:
 
 
 def upstream_closure(spec: Mapping[str, Any], name: str) -> set[str]:
-  """`name` and every task it depends on, directly or not."""
-  tasks = spec["root"]["dag"]["tasks"]
-  out, todo = set(), [name]
+  """`name` and every task it depends on, directly or not, in its DAG and, for a task in a
+  sub-DAG, the DAG tasks that hold it and what they depend on."""
+  parent = {}  # task name -> the DAG task whose DAG holds it
+  for dag in [spec["root"]["dag"]["tasks"]] + [
+    c["dag"]["tasks"] for c in spec["components"].values() if "dag" in c
+  ]:
+    for task_name, task in dag.items():
+      if _is_dag(spec, task):
+        parent.update(dict.fromkeys(_component(spec, task)["dag"]["tasks"], task_name))
+  out: set[str] = set()
+  todo = [name]
   while todo:
     current = todo.pop()
     if current not in out:
       out.add(current)
-      todo.extend(producers(tasks[current]))
+      todo.extend(producers(dag_of(spec, current)[current]))
+      if current in parent:
+        todo.append(parent[current])
   return out

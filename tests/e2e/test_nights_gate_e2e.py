@@ -1,0 +1,210 @@
+"""Nights of a real mixed-type table, as a cron job runs them: the Chicago taxi sample inside
+the tfx wheel, label `big_tip`, delivered in spans.
+
+One module-scoped sequence of nights, each a `run_local.py` process with the same flags:
+night 1 pushes version 1; night 2 (a column that was empty fills in) pushes version 2; each of
+five faults stops its night in one line and pushes nothing; a change accepted with
+`schedule.py local accept` trains and pushes; a failed night is reported to a loopback webhook
+and a loopback mail server; a dead notification endpoint changes no exit status; and
+`schedule.py local history` lists every night.
+"""
+
+import json
+import shutil
+
+import pytest
+
+from components.nights import nights_lib
+from components.pusher import inventory
+from tests.support import gate_data, notify_servers
+from tests.support.cli_runs import load_summary, run_script, states
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+MODEL = "taxi"
+FLAGS = (
+  "--label-key", gate_data.TAXI_LABEL,
+  "--model-name", MODEL,
+  "--optimizer-variants", "none",
+  "--quiet",
+)  # fmt: skip
+FAULTS = {
+  "unit": ("trip_miles", lambda f: gate_data.unit_change(f, "trip_miles", 1609.34)),
+  "renamed": (
+    "payment_type",
+    lambda f: gate_data.rename_values(f, "payment_type", {"Cash": "CSH", "Credit Card": "CRD"}),
+  ),
+  "missing": ("trip_seconds", lambda f: gate_data.drop_column(f, "trip_seconds")),
+  "emptied": ("fare", lambda f: gate_data.empty_column(f, "fare")),
+  "inverted": (gate_data.TAXI_LABEL, lambda f: gate_data.invert_label(f, gate_data.TAXI_LABEL)),
+}
+
+
+class Nights:
+  """The data root, the output folder and every night run so far."""
+
+  def __init__(self, root):
+    self.data = root / "data"
+    self.out = root / "out"
+    self.serving = self.out / "serving"
+    self.frame = gate_data.taxi_frame()
+    self.runs = []
+
+  def span(self, number, frame):
+    folder = self.data / f"span-{number}"
+    shutil.rmtree(folder, ignore_errors=True)
+    gate_data.write_csv(frame, folder)
+
+  def night(self, *extra):
+    proc = run_script("run_local.py", "--data-root", self.data, "--output-dir", self.out,
+                      *FLAGS, *extra, timeout=900)  # fmt: skip
+    self.runs.append(proc)
+    return proc, load_summary(self.out)
+
+  def versions(self):
+    return inventory.list_versions(str(self.serving), MODEL)
+
+  def records(self):
+    return nights_lib.read_records(str(self.serving), MODEL)
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory):
+  run = Nights(tmp_path_factory.mktemp("nights"))
+  half = len(run.frame) // 2
+  run.first, run.second = run.frame.iloc[:half], run.frame.iloc[half:]
+  return run
+
+
+def _one_error_line(proc):
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+  assert len(lines) == 1, proc.stderr[-3000:]
+  return lines[0]
+
+
+def test_night_1_pushes_version_1(nights):
+  nights.span(1, nights.first)
+  proc, summary = nights.night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert summary["pushed"]["version"] == 1
+  assert summary["night"]["gate"]["compared"] is False
+  # Version 1 carries what it was trained on: the next night's reference.
+  data = nights.serving / MODEL / "1" / "training_data"
+  assert (data / "schema.pbtxt").exists()
+  assert (data / "statistics" / "Split-train" / "FeatureStats.pb").exists()
+  manifest = json.loads((nights.serving / MODEL / "1" / "manifest.json").read_text())
+  assert manifest["training_data"]["label_stats"]["train"]["counts"]
+  assert manifest["evaluation"]["candidate"]["binary_accuracy"] > 0.8
+
+
+def test_night_2_with_a_column_that_fills_in_pushes_version_2(nights):
+  # pickup_census_tract is empty in every row of span 1 (text to version 1) and holds a
+  # number in span 2: the live version is scored on tonight's rows in its own types.
+  nights.span(2, nights.second)
+  proc, summary = nights.night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  assert states(summary)["Evaluator"] == "ran"
+  assert summary["pushed"]["version"] == 2
+  assert "binary_accuracy_diff_vs_baseline" in summary["eval_metrics"]
+  gate = summary["night"]["gate"]
+  assert gate["passed"] and gate["compared"] and gate["live_version"] == 1
+  [note] = [f for f in gate["findings"] if f["column"] == "pickup_census_tract"]
+  assert note["kind"] == "info"
+  assert nights.versions() == [1, 2]
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_each_fault_stops_its_night_in_one_line_and_pushes_nothing(nights, fault):
+  column, make = FAULTS[fault]
+  nights.span(3, make(nights.second))
+  proc, summary = nights.night()
+  assert proc.returncode == 1
+  line = _one_error_line(proc)
+  assert "data gate stopped this night" in line and repr(column) in line
+  assert f"--accept-changes {column}" in line and "version 2 stays live" in line
+  assert summary["status"] == "stopped"
+  ran = states(summary)
+  assert ran["DataGate"] == "failed"
+  assert "DistributedTrainer" not in ran and "Pusher" not in ran
+  assert nights.versions() == [1, 2]
+  assert nights.records()[-1]["outcome"] == "stopped"
+
+
+def test_an_accepted_change_trains_and_is_recorded(nights):
+  column, make = FAULTS["unit"]
+  nights.span(3, make(nights.second))
+  proc = run_script(
+    "schedule.py", "local", "accept", "--output-dir", nights.out, "--columns", column,
+    "--reason", "the feed reports metres from now on",
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr
+  assert "version 2" in proc.stdout
+  proc, summary = nights.night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  gate = summary["night"]["gate"]
+  assert gate["passed"] and column in gate["accepted"]
+  assert {f["check"] for f in gate["findings"] if f["accepted"]} >= {"scale"}
+  assert "DistributedTrainer" in states(summary)
+  history = inventory.read_history(str(nights.serving), MODEL)
+  assert any(e["event"] == "accept" and e["columns"] == [column] for e in history)
+
+
+def test_stopped_and_failed_nights_are_reported_to_a_webhook_and_by_mail(nights, tmp_path):
+  mail = tmp_path / "mail.url"
+  with notify_servers.http_server() as webhook, notify_servers.smtp_server() as (smtp, mailbox):
+    mail.write_text(notify_servers.mail_url(smtp.port) + "\n")
+    mail.chmod(0o600)
+    notify = ("--notify", f"json://127.0.0.1:{webhook.server_address[1]}/night",
+              "--notify", f"file:{mail}")  # fmt: skip
+    # A stopped night (the label inverted again) ...
+    nights.span(3, FAULTS["inverted"][1](nights.second))
+    stopped, summary = nights.night(*notify)
+    assert stopped.returncode == 1 and summary["night"]["outcome"] == "stopped"
+    # ... and one that fails before anything runs: tonight's span has lost the label column.
+    (nights.data / "span-4").mkdir()
+    nights.second.drop(columns=[gate_data.TAXI_LABEL]).to_csv(
+      nights.data / "span-4" / "data.csv", index=False
+    )
+    failed, _ = nights.night(*notify)
+    assert failed.returncode == 2
+    line = _one_error_line(failed)
+    assert [r["json"]["type"] for r in webhook.requests] == ["failure", "failure"]
+    first, second = (r["json"] for r in webhook.requests)
+    assert "night stopped" in first["title"] and "'big_tip'" in first["message"]
+    assert "night failed" in second["title"]
+    assert line[len("error: ") :][:60] in second["message"]
+    assert [m["message"]["subject"] for m in mailbox.messages] == [first["title"], second["title"]]
+    output = "".join(p.stdout + p.stderr for p in (stopped, failed))
+    assert notify_servers.SMTP_PASSWORD not in output
+  shutil.rmtree(nights.data / "span-4")
+  assert nights.records()[-1]["outcome"] == "failed"
+  # Back to the accepted night's span, for the next test.
+  nights.span(3, FAULTS["unit"][1](nights.second))
+
+
+def test_a_dead_notification_endpoint_changes_no_exit_status(nights):
+  # The accepted night's span again: nothing new, nothing pushed; reported, to nobody.
+  dead = notify_servers.dead_port()
+  proc, summary = nights.night(
+    "--notify", f"json://127.0.0.1:{dead}/night", "--notify-every-night"
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  [notice] = summary["notifications"]
+  assert notice["ok"] is False and notice["attempts"] == 3
+  assert summary["night"]["outcome"] in ("pushed", "not_pushed")
+  assert nights.records()[-1]["night"] == summary["night"]["night"]
+
+
+def test_history_lists_every_night(nights):
+  proc = run_script("schedule.py", "local", "history", "--output-dir", nights.out, "--json")
+  assert proc.returncode == 0, proc.stderr
+  records = [json.loads(line) for line in proc.stdout.splitlines()]
+  assert len(records) == len(nights.runs)
+  outcomes = [r["outcome"] for r in records]
+  assert outcomes[:2] == ["pushed", "pushed"]
+  assert outcomes.count("stopped") == len(FAULTS) + 1 and outcomes.count("failed") == 1
+  table = run_script("schedule.py", "local", "history", "--output-dir", nights.out)
+  assert table.returncode == 0 and f"Nights of '{MODEL}'" in table.stdout
+  assert table.stdout.count("stopped") >= len(FAULTS)
