@@ -63,8 +63,11 @@ def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _numbers(frame: pd.DataFrame, label: str) -> list[str]:
+  """Number columns with over 10 values, widest first; time stamps are not measurements."""
   out = []
   for column in frame.columns:
+    if any(word in column.lower() for word in ("time", "date", "year", "stamp")):
+      continue
     values = pd.to_numeric(frame[column].replace("", np.nan), errors="coerce")
     filled = frame[column] != ""
     if column != label and filled.any() and values[filled].notna().all() and values.nunique() > 10:

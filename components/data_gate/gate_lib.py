@@ -47,6 +47,8 @@ _YEAR_NAME = re.compile(r"(^|[^a-z])(year|yr)s?($|[^a-z])", re.IGNORECASE)
 _DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?Z?")
 # Share of a text column's recorded values that must look like dates for it to be a date column.
 _DATE_SHARE = 0.9
+# How many standard errors apart two means must be for a scale change to count.
+_SCALE_MIN_Z = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -561,6 +563,9 @@ def _scale_finding(
 
   One estimator alone moves with a column's natural variation (a heavy tail moves the mean
   and the spread, a discrete column its median); a unit change moves every one by its factor.
+  The means must also differ far beyond their sampling error (Welch's z above
+  `_SCALE_MIN_Z`): a column of rare values (mostly zeros) moves its mean and spread by large
+  factors between two small samples without any change in the source.
   """
   bound = thresholds.get(th.SCALE, name)
   if bound is None:
@@ -573,13 +578,11 @@ def _scale_finding(
   ):
     if before and after and (before > 0) == (after > 0):
       ratios[what] = after / before
-  if len(ratios) < 2:
+  if len(ratios) < 2 or _welch_z(now, ref) < _SCALE_MIN_Z:
     return []
-  # Sampling noise: a small slice moves these by more than the bound alone allows.
-  limit = max(bound, 1.0 + 4.0 * math.sqrt(1.0 / max(ref.values, 1) + 1.0 / max(now.values, 1)))
-  if all(r > limit for r in ratios.values()):
+  if all(r > bound for r in ratios.values()):
     larger = True
-  elif all(r < 1 / limit for r in ratios.values()):
+  elif all(r < 1 / bound for r in ratios.values()):
     larger = False
   else:
     return []
@@ -593,11 +596,19 @@ def _scale_finding(
       STOP,
       f"{name!r} changed scale: its {key} went {_num(before)} -> {_num(after)}, "
       f"{factor:.3g} times {'larger' if larger else 'smaller'}, and its "
-      f"{' and '.join(k for k in ratios if k != key)} alike (> {limit:.3g}; a unit change?)",
+      f"{' and '.join(k for k in ratios if k != key)} alike (> {bound:g}; a unit change?)",
       factor,
-      limit,
+      bound,
     )
   ]
+
+
+def _welch_z(now: ColumnStats, ref: ColumnStats) -> float:
+  """How many standard errors apart the two means are (0 when it cannot be told)."""
+  if None in (now.mean, ref.mean, now.std, ref.std) or min(now.values, ref.values) < 2:
+    return 0.0
+  error = math.sqrt(now.std**2 / now.values + ref.std**2 / ref.values)
+  return abs(now.mean - ref.mean) / error if error > 0 else 0.0
 
 
 def _drift_findings(

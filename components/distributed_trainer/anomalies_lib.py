@@ -59,17 +59,3 @@ def check_no_anomalies(artifacts: Sequence[types.Artifact]) -> None:
           f"data validation found anomalies in split {split!r}: {details} ({path}); fix the data "
           "or update the schema before training."
         )
-
-
-def check_gate_passed(artifacts: Sequence[types.Artifact]) -> None:
-  """Raises DataAnomaliesError unless every DataGate result says the gate passed.
-
-  The gate fails its own step when it stops a night, so a result that did not pass only
-  reaches the trainer from a pipeline wired around it.
-  """
-  for artifact in artifacts:
-    passed = "passed"  # data_gate.executor.PASSED_PROPERTY (the trainer does not import the gate)
-    if artifact.has_custom_property(passed) and not artifact.get_int_custom_property(passed):
-      raise DataAnomaliesError(
-        f"the data gate stopped this night ({artifact.uri}/gate.json); nothing is trained."
-      )

@@ -44,9 +44,6 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
     constants.ANOMALIES_KEY: ChannelParameter(
       type=standard_artifacts.ExampleAnomalies, optional=True
     ),
-    constants.DATA_GATE_KEY: ChannelParameter(
-      type=standard_artifacts.ExampleAnomalies, optional=True
-    ),
   }
   OUTPUTS = dict(standard_component_specs.TrainerSpec.OUTPUTS)
 
@@ -125,8 +122,6 @@ class DistributedTrainer(base_component.BaseComponent):
     base_model: optional Model channel to warm-start from.
     anomalies: optional ExampleValidator output; if it found anomalies in the
       examples, training stops with a message naming them.
-    data_gate: optional DataGate result; training waits for the gate and runs only when
-      it passed.
     run_fn: python path of a run_fn instead of module_file.
     transform_graph: optional TransformGraph channel (passed through to run_fn).
     hyperparameters: optional HyperParameters channel (merged into hparams).
@@ -157,7 +152,6 @@ class DistributedTrainer(base_component.BaseComponent):
     custom_config: dict[str, Any] | None = None,
     base_model: types.BaseChannel | None = None,
     anomalies: types.BaseChannel | None = None,
-    data_gate: types.BaseChannel | None = None,
     run_fn: str | None = None,
     transform_graph: types.BaseChannel | None = None,
     hyperparameters: types.BaseChannel | None = None,
@@ -193,7 +187,6 @@ class DistributedTrainer(base_component.BaseComponent):
       schema=schema,
       base_model=base_model,
       anomalies=anomalies,
-      data_gate=data_gate,
       hyperparameters=hyperparameters,
       train_args=train_args or trainer_pb2.TrainArgs(),
       eval_args=eval_args or trainer_pb2.EvalArgs(),

@@ -16,8 +16,6 @@ MAX_RESTARTS_KEY = "max_restarts"
 TFJOB_KEY = "tfjob"
 # Optional input: ExampleValidator output; anomalies stop training before it starts.
 ANOMALIES_KEY = "anomalies"
-# Optional input: the DataGate's result; training starts only after the gate passed.
-DATA_GATE_KEY = "data_gate"
 
 # Keys of `custom_config` that the default module reads (run_fn modules get the whole dict).
 LABEL_KEY_CONFIG = "label_key"

@@ -76,7 +76,6 @@ class Executor(trainer_executor.GenericExecutor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     anomalies_lib.check_no_anomalies(input_dict.get(constants.ANOMALIES_KEY) or [])
-    anomalies_lib.check_gate_passed(input_dict.get(constants.DATA_GATE_KEY) or [])
     input_dict = _without_unavailable_base_model(input_dict)
     workers = int(_prop(exec_properties, constants.LOCAL_WORKERS_KEY, 0))
     num_ps = int(_prop(exec_properties, constants.LOCAL_PS_KEY, 0))

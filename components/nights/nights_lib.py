@@ -228,6 +228,8 @@ def end_night(
 
   Neither step can fail the night: a record that cannot be written is logged (the notices
   still go out and carry it), and a notice that cannot be delivered is retried, then logged.
+  A night with nobody to notify and no model folder yet (a first try that failed) leaves the
+  serving folder as it was: its record is returned, not written.
 
   Args:
     serving_dir, model_name: the model's serving folder.
@@ -242,6 +244,17 @@ def end_night(
   Returns:
     (the record, one dict per notice: target, ok, attempts, error).
   """
+  if not notify and not _fileio().exists(_model_dir(serving_dir, model_name)):
+    record = build_record(
+      open_facts(serving_dir, model_name, night),
+      night=night,
+      succeeded=succeeded,
+      error=error,
+      started=started or serving_layout.utc_now(),
+      ended=serving_layout.utc_now(),
+      seconds=seconds,
+    )
+    return record, []
   try:
     record = close_night(
       serving_dir,

@@ -211,7 +211,7 @@ def _data_gate(config: PipelineConfig, examples, statistics, schema, live) -> Da
 
 def _training(config: PipelineConfig, examples, schema, anomalies, transform, live, gate) -> tuple:
   """The optional Tuner and the DistributedTrainer, on the transformed Examples if any; both
-  wait for the data gate (and so does Transform)."""
+  wait for the data gate, and so does Transform (`add_upstream_node`)."""
   if gate is not None and transform is not None:
     transform.add_upstream_node(gate)
   if transform:
@@ -250,7 +250,6 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
     examples=examples,
     schema=schema,
     anomalies=anomalies,
-    data_gate=gate.outputs["result"] if gate is not None else None,
     module_file=config.module_file,
     transform_graph=transform_graph,
     hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
@@ -263,6 +262,10 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
     custom_config=custom_config,
     base_model=live.outputs["warm_start"] if config.warm_start else None,
   ).with_id(nodes.TRAINER)
+  if gate is not None:
+    # An order, not an input: a gate that passes again on the same data leaves the trainer's
+    # cache key (its inputs) as it was, so a rerun reuses the model it trained.
+    trainer.add_upstream_node(gate)
   return tuner, trainer
 
 

@@ -161,13 +161,19 @@ def test_a_night_is_closed_into_the_log_and_its_open_facts_removed(tmp_path, mon
 
 
 def test_end_night_survives_an_unwritable_folder_and_still_reports(tmp_path):
-  blocker = tmp_path / "file"
-  blocker.write_text("not a folder")
+  (tmp_path / "m").write_text("a file where the model folder should be")
   record, notices = nights_lib.end_night(
-    str(blocker), "m", "n", succeeded=False, error="bad csv", notify=()
+    str(tmp_path), "m", "n", succeeded=False, error="bad csv", notify=()
   )
   assert record["outcome"] == nights_lib.FAILED and "record_error" in record
   assert notices == []
+
+
+def test_a_first_failed_try_with_nobody_to_notify_leaves_no_serving_folder(tmp_path):
+  serving = tmp_path / "serving"
+  record, _ = nights_lib.end_night(str(serving), "m", "n", succeeded=False, error="bad csv")
+  assert record["outcome"] == nights_lib.FAILED
+  assert not serving.exists()
 
 
 def test_history_rows_read_like_the_nights():
