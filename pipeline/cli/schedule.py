@@ -316,6 +316,11 @@ def _local_install(
   new_text = crontab_lib.install_entry(text, spec.five_field, command, job)
   if not (REPO_ROOT / "pipeline" / "run_local.py").is_file():
     print("warning: pipeline/run_local.py does not exist yet; the entry will fail until it does.")
+  for name in _notify_env_names(run_local_args):
+    print(
+      f"warning: cron starts the job with an almost empty environment, so --notify env:{name} "
+      f"finds {name} only if the crontab sets it; --notify file:PATH (mode 600) needs nothing."
+    )
   if new_text != text:
     crontab_lib.write_crontab(args.crontab_file, new_text)
   _print_schedule(
@@ -327,6 +332,18 @@ def _local_install(
     f"'{crontab_lib.BLOCK_END}{job}'); logs go to {output_dir}/logs/nightly.log."
   )
   return 0
+
+
+def _notify_env_names(run_local_args: Sequence[str]) -> list[str]:
+  """The environment variables the job's --notify env:NAME targets read."""
+  names = []
+  for i, arg in enumerate(run_local_args):
+    value = arg.partition("=")[2] if arg.startswith("--notify=") else None
+    if arg == "--notify" and i + 1 < len(run_local_args):
+      value = run_local_args[i + 1]
+    if value and value.startswith("env:"):
+      names.append(value[len("env:") :])
+  return names
 
 
 def _check_run_local_args(output_dir: str, run_local_args: Sequence[str]) -> None:
