@@ -76,18 +76,7 @@ class Executor(stock_evaluator.Executor):
         config_key: floor_lib.with_floor(exec_properties[config_key], task, floor.value),
       }
       logging.info("Evaluator floor: %s", floor.reason)
-    skipped = ""
-    if not self._in_process(input_dict, output_dict, exec_properties, conform):
-      if conform is not None:
-        # TFMA feeds both models the same examples; the live version cannot parse tonight's.
-        input_dict = {k: v for k, v in input_dict.items() if k != key}
-        skipped = (
-          f"columns {sorted(conform.columns)} changed type since the live version was trained and "
-          "TFMA's Beam pipeline feeds both models the same examples, so the live version was "
-          "not scored: the blessing rests on the value thresholds alone"
-        )
-        logging.warning("Evaluator: %s.", skipped)
-      super().Do(input_dict, output_dict, exec_properties)
+    skipped = self._evaluate(input_dict, output_dict, exec_properties, conform)
     if skipped:
       artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
@@ -98,6 +87,36 @@ class Executor(stock_evaluator.Executor):
       )
       blessing.set_float_custom_property(floor_lib.FLOOR_PROPERTY, floor.value)
       blessing.set_string_custom_property(floor_lib.FLOOR_REASON_PROPERTY, floor.reason)
+
+  def _evaluate(self, input_dict, output_dict, exec_properties, conform) -> str:
+    """Evaluates in process, else with the stock executor; returns why the baseline was left
+    out, or ''."""
+    key = standard_component_specs.BASELINE_MODEL_KEY
+    without_baseline = {k: v for k, v in input_dict.items() if k != key}
+    try:
+      if self._in_process(input_dict, output_dict, exec_properties, conform):
+        return ""
+    except _BaselineUnreadable as e:
+      skipped = (
+        f"the live version cannot read tonight's examples ({e}; it was pushed without the schema "
+        "it was trained on), so it was not scored: the blessing rests on the value thresholds"
+      )
+      logging.warning("Evaluator: %s.", skipped)
+      if not self._in_process(without_baseline, output_dict, exec_properties):
+        super().Do(without_baseline, output_dict, exec_properties)
+      return skipped
+    if conform is None:
+      super().Do(input_dict, output_dict, exec_properties)
+      return ""
+    # TFMA feeds both models the same examples; the live version cannot parse tonight's.
+    skipped = (
+      f"columns {sorted(conform.columns)} changed type since the live version was trained and "
+      "TFMA's Beam pipeline feeds both models the same examples, so the live version was not "
+      "scored: the blessing rests on the value thresholds alone"
+    )
+    logging.warning("Evaluator: %s.", skipped)
+    super().Do(without_baseline, output_dict, exec_properties)
+    return skipped
 
   def _in_process(
     self,
@@ -147,7 +166,9 @@ class Executor(stock_evaluator.Executor):
         outputs[spec.name] = evaluation_lib.model_outputs(
           path, spec, files, conform if spec.is_baseline else None
         )
-      except Exception:  # A model this path cannot read (a module's own signatures): TFMA can.
+      except Exception as e:  # A model this path cannot read (a module's own signatures): TFMA can.
+        if spec.is_baseline and _type_mismatch(e):
+          raise _BaselineUnreadable(str(e).strip().splitlines()[0][:200]) from e
         logging.warning(
           "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
         )
@@ -198,6 +219,17 @@ def _write_blessing(input_dict, output_dict, exec_properties, blessed: bool) -> 
   value = constants.BLESSED_VALUE if blessed else constants.NOT_BLESSED_VALUE
   blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY, value)
   logging.info("Blessing result %s written to %s.", blessed, blessing.uri)
+
+
+class _BaselineUnreadable(Exception):
+  """The live version's serving signature rejects tonight's examples: a column changed type,
+  and the version carries no schema to convert them by (pushed before the data gate)."""
+
+
+def _type_mismatch(error: BaseException) -> bool:
+  import tensorflow as tf
+
+  return isinstance(error, tf.errors.InvalidArgumentError) and "type" in str(error).lower()
 
 
 def _schema_types(artifacts) -> dict[str, str] | None:

@@ -299,6 +299,8 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
         line += f", kept epoch {plan['best_epoch']}"
     lines.append(line)
   lines += _gate_lines((summary.get("night") or {}).get("gate"))
+  if summary.get("baseline_skipped"):
+    lines.append(f"live version not scored: {summary['baseline_skipped']}")
   metrics = summary.get("eval_metrics") or {}
   if metrics:
     shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))

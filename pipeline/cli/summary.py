@@ -12,6 +12,7 @@ from components import defaults, properties
 from components.data_gate import executor as gate_executor
 from components.distributed_trainer import constants as model_props
 from components.live_model import executor as live_model
+from components.live_model import evaluator as evaluator_lib
 from components.live_model import floor_lib
 from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
@@ -160,6 +161,9 @@ def _add_evaluator_part(summary: dict[str, Any], store, evaluator: dict[str, Any
   evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
   if blessing is not None:
     summary["blessed"] = bool(_prop(blessing, "blessed"))
+    skipped = _prop(blessing, evaluator_lib.BASELINE_SKIPPED_PROPERTY)
+    if skipped:
+      summary["baseline_skipped"] = skipped
     if _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY):
       summary["floor"] = {
         "value": _prop(blessing, floor_lib.FLOOR_PROPERTY),

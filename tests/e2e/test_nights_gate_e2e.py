@@ -208,3 +208,22 @@ def test_history_lists_every_night(nights):
   table = run_script("schedule.py", "local", "history", "--output-dir", nights.out)
   assert table.returncode == 0 and f"Nights of '{MODEL}'" in table.stdout
   assert table.stdout.count("stopped") >= len(FAULTS)
+
+
+def test_a_version_pushed_without_its_training_data_is_not_a_crash(tmp_path):
+  # Versions pushed before the data gate carry no training_data/: the live version cannot be
+  # converted to, so it is left out of the evaluation instead of failing the night.
+  run = Nights(tmp_path)
+  half = len(run.frame) // 2
+  run.span(1, run.frame.iloc[:half])
+  proc, _ = run.night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  shutil.rmtree(run.serving / MODEL / "1" / "training_data")
+  run.span(2, run.frame.iloc[half:])
+  proc, summary = run.night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  gate = summary["night"]["gate"]
+  assert gate["compared"] is False and "without its training data" in gate["reason"]
+  assert summary["pushed"]["version"] == 2
+  assert "binary_accuracy_diff_vs_baseline" not in summary["eval_metrics"]
