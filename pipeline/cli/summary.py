@@ -11,8 +11,8 @@ from ml_metadata.proto import metadata_store_pb2
 from components import defaults, properties
 from components.data_gate import executor as gate_executor
 from components.distributed_trainer import constants as model_props
-from components.live_model import executor as live_model
 from components.live_model import evaluator as evaluator_lib
+from components.live_model import executor as live_model
 from components.live_model import floor_lib
 from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
