@@ -249,13 +249,23 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
     # here, where it is the same file, to tell the task and the floor without --task.
     args.data_root = bundled
     config = resolve.config_from_args(
-      args, args.pipeline_root, args.serving_dir, local_paths=True, local_modules=True
+      args,
+      args.pipeline_root,
+      args.serving_dir,
+      local_paths=True,
+      local_modules=True,
+      local_notify=False,
     )
     image_data = f"{IMAGE_REPO_ROOT}/{pathlib.Path(bundled).relative_to(REPO_ROOT).as_posix()}"
     config = dataclasses.replace(config, data_root=image_data)
   else:
     config = resolve.config_from_args(
-      args, args.pipeline_root, args.serving_dir, local_paths=False, local_modules=True
+      args,
+      args.pipeline_root,
+      args.serving_dir,
+      local_paths=False,
+      local_modules=True,
+      local_notify=False,
     )
   return dataclasses.replace(config, tfjob=tfjob_setting(args, config))
 

@@ -39,6 +39,7 @@ def config_from_args(
   *,
   local_paths: bool = True,
   local_modules: bool | None = None,
+  local_notify: bool | None = None,
 ) -> PipelineConfig:
   """Checks the flags and the data and resolves them into a PipelineConfig.
 
@@ -51,12 +52,17 @@ def config_from_args(
     local_modules: whether --module-file and --transform-module are on this machine (read to
       decide Transform and Tuner); defaults to `local_paths`. The Kubeflow compiler passes
       True: TFX packages the module files at compile time, while the data is read in the cluster.
+    local_notify: whether --notify env:NAME and file:PATH are read on this machine (checked
+      now); defaults to `local_paths`. The Kubeflow compiler passes False: the exit handler
+      reads them in the cluster (a Kubernetes secret, a mounted file).
 
   Raises:
     checks.CheckError: (a UserInputError) with a one-sentence message naming the fix.
   """
   variants = _check_values(args)
-  gate, accepted, notify = _nightly_settings(args, local_paths)
+  gate, accepted, notify = _nightly_settings(
+    args, local_paths if local_notify is None else local_notify
+  )
   if local_modules is None:
     local_modules = local_paths
   paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
@@ -181,6 +187,7 @@ def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
   ):
     checks.check_at_least(flag, value, low)
   checks.check_local_cluster(args.local_workers, args.local_ps)
+  checks.check_excluded_columns(args.exclude_columns, args.label_key)
   if args.train_steps is not None:
     checks.check_at_least("--train-steps", args.train_steps, 1)
   if args.profile_steps and args.train_steps:

@@ -40,6 +40,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components import errors
 from pipeline.definition import kubeflow_lib
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -176,7 +177,17 @@ def run_executor(argv: Sequence[str]) -> None:
   from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as stock
 
   def _main(parsed):
-    stock.main(parsed)
+    try:
+      stock.main(parsed)
+    except Exception as e:
+      # A user's mistake (bad data, a cluster not ready for a TFJob) is one line in the
+      # step's log, as on run_local.py; a bug of ours keeps its traceback.
+      mistake = errors.find(e, errors.UserInputError)
+      if mistake is None:
+        raise
+      lines = str(mistake).strip().splitlines()
+      print(f"error: {lines[0] if lines else type(mistake).__name__}", file=sys.stderr)
+      sys.exit(_exit(1, hard_exit))
     _exit(0, hard_exit)
 
   app.run(_main, argv=[sys.argv[0], *args], flags_parser=tf_compat.kfp_v2_executor_flags_parser())

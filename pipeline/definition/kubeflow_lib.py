@@ -2,8 +2,8 @@
 
 TFX 1.16's compiler writes a PipelineJob JSON (`displayName`, `pipelineSpec`, `runtimeConfig`)
 whose `pipelineSpec` runs on Vertex AI Pipelines. Open-source Kubeflow Pipelines 2.x runs the
-same spec with four differences this module papers over, each a small function on the parsed
-JSON (plain dicts; nothing here imports TFX):
+same spec with four differences this module papers over, and both lack the last item below;
+each is a small function on the parsed JSON (plain dicts; nothing here imports TFX):
 
 - **Caching per task.** TFX applies the pipeline's cache setting to every task;
   `disable_cache` turns it off for the task that writes the serving folder
@@ -100,7 +100,7 @@ def dags(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
   for name in sorted(spec.get("components") or {}):
     dag = spec["components"][name].get("dag")
     if dag is not None:
-      out.append(dag.setdefault("tasks", {}))
+      out.append(dag.get("tasks") or {})
   return out
 
 

@@ -88,7 +88,9 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   )
   # The open-source API server accepts 2.1.0 only.
   assert spec.schema_version == "2.1.0"
-  tasks = spec.root.dag.tasks
+  # Every step runs in the exit handler's sub-DAG; NightEnd runs after it, however it ended.
+  assert set(spec.root.dag.tasks) == {kubeflow_lib.NIGHT_DAG, kubeflow_lib.NIGHT_END}
+  tasks = spec.components[kubeflow_lib.NIGHT_DAG].dag.tasks
   assert {
     "CsvExampleGen_span",
     "CsvExampleGen",
@@ -116,13 +118,14 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   assert {"LiveModel", "StatisticsGen", "SchemaGen"} <= deps["DataGate"]
   assert "DataGate" in deps["DistributedTrainer"] and "DataGate" in deps["Transform"]
   assert {"Evaluator", "Optimizer", "DistributedTrainer"} <= deps["Pusher"]
-  assert kfp_launcher.topological_order(doc["pipelineSpec"])[0] == "CsvExampleGen_span"
+  order = kfp_launcher.topological_order(doc["pipelineSpec"])
+  assert order[0] == "CsvExampleGen_span" and order[-1] == kubeflow_lib.NIGHT_END
 
 
 def test_kfp_caching_pusher_and_key_tasks_never_cached(kfp_compiled):
-  tasks = _spec(kfp_compiled)["root"]["dag"]["tasks"]
+  tasks = kubeflow_lib.tasks(_spec(kfp_compiled))
   caching = {name: t["cachingOptions"]["enableCache"] for name, t in tasks.items()}
-  for name in ("Pusher", "CsvExampleGen_span", "LiveModel_key"):
+  for name in ("Pusher", "CsvExampleGen_span", "LiveModel_key", kubeflow_lib.NIGHT_END):
     assert caching.pop(name) is False, name
   assert all(caching.values()), caching
   # LiveModel's cache key holds what the serving folder serves.
@@ -144,11 +147,11 @@ def test_every_step_runs_our_entrypoint_on_an_importable_executor(kfp_compiled, 
     assert kubeflow_lib.STOCK_ENTRYPOINT not in text
     spec = json.loads(text)["pipelineSpec"]
     paths = kubeflow_lib.executor_class_paths(spec)
-    for name in spec["root"]["dag"]["tasks"]:
+    for name in kubeflow_lib.tasks(spec):
       command = kubeflow_lib.executor(spec, name)["container"]["command"]
       assert command[:3] == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
       key_task = name.endswith((kubeflow_lib.SPAN_RESOLVER_SUFFIX, kubeflow_lib.LIVE_KEY_SUFFIX))
-      assert name in paths or key_task
+      assert name in paths or key_task or name == kubeflow_lib.NIGHT_END
     for path in paths.values():
       assert "__main__" not in path
       import_utils.import_class_by_path(path)
@@ -190,7 +193,7 @@ def test_dockerfile_imports_every_class_the_packages_name(kfp_compiled, vertex_c
 def test_vertex_package_keeps_tfx_span_driver_and_no_resolver_task(vertex_compiled):
   out, proc = vertex_compiled
   spec = _spec(vertex_compiled)
-  tasks = spec["root"]["dag"]["tasks"]
+  tasks = kubeflow_lib.tasks(spec)
   assert spec["schemaVersion"] == "2.1.0"
   assert not any(n.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX) for n in tasks)
   assert "preCacheCheck" in kubeflow_lib.executor(spec, "CsvExampleGen")["container"]["lifecycle"]
@@ -222,9 +225,52 @@ def test_kfp_upload_package_mounts_the_serving_volume(kfp_compiled):
     (from_secret,) = executors[label]["secretAsEnv"]
     assert from_secret["secretName"] == "minio-creds"
   # Plain variables are in every container; credentials only by secret name and key.
-  for name in _spec(kfp_compiled)["root"]["dag"]["tasks"]:
+  for name in kubeflow_lib.tasks(_spec(kfp_compiled)):
     env = kubeflow_lib.executor(_spec(kfp_compiled), name)["container"]["env"]
     assert env == [{"name": "S3_USE_HTTPS", "value": "0"}]
+
+
+def test_both_packages_close_each_night_in_an_exit_handler(kfp_compiled, vertex_compiled):
+  from kfp.client import client as kfp_client
+
+  for compiled, target in (
+    (kfp_compiled, kubeflow_lib.KFP),
+    (vertex_compiled, kubeflow_lib.VERTEX),
+  ):
+    spec = _spec(compiled)
+    root = spec["root"]["dag"]["tasks"]
+    assert set(root) == {kubeflow_lib.NIGHT_DAG, kubeflow_lib.NIGHT_END}
+    end = root[kubeflow_lib.NIGHT_END]
+    assert end["dependentTasks"] == [kubeflow_lib.NIGHT_DAG]
+    assert end["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    # Open-source KFP up to 2.5 refuses a package whose exit task takes a final status.
+    assert ("status" in end["inputs"]["parameters"]) == (target == kubeflow_lib.VERTEX)
+    assert end["inputs"]["parameters"]["night_id"] == {
+      "runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}
+    }
+    container = kubeflow_lib.executor(spec, kubeflow_lib.NIGHT_END)["container"]
+    assert container["image"] == kubeflow_lib.executor(spec, "Pusher")["container"]["image"]
+    # The run's id is an argument of every TFX step, a parameter of NightEnd alone.
+    for name, path in kubeflow_lib.executor_class_paths(spec).items():
+      args = kubeflow_lib.executor(spec, name)["container"]["args"]
+      assert args[-2:] == ["--night_id", "{{$.pipeline_job_uuid}}"], (name, path)
+    steps = kubeflow_lib.tasks(spec)
+    assert json.dumps(steps).count("{{$.pipeline_job_uuid}}") == 1
+  # On KFP every step, NightEnd too, gets the volume, the secrets and the run's id (its label).
+  package = kfp_compiled[0].parent / "pipeline.kfp.yaml"
+  parsed = kfp_client._extract_pipeline_yaml(str(package))
+  executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
+  assert set(executors) == {
+    kubeflow_lib.component(_spec(kfp_compiled), name)["executorLabel"]
+    for name in kubeflow_lib.tasks(_spec(kfp_compiled))
+  }
+  for config in executors.values():
+    assert [dict(e) for e in config["fieldPathAsEnv"]] == [
+      {"name": "TFXKIT_NIGHT_ID", "fieldPath": "metadata.labels['pipeline/runid']"}
+    ]
+  end_config = executors[kubeflow_lib.NIGHT_END + "_executor"]
+  assert end_config["pvcMount"][0]["mountPath"] == "/mnt/serving"
+  assert end_config["secretAsEnv"][0]["secretName"] == "minio-creds"
 
 
 def test_no_secret_reaches_the_packages_or_the_output(kfp_compiled, vertex_compiled):
@@ -250,7 +296,7 @@ def test_no_secret_reaches_the_packages_or_the_output(kfp_compiled, vertex_compi
       "--volume and --secret-env apply to --target kfp only",
     ),
     (["--local-workers", "1000"], "would start 1000 processes on this machine"),
-    (["--hparams", "hidden_units=abc"], "hyper-parameter hidden_units='abc' is not an integer."),
+    (["--hparams", "hidden_units=abc"], "hyper-parameter hidden_units='abc' is not an integer;"),
   ],
 )
 def test_user_mistakes_are_one_error_line_and_exit_2(tmp_path, flags, message):

@@ -5,21 +5,25 @@ import json
 import os
 import pathlib
 import shutil
+import time
 
 import pytest
 
-from tests.support import kfp_launcher
+from components.nights import nights_lib
+from tests.support import kfp_launcher, notify_servers
 from tests.support.cli_runs import REPO_ROOT, moto_s3, project_env, run_script
-from tests.support.kfp_launcher import CACHED, RAN
+from tests.support.kfp_launcher import CACHED, FAILED, RAN
 
-# A container task in one line of Python: writes each output artifact and parameter it is given.
+# A container task in one line of Python: writes each output artifact and parameter it is given,
+# and, beside them in its executor output, its other arguments and the night id it was given.
 TOY_STEP = r"""
-import json, pathlib, sys
+import json, os, pathlib, sys
 executor_input = json.loads(sys.argv[1])
 outputs = executor_input["outputs"]
 if executor_input["inputs"].get("parameterValues", {}).get("fail"):
   sys.exit("toy step failed on purpose")
-written = {"artifacts": {}, "parameterValues": {}}
+written = {"artifacts": {}, "parameterValues": {}, "argv": sys.argv[2:]}
+written["night_env"] = os.environ.get("TFXKIT_NIGHT_ID")
 for key, artifacts in (outputs.get("artifacts") or {}).items():
   uri = pathlib.Path(artifacts["artifacts"][0]["uri"])
   uri.mkdir(parents=True, exist_ok=True)
@@ -51,7 +55,9 @@ def _toy_package():
   }
   for name, comp in components.items():
     comp["executorLabel"] = f"{name}_executor"
-  container = {"image": "toy", "command": ["python", "-c", TOY_STEP], "args": ["{{$}}"]}
+  # The run's id in the arguments: KFP's cache key holds them before substitution.
+  args = ["{{$}}", "{{$.pipeline_job_uuid}}"]
+  container = {"image": "toy", "command": ["python", "-c", TOY_STEP], "args": args}
 
   def task(name, cache, parameters=None, artifacts=None):
     inputs = {}
@@ -140,6 +146,101 @@ def test_launcher_reports_failed_and_non_container_tasks(tmp_path):
   package["pipelineSpec"]["deploymentSpec"]["executors"]["D_executor"] = {"resolver": {}}
   with pytest.raises(kfp_launcher.LauncherError, match="D is not a container task"):
     launcher.run(package, "run-2")
+
+
+def _written(result) -> dict:
+  """What a toy step wrote into its executor output file."""
+  return json.loads(pathlib.Path(result.executor_input["outputs"]["outputFile"]).read_text())
+
+
+def _exit_handler_package(fail: bool):
+  """KFP's exit handler shape: the DAG task Night (A -> B -> C) and End after it, with A's
+  final status and the run's id as parameters and the run's id from the pod's label."""
+  package = _toy_package()
+  spec = package["pipelineSpec"]
+  tasks = spec["root"]["dag"]["tasks"]
+  for name in ("D", "E"):
+    del (
+      tasks[name],
+      spec["components"][name],
+      spec["deploymentSpec"]["executors"][f"{name}_executor"],
+    )
+  if fail:
+    tasks["A"]["inputs"]["parameters"]["fail"] = {"runtimeValue": {"constant": "yes"}}
+    spec["components"]["A"]["inputDefinitions"]["parameters"]["fail"] = {"parameterType": "STRING"}
+  spec["components"]["Night"] = {"dag": {"tasks": tasks}}
+  spec["components"]["End"] = {
+    "executorLabel": "End_executor",
+    "inputDefinitions": {
+      "parameters": {
+        "status": {"parameterType": "TASK_FINAL_STATUS", "isOptional": True},
+        "night_id": {"parameterType": "STRING"},
+      }
+    },
+  }
+  spec["deploymentSpec"]["executors"]["End_executor"] = copy.deepcopy(
+    spec["deploymentSpec"]["executors"]["A_executor"]
+  )
+  spec["root"]["dag"]["tasks"] = {
+    "Night": {"taskInfo": {"name": "Night"}, "componentRef": {"name": "Night"}},
+    "End": {
+      "taskInfo": {"name": "End"},
+      "componentRef": {"name": "End"},
+      "dependentTasks": ["Night"],
+      "triggerPolicy": {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"},
+      "cachingOptions": {"enableCache": False},
+      "inputs": {
+        "parameters": {
+          "status": {"taskFinalStatus": {"producerTask": "Night"}},
+          "night_id": {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}},
+        }
+      },
+    },
+  }
+  night_env = {"name": "TFXKIT_NIGHT_ID", "fieldPath": "metadata.labels['pipeline/runid']"}
+  executors = {label: {"fieldPathAsEnv": [night_env]} for label in ("B_executor", "End_executor")}
+  platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+  return package, platform
+
+
+def test_launcher_runs_the_exit_task_after_a_failed_dag_with_its_final_status(tmp_path):
+  launcher = kfp_launcher.LocalKfp(tmp_path / "root", env=project_env())
+  package, platform = _exit_handler_package(fail=True)
+  failed = launcher.run(package, "run-1", platform=platform, check=False)
+  # A failed: nothing after it in its DAG started, and the exit task ran.
+  assert kfp_launcher.states(failed) == {"A": FAILED, "End": RAN}
+  assert "toy step failed on purpose" in failed["A"].error
+  values = failed["End"].executor_input["inputs"]["parameterValues"]
+  # What KFP 2.14 on passes: the ML Metadata state of the DAG's execution, no error message.
+  assert values["status"] == {
+    "state": "FAILED",
+    "pipelineJobResourceName": "run-1",
+    "pipelineTaskName": "Night",
+    "error": {},
+  }
+  # The run's id: resolved in a parameter constant, left as is in the arguments (KFP's launcher
+  # does not substitute it there), and in the environment from the pod's label.
+  night = values["night_id"]
+  assert night != "{{$.pipeline_job_uuid}}" and len(night) == 36
+  written = _written(failed["End"])
+  assert written["argv"] == ["{{$.pipeline_job_uuid}}"] and written["night_env"] == night
+  # By default a failed task fails the run, after the exit task ran.
+  with pytest.raises(kfp_launcher.LauncherError, match="task A exited with 1"):
+    launcher.run(package, "run-2", platform=platform)
+  assert (tmp_path / "root" / "toy" / "run-2" / "End.log").exists()
+
+  package, platform = _exit_handler_package(fail=False)
+  first = launcher.run(package, "run-3", platform=platform)
+  assert kfp_launcher.states(first) == {"A": RAN, "B": RAN, "C": RAN, "End": RAN}
+  assert first["End"].executor_input["inputs"]["parameterValues"]["status"]["state"] == "COMPLETE"
+  assert _written(first["B"])["night_env"] == _written(first["End"])["night_env"]
+  # One id per run; the cache keys hold the placeholder, so a rerun is served from the cache.
+  second = launcher.run(package, "run-4", platform=platform)
+  assert kfp_launcher.states(second) == {"A": RAN, "B": CACHED, "C": CACHED, "End": RAN}
+  ids = [r["End"].executor_input["inputs"]["parameterValues"]["night_id"] for r in (first, second)]
+  assert ids[0] != ids[1]
+  assert kfp_launcher.topological_order(package["pipelineSpec"]) == ["A", "B", "C", "End"]
+  assert kfp_launcher.upstream_closure(package["pipelineSpec"], "B") == {"A", "B", "Night"}
 
 
 def _pushed(results) -> bool:
@@ -233,12 +334,14 @@ def _four_nights(tmp_path, store, env) -> None:
     env=env,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
-  package = kfp_launcher.load_package(package_path)
+  # The upload package: the spec and its platform spec, which gives the steps the run's id.
+  upload = tmp_path / "digits.kfp.yaml"
+  package, platform = kfp_launcher.load_package(upload), kfp_launcher.load_platform_spec(upload)
   launcher = kfp_launcher.LocalKfp(
     tmp_path / "kfp-root", env=env, artifact_root=store.artifact_root
   )
 
-  first = launcher.run(package, "night-1")
+  first = launcher.run(package, "night-1", platform=platform)
   assert set(kfp_launcher.states(first).values()) == {RAN}
   assert _pushed(first) and store.versions() == ["1"]
   assert json.loads(first["CsvExampleGen_span"].parameters["span_key"])["span"] == 1
@@ -247,11 +350,12 @@ def _four_nights(tmp_path, store, env) -> None:
   # Same data: the span resolver and the live key task run (never cached) and find what they
   # found last night (the live version carries the key night 1's LiveModel had), so everything
   # else is served from KFP's cache; the Pusher always runs and finds the same training live.
-  second = launcher.run(package, "night-2")
+  second = launcher.run(package, "night-2", platform=platform)
   assert _ran(second) == {
     "CsvExampleGen_span",
     "LiveModel_key",
     "Pusher",
+    "NightEnd",
   }
   assert (
     second["LiveModel_key"].parameters["live_key"] == first["LiveModel_key"].parameters["live_key"]
@@ -262,15 +366,16 @@ def _four_nights(tmp_path, store, env) -> None:
 
   # A new span: its key changes, so the ExampleGen and everything after it run, and it pushes.
   store.put("data/span-2/digits.csv", "".join(rows))
-  third = launcher.run(package, "night-3")
+  third = launcher.run(package, "night-3", platform=platform)
   assert set(kfp_launcher.states(third).values()) == {RAN}
   assert _trained_on(third) == 2
   assert _pushed(third) and store.versions() == ["1", "2"]
   assert json.loads(store.read("serving/digits/2/manifest.json"))["data_spans"] == [2]
 
   # A rollback to version 1 (re-published as version 3) changes the live key: LiveModel runs
-  # again and its baseline is the rolled-back model; the Trainer and Optimizer stay cached, and
-  # the Pusher does not undo the rollback.
+  # again and its baseline is the rolled-back model, and the DataGate compares tonight's data
+  # with that version's; the Trainer and Optimizer stay cached (the gate's verdict is no input
+  # of theirs), and the Pusher does not undo the rollback.
   proc = run_script(
     "rollback.py",
     "--serving-dir",
@@ -282,13 +387,15 @@ def _four_nights(tmp_path, store, env) -> None:
     env=env,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
-  fourth = launcher.run(package, "night-4")
+  fourth = launcher.run(package, "night-4", platform=platform)
   assert _ran(fourth) == {
     "CsvExampleGen_span",
     "LiveModel_key",
     "LiveModel",
+    "DataGate",
     "Evaluator",
     "Pusher",
+    "NightEnd",
   }
   assert fourth["LiveModel"].artifacts["baseline"].value("live_version") == 3
   assert not _pushed(fourth) and store.versions() == ["1", "2", "3"]
@@ -298,7 +405,12 @@ def _four_nights(tmp_path, store, env) -> None:
 
 @pytest.mark.e2e
 def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
-  _four_nights(tmp_path, _LocalStore(tmp_path / "store"), project_env())
+  store = _LocalStore(tmp_path / "store")
+  _four_nights(tmp_path, store, project_env())
+  # NightEnd closed each night under the run's id the steps recorded their facts under.
+  records = nights_lib.read_records(store.uri("serving"), "digits")
+  assert [r["outcome"] for r in records] == ["pushed", "not_pushed", "pushed", "not_pushed"]
+  assert [r["version"] for r in records] == [1, None, 2, None]
 
 
 @pytest.mark.e2e
@@ -341,14 +453,70 @@ def test_tuner_step_runs_under_our_entrypoint_on_the_kfp_launcher(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   launcher = kfp_launcher.LocalKfp(tmp_path / "kfp-root", env=project_env())
   results = launcher.run(kfp_launcher.load_package(package_path), "tune", until="Tuner")
+  # The Tuner waits for the data gate, which compares with what is live.
   assert set(results) == {
     "CsvExampleGen_span",
     "CsvExampleGen",
     "StatisticsGen",
     "SchemaGen",
+    "LiveModel_key",
+    "LiveModel",
+    "DataGate",
     "Tuner",
   }
   best = results["Tuner"].artifacts["best_hyperparameters"]
   hparams = json.loads((pathlib.Path(best.uri) / "best_hyperparameters.txt").read_text())
   assert "hidden_units" in hparams["values"]
   assert "Keras 3" not in results["Tuner"].log.read_text()
+
+
+@pytest.mark.e2e
+def test_a_stopped_night_ends_in_the_exit_handler_which_records_and_notifies_it(tmp_path):
+  """Night 1 pushes version 1; night 2's span has the label inverted: the DataGate stops it,
+  nothing trains or pushes, and NightEnd records the stopped night and posts one notice."""
+  started = time.monotonic()
+  header, *rows = (REPO_ROOT / "data" / "digits" / "digits.csv").read_text().splitlines()
+  # Binary: is the digit 5 or more.
+  binary = [row.rsplit(",", 1) for row in rows]
+  data, serving = tmp_path / "data", tmp_path / "serving"
+  for span, flip in ((1, False), (2, True)):
+    lines = [f"{x},{int((int(label) >= 5) != flip)}" for x, label in binary]
+    (data / f"span-{span}").mkdir(parents=True)
+    (data / f"span-{span}" / "digits.csv").write_text("\n".join([header, *lines]) + "\n")
+  shutil.move(data / "span-2", tmp_path / "span-2")
+  with notify_servers.http_server() as hook:
+    package_path = tmp_path / "digits.json"
+    proc = kfp_launcher.compile_package(
+      package_path,
+      "--image", "registry.example/kit:test",
+      "--pipeline-root", tmp_path / "compile-root",
+      "--data-root", data,
+      "--input-pattern", "span-{SPAN}/*.csv",
+      "--serving-dir", serving,
+      "--task", "binary",
+      "--model-name", "digits",
+      "--train-steps", "100",
+      "--optimizer-variants", "none",
+      "--notify", f"json://127.0.0.1:{hook.server_address[1]}/night",
+      env=project_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    upload = tmp_path / "digits.kfp.yaml"
+    package, platform = kfp_launcher.load_package(upload), kfp_launcher.load_platform_spec(upload)
+    launcher = kfp_launcher.LocalKfp(tmp_path / "kfp-root", env=project_env())
+
+    first = launcher.run(package, "night-1", platform=platform)
+    assert _pushed(first) and first["NightEnd"].state == RAN
+    shutil.move(tmp_path / "span-2", data / "span-2")
+    second = launcher.run(package, "night-2", platform=platform, check=False)
+  states = kfp_launcher.states(second)
+  assert states["DataGate"] == FAILED and states["NightEnd"] == RAN
+  assert "DistributedTrainer" not in states and "Pusher" not in states
+  assert sorted(p.name for p in (serving / "digits").iterdir() if p.name.isdigit()) == ["1"]
+  first_night, stopped = nights_lib.read_records(str(serving), "digits")
+  assert first_night["outcome"] == "pushed" and first_night["version"] == 1
+  assert stopped["outcome"] == "stopped" and "'label'" in stopped["line"]
+  assert stopped["line"].startswith("the data gate stopped this night")
+  (notice,) = hook.requests
+  assert "stopped" in json.dumps(notice["json"])
+  print(f"two nights on the KFP launcher: {time.monotonic() - started:.0f} s")

@@ -1,13 +1,16 @@
 """Post-processing of compiled Kubeflow packages and the container entrypoint's helpers."""
 
 import argparse
+import copy
 import json
 import os
 import pathlib
 import time
 
 import pytest
+import yaml
 
+from components.nights import nights_lib
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kfp_entrypoint, kubeflow_lib
 from pipeline.definition.config import DEFAULT_IMAGE, PipelineConfig
@@ -237,7 +240,7 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
   # The kfp 2.5 client's own reader: pipeline spec first, platform spec second.
   parsed = kfp_client._extract_pipeline_yaml(str(path))
   assert parsed.pipeline_spec.schema_version == "2.1.0"
-  assert "Gen_span" in parsed.pipeline_spec.root.dag.tasks
+  assert "Gen_span" in parsed.pipeline_spec.components[kubeflow_lib.NIGHT_DAG].dag.tasks
   executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
   assert set(executors) == {
     "Gen_executor",
@@ -408,3 +411,279 @@ def test_step_env_is_plain_values_only_and_secret_env_names_a_secret_key():
     assert kubeflow_lib.executor(spec, name)["container"]["env"] == [
       {"name": "S3_USE_HTTPS", "value": "0"}
     ]
+
+
+# The night: the run's id in every TFX step, and the exit handler that closes it.
+
+NIGHT_DAG, NIGHT_END = kubeflow_lib.NIGHT_DAG, kubeflow_lib.NIGHT_END
+
+
+def _kfp_exit_handler_spec(tmp_path):
+  """What kfp 2.5's own compiler writes for `dsl.ExitHandler` with a final-status input."""
+  from kfp import compiler, dsl
+
+  @dsl.container_component
+  def step(msg: str):
+    return dsl.ContainerSpec(image="alpine", command=["echo"], args=[msg])
+
+  @dsl.container_component
+  def night_end(status: dsl.PipelineTaskFinalStatus, night_id: str):
+    return dsl.ContainerSpec(image="alpine", command=["echo"], args=[night_id])
+
+  @dsl.pipeline(name="toy")
+  def toy():
+    end = night_end(night_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER).set_caching_options(False)
+    with dsl.ExitHandler(end):
+      first = step(msg="a")
+      step(msg="b").after(first)
+
+  path = tmp_path / "toy.yaml"
+  compiler.Compiler().compile(toy, str(path))
+  return yaml.safe_load(path.read_text())
+
+
+def _add_exit_handler(spec, **overrides):
+  settings = {"serving_dir": "/mnt/serving", "model_name": "toy", "notify": ["env:HOOK"]}
+  return kubeflow_lib.add_exit_handler(spec, **{"every_night": False, **settings, **overrides})
+
+
+def test_exit_handler_has_the_shape_kfp_compiles_for_dsl_exit_handler(tmp_path):
+  from google.protobuf import json_format
+  from kfp.pipeline_spec import pipeline_spec_pb2
+
+  kfp_spec = _kfp_exit_handler_spec(tmp_path)
+  kfp_end = kfp_spec["root"]["dag"]["tasks"]["night-end"]
+  kfp_dag = kfp_spec["root"]["dag"]["tasks"]["exit-handler-1"]
+
+  def ours(value):  # kfp's names for the DAG task, ours
+    return json.loads(json.dumps(value).replace("exit-handler-1", NIGHT_DAG))
+
+  spec = _package()["pipelineSpec"]
+  before = copy.deepcopy(spec["root"]["dag"]["tasks"])
+  assert _add_exit_handler(spec) == NIGHT_END
+  root = spec["root"]["dag"]["tasks"]
+  assert set(root) == {NIGHT_DAG, NIGHT_END}
+  # The DAG task: a component that is a DAG of the original tasks, unchanged.
+  assert set(root[NIGHT_DAG]) == set(kfp_dag) == {"taskInfo", "componentRef"}
+  assert set(kfp_spec["components"][kfp_dag["componentRef"]["name"]]) == {"dag"}
+  assert spec["components"][root[NIGHT_DAG]["componentRef"]["name"]] == {"dag": {"tasks": before}}
+  # The exit task: after the DAG whatever its end, with its final status and the run's id.
+  end = root[NIGHT_END]
+  assert end["dependentTasks"] == ours(kfp_end["dependentTasks"]) == [NIGHT_DAG]
+  assert end["triggerPolicy"] == kfp_end["triggerPolicy"]
+  params, kfp_params = end["inputs"]["parameters"], kfp_end["inputs"]["parameters"]
+  assert params["status"] == ours(kfp_params["status"])
+  assert params["night_id"] == kfp_params["night_id"]
+  definitions = spec["components"][NIGHT_END]["inputDefinitions"]["parameters"]
+  kfp_component = kfp_spec["components"][kfp_end["componentRef"]["name"]]
+  kfp_definitions = kfp_component["inputDefinitions"]["parameters"]
+  assert definitions["status"] == kfp_definitions["status"]
+  assert definitions["night_id"] == kfp_definitions["night_id"]
+  # kfp writes an uncached task's options as {}: enableCache's default, false.
+  assert end["cachingOptions"] == {"enableCache": False} and not kfp_end["cachingOptions"]
+  constants = {k: v["runtimeValue"]["constant"] for k, v in params.items() if "runtimeValue" in v}
+  assert constants == {
+    "serving_dir": "/mnt/serving",
+    "model_name": "toy",
+    "night_id": "{{$.pipeline_job_uuid}}",
+    "notify": '["env:HOOK"]',
+    "every_night": "false",
+  }
+  assert set(definitions) == {*constants, "status"}
+  container = kubeflow_lib.executor(spec, NIGHT_END)["container"]
+  assert container == {
+    "image": kubeflow_lib.executor(spec, "Pusher")["container"]["image"],
+    "command": ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE, "night-end"],
+    "args": ["--executor_input", "{{$}}"],
+  }
+  # A PipelineSpec as kfp's protos define it.
+  json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+
+
+def test_postprocess_gives_a_package_with_a_pusher_its_night_on_both_targets():
+  config = PipelineConfig(
+    serving_dir="/mnt/serving",
+    model_name="toy",
+    notify=("json://127.0.0.1:1/night",),
+    notify_every_night=True,
+  )
+  for target in kubeflow_lib.TARGETS:
+    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"], config)["pipelineSpec"]
+    params = kubeflow_lib.tasks(spec)[NIGHT_END]["inputs"]["parameters"]
+    # Open-source KFP up to 2.5 refuses a run whose package has a final-status input.
+    assert ("status" in params) == (target in kubeflow_lib.FINAL_STATUS_TARGETS)
+    assert params["notify"] == _const('["json://127.0.0.1:1/night"]')
+    assert params["every_night"] == _const("true")
+  assert kubeflow_lib.FINAL_STATUS_TARGETS == (kubeflow_lib.VERTEX,)
+  # Without a config: the Pusher's serving folder and model, and no notices.
+  spec = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])["pipelineSpec"]
+  params = kubeflow_lib.tasks(spec)[NIGHT_END]["inputs"]["parameters"]
+  assert params["serving_dir"] == _const("/mnt/serving") and params["model_name"] == _const("toy")
+  assert params["notify"] == _const("[]")
+  # Without a Pusher there is no night.
+  bare = kubeflow_lib.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
+  assert not kubeflow_lib.has_exit_handler(bare["pipelineSpec"])
+  assert kubeflow_lib.NIGHT_ID_FLAG not in json.dumps(bare)
+
+
+def _without_night(target):
+  """postprocess's steps before the night, for comparison."""
+  spec = _package()["pipelineSpec"]
+  kubeflow_lib.disable_cache(spec, ["Pusher"])
+  if target == kubeflow_lib.KFP:
+    kubeflow_lib.add_span_resolvers(spec)
+  kubeflow_lib.add_live_key_task(spec)
+  kubeflow_lib.use_entrypoint(spec)
+  return spec
+
+
+def test_night_id_is_an_argument_of_every_tfx_step_and_changes_no_cache_key_input():
+  for target in kubeflow_lib.TARGETS:
+    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
+    plain = _without_night(target)
+    for name, task in kubeflow_lib.tasks(plain).items():
+      # Parameters and inputs, which KFP's cache key holds resolved, are as they were ...
+      assert kubeflow_lib.tasks(spec)[name] == task, name
+      args = kubeflow_lib.executor(spec, name)["container"]["args"]
+      before = kubeflow_lib.executor(plain, name)["container"]["args"]
+      # ... and the run's id is a placeholder in the arguments, which the key holds unresolved.
+      if kubeflow_lib.flag_value(before, kubeflow_lib.CLASS_PATH_FLAG):
+        assert args == [*before, "--night_id", "{{$.pipeline_job_uuid}}"], name
+      else:
+        assert args == before, name
+    text = json.dumps(kubeflow_lib.tasks(spec))
+    assert text.count("{{$.pipeline_job_uuid}}") == 1  # NightEnd's night_id only
+
+
+def test_a_second_exit_handler_is_refused_and_the_night_id_is_added_once():
+  spec = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])["pipelineSpec"]
+  snapshot = copy.deepcopy(spec)
+  with pytest.raises(kubeflow_lib.PackageError, match="has an exit handler"):
+    _add_exit_handler(spec)
+  assert kubeflow_lib.add_night_id(spec) == 0
+  assert spec == snapshot
+  with pytest.raises(kubeflow_lib.PackageError, match="has no Pusher"):
+    _add_exit_handler(_package(without_pusher=True)["pipelineSpec"])
+
+
+def test_every_helper_finds_the_steps_inside_the_exit_handler():
+  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
+  spec = doc["pipelineSpec"]
+  steps = {"Gen_span", "Gen", "LiveModel_key", "LiveModel", "Pusher"}
+  assert set(spec["components"][NIGHT_DAG]["dag"]["tasks"]) == steps
+  assert set(kubeflow_lib.tasks(spec)) == {*steps, NIGHT_END}
+  kubeflow_lib.check_container_tasks(spec)  # the DAG task is no step, and is not refused
+  kubeflow_lib.disable_cache(spec, ["LiveModel"])
+  live = spec["components"][NIGHT_DAG]["dag"]["tasks"]["LiveModel"]
+  assert live["cachingOptions"] == {"enableCache": False}
+  assert kubeflow_lib.executor_class_paths(spec) == {
+    "Gen": "a.Gen",
+    "LiveModel": "a.Live",
+    "Pusher": "a.Push",
+  }
+  assert kubeflow_lib.use_entrypoint(spec) == 0
+  kubeflow_lib.add_env(spec, [("S3_USE_HTTPS", "0")])
+  assert kubeflow_lib.executor(spec, NIGHT_END)["container"]["env"] == [
+    {"name": "S3_USE_HTTPS", "value": "0"}
+  ]
+  # Every step, NightEnd too, gets the volumes, the secrets and the run's id from its label.
+  secret = ("hooks", "url", "HOOK")
+  platform = kubeflow_lib.platform_spec(spec, [("serving-pvc", "/mnt/serving")], [secret])
+  executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+  assert set(executors) == {f"{name}_executor" for name in (*steps, NIGHT_END)}
+  for config in executors.values():
+    assert config["pvcMount"] == [{"constant": "serving-pvc", "mountPath": "/mnt/serving"}]
+    assert config["secretAsEnv"][0]["keyToEnv"] == [{"secretKey": "url", "envVar": "HOOK"}]
+    assert config["fieldPathAsEnv"] == [
+      {"name": nights_lib.NIGHT_ID_ENV, "fieldPath": "metadata.labels['pipeline/runid']"}
+    ]
+  # A key task added after the exit handler goes beside its source, inside the sub-DAG.
+  late = _package()["pipelineSpec"]
+  _add_exit_handler(late)
+  kubeflow_lib.add_live_key_task(late)
+  assert "LiveModel_key" in late["components"][NIGHT_DAG]["dag"]["tasks"]
+  assert "live_key" not in kubeflow_lib.tasks(late)[NIGHT_END]["inputs"]["parameters"]
+  # Task names are unique across DAGs.
+  late["components"][NIGHT_DAG]["dag"]["tasks"][NIGHT_END] = {"componentRef": {"name": "Gen"}}
+  with pytest.raises(kubeflow_lib.PackageError, match="two DAGs"):
+    kubeflow_lib.tasks(late)
+
+
+def test_entrypoint_takes_the_night_id_out_of_tfx_arguments(monkeypatch):
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "unset")
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV)
+  args = ["--executor_class_path", "a.B", "--night_id", "run-7", "--runner=DirectRunner"]
+  assert kfp_entrypoint.take_night_id(args) == [
+    "--executor_class_path",
+    "a.B",
+    "--runner=DirectRunner",
+  ]
+  assert os.environ[nights_lib.NIGHT_ID_ENV] == "run-7"
+  # Open-source KFP leaves the placeholder in arguments: the id from the pod's label stays.
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "from-the-label")
+  assert kfp_entrypoint.take_night_id(["--night_id", "{{$.pipeline_job_uuid}}", "x"]) == ["x"]
+  assert os.environ[nights_lib.NIGHT_ID_ENV] == "from-the-label"
+
+
+def test_night_outcome_comes_from_the_final_status_or_else_from_the_facts():
+  from components.data_gate import gate_lib
+  from components.data_gate.executor import how_to_accept
+
+  outcome = kfp_entrypoint.night_outcome
+  # Vertex AI's state, and KFP's (2.14 on: the ML Metadata state of the DAG's execution).
+  assert outcome({"state": "SUCCEEDED", "error": {}}, {}, "/s", "toy") == (True, "")
+  assert outcome({"state": "COMPLETE", "error": {}}, {}, "/s", "toy") == (True, "")
+  vertex = {"state": "FAILED", "error": {"code": 9, "message": "The DAG failed.\n  Trainer: OOM"}}
+  assert outcome(vertex, {}, "/s", "toy") == (False, "The DAG failed. Trainer: OOM")
+  # No status (KFP before 2.14), or a state it left at RUNNING: the Pusher's facts decide.
+  pushed = {nights_lib.PUSHER_STEP: {"pushed": True, "version": 3}}
+  assert outcome(None, pushed, "/s", "toy") == (True, "")
+  assert outcome({"state": "RUNNING"}, {}, "/s", "toy") == (False, "")
+  # A night the data gate stopped ends with the gate's own line, as on run_local.py.
+  finding = gate_lib.Finding("label", "label", gate_lib.STOP, "the label 'label' flipped")
+  report = gate_lib.GateReport(live_version=1, findings=(finding,))
+  stopped = {nights_lib.GATE_STEP: {"report": report.to_json()}}
+  succeeded, line = outcome({"state": "FAILED", "error": {}}, stopped, "/s", "toy")
+  assert not succeeded
+  assert line == gate_lib.stop_message(report, how_to_accept("/s", "toy"))
+  assert "the label 'label' flipped" in line and "--accept-changes label" in line
+
+
+def test_night_end_records_a_failed_night_notifies_and_exits_0(tmp_path, monkeypatch, capsys):
+  from tests.support import notify_servers
+
+  serving = str(tmp_path / "serving")
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "run-1")
+  nights_lib.record_step(serving, "toy", nights_lib.GATE_STEP, {"rows": {"train": 10}})
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV)
+  output_file = tmp_path / "task" / "executor_output.json"
+  status = {
+    "state": "FAILED",
+    "pipelineJobResourceName": "toy-run",
+    "pipelineTaskName": NIGHT_DAG,
+    "error": {"code": 9, "message": "Trainer ran out of memory"},
+  }
+  with notify_servers.http_server() as hook:
+    values = {
+      "serving_dir": serving,
+      "model_name": "toy",
+      "night_id": "run-1",
+      "notify": json.dumps([f"json://127.0.0.1:{hook.server_address[1]}/night"]),
+      "every_night": "false",
+      "status": status,
+    }
+    executor_input = {
+      "inputs": {"parameterValues": values},
+      "outputs": {"outputFile": str(output_file)},
+    }
+    assert kfp_entrypoint.main(["night-end", "--executor_input", json.dumps(executor_input)]) == 0
+  (record,) = nights_lib.read_records(serving, "toy")
+  assert (record["night"], record["outcome"]) == ("run-1", "failed")
+  assert record["line"] == "Trainer ran out of memory" and record["rows"] == {"train": 10}
+  assert nights_lib.open_facts(serving, "toy", "run-1") == {}
+  (posted,) = hook.requests
+  assert "night failed" in posted["json"]["title"]
+  out = capsys.readouterr().out
+  assert "night run-1: failed: Trainer ran out of memory" in out
+  assert f"notified json://127.0.0.1:{hook.server_address[1]}/night" in out
+  assert json.loads(output_file.read_text()) == {}

@@ -9,6 +9,7 @@ import pytest
 
 from components.distributed_trainer import constants, tfjob_manifest
 from pipeline.cli import kubeflow as run_kubeflow
+from pipeline.definition import kubeflow_lib
 from tests.support import fake_kubernetes, kfp_launcher
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes
@@ -55,7 +56,7 @@ def test_bad_resource_quantities_are_refused_by_the_parser(tmp_path, capsys):
 
 
 def _tfjob_parameter(package: dict) -> tfjob_manifest.TFJobSettings:
-  task = package["pipelineSpec"]["root"]["dag"]["tasks"]["DistributedTrainer"]
+  task = kubeflow_lib.tasks(package["pipelineSpec"])["DistributedTrainer"]
   value = task["inputs"]["parameters"][constants.TFJOB_KEY]["runtimeValue"]["constant"]
   return tfjob_manifest.TFJobSettings.from_json(value)
 

@@ -19,8 +19,8 @@ folders for the object store:
   back). Output artifacts get no name, as KFP provisions them. A parameter constant that is
   exactly `{{$.pipeline_job_uuid}}` (or `_name`, `_resource_name`, `{{$.pipeline_task_name}}`)
   becomes the run's id (one per `run`) or name, as the driver does; a `taskFinalStatus` input
-  becomes the struct KFP 2.14 and later pass (`state` COMPLETE or FAILED: the ML Metadata
-  state of the producer's execution, `pipelineJobResourceName`, `pipelineTaskName`, and an
+  becomes the struct KFP 2.14 and later pass (`state` COMPLETE, CACHED or FAILED: the ML
+  Metadata state of the producer's execution, `pipelineJobResourceName`, `pipelineTaskName`, and an
   empty `error`, which KFP does not fill in). KFP 2.0 to 2.5 refuse to create a run of a
   package with such an input at all; the launcher does not check that;
 - computes KFP's cache key (input artifact ids, parameter values, output specs, image, command
@@ -69,6 +69,7 @@ FAILED = "failed"
 EXIT_STRATEGY = "ALL_UPSTREAM_TASKS_COMPLETED"
 # The ML Metadata execution states KFP puts in a final status.
 COMPLETE_STATE = "COMPLETE"
+CACHED_STATE = "CACHED"
 FAILED_STATE = "FAILED"
 # Placeholders KFP's driver resolves in parameter constants and its launcher leaves in arguments.
 JOB_ID = "{{$.pipeline_job_uuid}}"
@@ -329,7 +330,8 @@ class _Run:
     if producer in self.dag_states:
       state = self.dag_states[producer]
     else:
-      state = FAILED_STATE if self.results[producer].state == FAILED else COMPLETE_STATE
+      ran = self.results[producer].state
+      state = {FAILED: FAILED_STATE, CACHED: CACHED_STATE}.get(ran, COMPLETE_STATE)
     return {
       "state": state,
       "pipelineJobResourceName": self.run_id,
