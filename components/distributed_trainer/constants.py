@@ -51,6 +51,8 @@ TASK_PROPERTY = "task"
 LABEL_CLASSES_PROPERTY = "label_classes"
 HPARAMS_PROPERTY = "hparams"
 PROFILE_DIR_PROPERTY = "profile_dir"
+# Why --profile-steps wrote no profile (training stopped before the range), when it did not.
+PROFILE_SKIPPED_PROPERTY = "profile_skipped"
 DATA_FINGERPRINTS_PROPERTY = "data_fingerprints"
 TRAINING_FINGERPRINT_PROPERTY = "training_fingerprint"
 # Where a TFJob trained: its name, namespace and replica counts (JSON {"worker": 2, ...}).

@@ -173,6 +173,8 @@ class TrainResult:
     weights_sha256: digest of the trained weights (equal on all MWMS workers).
     warm_started_layers: layers whose weights came from the base model.
     profile_dir: where a TensorBoard profile of the requested steps was written.
+    profile_skipped: why no profile was written although one was asked for (training stopped
+      before the range; `steps_lib.profile_not_reached`), else None.
     epochs_run: the last epoch fit ran (early stopping ends it before `epochs`).
     best_epoch: the epoch whose weights were kept (best validation loss), with early stopping.
     plan: what the trainer chose for the data (batch size, epoch budget, patience, rows).
@@ -201,6 +203,7 @@ class TrainResult:
   weights_sha256: str | None = None
   warm_started_layers: list[str] = dataclasses.field(default_factory=list)
   profile_dir: str | None = None
+  profile_skipped: str | None = None
   epochs_run: int | None = None
   best_epoch: int | None = None
   plan: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -375,8 +378,10 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
 
   Returns:
     TrainResult fields: initial_epoch, epochs, steps_per_epoch, steps_run, train_seconds,
-    train_examples_per_sec, weights_sha256, profile_dir.
+    train_examples_per_sec, weights_sha256, profile_dir, profile_skipped.
   """
+  from components.distributed_trainer import steps_lib
+
   epoch_times: list[float] = []
   logs = os.path.join(config.model_run_dir, TENSORBOARD_DIR)
   early_stopping = _early_stopping(config)
@@ -399,6 +404,11 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
   if early_stopping and history.history.get("val_loss"):
     losses = history.history["val_loss"]
     best_epoch = history.epoch[int(np.argmin(losses))] + 1
+  skipped = steps_lib.profile_not_reached(
+    config.profile_steps, epochs_run * config.steps_per_epoch, epochs_run, config.epochs
+  )
+  if skipped:
+    _LOG.warning("No profile: %s", skipped)
   return {
     "initial_epoch": initial_epoch,
     "epochs": config.epochs,
@@ -411,7 +421,10 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
       epoch_times, config.steps_per_epoch, config.global_batch_size
     ),
     "weights_sha256": _weights_digest(model.get_weights()),
-    "profile_dir": os.path.join(logs, "plugins", "profile") if config.profile_steps else None,
+    "profile_dir": os.path.join(logs, "plugins", "profile")
+    if config.profile_steps and not skipped
+    else None,
+    "profile_skipped": skipped,
   }
 
 

@@ -375,6 +375,8 @@ def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, re
     )
   if result.profile_dir:
     model.set_string_custom_property(constants.PROFILE_DIR_PROPERTY, result.profile_dir)
+  if result.profile_skipped:
+    model.set_string_custom_property(constants.PROFILE_SKIPPED_PROPERTY, result.profile_skipped)
   _LOG.info(
     "DistributedTrainer result: strategy=%s replicas=%d reason=%s task=%s eval=%s",
     result.strategy,

@@ -133,8 +133,35 @@ def check_profile_steps(profile_steps: Sequence[int] | None, total_steps: int) -
   if last > total_steps:
     raise UserInputError(
       f"--profile-steps {first},{last} ends after the last training step of this run "
-      f"({total_steps}); pass a range within 1,{total_steps} or raise --train-steps."
+      f"({total_steps}); pass a range between 1 and {total_steps} or raise --train-steps."
     )
+
+
+def profile_not_reached(
+  profile_steps: Sequence[int] | None, last_step: int, epochs_run: int, epochs: int
+) -> str | None:
+  """Why no profile was written when training stopped before the range began, else None.
+
+  The up-front check (`check_profile_steps`) holds the range to the plan's last step; early
+  stopping can end training long before that, and then the profiler never starts.
+
+  Args:
+    profile_steps: (first, last) training steps asked for, or None.
+    last_step: the last training step of the run (epochs run x steps per epoch).
+    epochs_run: the epochs the run ended after.
+    epochs: the epochs the plan allowed.
+
+  Returns:
+    One sentence naming the range, the step training stopped at and a range that fits.
+  """
+  if not profile_steps or last_step >= int(profile_steps[0]):
+    return None
+  first, last = (int(s) for s in profile_steps)
+  how = "early stopping ended training" if epochs_run < epochs else "training ended"
+  return (
+    f"--profile-steps {first},{last} was never reached: {how} at step {last_step} (epoch "
+    f"{epochs_run} of {epochs}); pass a range between 1 and {last_step} to profile this run."
+  )
 
 
 def profile_calls(

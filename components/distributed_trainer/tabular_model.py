@@ -65,22 +65,38 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
   _check_number("learning_rate", out["learning_rate"], float, 0, exclusive=True)
   _check_number("dropout", out["dropout"], float, 0)
   if float(out["dropout"]) >= 1:
-    raise TabularInputError(f"hyper-parameter dropout={out['dropout']} must be below 1.")
+    raise TabularInputError(
+      f"hyper-parameter dropout={out['dropout']} must be below 1, e.g. {_example('dropout')}."
+    )
   return out
 
 
+# Values shown in messages as the expected form, where the default is not a good example.
+_EXAMPLES = {"hidden_units": 128, "batch_size": 256, "max_epochs": 100, "dropout": 0.1}
+
+
+def _example(name: str) -> str:
+  return f"--hparams {name}={_EXAMPLES.get(name, DEFAULT_HPARAMS.get(name))}"
+
+
 def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool = False) -> None:
+  """Refuses a value of the wrong kind or range, showing the form that works."""
+  bound = f"{'above' if exclusive else 'at least'} {low}"
+  of_bound = bound if exclusive else f"of {bound}"
   try:
     number = kind(value)
-  except (TypeError, ValueError):
+    whole = kind is not int or float(value) == number
+  except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
+    number, whole = None, False
+  if not whole:
+    kind_name, form = ("an integer", "a whole number") if kind is int else ("a number", "a number")
     raise TabularInputError(
-      f"hyper-parameter {name}={value!r} is not {'an integer' if kind is int else 'a number'}."
-    ) from None
-  if kind is int and float(value) != number:
-    raise TabularInputError(f"hyper-parameter {name}={value!r} is not an integer.")
+      f"hyper-parameter {name}={value!r} is not {kind_name}; pass {form} {of_bound}, e.g. "
+      f"{_example(name)}."
+    )
   if not math.isfinite(number) or number < low or (exclusive and number == low):
     raise TabularInputError(
-      f"hyper-parameter {name}={value!r} must be {'above' if exclusive else 'at least'} {low}."
+      f"hyper-parameter {name}={value!r} must be {bound}, e.g. {_example(name)}."
     )
 
 

@@ -3,7 +3,9 @@
 Plain Python over the `kubernetes` client; it knows no TFX types. The executor builds the job
 body (tfjob_manifest.build_tfjob), creates it or attaches to the one it created before a retry
 (`create_or_attach`), waits for its `Succeeded` or `Failed` condition while copying each
-replica's log tail (`wait_for_job`, `ReplicaLogs`), and deletes it (`delete_job`).
+replica's log tail (`wait_for_job`, `ReplicaLogs`), and deletes it (`delete_job`). A cluster
+that cannot run the job (unreachable, no training operator, no permission) is one line naming
+the fix (`ClusterNotReadyError`).
 
 The success and failure rules followed here were read in kubeflow/training-operator v1.7.0,
 `pkg/controller.v1/tensorflow/{tensorflow,tfjob_controller}.go` and
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +37,7 @@ from components.distributed_trainer.tfjob_manifest import (
   VERSION,
   Replica,
 )
+from components.errors import UserInputError, find
 
 _LOG = logging.getLogger(__name__)
 
@@ -49,26 +53,127 @@ class TFJobError(ClusterError):
   """The TFJob failed, timed out or cannot be used; one summary line, then a log tail."""
 
 
+class ClusterNotReadyError(UserInputError):
+  """The cluster cannot run the job: no config, unreachable, no training operator, no access."""
+
+
 @dataclasses.dataclass
 class Api:
-  """The two Kubernetes APIs the step uses (kubernetes.client objects)."""
+  """The two Kubernetes APIs the step uses (kubernetes.client objects), and where they point."""
 
   custom: Any  # CustomObjectsApi: tfjobs
   core: Any  # CoreV1Api: pods and their logs
+  server: str = "the Kubernetes API server"  # its address, for messages
+  source: str = "the kubeconfig"  # where that address came from, for messages
 
 
 def connect() -> Api:
-  """Clients for the cluster: in-cluster config in a pod, else kubeconfig ($KUBECONFIG)."""
+  """Clients for the cluster: in-cluster config in a pod, else kubeconfig ($KUBECONFIG).
+
+  Raises:
+    ClusterNotReadyError: when there is no usable config at all.
+  """
   from kubernetes import client, config
 
   token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-  if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(token):
-    configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)
-    api_client = client.ApiClient(configuration)
-  else:
-    api_client = config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
-  return Api(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client))
+  kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+  try:
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(token):
+      source = "the step pod's in-cluster config"
+      configuration = client.Configuration()
+      config.load_incluster_config(client_configuration=configuration)
+      api_client = client.ApiClient(configuration)
+    else:
+      source = f"the kubeconfig {kubeconfig}"
+      api_client = config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
+  except config.ConfigException as e:
+    raise ClusterNotReadyError(
+      f"no Kubernetes cluster to run the TFJob on: {source} cannot be used "
+      f"({str(e).strip().rstrip('.')}); run the step in a pod of the cluster, or set KUBECONFIG "
+      "to a kubeconfig for it (kubectl cluster-info shows which cluster one names)."
+    ) from e
+  host = api_client.configuration.host
+  return Api(client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), host, source)
+
+
+def cluster_problem(error: BaseException, api: Api, namespace: str) -> str | None:
+  """One line naming the fix when the cluster cannot serve the step's calls, else None.
+
+  The cases a new cluster meets: the API server does not answer, it has no TFJob resource
+  (the training operator is not installed), the namespace does not exist, RBAC refuses the
+  step's service account, or the credentials are refused.
+
+  Args:
+    error: what a Kubernetes call raised (an ApiException, or urllib3's error for a server
+      that does not answer), anywhere in its cause chain.
+    api: the clients the call was made with (for the server's address and its source).
+    namespace: the namespace the job runs in.
+  """
+  import urllib3
+  from kubernetes.client.exceptions import ApiException
+
+  where = f"the Kubernetes API server at {api.server}"
+  unreachable = find(error, urllib3.exceptions.HTTPError)
+  if unreachable is not None:
+    return (
+      f"cannot reach {where} ({_transport_reason(unreachable)}), which {api.source} names; "
+      "check that the cluster is up and that KUBECONFIG (or, in a pod, its in-cluster config) "
+      "names it: kubectl cluster-info should answer."
+    )
+  refused = find(error, ApiException)
+  return None if refused is None else _refusal(refused, where, api.source, namespace)
+
+
+def _refusal(refused: Any, where: str, source: str, namespace: str) -> str | None:
+  """cluster_problem for an HTTP error (ApiException) of the API server."""
+  status, body = refused.status, _status_of(refused)
+  if status == 404 and (body.get("details") or {}).get("kind") == "namespaces":
+    return (
+      f"namespace {namespace!r} does not exist on {where}; create it (kubectl create namespace "
+      f"{namespace}) or pass --tfjob-namespace with an existing one."
+    )
+  if status == 404:
+    return (
+      f"{where} has no TFJob resource ({GROUP}/{VERSION} {PLURAL}, HTTP 404): the Kubeflow "
+      "Training Operator is not installed; install it (docs/distributed-trainer.md, Training "
+      f"across machines) and check with kubectl get crd {PLURAL}.{GROUP}."
+    )
+  if status == 403:
+    message = str(body.get("message") or refused.reason or "")
+    user = re.search(r'User "([^"]+)"', message)
+    denied = re.search(r'cannot (\w+) resource "([^"]+)"', message)
+    what = f"{denied.group(1)} {denied.group(2)}" if denied else "use tfjobs"
+    who = user.group(1) if user else "the step's service account"
+    return (
+      f"{where} forbids {who} to {what} in namespace {namespace!r} (HTTP 403, RBAC); give that "
+      f"account create/get/list/watch/delete on {PLURAL}.{GROUP}, get/list on pods and get on "
+      "pods/log in that namespace with a Role and RoleBinding (docs/distributed-trainer.md, "
+      "Training across machines)."
+    )
+  if status == 401:
+    return (
+      f"{where} refused the credentials of {source} (HTTP 401 Unauthorized); renew them "
+      "(a new token or kubeconfig) and retry."
+    )
+  return None
+
+
+def _transport_reason(error: BaseException) -> str:
+  """'Connection refused' out of MaxRetryError(NewConnectionError(...: [Errno 111] ...))."""
+  text = str(getattr(error, "reason", None) or error)
+  found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+  return found.group(1).strip() if found else type(error).__name__
+
+
+def _status_of(error: Any) -> dict[str, Any]:
+  """The Kubernetes Status object an ApiException carries, or {} when its body is not one."""
+  import json
+
+  try:
+    body = json.loads(error.body or "")
+  except (TypeError, ValueError):
+    return {}
+  return body if isinstance(body, dict) else {}
 
 
 def current_namespace(namespace_file: str = NAMESPACE_FILE) -> str:
@@ -201,6 +306,15 @@ class Failure:
   tail: str | None  # the failed container's log tail, if the step read it in time
 
 
+# Pod restart policies under which the kubelet restarts a failed container in the same pod.
+_IN_PLACE_POLICIES = ("OnFailure", "Always")
+
+
+def _run_id(terminated: Any) -> str:
+  """One run of a container: its id (finishedAt has whole seconds, and two runs can share one)."""
+  return str(terminated.container_id or terminated.finished_at)
+
+
 class ReplicaLogs:
   """Follows the job's pods: each replica's latest log tail, its failures and its restarts.
 
@@ -220,13 +334,25 @@ class ReplicaLogs:
     self._read_at: dict[str, float] = {}
     self._seen: set[tuple[str, int, str]] = set()
     self._restarts: dict[str, int] = {}
+    self._failed_in_place: dict[str, int] = {}  # failed runs of pods that restart in place
     self._pods_by_replica: dict[Replica, set[str]] = {}
 
   @property
   def restarts(self) -> int:
-    """Container restarts plus pods the operator recreated, over the whole job."""
+    """Container restarts plus pods the operator recreated, over the whole job.
+
+    A container that failed in a pod that restarts in place (OnFailure, Always) counts as
+    restarted once the step has seen it fail: the kubelet restarts it, and the restart that
+    reaches the backoff limit is the one the step never sees, since the operator then fails
+    the job and deletes its pods at once (PastBackoffLimit counts restartCount, which grows
+    only when the container starts again).
+    """
     recreated = sum(len(uids) - 1 for uids in self._pods_by_replica.values())
-    return sum(self._restarts.values()) + recreated
+    pods = self._restarts.keys() | self._failed_in_place.keys()
+    in_place = sum(
+      max(self._restarts.get(uid, 0), self._failed_in_place.get(uid, 0)) for uid in pods
+    )
+    return in_place + recreated
 
   def pods(self) -> list[Any]:
     """The job's pods (V1Pod), by the operator's job-name label."""
@@ -270,20 +396,21 @@ class ReplicaLogs:
       running = bool(state and state.running)
       if running and replica not in self.started:
         self.started[replica] = str(state.running.started_at)
+      in_place = (pod.spec.restart_policy if pod.spec else None) in _IN_PLACE_POLICIES
       last = status.last_state.terminated if status.last_state else None
       if last is not None and last.exit_code:
         # A container that failed and is restarting in place (or waits to, in back-off):
         # once restarted, its log is the pod's previous one.
-        self._fail(replica, uid, last, name, previous=running)
+        self._fail(replica, uid, last, name, in_place, previous=running)
       if state and state.terminated:
-        key = (uid, str(state.terminated.finished_at), "read")
+        key = (uid, _run_id(state.terminated), "read")
         if key not in self._seen:
           self._seen.add(key)
           tail = self._tail(name)
           if tail is not None:
             self.tails[replica] = tail
           if state.terminated.exit_code:
-            self._fail(replica, uid, state.terminated, name, tail=tail)
+            self._fail(replica, uid, state.terminated, name, in_place, tail=tail)
       elif running and (final or now >= self._read_at.get(uid, 0.0)):
         self._read_at[uid] = now + self.refresh_s
         tail = self._tail(name)
@@ -291,13 +418,22 @@ class ReplicaLogs:
           self.tails[replica] = tail
 
   def _fail(
-    self, replica: Replica, uid: str, terminated, pod: str, previous=False, tail=None
+    self,
+    replica: Replica,
+    uid: str,
+    terminated,
+    pod: str,
+    in_place: bool,
+    previous=False,
+    tail=None,
   ) -> None:
-    """Records one failed container run (once, by pod and finish time) with its log tail."""
-    key = (uid, str(terminated.finished_at), "failed")
+    """Records one failed container run (once per run) with its log tail."""
+    key = (uid, _run_id(terminated), "failed")
     if key in self._seen:
       return
     self._seen.add(key)
+    if in_place:
+      self._failed_in_place[uid] = self._failed_in_place.get(uid, 0) + 1
     if tail is None:
       tail = self._tail(pod, previous=previous)
     if tail is not None:
@@ -418,7 +554,19 @@ def run_job(
   Raises:
     TFJobError: when the job fails (one line naming the replica that failed first, then its
       log tail), times out or disappears.
+    ClusterNotReadyError: when the cluster cannot run it (`cluster_problem`).
   """
+  namespace = body["metadata"]["namespace"]
+  try:
+    return _run_job(api, body, timeout_s=timeout_s, poll_s=poll_s)
+  except Exception as e:
+    line = cluster_problem(e, api, namespace)
+    if line is None:
+      raise
+    raise ClusterNotReadyError(line) from e
+
+
+def _run_job(api: Api, body: Mapping[str, Any], *, timeout_s: float, poll_s: float) -> JobRun:
   namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
   _, created = create_or_attach(api, body)
   counts = {t: s["replicas"] for t, s in body["spec"]["tfReplicaSpecs"].items()}

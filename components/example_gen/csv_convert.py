@@ -350,4 +350,4 @@ def iter_quarantine_rows(paths: Sequence[str]) -> Iterator[dict]:
   """Yields the rows of several quarantine files."""
   for path in paths:
     with io_lib.open_read(path) as f:
-      yield from csv.DictReader(io.StringIO(f.read().decode("utf-8"), newline=""))
+      yield from csv_read.csv_dict_reader(f.read().decode("utf-8"))

@@ -36,6 +36,10 @@ _MAX_BLOCK_BYTES = 1 << 30
 # Rows per batch, hence memory, follow the block size; 1 MiB costs no measurable speed.
 DEFAULT_BLOCK_BYTES = 1 << 20
 _BLOCK_GROWTH = 4
+# What is read of a file's beginning for its header and its first records' widths.
+_HEAD_BYTES = 1 << 20
+# The csv module keeps its field size limit in a C long (32 bits on Windows).
+_MAX_CSV_FIELD = (1 << 31) - 1
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +139,43 @@ def scan_chunk(chunk: Chunk) -> tuple[bool, int]:
   return valid, newlines
 
 
+def csv_reader(text: str, delimiter: str = ",") -> Iterator[list[str]]:
+  """Python's csv reader over `text`, with a field size limit no cell of `text` can pass."""
+  _allow_fields_of(len(text))
+  return csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+
+
+def csv_dict_reader(text: str) -> Iterator[dict[str, str]]:
+  """Python's csv DictReader over `text` (header first), with the same field size limit."""
+  _allow_fields_of(len(text))
+  return csv.DictReader(io.StringIO(text, newline=""))
+
+
+def _allow_fields_of(chars: int) -> None:
+  """Raises the csv module's field size limit (128 Ki characters) to `chars` if lower.
+
+  A long free-text cell is valid data, and no cell of a text is longer than the text. Arrow's
+  reader, which reads the data itself, has no such limit (its read block grows instead).
+  """
+  if csv.field_size_limit() < chars:
+    csv.field_size_limit(min(chars, _MAX_CSV_FIELD))
+
+
 def record_widths(path: str, delimiter: str = ",", records: int = 100) -> list[int]:
-  """The number of fields of the first `records` data records of a CSV file (gzip or not)."""
+  """The number of fields of the first `records` data records of a CSV file (gzip or not).
+
+  Records are read from the file's first MiB; the last one read there may be cut short by
+  that limit (a long cell), so it is left out unless the file ended first.
+  """
   with damaged_gzip_as_input_error(path), open_decoded(path) as f:
-    head = f.read(1 << 20)
+    head = f.read(_HEAD_BYTES)
   text = head.removeprefix(codecs.BOM_UTF8).decode("utf-8", "replace")
-  rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+  rows = csv_reader(text, delimiter)
   next(rows, None)
-  return [len(row) for row in itertools.islice(rows, records) if row]
+  widths = [len(row) for row in itertools.islice(rows, records + 1) if row]
+  if len(widths) > records:
+    return widths[:records]
+  return widths[:-1] if len(head) == _HEAD_BYTES else widths
 
 
 def read_header(path: str, delimiter: str = ",") -> list[str]:
@@ -153,7 +186,7 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
       has blank or duplicate names.
   """
   with damaged_gzip_as_input_error(path), open_decoded(path) as f:
-    head = f.read(1 << 20)
+    head = f.read(_HEAD_BYTES)
   bom = head.startswith(codecs.BOM_UTF8)
   head = head.removeprefix(codecs.BOM_UTF8)
   if not head.strip():
@@ -168,7 +201,7 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
       raise CsvInputError(
         f"{path}: the header line is not valid UTF-8; save the file as UTF-8."
       ) from None
-  header = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [])
+  header = next(csv_reader(text, delimiter), [])
   names = [h.strip() for h in header]
   blank = [i + 1 for i, n in enumerate(names) if not n]
   if not names or blank:

@@ -434,6 +434,19 @@ def _check_decimal_commas(label_key: str, profile, delimiter: str) -> None:
   )
 
 
+def check_excluded_columns(exclude_columns: Sequence[str], label_key: str) -> None:
+  """Refuses --exclude-columns naming the label: the label is never a feature anyway.
+
+  Raises:
+    CheckError: naming the label and the fix.
+  """
+  if label_key in exclude_columns:
+    raise CheckError(
+      f"--exclude-columns names the label {label_key!r}, which is never a feature (the model "
+      "learns to predict it, not from it); leave it out of --exclude-columns."
+    )
+
+
 def check_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:
   """Refuses flags that name columns the data does not have.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 from typing import NoReturn
 
 from components import defaults, tasks
@@ -11,15 +12,60 @@ from pipeline.definition.config import PipelineConfig
 _DEFAULTS = PipelineConfig()
 
 
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
 class ArgumentParser(argparse.ArgumentParser):
   """An argument parser whose errors are one line naming the fix (no usage block).
 
-  Every runner uses it, so a mistyped flag reads like every other mistake:
-  `run_local.py: error: unrecognized arguments: --trian-steps (see --help)`, exit 2.
+  Every runner uses it, so a mistyped flag reads like every other mistake, with the closest
+  flag it has: `run_local.py: error: unrecognized arguments: --trian-steps 5; did you mean
+  --train-steps? (see --help)`, exit 2.
   """
 
+  _parsed: argparse.Namespace | None = None
+
+  def parse_known_args(self, args=None, namespace=None):
+    parsed, extras = super().parse_known_args(args, namespace)
+    self._parsed = parsed  # which subcommand ran, for the flags a typo is compared with
+    return parsed, extras
+
   def error(self, message: str) -> NoReturn:
+    if message.startswith(_UNRECOGNIZED):
+      message += _did_you_mean(message[len(_UNRECOGNIZED) :].split(), self._long_options())
     self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+  def _long_options(self) -> list[str]:
+    """This parser's --flags, and those of the subcommands the last parse chose."""
+    options: list[str] = []
+    parser: argparse.ArgumentParser | None = self
+    while parser is not None:
+      actions = parser._actions  # argparse has no public list of a parser's arguments
+      options += [o for a in actions for o in a.option_strings if o.startswith("--")]
+      chosen = [
+        a.choices.get(getattr(self._parsed, a.dest, None))
+        for a in actions
+        if isinstance(a, argparse._SubParsersAction) and a.dest != argparse.SUPPRESS
+      ]
+      parser = next((c for c in chosen if c is not None), None)
+    return options
+
+
+def _did_you_mean(unrecognized: list[str], options: list[str]) -> str:
+  """'; did you mean --train-steps?' for the flags among `unrecognized` close to an option."""
+  guesses = []
+  for arg in unrecognized:
+    flag = arg.partition("=")[0]
+    if not flag.startswith("--") or flag in options:
+      continue
+    close = difflib.get_close_matches(flag, options, n=1, cutoff=0.75)
+    if close:
+      guesses.append((flag, close[0]))
+  if not guesses:
+    return ""
+  if len(guesses) == 1:
+    return f"; did you mean {guesses[0][1]}?"
+  return "; did you mean " + ", ".join(f"{right} for {wrong}" for wrong, right in guesses) + "?"
 
 
 def _hparams(text: str) -> dict:

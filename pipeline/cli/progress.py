@@ -298,6 +298,8 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
       if plan.get("best_epoch"):
         line += f", kept epoch {plan['best_epoch']}"
     lines.append(line)
+  if summary.get("profile_skipped"):
+    lines.append(f"no profile: {summary['profile_skipped']}")
   lines += _gate_lines((summary.get("night") or {}).get("gate"))
   if summary.get("baseline_skipped"):
     lines.append(f"live version not scored: {summary['baseline_skipped']}")
@@ -360,20 +362,44 @@ def _fmt(v: Any) -> str:
   return str(v)
 
 
+# Characters of a variant's skip or failure reason shown; run_summary.json has all of it.
+_REASON_CHARS = 160
+
+
+def _short(reason: Any) -> str:
+  """A reason cut at a word boundary with an ellipsis, so that what is shown is whole words."""
+  import textwrap
+
+  return textwrap.shorten(str(reason or "-"), _REASON_CHARS, placeholder=" …")
+
+
 def variant_table(variants: list[dict[str, Any]]):
-  """The Optimizer's variants as a rich Table."""
+  """The Optimizer's variants as a rich Table, then one line per variant that did not convert.
+
+  The reasons are lines under the table rather than a column of it: a column as narrow as a
+  terminal leaves it breaks words, and a line wraps at spaces. Their text is plain, not markup
+  (`pip install .[tensorrt]` keeps its brackets).
+  """
+  from rich.console import Group
   from rich.table import Table
+  from rich.text import Text
 
   table = Table(title="Optimizer variants", show_edge=False, pad_edge=False)
-  for c in ("variant", "status", "metric", "agreement", "KB", "gzip KB", "p50 ms", "blessed"):
-    table.add_column(c)
+  longest = max((len(str(v.get("name"))) for v in variants), default=0)
+  table.add_column("variant", no_wrap=True, min_width=longest)
+  for c in ("status", "metric", "agreement", "KB", "gzip KB", "p50 ms", "blessed"):
+    table.add_column(c, overflow="fold")
+  reasons = []
   for v in variants:
     size = v.get("size_bytes")
     gz = v.get("gzipped_size_bytes")
     metric = v.get("metric_value", v.get("accuracy"))
+    name, status = str(v.get("name")), str(v.get("status"))
+    if status != "ok":
+      reasons.append(Text(f"{name} {status}: {_short(v.get('reason'))}"))
     table.add_row(
-      str(v.get("name")),
-      str(v.get("status")) + (f": {v['reason'][:40]}" if v.get("status") != "ok" else ""),
+      Text(name),
+      Text(status),
       _fmt(metric),
       _fmt(v.get("agreement", v.get("top1_agreement"))),
       _fmt(size / 1024 if size else None),
@@ -381,4 +407,4 @@ def variant_table(variants: list[dict[str, Any]]):
       _fmt(v.get("latency_ms_p50")),
       "yes" if v.get("blessed") else "no",
     )
-  return table
+  return Group(table, *reasons)

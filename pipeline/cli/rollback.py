@@ -13,6 +13,7 @@ its next file-system poll without a config change. Every rollback is recorded in
 """
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -157,6 +158,31 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
   )
 
 
+_CANNOT_WRITE = (errno.EROFS, errno.EACCES, errno.EPERM)
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _write_problem(error: OSError, model_folder: str) -> str:
+  """One line for a file-system error of a rollback, naming the model's folder and the fix.
+
+  A rollback publishes a new version (and takes a lock, and appends to the history) in the
+  model's folder, so that folder must be writable by whoever runs it.
+  """
+  where = _shown(str(error.filename or model_folder))
+  if error.errno in _CANNOT_WRITE:
+    return (
+      f"the model folder {_shown(model_folder)} cannot be written ({error.strerror} at "
+      f"{where}); a rollback publishes a new version there: run it as a user who can write "
+      "that folder (the one the Pusher runs as), or remount it read-write."
+    )
+  if error.errno in _NO_SPACE:
+    return (
+      f"no space left for a new version in {_shown(model_folder)} ({error.strerror} at "
+      f"{where}); free space there and retry."
+    )
+  return f"{error.strerror or error}: {where}"
+
+
 def main(argv: list[str] | None = None) -> int:
   """Runs the CLI.
 
@@ -197,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     return 1
   except OSError as e:
     # Permissions or a full disk on the serving volume: the user's to fix, not a bug.
-    print(f"rollback.py: error: {e.strerror}: {e.filename}", file=sys.stderr)
+    message = _write_problem(e, serving_paths.model_dir(serving_dir, args.model_name))
+    print(f"rollback.py: error: {message}", file=sys.stderr)
     return 1
   restored = result.manifest["republished_from"]["version"]
   print(

@@ -130,7 +130,7 @@ def build_summary(
 
 
 def _add_trainer_part(summary: dict[str, Any], store, trainer: dict[str, Any]) -> None:
-  """The strategy, task, classes, plan, hyperparameters and metrics the Model records."""
+  """The strategy, task, classes, plan, hyperparameters, metrics and a profile not taken."""
   model = _output_of_type(store, trainer["execution_id"], "Model")
   if model is None:
     return
@@ -150,6 +150,9 @@ def _add_trainer_part(summary: dict[str, Any], store, trainer: dict[str, Any]) -
   summary["training_plan"] = json.loads(plan) if plan else None
   hparams = _prop(model, model_props.HPARAMS_PROPERTY)
   summary["hparams"] = json.loads(hparams) if hparams else None
+  skipped = _prop(model, model_props.PROFILE_SKIPPED_PROPERTY)
+  if skipped:
+    summary["profile_skipped"] = skipped
   for key, value in json.loads(_prop(model, model_props.EVAL_METRICS_PROPERTY) or "{}").items():
     if key != "examples":
       summary["eval_metrics"][f"trainer_{key}"] = value

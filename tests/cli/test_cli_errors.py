@@ -1,6 +1,7 @@
-"""Mistakes a user makes on the command line: one `error:` line, exit code 2, nothing written.
+"""Mistakes a user makes on the command line: one `error:` line, non-zero exit, nothing written.
 
-Each case runs the real `run_local.py` in a subprocess; all of them stop before TensorFlow is
+Each case runs the real runner (`run_local.py`, and `schedule.py`, `rollback.py` and
+`run_kubeflow.py` where they differ) in a subprocess; all of them stop before TensorFlow is
 imported, so each takes a second or two.
 """
 
@@ -98,11 +99,23 @@ def data(tmp_path):
     (("--variant-max-drop", "-1"), "--variant-max-drop must be at least 0, got -1."),
     (("--max-error-increase", "nan"), "--max-error-increase must be at least 0, got nan."),
     (("--hparams", "hiden_units=256"), "unknown hyper-parameter(s) hiden_units; use"),
-    (("--hparams", "num_layers=-3"), "hyper-parameter num_layers=-3 must be at least 1."),
-    (("--hparams", "hidden_units=abc"), "hyper-parameter hidden_units='abc' is not an integer."),
+    (
+      ("--hparams", "num_layers=-3"),
+      "hyper-parameter num_layers=-3 must be at least 1, e.g. --hparams num_layers=2.",
+    ),
+    (
+      ("--hparams", "hidden_units=abc"),
+      "hyper-parameter hidden_units='abc' is not an integer; pass a whole number of at least 1, "
+      "e.g. --hparams hidden_units=128.",
+    ),
     (("--local-workers", "1000"), "would start 1000 processes on this machine, over its"),
     (("--pipeline-root", "gs://"), "--pipeline-root gs:// names no bucket"),
     (("--exclude-columns", "no_such_column"), "'no_such_column' is not a column of"),
+    (
+      ("--exclude-columns", "pixel_0,label"),
+      "--exclude-columns names the label 'label', which is never a feature (the model learns to "
+      "predict it, not from it); leave it out of --exclude-columns.",
+    ),
     (("--schema", "{tmp}/schema.pbtxt"), "is not a Schema in text format"),
     (("--data-root", "{tmp}/truncated"), "d.csv.gz is a damaged gzip file"),
     (("--data-root", "{tmp}/notgz"), "d.csv.gz ends in .gz but is not gzip-compressed"),
@@ -150,7 +163,11 @@ def test_read_only_folder_is_refused_before_the_run(read_only, tmp_path, flag):
 @pytest.mark.parametrize(
   ("args", "expected"),
   [
-    (("--trian-steps", "5"), "unrecognized arguments: --trian-steps 5 (see --help)"),
+    (
+      ("--trian-steps", "5"),
+      "unrecognized arguments: --trian-steps 5; did you mean --train-steps? (see --help)",
+    ),
+    (("--xyzzy",), "unrecognized arguments: --xyzzy (see --help)"),
     (("--hparams", "a=b=c"), "'a=b=c' is not key=value (e.g. hidden_units=128) (see --help)"),
     (("--train-steps", "x"), "argument --train-steps: invalid int value: 'x' (see --help)"),
   ],
@@ -160,3 +177,91 @@ def test_flag_the_parser_refuses_is_one_line_without_the_usage_block(tmp_path, a
   proc = _run(*args, "--output-dir", tmp_path / "out")
   _one_error_line(proc, expected, prefix="run_local.py: error: ")
   assert not (tmp_path / "out").exists()
+
+
+def _script(script: str, *args, timeout=120):
+  return subprocess.run(
+    [sys.executable, str(REPO_ROOT / "pipeline" / script), *map(str, args)],
+    capture_output=True,
+    text=True,
+    env=project_env(),
+    cwd=REPO_ROOT,
+    timeout=timeout,
+    check=False,
+  )
+
+
+KUBEFLOW = ("kubeflow", "--cron", "@daily", "--experiment", "e", "--job-name", "j")
+
+
+@pytest.mark.parametrize(
+  ("script", "args", "expected"),
+  [
+    ("run_kubeflow.py", ("--output", "{tmp}/p.json", "--imgae", "x"), "did you mean --image?"),
+    (
+      "schedule.py",
+      (*KUBEFLOW, "--package", "{tmp}/p.json", "--hots", "h"),
+      "unrecognized arguments: --hots h; did you mean --host? (see --help)",
+    ),
+    (
+      "rollback.py",
+      ("--serving-dir", "{tmp}", "--model-name", "m", "--list", "--jsn"),
+      "unrecognized arguments: --jsn; did you mean --json? (see --help)",
+    ),
+  ],
+  ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_a_mistyped_flag_names_the_closest_one_in_every_runner(tmp_path, script, args, expected):
+  proc = _script(script, *(str(a).replace("{tmp}", str(tmp_path)) for a in args))
+  _one_error_line(proc, expected, prefix=f"{script}: error: unrecognized arguments: ")
+  assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(
+  ("args", "expected"),
+  [
+    (
+      ("local", "install", "--cron", "@daily", "--output-dir", "{tmp}/o",
+       "--crontab-file", "{tmp}"),
+      "--crontab-file {tmp} is a folder; pass the crontab file to edit, e.g. --crontab-file "
+      "{tmp}/crontab (it is created if missing).",
+    ),
+    (
+      ("local", "list", "--output-dir", "{tmp}/o", "--crontab-file", "{tmp}/nodir/crontab"),
+      "--crontab-file {tmp}/nodir/crontab: its folder {tmp}/nodir does not exist; create it or "
+      "pass a file in an existing folder.",
+    ),
+    (
+      (*KUBEFLOW, "--package", "{tmp}/notes.json", "--dry-run"),
+      "--package {tmp}/notes.json is not valid JSON (Expecting value: line 1 column 1 (char 0)); "
+      "pass the .json file pipeline/run_kubeflow.py --output wrote (or a KFP .yaml package), or "
+      "--compile instead of --package.",
+    ),
+    (
+      (*KUBEFLOW, "--package", "{tmp}", "--dry-run"),
+      "--package {tmp} is a folder; pass the .json file pipeline/run_kubeflow.py --output wrote",
+    ),
+    (
+      (*KUBEFLOW, "--package", "{tmp}/p.json", "--host", "http://127.0.0.1:9"),
+      "--package {tmp}/p.json does not exist; compile it first with pipeline/run_kubeflow.py "
+      "--output {tmp}/p.json, or pass --compile instead of --package.",
+    ),
+    (
+      (*KUBEFLOW, "--package", "{tmp}/p.yaml", "--host", "http://127.0.0.1:9", "--token-file",
+       "{tmp}/token"),
+      "--token-file {tmp}/token does not exist; pass a file holding only the KFP bearer token "
+      "(e.g. the token file of a service account that may use KFP), or leave --token-file out to "
+      "use $KFP_TOKEN or kfp's own credentials.",
+    ),
+  ],
+  ids=lambda v: v if isinstance(v, str) else None,
+)  # fmt: skip
+def test_schedule_mistakes_are_one_line_naming_the_fix(tmp_path, args, expected):
+  (tmp_path / "notes.json").write_text("not json\n")
+  (tmp_path / "p.yaml").write_text("pipelineInfo: {name: p}\n")
+  proc = _script("schedule.py", *(str(a).replace("{tmp}", str(tmp_path)) for a in args))
+  assert proc.returncode == 1, proc.stderr
+  (line,) = proc.stderr.strip().splitlines()
+  assert line.startswith(f"schedule.py: error: {expected.replace('{tmp}', str(tmp_path))}"), line
+  assert "Traceback" not in proc.stderr
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.json", "p.yaml"]

@@ -1,5 +1,6 @@
 """Tests of `python pipeline/rollback.py`: --list, --to, --previous, history and clean errors."""
 
+import errno
 import json
 import os
 import pathlib
@@ -194,3 +195,63 @@ def test_malformed_url_serving_dir_is_one_line():
     "rollback.py: error: serving_dir 'gs:///serving' is not a valid URI"
   )
   assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.fixture
+def read_only_serving(tmp_path):
+  """The serving tree of `serving`, on a tmpfs remounted read-only (as a read-only volume)."""
+  mount = tmp_path / "ro"
+  mount.mkdir()
+  mounted = subprocess.run(
+    ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, check=False
+  )
+  if mounted.returncode != 0:
+    pytest.skip("a tmpfs cannot be mounted here (needs root)")
+  try:
+    root = mount / "serving"
+    src = tmp_path / "model"
+    (src / "variables").mkdir(parents=True)
+    for version in (1, 2):
+      (src / "saved_model.pb").write_bytes(b"v%d" % version)
+      (src / "variables" / "variables.index").write_bytes(b"i%d" % version)
+      pusher_lib.push_version(str(root), "digits", str(src))
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    yield root
+  finally:
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_read_only_serving_folder_is_one_line_naming_it_and_the_fix(read_only_serving):
+  result = _cli("--serving-dir", str(read_only_serving), "--model-name", "digits", "--previous")
+  assert result.returncode == 1
+  model = read_only_serving / "digits"
+  assert result.stderr == (
+    f"rollback.py: error: the model folder {model} cannot be written (Read-only file system at "
+    f"{model / '.lock'}); a rollback publishes a new version there: run it as a user who can "
+    "write that folder (the one the Pusher runs as), or remount it read-write.\n"
+  )
+  assert inventory.list_versions(str(read_only_serving), "digits") == [1, 2]
+
+
+@pytest.mark.parametrize(
+  ("code", "expected"),
+  [
+    (errno.EACCES, "cannot be written (Permission denied at {lock}); a rollback publishes"),
+    (errno.ENOSPC, "no space left for a new version in {model} (No space left on device at"),
+  ],
+)
+def test_a_serving_folder_it_cannot_write_is_one_line(serving, monkeypatch, capsys, code, expected):
+  # Tests run as root, whom permissions do not stop: the lock's open fails as it would.
+  from components.pusher import rollback_lib
+  from pipeline.cli import rollback
+
+  model = serving / "digits"
+
+  def refused(*args, **kwargs):
+    raise OSError(code, os.strerror(code), str(model / ".lock"))
+
+  monkeypatch.setattr(rollback_lib, "rollback", refused)
+  assert rollback.main(["--serving-dir", str(serving), "--model-name", "digits", "--previous"]) == 1
+  err = capsys.readouterr().err
+  assert len(err.splitlines()) == 1 and err.startswith("rollback.py: error: ")
+  assert expected.format(model=model, lock=model / ".lock") in err

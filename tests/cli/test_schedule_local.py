@@ -101,7 +101,10 @@ def test_run_local_args_and_job_name_are_passed_through(tmp_path):
 def test_install_refuses_run_local_flags_that_would_fail_every_night(tmp_path, capsys):
   crontab = tmp_path / "crontab"
   for extra, message in (
-    (["--trian-steps", "5"], "unrecognized arguments: --trian-steps 5 (see --help)"),
+    (
+      ["--trian-steps", "5"],
+      "unrecognized arguments: --trian-steps 5; did you mean --train-steps? (see --help)",
+    ),
     (["--min-accuracy", "2"], "--min-accuracy must be between 0 and 1, got 2."),
     (["--data-root", str(tmp_path / "nowhere")], "does not exist; pass an existing folder."),
   ):

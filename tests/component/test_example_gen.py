@@ -347,6 +347,29 @@ def _schema(tmp_path, **types):
   return str(path)
 
 
+def test_cells_longer_than_the_csv_modules_limit_are_read_whole(tmp_path):
+  # A long free-text cell is valid data: Python's csv module stops at 128 KiB by default, and
+  # the first MiB that the header checks read ends inside the first row's 2 MiB cell.
+  first, later = "word, " * 350_000, "x" * (300 << 10)
+  d = tmp_path / "in"
+  rows = [[1, 0.5, first, 0]] + [[i % 7, i / 10, f"note {i}", i % 2] for i in range(40)]
+  rows[20][2] = later
+  _write_csv(d / "data.csv", ["pix", "score", "note", "label"], rows)
+  # A row with a field too many and a long cell is quarantined (its text cut to 500 characters).
+  with open(d / "data.csv", "a") as f:
+    f.write(f'1,0.5,"{later}",1,9\n')
+  assert csv_read.record_widths(str(d / "data.csv")) == []  # the 1 MiB head holds no whole row
+  assert csv_read.read_header(str(d / "data.csv")) == ["pix", "score", "note", "label"]
+  props = exec_properties(d, label_key="label", **{MAX_BAD_ROW_FRACTION_KEY: 0.1})
+  ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+  notes = {r["note"][0] for r in read_examples(ex.uri)}
+  assert first.encode() in notes and later.encode() in notes and len(notes) == 41
+  assert ex.get_int_custom_property("num_bad_rows") == 1
+  q = pathlib.Path(ex.get_string_custom_property("quarantine_uri")).read_text()
+  [row] = list(csv_read.csv_dict_reader(q))
+  assert row["reason"] == "expected 4 fields, found 5" and row["row"].startswith('1,0.5,"xxx')
+
+
 class TestBadInput:
   @pytest.mark.parametrize(
     "body, reason, typed",

@@ -198,3 +198,23 @@ def test_a_retried_step_attaches_to_the_job_it_created(tmp_path, digits_csv, fak
   assert props_out[constants.STRATEGY_PROPERTY].string_value == "one_device"
   assert os.path.exists(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))
   assert not fake.jobs and not fake.pods
+
+
+@pytest.mark.timeout(120)
+def test_a_cluster_without_the_training_operator_fails_the_step_with_one_line(
+  tmp_path, digits_csv, monkeypatch
+):
+  from pipeline.cli import reporting
+
+  with FakeKubernetes(namespace=NS, tfjob_crd=False) as server:
+    monkeypatch.setenv("KUBECONFIG", server.write_kubeconfig(str(tmp_path / "kubeconfig")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
+    settings = tfjob_manifest.TFJobSettings(workers=2, image="kit:test", poll_s=0.5)
+    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
+      executor.Executor().Do(inputs, outputs, _props(settings, steps=50))
+    line = reporting.user_error_message(error.value)
+    assert line == str(error.value) and "\n" not in line
+    assert "the Kubeflow Training Operator is not installed" in line
+    assert "kubectl get crd tfjobs.kubeflow.org" in line
+    assert not os.path.exists(os.path.join(outputs[sc.MODEL_KEY][0].uri, "Format-Serving"))

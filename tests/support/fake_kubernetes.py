@@ -6,6 +6,13 @@ create, get, list and delete of `tfjobs` (`/apis/kubeflow.org/v1/namespaces/<ns>
 list and get of pods, and `pods/<name>/log` (`tailLines`, `previous`). Errors come back as
 Kubernetes `Status` objects: 409 AlreadyExists, 404 NotFound, 422 Invalid.
 
+A cluster that is not ready can be played too: without the TFJob CRD (`tfjob_crd=False`, every
+`kubeflow.org` path answers 404 as the API server does for a resource it does not know), with
+only some namespaces (`namespaces`: creating in another is 404 `namespaces "x" not found`, as
+the NamespaceLifecycle admission plugin answers), and with RBAC refusing some verbs
+(`forbidden`: 403 Forbidden with the API server's `... is forbidden: User "..." cannot ...`
+message). An unreachable API server is a closed port, which needs no fake.
+
 A reconcile thread plays the training operator and the kubelet. The operator's rules were read
 in kubeflow/training-operator v1.7.0 and are written here in our own code; each is cited:
 
@@ -74,7 +81,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 GROUP = "kubeflow.org"
@@ -274,6 +281,11 @@ class FakeKubernetes:
     grace_s: SIGTERM to SIGKILL when a pod is deleted.
     reconcile_s: how often the operator and the kubelet look.
     log_dir: where container logs go (default: a temporary folder).
+    tfjob_crd: whether the TFJob CRD is installed (False: kubeflow.org paths answer 404).
+    namespaces: the namespaces that exist (None: every one).
+    forbidden: (verb, resource) pairs RBAC refuses `user`, e.g. ("create", "tfjobs"),
+      ("list", "pods"); verbs are Kubernetes' (get, list, create, delete).
+    user: the user the API server names in a 403.
   """
 
   def __init__(
@@ -288,6 +300,10 @@ class FakeKubernetes:
     grace_s: float = 2.0,
     reconcile_s: float = 0.05,
     log_dir: str | None = None,
+    tfjob_crd: bool = True,
+    namespaces: Collection[str] | None = None,
+    forbidden: Collection[tuple[str, str]] = (),
+    user: str = "system:serviceaccount:kubeflow:pipeline-runner",
   ):
     self.base_env = dict(base_env if base_env is not None else os.environ)
     self.cwd = cwd
@@ -299,6 +315,10 @@ class FakeKubernetes:
     self.reconcile_s = reconcile_s
     self._tmp = None if log_dir else tempfile.TemporaryDirectory(prefix="fake-k8s-")
     self.log_dir = log_dir or self._tmp.name
+    self.tfjob_crd = tfjob_crd
+    self.namespaces = None if namespaces is None else set(namespaces)
+    self.forbidden = set(forbidden)
+    self.user = user
     self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
     self.pods: dict[tuple[str, str], _Pod] = {}
     # What tests look at: every request, every pod created, validation refusals, a timeline.
@@ -399,6 +419,9 @@ class FakeKubernetes:
 
   def handle(self, method: str, path: str, query: dict[str, str], body: Any):
     """Returns (status, content type, payload) for one request."""
+    refused = self._not_ready(method, path)
+    if refused:
+      return refused
     m = re.fullmatch(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?", path)
     if m:
       namespace, name = m.groups()
@@ -417,6 +440,33 @@ class FakeKubernetes:
         return self._list_pods(namespace, query.get("labelSelector", ""))
       return self._log(namespace, name, query) if log else self._get_pod(namespace, name)
     return _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+
+  def _not_ready(self, method: str, path: str):
+    """What a cluster that is not ready answers instead (404, 403), else None."""
+    m = re.fullmatch(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(/[^/]+)?", path)
+    if m and not self.tfjob_crd:
+      return _status(404, "NotFound", "the server could not find the requested resource")
+    if m:
+      namespace, named, group, resource = m.group(1), bool(m.group(2)), GROUP, "tfjobs"
+    else:
+      m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods(/[^/]+)?(/log)?", path)
+      if not m:
+        return None
+      namespace, named, group = m.group(1), bool(m.group(2)), ""
+      resource = "pods/log" if m.group(3) else "pods"
+    # RBAC (the authorizer's message), then NamespaceLifecycle admission on create.
+    verb = {"POST": "create", "DELETE": "delete", "GET": "get" if named else "list"}.get(method)
+    if (verb, resource) in self.forbidden:
+      message = (
+        f"{resource.split('/', 1)[0]}{'.' + group if group else ''} is forbidden: User "
+        f'"{self.user}" cannot {verb} resource "{resource}" in API group "{group}" in the '
+        f'namespace "{namespace}"'
+      )
+      return _status(403, "Forbidden", message, {"group": group, "kind": resource})
+    if method == "POST" and self.namespaces is not None and namespace not in self.namespaces:
+      details = {"name": namespace, "kind": "namespaces"}
+      return _status(404, "NotFound", f'namespaces "{namespace}" not found', details)
+    return None
 
   def _get_pod(self, namespace: str, name: str):
     with self._lock:
@@ -959,7 +1009,9 @@ def _schema_problems(body: Any):
       yield f"spec.tfReplicaSpecs.{t}.template.spec.containers.name: Required value"
 
 
-def _status_body(code: int, reason: str, message: str) -> tuple[dict[str, Any], int]:
+def _status_body(
+  code: int, reason: str, message: str, details: dict[str, str] | None = None
+) -> tuple[dict[str, Any], int]:
   body = {
     "kind": "Status",
     "apiVersion": "v1",
@@ -971,11 +1023,13 @@ def _status_body(code: int, reason: str, message: str) -> tuple[dict[str, Any], 
     body["reason"] = reason
   if message:
     body["message"] = message
+  if details:
+    body["details"] = details
   return body, code
 
 
-def _status(code: int, reason: str, message: str):
-  body, code = _status_body(code, reason, message)
+def _status(code: int, reason: str, message: str, details: dict[str, str] | None = None):
+  body, code = _status_body(code, reason, message, details)
   return code, "application/json", body
 
 

@@ -54,10 +54,23 @@ def test_unset_eval_steps_become_positive_and_set_ones_stay(tmp_path):
 
 def test_profile_range_beyond_the_run_is_refused_in_one_line():
   steps_lib.check_profile_steps((100, 110), 600)
-  with pytest.raises(UserInputError, match=r"--profile-steps 590,610 ends after .* \(600\)"):
+  with pytest.raises(UserInputError) as error:
     steps_lib.check_profile_steps((590, 610), 600)
+  assert str(error.value) == (
+    "--profile-steps 590,610 ends after the last training step of this run (600); pass a range "
+    "between 1 and 600 or raise --train-steps."
+  )
   with pytest.raises(UserInputError, match="not a range"):
     steps_lib.check_profile_steps((0, 3), 600)
+
+
+def test_a_range_that_training_stopped_before_is_named_with_the_step_it_stopped_at():
+  assert steps_lib.profile_not_reached((2000, 2010), 1617, 77, 200) == (
+    "--profile-steps 2000,2010 was never reached: early stopping ended training at step 1617 "
+    "(epoch 77 of 200); pass a range between 1 and 1617 to profile this run."
+  )
+  assert steps_lib.profile_not_reached((1617, 2010), 1617, 77, 200) is None  # reached
+  assert steps_lib.profile_not_reached(None, 1617, 77, 200) is None
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from components.distributed_trainer import tfjob_lib, tfjob_manifest
+from components.errors import UserInputError
 from tests.support import fake_kubernetes
 from tests.support.fake_kubernetes import FakeKubernetes
 
@@ -436,3 +437,106 @@ def test_a_signal_death_reads_as_128_plus_the_signal():
   assert tfjob_lib._describe_exit(137, "Error") == "was killed by SIGKILL (exit code 137)"
   assert tfjob_lib._describe_exit(137, "OOMKilled").startswith("was killed for running out")
   assert tfjob_lib._describe_exit(2, "Error") == "exited with status 2"
+
+
+def test_a_job_that_fails_at_its_backoff_limit_counts_the_restart_the_operator_counted(cluster):
+  # The restart that reaches the limit makes the operator fail the job and delete its pods at
+  # once, before the step can see the restarted container: it still counts.
+  fake, api = cluster
+  crash = f"""
+    import os, sys
+    if 'worker-1' in os.environ['HOSTNAME']:
+      print('boom', flush=True); sys.exit(1)
+    {SERVE}
+  """
+  body = _body(_settings(ps=0, backoff_limit=2), commands={"Worker": crash})
+  tfjob_lib.create_or_attach(api, body)
+  logs = tfjob_lib.ReplicaLogs(api, NS, "trainer-test")
+  job = tfjob_lib.wait_for_job(api, NS, "trainer-test", logs, timeout_s=60, poll_s=0.1)
+  assert tfjob_lib.finished(job) == tfjob_lib.FAILED
+  assert "reached the specified backoff limit" in tfjob_lib.condition(job, "Failed")["message"]
+  # The operator's count: every start of worker 1's container after its first.
+  operator_restarts = len(fake.times("container-started", "trainer-test-worker-1")) - 1
+  assert operator_restarts == 2
+  assert logs.restarts == operator_restarts
+  assert len(logs.failures) == 2
+  tfjob_lib.delete_job(api, NS, "trainer-test")
+
+
+def _not_ready_cluster(tmp_path, monkeypatch, **kw):
+  fake = FakeKubernetes(namespace=NS, **kw).start()
+  monkeypatch.setenv("KUBECONFIG", fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
+  monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+  return fake
+
+
+def test_an_unreachable_api_server_is_one_line_naming_it_and_the_kubeconfig(tmp_path, monkeypatch):
+  fake = _not_ready_cluster(tmp_path, monkeypatch)
+  url = fake.url
+  fake.stop()  # a closed port: nothing answers
+  with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
+    tfjob_lib.run_job(tfjob_lib.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
+  assert str(error.value) == (
+    f"cannot reach the Kubernetes API server at {url} (Connection refused), which the "
+    f"kubeconfig {tmp_path / 'kubeconfig'} names; check that the cluster is up and that "
+    "KUBECONFIG (or, in a pod, its in-cluster config) names it: kubectl cluster-info should "
+    "answer."
+  )
+  assert isinstance(error.value, UserInputError)
+
+
+def test_no_kubeconfig_outside_a_pod_is_one_line(tmp_path, monkeypatch):
+  monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+  monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+  with pytest.raises(tfjob_lib.ClusterNotReadyError, match=r"^no Kubernetes cluster to run the"):
+    tfjob_lib.connect()
+
+
+def test_a_cluster_without_the_training_operator_is_one_line_naming_the_crd(tmp_path, monkeypatch):
+  fake = _not_ready_cluster(tmp_path, monkeypatch, tfjob_crd=False)
+  try:
+    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
+      tfjob_lib.run_job(tfjob_lib.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
+    assert str(error.value) == (
+      f"the Kubernetes API server at {fake.url} has no TFJob resource (kubeflow.org/v1 tfjobs, "
+      "HTTP 404): the Kubeflow Training Operator is not installed; install it "
+      "(docs/distributed-trainer.md, Training across machines) and check with kubectl get crd "
+      "tfjobs.kubeflow.org."
+    )
+  finally:
+    fake.stop()
+
+
+def test_a_namespace_that_does_not_exist_is_one_line(tmp_path, monkeypatch):
+  fake = _not_ready_cluster(tmp_path, monkeypatch, namespaces=["kubeflow"])
+  try:
+    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
+      tfjob_lib.run_job(tfjob_lib.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
+    assert str(error.value).startswith(f"namespace '{NS}' does not exist on the Kubernetes API")
+    assert str(error.value).endswith("or pass --tfjob-namespace with an existing one.")
+  finally:
+    fake.stop()
+
+
+@pytest.mark.parametrize(
+  "forbidden,denied",
+  [(("create", "tfjobs"), "create tfjobs"), (("list", "pods"), "list pods")],
+)
+def test_rbac_refusal_is_one_line_naming_the_account_the_namespace_and_the_role(
+  tmp_path, monkeypatch, forbidden, denied
+):
+  fake = _not_ready_cluster(tmp_path, monkeypatch, forbidden=[forbidden])
+  body = _body(_settings(ps=0), commands={"Worker": SERVE})
+  try:
+    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
+      tfjob_lib.run_job(tfjob_lib.connect(), body, timeout_s=10, poll_s=0.1)
+    assert str(error.value) == (
+      f"the Kubernetes API server at {fake.url} forbids "
+      f"system:serviceaccount:kubeflow:pipeline-runner to {denied} in namespace '{NS}' (HTTP "
+      "403, RBAC); give that account create/get/list/watch/delete on tfjobs.kubeflow.org, "
+      "get/list on pods and get on pods/log in that namespace with a Role and RoleBinding "
+      "(docs/distributed-trainer.md, Training across machines)."
+    )
+    assert not fake.jobs  # a job created before the refusal is deleted
+  finally:
+    fake.stop()

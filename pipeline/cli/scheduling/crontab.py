@@ -312,9 +312,11 @@ def read_crontab(crontab_file: str | None) -> str:
     The crontab text ("" when there is none).
 
   Raises:
-    ScheduleError: If ``crontab`` is not installed or fails.
+    ScheduleError: If ``crontab`` is not installed or fails, or `crontab_file` cannot be one
+      (a folder, or in a folder that does not exist).
   """
   if crontab_file:
+    _check_crontab_file(crontab_file)
     try:
       with open(crontab_file, "rb") as f:
         return _decode(f.read())
@@ -327,6 +329,22 @@ def read_crontab(crontab_file: str | None) -> str:
       return ""
     raise ScheduleError(f"'crontab -l' failed: {one_line(stderr) or result.returncode}.")
   return _decode(result.stdout)
+
+
+def _check_crontab_file(crontab_file: str) -> None:
+  """Refuses a --crontab-file that names a folder, or a file in a folder that is not there."""
+  if os.path.isdir(crontab_file):
+    example = os.path.join(crontab_file, "crontab")
+    raise ScheduleError(
+      f"--crontab-file {crontab_file} is a folder; pass the crontab file to edit, e.g. "
+      f"--crontab-file {example} (it is created if missing)."
+    )
+  folder = os.path.dirname(os.path.abspath(crontab_file))
+  if not os.path.isdir(folder):
+    raise ScheduleError(
+      f"--crontab-file {crontab_file}: its folder {folder} does not exist; create it or pass "
+      "a file in an existing folder."
+    )
 
 
 def write_crontab(crontab_file: str | None, text: str) -> None:

@@ -52,8 +52,13 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   """
   reject_control_chars(compiled_path, "the pipeline package path")
   reject_control_chars(out_dir, "--build-dir")
+  if os.path.isdir(compiled_path):
+    raise ScheduleError(f"--package {compiled_path} is a folder; {_PACKAGE_HINT}.")
   if not os.path.isfile(compiled_path):
-    raise ScheduleError(f"Pipeline package {compiled_path!r} does not exist; compile it first.")
+    raise ScheduleError(
+      f"--package {compiled_path} does not exist; compile it first with pipeline/run_kubeflow.py "
+      f"--output {compiled_path}, or pass --compile instead of --package."
+    )
   if compiled_path.endswith((".yaml", ".yml")):
     return compiled_path, _yaml_package_settings(compiled_path)
   if compiled_path.endswith((".zip", ".tar.gz", ".tgz")):
@@ -65,11 +70,15 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   try:
     with open(compiled_path, encoding="utf-8") as f:
       doc = json.load(f)
-  except json.JSONDecodeError as e:
-    raise ScheduleError(f"{compiled_path} is not valid JSON ({e}).") from e
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise ScheduleError(
+      f"--package {compiled_path} is not valid JSON ({one_line(str(e))}); {_PACKAGE_HINT}."
+    ) from e
   spec = doc.get("pipelineSpec", doc) if isinstance(doc, dict) else None
   if not isinstance(spec, dict) or "root" not in spec or "pipelineInfo" not in spec:
-    raise ScheduleError(f"{compiled_path} holds no pipeline spec (no pipelineInfo/root).")
+    raise ScheduleError(
+      f"--package {compiled_path} holds no pipeline spec (no pipelineInfo/root); {_PACKAGE_HINT}."
+    )
   runtime = doc.get("runtimeConfig", {}) if isinstance(doc, dict) else {}
   settings: dict[str, Any] = {}
   if runtime.get("gcsOutputDirectory"):
@@ -93,6 +102,17 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   return out, settings
 
 
+# What --package and --token-file take, for messages.
+_PACKAGE_HINT = (
+  "pass the .json file pipeline/run_kubeflow.py --output wrote (or a KFP .yaml package), or "
+  "--compile instead of --package"
+)
+_TOKEN_HINT = (
+  "pass a file holding only the KFP bearer token (e.g. the token file of a service account "
+  "that may use KFP)"
+)
+
+
 def _yaml_package_settings(path: str) -> dict[str, Any]:
   """The pipeline root a KFP package names (`defaultPipelineRoot`), as run-time settings."""
   import yaml  # PyYAML, a kfp dependency.
@@ -100,8 +120,10 @@ def _yaml_package_settings(path: str) -> dict[str, Any]:
   try:
     with open(path, encoding="utf-8") as f:
       spec = next(iter(yaml.safe_load_all(f)), None)
-  except yaml.YAMLError as e:
-    raise ScheduleError(f"{path} is not valid YAML ({e}).") from e
+  except (yaml.YAMLError, UnicodeDecodeError) as e:
+    raise ScheduleError(
+      f"--package {path} is not valid YAML ({one_line(str(e))}); {_PACKAGE_HINT}."
+    ) from e
   root = spec.get("defaultPipelineRoot") if isinstance(spec, dict) else None
   if not root:
     return {}
@@ -198,10 +220,18 @@ def resolve_credentials(token_file: str | None, environ: Mapping[str, str]) -> C
     try:
       with open(token_file, encoding="utf-8") as f:
         token = f.read().strip()
-    except OSError as e:
-      raise ScheduleError(f"Cannot read --token-file {token_file!r}: {e.strerror}.") from e
+    except FileNotFoundError as e:
+      raise ScheduleError(
+        f"--token-file {token_file} does not exist; {_TOKEN_HINT}, or leave --token-file out to "
+        "use $KFP_TOKEN or kfp's own credentials."
+      ) from e
+    except (OSError, UnicodeDecodeError) as e:
+      reason = e.strerror if isinstance(e, OSError) else "not text"
+      raise ScheduleError(
+        f"cannot read --token-file {token_file} ({reason}); {_TOKEN_HINT}."
+      ) from e
     if not token:
-      raise ScheduleError(f"--token-file {token_file!r} is empty.")
+      raise ScheduleError(f"--token-file {token_file} is empty; {_TOKEN_HINT}.")
     reject_control_chars(token, f"the token in --token-file {token_file}")
     return Credentials(existing_token=token, source=f"token file {token_file}")
   if environ.get("KFP_TOKEN"):

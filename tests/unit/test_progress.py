@@ -1,0 +1,51 @@
+"""The run summary as the terminal shows it (pipeline/cli/progress.py)."""
+
+import io
+import pathlib
+
+import pytest
+from rich.console import Console
+
+from pipeline.cli import progress
+
+TENSORRT = "tensorrt Python package not installed: pip install .[tensorrt]"
+
+
+def _rendered(renderable, width: int) -> str:
+  console = Console(width=width, record=True, file=io.StringIO())
+  console.print(renderable)
+  return console.export_text()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_a_variant_skip_reason_is_shown_in_whole_words(width):
+  long_reason = "onnxruntime could not load the model: " + "an unknown op type in the graph; " * 8
+  variants = [
+    {"name": "tensorrt_fp16", "status": "skipped", "reason": TENSORRT},
+    {"name": "tflite", "status": "ok", "metric_value": 0.98, "size_bytes": 20_000},
+    {"name": "onnx", "status": "failed", "reason": long_reason},
+  ]
+  text = _rendered(progress.variant_table(variants), width)
+  words = " ".join(text.split())
+  assert f"tensorrt_fp16 skipped: {TENSORRT}" in words  # brackets kept: not rich markup
+  onnx = words[words.index("onnx failed: ") :]
+  shown = onnx[len("onnx failed: ") : onnx.index(" …")]
+  assert long_reason.startswith(shown + " ")  # cut after a whole word
+  assert len(shown) <= 160
+  assert words.count("…") == 1  # the cut reason's; rich cut no word or name short
+
+
+def test_the_summary_says_when_early_stopping_left_the_profile_range_unreached():
+  skipped = (
+    "--profile-steps 2000,2010 was never reached: early stopping ended training at step 1617 "
+    "(epoch 77 of 200); pass a range between 1 and 1617 to profile this run."
+  )
+  summary = {"status": "succeeded", "seconds": 1.0, "profile_skipped": skipped}
+  lines = progress.describe_summary(summary, pathlib.Path("/out"), "/out/logs/run.log")
+  assert f"no profile: {skipped}" in lines
+  assert not any(
+    line.startswith("no profile")
+    for line in progress.describe_summary(
+      {"status": "succeeded", "seconds": 1.0}, pathlib.Path("/out"), "log"
+    )
+  )
