@@ -43,7 +43,7 @@ from typing import Any
 
 from components.errors import UserInputError
 from pipeline.cli.flags import ArgumentParser
-from pipeline.cli.scheduling import cron, kfp_client
+from pipeline.cli.scheduling import cron, kfp_client, kfp_health
 from pipeline.cli.scheduling import crontab as crontab_lib
 from pipeline.definition.config import REPO_ROOT
 
@@ -167,7 +167,7 @@ def _make_client(args: argparse.Namespace) -> Any:
     if creds.token_path and os.path.isfile(creds.token_path):
       with open(creds.token_path, encoding="utf-8") as f:
         token = f.read().strip()
-    kfp_client.check_kfp_health(host, what=what, token=token)
+    kfp_health.check_kfp_health(host, what=what, token=token)
   import kfp  # After the check: a wrong host fails before this slow import.
   from kfp.client import set_volume_credentials
 

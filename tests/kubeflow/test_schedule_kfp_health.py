@@ -16,7 +16,7 @@ import kfp
 import pytest
 
 from pipeline.cli import schedule
-from pipeline.cli.scheduling import cron, kfp_client
+from pipeline.cli.scheduling import cron, kfp_health
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEALTHZ = "/apis/v2beta1/healthz"
@@ -195,7 +195,7 @@ def test_a_silent_server_times_out_quickly():
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     started = time.monotonic()
     with pytest.raises(cron.ScheduleError) as info:
-      kfp_client.check_kfp_health(url, timeout_s=0.5)
+      kfp_health.check_kfp_health(url, timeout_s=0.5)
   assert time.monotonic() - started < 3
   assert str(info.value) == (
     f"{url} did not answer the KFP health check within 0.5 s; check --host, firewalls and "
@@ -222,14 +222,14 @@ def test_other_network_failures_are_named(error, message):
     raise error
 
   with pytest.raises(cron.ScheduleError) as info:
-    kfp_client.check_kfp_health("kfp.example/", what="$KFP_HOST", http_get=fail)
+    kfp_health.check_kfp_health("kfp.example/", what="$KFP_HOST", http_get=fail)
   assert str(info.value) == message
 
 
 def test_auth_answers_are_left_to_the_kfp_client():
   for status in (401, 403):
-    answer = kfp_client.HttpAnswer(status, "text/plain", b"denied", "https://k/x")
-    kfp_client.check_kfp_health("https://k", http_get=lambda u, h, t, a=answer: a)
+    answer = kfp_health.HttpAnswer(status, "text/plain", b"denied", "https://k/x")
+    kfp_health.check_kfp_health("https://k", http_get=lambda u, h, t, a=answer: a)
 
 
 def test_cli_process_prints_one_line_and_exits_fast(tmp_path, package):

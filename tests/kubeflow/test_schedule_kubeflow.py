@@ -17,7 +17,7 @@ from tfx.types import standard_artifacts
 
 from components.pusher import Pusher
 from pipeline.cli import schedule
-from pipeline.cli.scheduling import kfp_client
+from pipeline.cli.scheduling import kfp_client, kfp_health
 
 SENTINEL = "sentinel-token-3f9a1c7e"
 HOST = "http://kfp.test:8888"
@@ -122,7 +122,7 @@ class FakeKfpServer:
 
 def _healthy(url, headers, timeout_s):
   """schedule.py's own health check (plain urllib, before kfp.Client), answered as KFP would."""
-  return kfp_client.HttpAnswer(200, "application/json", b'{"multi_user": false}', url)
+  return kfp_health.HttpAnswer(200, "application/json", b'{"multi_user": false}', url)
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def fake_kfp(monkeypatch, tmp_path):
     "request",
     lambda self, method, url, *a, **kw: server.handle(method, url, *a, **kw),
   )
-  monkeypatch.setattr(kfp_client, "_http_get", _healthy)
+  monkeypatch.setattr(kfp_health, "_http_get", _healthy)
   # kfp.Client reads ~/.config/kfp/context.json; keep the real home out of the test.
   monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
   for name in ("KFP_HOST", "KFP_TOKEN", "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
@@ -285,7 +285,7 @@ def test_token_never_appears_in_output_or_written_files(
 
 def test_host_lost_after_the_health_check_is_one_line(tmp_path, tfx_package, monkeypatch, capsys):
   monkeypatch.setattr(kfp.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-  monkeypatch.setattr(kfp_client, "_http_get", _healthy)
+  monkeypatch.setattr(kfp_health, "_http_get", _healthy)
   monkeypatch.setenv("KFP_TOKEN", SENTINEL)
 
   def refuse(self, method, url, *args, **kwargs):

@@ -7,12 +7,23 @@ import subprocess
 import sys
 
 import pytest
+from croniter import croniter
 
 from pipeline.cli import schedule
 from pipeline.cli.scheduling import cron
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 START = datetime.datetime(2026, 11, 22, 4, 0, tzinfo=datetime.timezone.utc)
+
+
+def _robfig_reading_next_runs(expr, count=3, start=None):
+  """Next run times of `expr` as KFP's robfig/cron v1 would read it passed through unconverted:
+  five fields as second minute hour day month (weekday *)."""
+  fields = expr.split()
+  if len(fields) == 5:
+    fields.append("*")
+  it = croniter(" ".join(fields), start, second_at_beginning=True)
+  return [it.get_next(datetime.datetime) for _ in range(count)]
 
 
 @pytest.mark.parametrize(
@@ -52,9 +63,9 @@ def test_five_field_trap_is_converted_to_daily_at_two():
     "2026-11-25T02:00:00+00:00",
   ]
   # What KFP does with the string it gets: the converted one reads as intended...
-  assert cron.robfig_reading_next_runs(spec.kfp, 3, start=START) == runs
+  assert _robfig_reading_next_runs(spec.kfp, 3, start=START) == runs
   # ...while the naive five-field string is read as second 0 of minute 2 of every hour.
-  naive = cron.robfig_reading_next_runs("0 2 * * *", 3, start=START)
+  naive = _robfig_reading_next_runs("0 2 * * *", 3, start=START)
   assert [r.isoformat() for r in naive] == [
     "2026-11-22T04:02:00+00:00",
     "2026-11-22T05:02:00+00:00",

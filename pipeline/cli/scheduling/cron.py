@@ -170,29 +170,6 @@ def next_runs(
   return [it.get_next(datetime.datetime) for _ in range(count)]
 
 
-def robfig_reading_next_runs(
-  expr: str, count: int = 3, start: datetime.datetime | None = None
-) -> list[datetime.datetime]:
-  """Next run times of `expr` as KFP would read it if it were passed through unconverted.
-
-  robfig/cron v1 reads five fields as ``second minute hour day month`` (weekday = ``*``).
-
-  Args:
-    expr: A five- or six-field expression.
-    count: How many run times.
-    start: Time to count from (timezone-aware); defaults to now.
-
-  Returns:
-    Timezone-aware UTC datetimes, ascending.
-  """
-  fields = expr.split()
-  if len(fields) == 5:
-    fields.append("*")
-  start = start or _now_utc()
-  it = croniter(" ".join(fields), start, second_at_beginning=True)
-  return [it.get_next(datetime.datetime) for _ in range(count)]
-
-
 def describe_next_runs(spec: CronSpec, count: int = 3, local_cron: bool = False) -> list[str]:
   """Formats the next run times in UTC, plus local time when the machine is not on UTC.
 
