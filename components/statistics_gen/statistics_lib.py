@@ -25,13 +25,12 @@ from typing import Any
 
 from components import beam_args
 
-# Rows per record batch. Larger batches amortise the generators' per-batch Python work; past
-# about 8,192 rows the decoded batch falls out of the CPU caches and the pass slows down
-# (measured on 43,017 rows x 10 columns: 0.75 s at 1,000, 0.42 s at 8,192, 1.35 s at 65,536).
+# Rows per record batch. Larger batches amortise the generators' per-batch Python work; too
+# large a decoded batch falls out of the CPU caches and the pass slows down again
+# (docs/performance.md, "Where the time goes").
 BATCH_ROWS = 8192
-# Threads that decode tf.Examples into Arrow at once. Decoding is most of the pass (6.3 s of
-# 7.7 s for 159,814 rows x 65 columns) and tfx_bsl's decoder leaves the GIL for much of it:
-# that split decoded in 6.1 s on one thread and 4.1 s on two, on 2 cores.
+# Threads that decode tf.Examples into Arrow at once. Decoding is most of the pass, and
+# tfx_bsl's decoder leaves the GIL for much of it, so a second thread helps on two cores.
 DECODE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
