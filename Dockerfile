@@ -18,6 +18,7 @@ RUN python -m pip install --no-cache-dir --no-deps -r requirements.lock
 
 COPY pyproject.toml setup.cfg README.md ./
 COPY components/ components/
+COPY models/ models/
 COPY pipeline/ pipeline/
 COPY data/ data/
 RUN python -m pip install --no-cache-dir --no-deps .
@@ -32,8 +33,8 @@ components.OptimizedModel \
 components.data_gate.executor.Executor \
 components.distributed_trainer.executor.Executor \
 components.distributed_trainer.tuner.TunerExecutor \
+components.evaluator.executor.Executor \
 components.example_gen.executor.Executor \
-components.live_model.evaluator.Executor \
 components.live_model.executor.Executor \
 components.optimizer.executor.Executor \
 components.pusher.executor.Executor \
@@ -43,3 +44,10 @@ tfx.components.schema_gen.executor.Executor \
 tfx.components.schema_gen.import_schema_gen.executor.Executor \
 tfx.components.transform.executor.Executor"
 RUN python -m pipeline.definition.kfp_entrypoint check-imports $CLASS_PATHS
+# The trainer functions the steps load by module path (components/defaults.py: the default
+# model's run_fn and tuner_fn, and the run_fn that trains build_model modules), imported alike.
+ARG MODULE_FNS="\
+models.tabular.custom_network.run_fn \
+models.tabular.module.run_fn \
+models.tabular.module.tuner_fn"
+RUN python -m pipeline.definition.kfp_entrypoint check-imports $MODULE_FNS

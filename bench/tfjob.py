@@ -51,7 +51,7 @@ def _child(label: str, inputs_json: str, out: str, steps: int) -> dict:
   props = {
     sc.TRAIN_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=steps)),
     sc.EVAL_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.EvalArgs()),
-    sc.MODULE_PATH_KEY: constants.DEFAULT_MODULE_PATH,
+    sc.MODULE_PATH_KEY: defaults.DEFAULT_MODULE_PATH,
     sc.CUSTOM_CONFIG_KEY: json_utils.dumps(None),
     constants.STRATEGY_KEY: "multi_worker_mirrored",
     constants.LOCAL_WORKERS_KEY: 0,

@@ -6,11 +6,12 @@
 
 Our ExampleGen writes the copy beside each shard when the in-process passes downstream will
 read it (no distributed Beam runner named). StatisticsGen then reads the typed columns instead
-of decoding tf.Examples, which was most of its time (docs/performance.md); the batches it builds are the ones tfx_bsl's decoder makes of the tf.Examples (`record_batches`),
-so TFDV computes what it computes from the tf.Examples. The default model's profile and load
-read it too (distributed_trainer/tabular_read.py). Stock components read only the `Split-*`
-folders, so they do not see the copy; a split without a complete copy (a stock ExampleGen's,
-or one written for Beam) is read from its tf.Examples as before.
+of decoding tf.Examples, which was most of its time (docs/performance.md); the batches it builds
+are the ones tfx_bsl's decoder makes of the tf.Examples (`record_batches`), so TFDV computes
+what it computes from the tf.Examples. The default model's profile and load read it too
+(models/tabular/read.py). Stock components read only the `Split-*` folders, so they do not see
+the copy; a split without a complete copy (a stock ExampleGen's, or one written for Beam) is
+read from its tf.Examples as before.
 
 Each file holds flat columns, one value or null per row, typed as the ExampleGen typed them
 (tfexample_lib: int64, float32, binary, or null for a column with no values), compressed with

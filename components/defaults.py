@@ -26,8 +26,11 @@ RUN_FN = "run_fn"
 BUILD_MODEL_FN = "build_model"
 PREPROCESSING_FN = "preprocessing_fn"
 TUNER_FN = "tuner_fn"
-MODULE_STYLE_TABULAR = "tabular"
-DEFAULT_MODULE_PATH = "components.distributed_trainer.default_module"
+# The modules the trainer loads by module path when the pipeline names none: the default model,
+# and the run_fn that trains a module defining only build_model(hparams). Strings, as a user's
+# module path is: components/ never imports models/.
+DEFAULT_MODULE_PATH = "models.tabular.module"
+BUILD_MODEL_RUN_FN = "models.tabular.custom_network.run_fn"
 
 # tf.distribute strategies.
 AUTO = "auto"

@@ -2,7 +2,8 @@
 
 One owner for three things every component reads:
   - the layout of a Model artifact (`Format-Serving/`, TFX's own path, and the contract file
-    the trainer writes beside the SavedModel, `Format-Serving/assets.extra/contract.json`);
+    the trainer writes beside the SavedModel, `Format-Serving/assets.extra/contract.json`), and
+    the module that built it (imported before its Keras model is loaded);
   - the raw columns of a schema and how a serialized tf.Example becomes model inputs
     (one [batch, 1] tensor per column; a missing value is NaN for numbers, '' for text);
   - Keras input names for columns (columns may hold characters TensorFlow rejects in names).
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from components import tasks
 from components.errors import UserInputError
 
 SERVING_DIR = "Format-Serving"
@@ -302,12 +305,35 @@ def parse_label(serialized, label_key: str, dtype: str):
   return ragged.to_tensor(default_value=default, shape=[None, 1])[:, 0]
 
 
+def label_target(label, info: tasks.LabelInfo, dtype: str):
+  """Maps raw labels to what a contract's model is trained against (class i is classes[i]).
+
+  Class labels become class indices (int64 for multiclass, float32 0/1 for binary), -1 for a
+  value outside the class vocabulary; regression labels become float32.
+  """
+  import tensorflow as tf
+
+  if info.task == tasks.REGRESSION:
+    return tf.cast(label, tf.float32)
+  classes = tf.constant(
+    list(info.classes),
+    dtype={"int64": tf.int64, "float32": tf.float32, "string": tf.string}[dtype],
+  )
+  hit = tf.equal(tf.expand_dims(label, 1), tf.expand_dims(classes, 0))
+  index = tf.where(
+    tf.reduce_any(hit, axis=1), tf.argmax(tf.cast(hit, tf.int32), axis=1), tf.constant(-1, tf.int64)
+  )
+  if info.task == tasks.BINARY:
+    return tf.cast(index, tf.float32)
+  return index
+
+
 # ----------------------------------------------------------------------------- contract file
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelContract:
-  """What the trainer's default model takes and returns, written beside its SavedModel.
+  """What a model takes and returns, written beside its SavedModel (the default model writes one).
 
   Attributes:
     task: 'binary', 'multiclass' or 'regression'.
@@ -363,3 +389,28 @@ def read_contract(saved_model_dir: str) -> ModelContract | None:
     return None
   with tf.io.gfile.GFile(path) as f:
     return ModelContract.from_json(json.loads(f.read()))
+
+
+def import_trainer_module(module: str) -> None:
+  """Imports the trainer module a model was built by, the way the trainer loaded it.
+
+  Readers that load the Keras model call this first: a module registers its custom Keras layers
+  when it is imported (the default model's do), and `load_model` rebuilds them only then.
+
+  Args:
+    module: the Model's trainer_module property (DistributedTrainer): a module path, a packaged
+      module (`name@wheel`, installed for the import as the trainer installs it) or a module
+      file; '' (a Model of another trainer) imports nothing.
+  """
+  if not module:
+    return
+  from tfx.utils import import_utils
+
+  # TFX's loaders hand back one attribute of the module; every module has __name__.
+  from_file = module.endswith(".py")
+  load = import_utils.import_func_from_source if from_file else import_utils.import_func_from_module
+  try:
+    load(module, "__name__")
+  except ImportError as e:
+    # A model whose layers are all Keras' own loads without it.
+    logging.getLogger(__name__).warning("Trainer module %s not imported: %s", module, e)

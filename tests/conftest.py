@@ -32,7 +32,9 @@ def tabular_model(tmp_path_factory) -> dict:
     Examples uri, the schema.pbtxt path, the exported SavedModel folder (a Model artifact's
     Format-Serving), the TrainResult and the generated rows.
   """
-  from components.distributed_trainer import strategy_lib, tabular_lib, tabular_plan
+  from components.distributed_trainer import strategy_lib
+  from models.tabular import plan as tabular_plan
+  from models.tabular import runner
   from tests.support import tabular_data
 
   root = tmp_path_factory.mktemp("tabular_model")
@@ -49,7 +51,7 @@ def tabular_model(tmp_path_factory) -> dict:
     train_steps=100,
     num_epochs=2,
   )
-  result = tabular_lib.train(settings, strategy_lib.default_strategy())
+  result = runner.train(settings, strategy_lib.default_strategy())
   return {
     **data,
     "root": root,

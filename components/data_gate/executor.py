@@ -17,10 +17,10 @@ from components import model_contract, tasks
 from components.data_gate import gate_lib, live_check
 from components.data_gate import thresholds as th
 from components.errors import UserInputError
+from components.evaluator import floor_lib
 from components.live_model import executor as live_executor
-from components.live_model import floor_lib
 from components.nights import nights_lib
-from components.pusher import inventory
+from components.serving import history
 
 _LOG = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class Executor(base_executor.BaseExecutor):
     accepted = json.loads(props.get("accept") or "[]")
     accepted += [
       n
-      for n in inventory.accepted_changes(props["serving_dir"], props["model_name"], live)
+      for n in history.accepted_changes(props["serving_dir"], props["model_name"], live)
       if n not in accepted
     ]
     examples = artifact_utils.get_single_instance(input_dict["examples"])

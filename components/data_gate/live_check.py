@@ -16,7 +16,7 @@ import numpy as np
 
 from components.data_gate import gate_lib
 from components.data_gate import thresholds as th
-from components.live_model import conform_lib, evaluation_lib
+from components.evaluator import conform_lib, evaluation_lib
 
 
 def accuracy(outputs: evaluation_lib.ModelOutputs) -> float | None:

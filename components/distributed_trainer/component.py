@@ -108,17 +108,17 @@ class DistributedTrainer(base_component.BaseComponent):
     examples: Examples channel with `train` and `eval` splits (or those in the args).
     schema: Schema channel; required by build_model modules.
     module_file: path of a module defining `run_fn(fn_args)` (stock Trainer style; it gets
-      `fn_args.strategy` too) or `build_model(hparams)` (the network of the bundled
-      tabular model; the trainer owns preprocessing, input, fit, evaluation and export).
-      Without module_file and run_fn the trainer uses
-      `components.distributed_trainer.default_module` (a tabular model for any CSV).
+      `fn_args.strategy` too) or `build_model(hparams)` (the network of the default model,
+      which `defaults.BUILD_MODEL_RUN_FN` trains around it: preprocessing, input, fit,
+      evaluation and export). Without module_file and run_fn the trainer loads the module at
+      `defaults.DEFAULT_MODULE_PATH`, `models.tabular.module` (a tabular model for any CSV).
     train_args: TrainArgs; num_steps is the total step count.
     eval_args: EvalArgs; num_steps limits eval batches (0: the whole split).
     strategy: auto|one_device|mirrored|multi_worker_mirrored|parameter_server|tpu.
     local_workers: > 0 launches that many local worker processes on loopback.
     local_ps: parameter-server processes for a local parameter_server cluster.
-    custom_config: JSON-serialisable dict; the default module (and build_model modules)
-      read label_key, task, exclude_columns, hparams, profile_steps and seed from it.
+    custom_config: JSON-serialisable dict; the default model (and so build_model modules)
+      reads label_key, task, exclude_columns, hparams, profile_steps and seed from it.
     base_model: optional Model channel to warm-start from.
     anomalies: optional ExampleValidator output; if it found anomalies in the
       examples, training stops with a message naming them.
@@ -178,9 +178,9 @@ class DistributedTrainer(base_component.BaseComponent):
       mixed_precision,
       tfjob,
     )
-    # The default module ships inside this package, so it is imported by module path and
+    # The default model ships with the kit (models/), so it is imported by module path and
     # needs no wheel packaging on Kubeflow.
-    module_path = None if (module_file or run_fn) else constants.DEFAULT_MODULE_PATH
+    module_path = None if (module_file or run_fn) else defaults.DEFAULT_MODULE_PATH
     spec = DistributedTrainerSpec(
       examples=examples,
       transform_graph=transform_graph,

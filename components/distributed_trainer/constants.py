@@ -17,7 +17,8 @@ TFJOB_KEY = "tfjob"
 # Optional input: ExampleValidator output; anomalies stop training before it starts.
 ANOMALIES_KEY = "anomalies"
 
-# Keys of `custom_config` that the default module reads (run_fn modules get the whole dict).
+# Keys of `custom_config` the pipeline fills for the module (the default model reads them; every
+# run_fn gets the whole dict).
 LABEL_KEY_CONFIG = "label_key"
 TASK_CONFIG = "task"
 EXCLUDE_COLUMNS_CONFIG = "exclude_columns"
@@ -29,7 +30,6 @@ TUNE_TRIALS_CONFIG = "tune_trials"
 # Names of the module functions of the two module styles.
 RUN_FN = defaults.RUN_FN
 BUILD_MODEL_FN = defaults.BUILD_MODEL_FN
-DEFAULT_MODULE_PATH = defaults.DEFAULT_MODULE_PATH
 
 # Custom properties written on the Model artifact.
 STRATEGY_PROPERTY = "strategy"
@@ -40,11 +40,15 @@ STRATEGY_CHOSEN_BY_PROPERTY = "strategy_chosen_by"
 EVAL_ACCURACY_PROPERTY = "eval_accuracy"
 EVAL_METRICS_PROPERTY = "eval_metrics"
 MODULE_STYLE_PROPERTY = "module_style"
+# The module whose run_fn built the model, as the trainer loaded it (a module path, a packaged
+# `name@wheel` or a module file); readers of the Keras model import it first, for its layers.
+TRAINER_MODULE_PROPERTY = "trainer_module"
 NUM_WORKERS_PROPERTY = "num_workers"
 RESTARTS_PROPERTY = "restarts"
 INITIAL_EPOCH_PROPERTY = "initial_epoch"
 STEPS_RUN_PROPERTY = "steps_run"
-# JSON of the default model's TrainingPlan, with the epochs it ran and the epoch it kept.
+# JSON of TrainResult.plan (the default model's TrainingPlan), with the epochs it ran and the
+# epoch it kept.
 TRAINING_PLAN_PROPERTY = "training_plan"
 EXAMPLES_PER_SEC_PROPERTY = "train_examples_per_sec"
 TASK_PROPERTY = "task"

@@ -1,7 +1,7 @@
 """Training under a tf.distribute strategy: input per strategy, fit with backups, run records.
 
-Plain Python on plain values: the tabular model (tabular_lib) and tests call it; it knows
-nothing of columns or TFX artifacts.
+Plain Python on plain values: modules that manage their strategy (the default model,
+models/tabular) and tests call it; it knows nothing of columns or TFX artifacts.
 """
 
 from __future__ import annotations
@@ -38,17 +38,6 @@ _SHUFFLE_BUFFER = 10_000
 
 class TrainerInputError(UserInputError):
   """Bad data, settings or module for training; the message names the fix."""
-
-
-def manages_strategy(fn):
-  """Marks a run_fn that builds its model under `fn_args.built_strategy` itself.
-
-  The DistributedTrainer then calls it outside the strategy's scope, so the function can, for
-  example, build an undistributed copy of the model for evaluation and export on the chief.
-  Stock run_fns (unmarked) run inside the scope, as TensorFlow's distribution guides show.
-  """
-  fn.manages_strategy = True
-  return fn
 
 
 def list_files(file_patterns: Sequence[str]) -> list[str]:
@@ -159,9 +148,10 @@ class TrainResult:
     task_type: TF_CONFIG task type.
     task_index: TF_CONFIG task index.
     is_chief: whether this process exported.
-    module_style: 'tabular', 'build_model' or 'run_fn'.
+    module_style: 'run_fn', 'build_model', or what a module managing its strategy records
+      (the default model: 'tabular').
     task: 'binary', 'multiclass' or 'regression' when the trainer knows it.
-    hparams: the hyper-parameters the model was built with (tabular and build_model).
+    hparams: the hyper-parameters the model was built with (modules that record them).
     eval_accuracy: accuracy on the eval split (chief, classification), else None.
     eval_metrics: the chief's eval metrics (accuracy, or rmse and mae; examples).
     initial_epoch: first epoch this process ran (> 0 after a BackupAndRestore resume).

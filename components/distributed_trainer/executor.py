@@ -15,7 +15,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 import components
-from components import defaults, model_contract, serving_layout
+from components import defaults, model_contract
 from components.distributed_trainer import (
   anomalies_lib,
   cluster_profiler,
@@ -23,10 +23,12 @@ from components.distributed_trainer import (
   launch,
   steps_lib,
   strategy_lib,
+  tfjob_cluster,
   user_module,
 )
 from components.distributed_trainer import distributed_trainer_lib as lib
 from components.errors import UserInputError
+from components.serving import layout as serving_layout
 
 _LOG = logging.getLogger(__name__)
 
@@ -93,6 +95,10 @@ class Executor(trainer_executor.GenericExecutor):
     serving_dir = model_contract.serving_dir(model.uri)
     _check_saved_model(serving_dir, user_module.module_name(exec_properties))
     _record(model, result, num_workers=max(workers, 1), restarts=restarts)
+    model.set_string_custom_property(
+      constants.TRAINER_MODULE_PROPERTY,
+      user_module.trainer_module(exec_properties, result.module_style),
+    )
     examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
     data = model_contract.data_fingerprints(examples)
     model.set_string_custom_property(constants.DATA_FINGERPRINTS_PROPERTY, json.dumps(data))
@@ -223,7 +229,7 @@ class Executor(trainer_executor.GenericExecutor):
       # Each replica serves its profile on its TF_CONFIG port + 1; the chief traces them all.
       env[cluster_profiler.PROFILER_PORTS_ENV] = cluster_profiler.PROFILER_PORTS_FROM_TF_CONFIG
     timeout_s = int(_prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S))
-    namespace = settings.namespace or tfjob_lib.current_namespace()
+    namespace = settings.namespace or tfjob_cluster.current_namespace()
     body = tfjob_manifest.build_tfjob(
       tfjob_manifest.job_name(model.uri),
       namespace,
@@ -233,7 +239,9 @@ class Executor(trainer_executor.GenericExecutor):
       extra_env=env,
       active_deadline_s=timeout_s,
     )
-    run = tfjob_lib.run_job(tfjob_lib.connect(), body, timeout_s=timeout_s, poll_s=settings.poll_s)
+    run = tfjob_lib.run_job(
+      tfjob_cluster.connect(), body, timeout_s=timeout_s, poll_s=settings.poll_s
+    )
     chief_type, chief_index = settings.chief()
     result = lib.read_result(lib.result_path(model_run_dir, chief_type, chief_index))
     model.set_string_custom_property(constants.TFJOB_NAME_PROPERTY, run.name)

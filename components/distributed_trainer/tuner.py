@@ -7,11 +7,13 @@ from typing import Any
 from tfx import types
 from tfx import v1 as tfx
 from tfx.components.tuner import executor as stock_tuner
+from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
 from components import defaults, tf_compat
 from components.distributed_trainer import steps_lib
+from components.distributed_trainer.module_marks import is_marked, plans_own_steps
 
 
 class TunerExecutor(stock_tuner.Executor):
@@ -46,29 +48,19 @@ def tuner_properties(
     examples: the Examples artifacts the tuner_fn reads (for one pass over the eval split).
 
   Returns:
-    The properties with a positive EvalArgs.num_steps, and for a user's tuner_fn a positive
-    TrainArgs.num_steps (the default module's tuner sizes each trial to the data itself).
+    The properties with a positive EvalArgs.num_steps, and a positive TrainArgs.num_steps for
+    a tuner_fn that does not plan its own steps (`module_marks.plans_own_steps`; the default
+    model's sizes each trial to the data itself).
   """
   exec_properties, _ = steps_lib.with_eval_steps(
     exec_properties, examples, defaults.GLOBAL_BATCH_SIZE
   )
-  if not _is_default_tuner(exec_properties):
-    # A user's tuner_fn gets a step count, as the TFX examples set one.
+  # Loaded as the stock executor loads it (it loads it again: TFX reloads a module it imports).
+  tuner_fn = udf_utils.get_fn(exec_properties, standard_component_specs.TUNER_FN_KEY)
+  if not is_marked(tuner_fn, plans_own_steps):
+    # A tuner_fn of the stock contract gets a step count, as the TFX examples set one.
     exec_properties = steps_lib.with_train_steps(exec_properties, defaults.TRAIN_STEPS)
   return exec_properties
-
-
-def _is_default_tuner(exec_properties: dict[str, Any]) -> bool:
-  """Whether the tuner_fn is the default module's.
-
-  A user's module arrives as `module_file`, or as `module_path` once TFX has packaged it into
-  a wheel (every LocalDagRunner and Kubeflow run does); the default one as `tuner_fn`.
-  """
-  default = f"{defaults.DEFAULT_MODULE_PATH}.{defaults.TUNER_FN}"
-  return exec_properties.get(standard_component_specs.TUNER_FN_KEY) == default and not (
-    exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
-    or exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
-  )
 
 
 class Tuner(tfx.components.Tuner):

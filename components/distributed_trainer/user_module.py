@@ -17,8 +17,9 @@ from tfx.components.util import udf_utils
 from tfx.types import standard_component_specs
 
 from components import defaults, model_contract
-from components.distributed_trainer import constants, strategy_lib, tabular_lib, tabular_model
+from components.distributed_trainer import constants, strategy_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
+from components.distributed_trainer.module_marks import is_marked, manages_strategy, plans_own_steps
 from components.errors import UserCodeError, UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
     backup_dir: where BackupAndRestore keeps its checkpoint: keyed by the run's training
       fingerprint and outside the execution's own folders, so a rerun of a killed run with
       the same inputs resumes from it.
+    build_model: the module's build_model(hparams) when it defines no run_fn, for the run_fn
+      that trains it (`defaults.BUILD_MODEL_RUN_FN`); None otherwise.
   """
 
   strategy = attr.ib(type=Any, default=None)
@@ -61,6 +64,7 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
   built_strategy = attr.ib(type=Any, default=None)
   attempt = attr.ib(type=int, default=0)
   backup_dir = attr.ib(type=str, default=None)
+  build_model = attr.ib(type=Any, default=None)
 
 
 def module_name(exec_properties: dict[str, Any]) -> str:
@@ -73,8 +77,27 @@ def module_name(exec_properties: dict[str, Any]) -> str:
   )
 
 
+def trainer_module(exec_properties: dict[str, Any], module_style: str) -> str:
+  """The module whose run_fn built the model, as the trainer loaded it (udf_utils' order).
+
+  A build_model module's model is built by the run_fn at `defaults.BUILD_MODEL_RUN_FN`.
+  """
+  if module_style == constants.BUILD_MODEL_FN:
+    return defaults.BUILD_MODEL_RUN_FN.rpartition(".")[0]
+  run_fn = exec_properties.get(standard_component_specs.RUN_FN_KEY) or ""
+  return (
+    exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+    or exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+    or run_fn.rpartition(".")[0]
+  )
+
+
 def is_own_module(exec_properties: dict[str, Any]) -> bool:
-  """Whether the module is the project's default one, whose errors are not the user's."""
+  """Whether the module is the one the component picks when given none (DEFAULT_MODULE_PATH).
+
+  Nobody using the pipeline wrote that module, so its failures are the kit's own bugs: they
+  keep their type instead of becoming a UserCodeError that points into the user's code.
+  """
   return exec_properties.get(standard_component_specs.MODULE_PATH_KEY) == (
     defaults.DEFAULT_MODULE_PATH
   ) and not exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
@@ -82,6 +105,10 @@ def is_own_module(exec_properties: dict[str, Any]) -> bool:
 
 def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> lib.TrainResult:
   """Loads the module's run_fn, else its build_model, and trains with it in this process.
+
+  A module with only `build_model(hparams)` is trained by the run_fn at
+  `defaults.BUILD_MODEL_RUN_FN`, loaded by module path like any module's, which gets the
+  function as `fn_args.build_model`.
 
   Args:
     fn_args: the stock FnArgs plus this process's strategy.
@@ -98,9 +125,9 @@ def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> l
   name = module_name(exec_properties)
   run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
   if run_fn is not None:
-    if not own and not fn_args.train_steps:
+    if not is_marked(run_fn, plans_own_steps) and not fn_args.train_steps:
       # A module of the stock contract gets a step count, as the stock Trainer's examples set
-      # one; the default model sizes its training to the data instead.
+      # one; a module that plans its own steps (the default model) sizes training to the data.
       fn_args.train_steps = defaults.TRAIN_STEPS
       _LOG.info("No train steps given: fn_args.train_steps=%d.", defaults.TRAIN_STEPS)
     try:
@@ -112,18 +139,15 @@ def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> l
       if note:
         raise UserCodeError(e.module, e.function, e.__cause__, note) from e.__cause__
       raise
-  build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
-  if build_model is None:
+  fn_args.build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
+  if fn_args.build_model is None:
     raise UserInputError(
       f"{name} defines neither run_fn(fn_args) nor build_model(hparams); add one of them."
     )
-  body = tabular_model.build_model_adapter(build_model)
-  return _call_user_code(
-    own,
-    name,
-    constants.BUILD_MODEL_FN,
-    lambda: tabular_lib.run(fn_args, body, module_style=constants.BUILD_MODEL_FN),
+  trainer = udf_utils.get_fn(
+    {standard_component_specs.RUN_FN_KEY: defaults.BUILD_MODEL_RUN_FN}, constants.RUN_FN
   )
+  return _call_user_code(own, name, constants.BUILD_MODEL_FN, _train_run_fn, trainer, fn_args)
 
 
 def _call_user_code(own: bool, module: str, function: str, call, *args):
@@ -199,7 +223,7 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
   from components import tf_compat
 
   built = fn_args.built_strategy
-  if getattr(run_fn, "manages_strategy", False):
+  if is_marked(run_fn, manages_strategy):
     run_fn(fn_args)
     return lib.read_result(
       lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index)

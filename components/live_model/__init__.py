@@ -2,7 +2,7 @@
 
 from typing import Any
 
-__all__ = ["BaselineAwareEvaluator", "LiveModel"]
+__all__ = ["LiveModel"]
 
 
 def __getattr__(name: str) -> Any:
@@ -10,8 +10,4 @@ def __getattr__(name: str) -> Any:
     from components.live_model.component import LiveModel
 
     return LiveModel
-  if name == "BaselineAwareEvaluator":
-    from components.live_model.evaluator import BaselineAwareEvaluator
-
-    return BaselineAwareEvaluator
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

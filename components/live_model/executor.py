@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components import model_contract, properties, serving_layout
-from components.live_model import live_model_lib
+from components import model_contract, properties
+from components.serving import live, manifest
 
 AVAILABLE_PROPERTY = "available"
 LIVE_VERSION_PROPERTY = "live_version"
@@ -47,10 +49,10 @@ class Executor(base_executor.BaseExecutor):
       for key in ("reference_schema", "reference_statistics")
       if output_dict.get(key)
     ]
-    live = live_model_lib.live_version(
+    current = live.live_version(
       exec_properties[properties.SERVING_DIR_KEY], exec_properties[properties.MODEL_NAME_KEY]
     )
-    if live is None:
+    if current is None:
       for artifact in (baseline, warm, *references):
         _unavailable(artifact, "nothing was live")
       logging.info(
@@ -58,41 +60,52 @@ class Executor(base_executor.BaseExecutor):
       )
       return
     serving = path_utils.serving_model_dir(baseline.uri)
-    live_model_lib.copy_saved_model(live, serving)
-    _available(baseline, live)
+    live.copy_saved_model(current, serving)
+    _available(baseline, current)
     if references:
-      self._references(live, *references)
+      self._references(current, *references)
     fingerprints = model_contract.data_fingerprints(input_dict.get("examples") or [])
-    if live_model_lib.trained_on_same_data(live, fingerprints):
-      _unavailable(warm, f"live version {live.version} was trained on this run's data")
+    if _trained_on_same_data(current, fingerprints):
+      _unavailable(warm, f"live version {current.version} was trained on this run's data")
     else:
-      live_model_lib.copy_saved_model(live, path_utils.serving_model_dir(warm.uri))
-      _available(warm, live)
-    logging.info("LiveModel: version %d at %s is live.", live.version, live.path)
+      live.copy_saved_model(current, path_utils.serving_model_dir(warm.uri))
+      _available(warm, current)
+    logging.info("LiveModel: version %d at %s is live.", current.version, current.path)
 
   def _references(
-    self, live: live_model_lib.LiveVersion, schema: types.Artifact, statistics: types.Artifact
+    self, current: live.LiveVersion, schema: types.Artifact, statistics: types.Artifact
   ) -> None:
     """Copies the live version's training schema and statistics, when it recorded them."""
-    if not live_model_lib.copy_training_data(live, schema.uri, statistics.uri):
+    if not live.copy_training_data(current, schema.uri, statistics.uri):
       for artifact in (schema, statistics):
-        _unavailable(artifact, f"live version {live.version} was pushed without its training data")
+        _unavailable(
+          artifact, f"live version {current.version} was pushed without its training data"
+        )
       return
-    statistics.split_names = artifact_utils.encode_split_names(
-      live_model_lib.statistics_splits(statistics.uri)
-    )
+    statistics.split_names = artifact_utils.encode_split_names(_statistics_splits(statistics.uri))
     statistics.set_string_custom_property(
-      TRAINING_DATA_PROPERTY,
-      json.dumps(live.manifest.get(serving_layout.TRAINING_DATA_FIELD) or {}),
+      TRAINING_DATA_PROPERTY, json.dumps(manifest.training_data(current.manifest))
     )
     for artifact in (schema, statistics):
-      _available(artifact, live)
+      _available(artifact, current)
 
 
-def _available(artifact: types.Artifact, live: live_model_lib.LiveVersion) -> None:
+def _trained_on_same_data(current: live.LiveVersion, data_fingerprints: Sequence[str]) -> bool:
+  """Whether the live version was trained on exactly these Examples (by data fingerprint)."""
+  return bool(data_fingerprints) and sorted(current.data_fingerprints) == sorted(data_fingerprints)
+
+
+def _statistics_splits(statistics_dir: str) -> list[str]:
+  """The split names of an ExampleStatistics folder (its `Split-<name>` subfolders)."""
+  prefix = "Split-"
+  names = [n.rstrip("/") for n in fileio.listdir(statistics_dir)]
+  return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
+
+
+def _available(artifact: types.Artifact, current: live.LiveVersion) -> None:
   artifact.set_int_custom_property(AVAILABLE_PROPERTY, 1)
-  artifact.set_int_custom_property(LIVE_VERSION_PROPERTY, live.version)
-  artifact.set_string_custom_property("source", live.path)
+  artifact.set_int_custom_property(LIVE_VERSION_PROPERTY, current.version)
+  artifact.set_string_custom_property("source", current.path)
 
 
 def _unavailable(artifact: types.Artifact, reason: str) -> None:

@@ -2,12 +2,12 @@
 
 A night's facts come from the steps that know them, while it runs: the data gate (spans, rows,
 the gate's findings and drift scores) and the Pusher (metrics against the live model, the
-blessing, the version pushed). Each writes its facts under the night's id into the model
-folder (`.nights-open/<id>/<step>.json`). When the night ends, successful or not, whoever ran
-it closes it: `run_local.py` after LocalDagRunner returns, the Kubeflow exit handler after the
-last step, even a failed one. Closing merges the facts with the outcome into one record,
-appends it to the nights log (`nights.jsonl`, or one object per record under `.nights/` on an
-object store) and removes the open folder.
+blessing, the version pushed). Each records its facts under the night's id in the model
+folder. When the night ends, successful or not, whoever ran it closes it: `run_local.py`
+after LocalDagRunner returns, the Kubeflow exit handler after the last step, even a failed
+one. Closing merges the facts with the outcome into one record and appends it to the nights
+log. The serving package keeps the facts and the records (`components.serving.nights`); what
+they say is decided here.
 
 The night's id reaches the steps through the environment (`NIGHT_ID_ENV`): `run_local.py`
 sets it, and every Kubeflow step gets it from the run's id (`kubeflow_lib.add_exit_handler`).
@@ -20,17 +20,17 @@ import dataclasses
 import json
 import logging
 import os
-import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import serving_layout, storage
-from components.pusher import local_store, object_store_lib
+from components.serving import layout
+from components.serving import nights as serving_nights
 
 _LOG = logging.getLogger(__name__)
 
 NIGHT_ID_ENV = "TFXKIT_NIGHT_ID"
-OPEN_DIR = ".nights-open"
+# An open night untouched this long was interrupted (nights never overlap).
+INTERRUPTED_AFTER_S = 24 * 3600
 # Steps that record facts.
 GATE_STEP = "gate"
 PUSHER_STEP = "pusher"
@@ -48,18 +48,6 @@ def night_id() -> str | None:
   return value or None
 
 
-def _model_dir(serving_dir: str, model_name: str) -> str:
-  if storage.is_remote(serving_dir):
-    return posixpath.join(serving_dir.rstrip("/"), model_name)
-  return os.path.join(serving_dir, model_name)
-
-
-def _fileio():
-  from tfx.dsl.io import fileio
-
-  return fileio
-
-
 def record_step(serving_dir: str, model_name: str, step: str, facts: Mapping[str, Any]) -> bool:
   """Keeps one step's facts for the night's record; a no-op outside a night.
 
@@ -67,40 +55,11 @@ def record_step(serving_dir: str, model_name: str, step: str, facts: Mapping[str
     Whether the facts were written.
   """
   night = night_id()
-  if night is None:
+  # Before a first push there is no model folder; a night that ends then leaves none behind.
+  if night is None or not serving_nights.has_model_folder(serving_dir, model_name):
     return False
-  fileio = _fileio()
-  folder = posixpath.join(_model_dir(serving_dir, model_name), OPEN_DIR, _safe(night))
-  fileio.makedirs(folder)
-  path = posixpath.join(folder, f"{step}.json")
-  tmp = f"{path}.tmp"
-  with fileio.open(tmp, "w") as f:
-    f.write(json.dumps(dict(facts), sort_keys=True, default=str))
-  fileio.rename(tmp, path, overwrite=True)
+  serving_nights.record_facts(serving_dir, model_name, night, step, facts)
   return True
-
-
-def _safe(night: str) -> str:
-  return "".join(c if c.isalnum() or c in "-_.:" else "_" for c in night)[:120]
-
-
-def open_facts(serving_dir: str, model_name: str, night: str) -> dict[str, dict[str, Any]]:
-  """The facts the steps of a night have recorded so far, by step."""
-  fileio = _fileio()
-  folder = posixpath.join(_model_dir(serving_dir, model_name), OPEN_DIR, _safe(night))
-  out: dict[str, dict[str, Any]] = {}
-  if not fileio.exists(folder):
-    return out
-  for entry in fileio.listdir(folder):
-    name = entry.rstrip("/")
-    if not name.endswith(".json"):
-      continue
-    try:
-      with fileio.open(posixpath.join(folder, name), "r") as f:
-        out[name[: -len(".json")]] = json.loads(f.read())
-    except (OSError, json.JSONDecodeError):
-      continue
-  return out
 
 
 def build_record(
@@ -116,7 +75,7 @@ def build_record(
   """One night's record from its steps' facts and how it ended.
 
   Args:
-    facts: step -> facts (`open_facts`).
+    facts: step -> facts (`components.serving.nights.open_facts`).
     night: the night's id.
     succeeded: whether every step succeeded.
     error: the one-line error of a failed night ('' otherwise).
@@ -167,49 +126,47 @@ def close_night(
   Returns:
     The record.
   """
-  facts = open_facts(serving_dir, model_name, night)
+  facts = serving_nights.open_facts(serving_dir, model_name, night)
   record = build_record(
     facts,
     night=night,
     succeeded=succeeded,
     error=error,
-    started=started or serving_layout.utc_now(),
-    ended=serving_layout.utc_now(),
+    started=started or layout.utc_now(),
+    ended=layout.utc_now(),
     seconds=seconds,
   )
-  append_record(serving_dir, model_name, record)
-  fileio = _fileio()
-  folder = posixpath.join(_model_dir(serving_dir, model_name), OPEN_DIR, _safe(night))
-  if fileio.exists(folder):
-    fileio.rmtree(folder)
+  serving_nights.append_record(serving_dir, model_name, record)
+  serving_nights.close_facts(serving_dir, model_name, night)
+  _close_interrupted(serving_dir, model_name)
   return record
 
 
-def append_record(serving_dir: str, model_name: str, record: Mapping[str, Any]) -> None:
-  """Appends one record to the model's nights log (local file or object-store folder)."""
-  base = _model_dir(serving_dir, model_name)
-  if storage.is_remote(base):
-    object_store_lib.append_history(base, record, name=serving_layout.NIGHTS_DIR)
-    return
-  os.makedirs(base, exist_ok=True)
-  local_store.append_history(base, record, name=serving_layout.NIGHTS_FILE)
+def _close_interrupted(serving_dir: str, model_name: str) -> None:
+  """Records nights that died before they could close themselves, as failed.
 
-
-def read_records(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
-  """The nights' records, oldest first."""
-  base = _model_dir(serving_dir, model_name)
-  if storage.is_remote(base):
-    return object_store_lib.read_history(base, name=serving_layout.NIGHTS_DIR)
-  if not os.path.isdir(base):
-    return []
-  return local_store.read_history(base, name=serving_layout.NIGHTS_FILE)
+  Nights never overlap (run_local.py holds a lock, a KFP recurring run has max_concurrency 1),
+  so an open night whose facts are a day old belongs to a process that was killed.
+  """
+  for night in serving_nights.stale_nights(serving_dir, model_name, INTERRUPTED_AFTER_S):
+    record = build_record(
+      serving_nights.open_facts(serving_dir, model_name, night),
+      night=night,
+      succeeded=False,
+      error="the night was interrupted before it ended (its process was killed or lost)",
+      started="",
+      ended=layout.utc_now(),
+      seconds=None,
+    )
+    serving_nights.append_record(serving_dir, model_name, record)
+    serving_nights.close_facts(serving_dir, model_name, night)
 
 
 def new_night_id() -> str:
   """A fresh id for a night run on this machine (Kubeflow uses the run's own id)."""
   import uuid
 
-  return f"{serving_layout.utc_now().replace(':', '')}-{uuid.uuid4().hex[:8]}"
+  return f"{layout.utc_now().replace(':', '')}-{uuid.uuid4().hex[:8]}"
 
 
 def end_night(
@@ -244,14 +201,14 @@ def end_night(
   Returns:
     (the record, one dict per notice: target, ok, attempts, error).
   """
-  if not notify and not _fileio().exists(_model_dir(serving_dir, model_name)):
+  if not notify and not serving_nights.has_model_folder(serving_dir, model_name):
     record = build_record(
-      open_facts(serving_dir, model_name, night),
+      {},  # No model folder, so no facts in it either.
       night=night,
       succeeded=succeeded,
       error=error,
-      started=started or serving_layout.utc_now(),
-      ended=serving_layout.utc_now(),
+      started=started or layout.utc_now(),
+      ended=layout.utc_now(),
       seconds=seconds,
     )
     return record, []
@@ -272,8 +229,8 @@ def end_night(
       night=night,
       succeeded=succeeded,
       error=error,
-      started=started or serving_layout.utc_now(),
-      ended=serving_layout.utc_now(),
+      started=started or layout.utc_now(),
+      ended=layout.utc_now(),
       seconds=seconds,
     )
     record["record_error"] = f"{type(e).__name__}: {e}"

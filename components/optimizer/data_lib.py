@@ -65,11 +65,12 @@ def load_keras_model(serving_dir: str):
   call: its inference function (training=False) comes back wrapped in a functional model of
   one `conversions.RestoredCall` layer, with an Input per tensor argument named as its spec.
 
+  The model's custom Keras layers load as themselves once the module that built it was
+  imported (`model_contract.import_trainer_module`, which the executor calls first).
+
   Raises:
     UnmeasurableModelError: when the SavedModel has no inference function to convert.
   """
-  from components import preprocessing_layers  # noqa: F401  (registers the layers)
-
   if not tf.io.gfile.exists(os.path.join(serving_dir, "keras_metadata.pb")):
     return _restored_model(serving_dir)
   model = tf.keras.models.load_model(serving_dir, compile=False)
@@ -269,11 +270,9 @@ class RowReader:
       columns = model_contract.contract_columns(self._contract)
       features = model_contract.parse_columns(batch, columns)
       info = tasks.LabelInfo.from_json(self._contract.label)
-      from components.distributed_trainer import tabular_input
-
       dtype = self._contract.label.get("stored_as") or _guess_dtype(info)
       raw = model_contract.parse_label(batch, info.key, dtype)
-      label = tabular_input.label_target(raw, info, dtype)
+      label = model_contract.label_target(raw, info, dtype)
       return features, label.numpy()
     if self._schema is None:
       raise OptimizerInputError(

@@ -16,6 +16,7 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
 from components import defaults, model_contract, properties, storage, tf_compat
+from components.distributed_trainer import constants as trainer_constants
 from components.optimizer import data_lib, optimizer_lib, report, spec, variant_index
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
 
@@ -177,6 +178,10 @@ class Executor(base_executor.BaseExecutor):
       os.makedirs(out_dir, exist_ok=True)
       os.makedirs(report_dir, exist_ok=True)
       serving_dir = storage.localize(model_contract.serving_dir(model_artifact.uri), scratch)
+      # The module that built the model registers its custom Keras layers when imported.
+      model_contract.import_trainer_module(
+        model_artifact.get_string_custom_property(trainer_constants.TRAINER_MODULE_PROPERTY)
+      )
       try:
         result = _optimize(
           serving_dir, examples, schema_path, transform_uri, out_dir, exec_properties, config

@@ -99,8 +99,6 @@ class ConversionContext:
     """
     if self.restored_baseline is not None:
       return self.restored_baseline
-    from components import preprocessing_layers  # noqa: F401  (registers the layers)
-
     return tf.keras.models.load_model(self.baseline_path, compile=False)
 
   def keras_layers_missing(self, what: str, variants: str) -> str | None:
@@ -151,8 +149,6 @@ class ConversionContext:
   def load_pruned(self) -> tuple[tf.keras.Model, dict]:
     """The pruned model (loaded from its h5) and its measured sparsity."""
     path, sparsity = self.pruned_model()
-    from components import preprocessing_layers  # noqa: F401  (registers the layers)
-
     return tf.keras.models.load_model(path, compile=False), {"sparsity": sparsity}
 
   def cached_model(self, key: str, load) -> tuple[tf.keras.Model, dict]:

@@ -6,7 +6,7 @@ __all__ = ["OptimizedModel", "Pusher"]
 
 
 def __getattr__(name: str) -> Any:
-  # Lazy so that the library modules (used by the rollback CLI and crash tests) load without TFX.
+  # Lazy, so that `components.pusher.spec` imports without the component and its executor.
   if name == "Pusher":
     from components.pusher.component import Pusher
 

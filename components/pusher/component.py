@@ -4,8 +4,9 @@ from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 
-from components.pusher import executor, serving_paths
+from components.pusher import executor
 from components.pusher import spec as s
+from components.serving import paths
 
 
 class Pusher(base_component.BaseComponent):
@@ -13,7 +14,7 @@ class Pusher(base_component.BaseComponent):
 
   Versions are numeric folders under ``<serving_dir>/<model_name>/``, published atomically
   (staging folder + rename) under an exclusive lock, each with a ``manifest.json``; the newest
-  ``keep_versions`` are kept. See ``local_store`` for the layout.
+  ``keep_versions`` are kept. See ``components.serving`` for the layout.
 
   Example:
     pusher = Pusher(model=trainer.outputs["model"],
@@ -66,9 +67,9 @@ class Pusher(base_component.BaseComponent):
       ValueError: If serving_dir, model_name or keep_versions is unusable.
     """
     try:
-      serving_dir = serving_paths.validate_serving_dir(serving_dir)
-      serving_paths.validate_model_name(model_name)
-    except serving_paths.PusherError as e:
+      serving_dir = paths.validate_serving_dir(serving_dir)
+      paths.validate_model_name(model_name)
+    except paths.PusherError as e:
       raise ValueError(str(e)) from e
     if isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1:
       raise ValueError(

@@ -3,7 +3,8 @@
 It subclasses TFX's own `tfx.components.pusher.executor.Executor`, so blessing checks, the
 model path and the pushed/not-pushed marks are stock. What it adds: numeric versions published
 atomically with a sha256 manifest, the Optimizer's blessed variants (each with its
-signature.json) and the Transform graph they need, and retention.
+signature.json) and the Transform graph they need, and retention; the serving folder itself is
+`components.serving`'s.
 """
 
 from __future__ import annotations
@@ -16,18 +17,15 @@ from typing import Any
 from absl import logging
 from tfx import types
 from tfx.components.pusher import executor as stock_pusher
-from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
-from components import model_contract, properties, serving_layout, storage, tf_compat
+from components import model_contract, properties, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
-from components.live_model import evaluation_lib, floor_lib, live_model_lib
+from components.evaluator import evaluation_lib, floor_lib
 from components.nights import nights_lib
 from components.optimizer import variant_index
-from components.pusher import inventory, pusher_lib
 from components.pusher import spec as s
-
-TRANSFORM_GRAPH_SUBDIR = os.path.join("assets.extra", "transform_graph")
+from components.serving import history, layout, live, manifest, publish
 
 
 class Executor(stock_pusher.Executor):
@@ -103,13 +101,15 @@ class Executor(stock_pusher.Executor):
     with tempfile.TemporaryDirectory(prefix="pusher-") as local_dir:
       trees = {}
       if transform and needs_transform:
-        trees[TRANSFORM_GRAPH_SUBDIR] = storage.localize(
+        trees[layout.TRANSFORM_GRAPH_SUBDIR] = storage.localize(
           artifact_utils.get_single_uri(transform), os.path.join(local_dir, "transform_graph")
         )
-      training_data = _training_data_tree(input_dict, os.path.join(local_dir, "training_data"))
+      training_data = _training_data_tree(
+        input_dict, os.path.join(local_dir, layout.TRAINING_DATA_DIR)
+      )
       if training_data:
-        trees[serving_layout.TRAINING_DATA_DIR] = training_data
-      result = pusher_lib.push_version(
+        trees[layout.TRAINING_DATA_DIR] = training_data
+      result = publish.push_version(
         serving_dir=exec_properties[s.SERVING_DIR_KEY],
         model_name=exec_properties[s.MODEL_NAME_KEY],
         saved_model_dir=storage.localize(model_path, os.path.join(local_dir, "model")),
@@ -122,16 +122,14 @@ class Executor(stock_pusher.Executor):
         manifest_extra=self._manifest_extra(
           input_dict,
           index,
-          needs_transform if TRANSFORM_GRAPH_SUBDIR in trees else [],
+          needs_transform if layout.TRANSFORM_GRAPH_SUBDIR in trees else [],
           exec_properties.get(s.LIVE_KEY_KEY),
         ),
         keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
         source={"saved_model": model_path, "variants": {v.name: v.folder for v in blessed}},
       )
     if result.manifest is not None:
-      fileio.makedirs(pushed_model.uri)
-      with fileio.open(os.path.join(pushed_model.uri, serving_layout.MANIFEST_FILE), "w") as f:
-        f.write(json.dumps(result.manifest, indent=2, sort_keys=True))
+      manifest.write_copy(pushed_model.uri, result.manifest)
     pushed_model.set_string_custom_property(s.CONTENT_SHA256_PROPERTY, result.content_sha256)
     if result.live_version is not None:
       pushed_model.set_int_custom_property(s.LIVE_VERSION_PROPERTY, result.live_version)
@@ -153,13 +151,13 @@ class Executor(stock_pusher.Executor):
       return ""
     serving_dir = exec_properties[s.SERVING_DIR_KEY]
     model_name = exec_properties[s.MODEL_NAME_KEY]
-    live = live_model_lib.live_version(serving_dir, model_name)
-    if live is not None and live.training_fingerprint == fingerprint:
+    current = live.live_version(serving_dir, model_name)
+    if current is not None and current.training_fingerprint == fingerprint:
       return (
-        f"nothing new to push: live version {live.version} was trained on the same data with "
-        "the same module and settings"
+        f"nothing new to push: live version {current.version} was trained on the same data "
+        "with the same module and settings"
       )
-    left = inventory.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
+    left = history.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
     if left is not None:
       return (
         f"not pushed: a rollback moved away from this training (version {left}); new data or a "
@@ -185,25 +183,27 @@ class Executor(stock_pusher.Executor):
     context = tf_compat.executor_context(self)
     pipeline_node = context.pipeline_node if context else None
     extra: dict[str, Any] = {
-      "data_spans": _data_spans(examples),
-      "examples": [a.uri for a in examples],
-      "data_fingerprints": json.loads(
+      manifest.DATA_SPANS_FIELD: _data_spans(examples),
+      manifest.EXAMPLES_FIELD: [a.uri for a in examples],
+      manifest.DATA_FINGERPRINTS_FIELD: json.loads(
         _prop(model, trainer_constants.DATA_FINGERPRINTS_PROPERTY) or "[]"
       ),
-      "model": {
+      manifest.MODEL_FIELD: {
         "uri": model.uri,
         "task": _prop(model, trainer_constants.TASK_PROPERTY),
         "label_classes": json.loads(
           _prop(model, trainer_constants.LABEL_CLASSES_PROPERTY) or "null"
         ),
-        "training_fingerprint": _prop(model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY),
+        manifest.TRAINING_FINGERPRINT_FIELD: _prop(
+          model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY
+        ),
       },
-      "blessing": {
+      manifest.BLESSING_FIELD: {
         key: blessing.get_custom_property(key)
         for key in ("blessed", "current_model_id", "baseline_model_id")
         if blessing.has_custom_property(key)
       },
-      "lineage": {
+      manifest.LINEAGE_FIELD: {
         "pipeline_run_id": context.pipeline_run_id if context else None,
         "pipeline_name": context.pipeline_info.id if context and context.pipeline_info else None,
         "node_id": pipeline_node.node_info.id if pipeline_node else None,
@@ -214,20 +214,23 @@ class Executor(stock_pusher.Executor):
           "examples": [a.id for a in examples],
         },
       },
-      "optimizer": {"task": index.get("task"), "baseline": index.get("baseline")}
+      manifest.OPTIMIZER_FIELD: {"task": index.get("task"), "baseline": index.get("baseline")}
       if index
       else None,
     }
     if live_key:
-      extra[serving_layout.LIVE_KEY_FIELD] = live_key
-    extra[serving_layout.TRAINING_DATA_FIELD] = _training_data_facts(examples)
+      extra[manifest.LIVE_KEY_FIELD] = live_key
+    extra[manifest.TRAINING_DATA_FIELD] = _training_data_facts(examples)
     evaluation = input_dict.get(s.EVALUATION_KEY)
     if evaluation:
-      extra[serving_layout.EVALUATION_FIELD] = evaluation_lib.read_overall_metrics(
+      extra[manifest.EVALUATION_FIELD] = evaluation_lib.read_overall_metrics(
         artifact_utils.get_single_uri(evaluation)
       )
     if transform_needed_by:
-      extra["transform_graph"] = {"path": TRANSFORM_GRAPH_SUBDIR, "needed_by": transform_needed_by}
+      extra[manifest.TRANSFORM_GRAPH_FIELD] = {
+        "path": layout.TRANSFORM_GRAPH_SUBDIR,
+        "needed_by": transform_needed_by,
+      }
     return extra
 
 
@@ -273,10 +276,10 @@ def _training_data_tree(input_dict: dict[str, list[types.Artifact]], local_dir: 
 
   schema_file = model_contract.schema_file(artifact_utils.get_single_uri(schema))
   os.makedirs(local_dir, exist_ok=True)
-  io_utils.copy_file(schema_file, os.path.join(local_dir, serving_layout.TRAINING_SCHEMA_FILE))
+  io_utils.copy_file(schema_file, os.path.join(local_dir, layout.TRAINING_SCHEMA_FILE))
   io_utils.copy_dir(
     artifact_utils.get_single_uri(statistics),
-    os.path.join(local_dir, serving_layout.TRAINING_STATISTICS_DIR),
+    os.path.join(local_dir, layout.TRAINING_STATISTICS_DIR),
   )
   return local_dir
 

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from components import defaults, storage, tasks
 from components.errors import UserInputError
-from components.live_model import floor_lib
+from components.evaluator import floor_lib
 
 # The automatic regression ceiling (the Evaluator recomputes it on the eval split, and the
-# accuracy floor comes from there too: live_model.floor_lib).
+# accuracy floor comes from there too: evaluator.floor_lib).
 AUTO_MSE_SHARE = defaults.AUTO_MSE_SHARE
 
 

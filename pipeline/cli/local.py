@@ -181,9 +181,9 @@ def _run(args, config, out: pathlib.Path) -> int:
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 
-    from components import serving_layout
     from components.live_model import live_model_lib
     from components.nights import nights_lib
+    from components.serving import layout
     from pipeline.cli import recovery
     from pipeline.cli import summary as summary_lib
     from pipeline.definition.factory import create_pipeline, local_ir
@@ -207,7 +207,7 @@ def _run(args, config, out: pathlib.Path) -> int:
     names += [c.id for c in pipeline.components if c.id not in names]
     started_ms = int(time.time() * 1000) - 1
     night = nights_lib.new_night_id()
-    night_started = serving_layout.utc_now()
+    night_started = layout.utc_now()
     os.environ[nights_lib.NIGHT_ID_ENV] = night
     table = progress.RunTable(
       names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)

@@ -1,7 +1,8 @@
 """`schedule.py local history` and `accept`: the nights as a table, and a data change accepted.
 
 Both read and write the serving folder, local or on an object store, through the components
-that own it (`nights_lib` for the nights log, `pusher_lib`/`inventory` for the history).
+that own it (`components.serving.nights` for the nights log, `components.serving.history` for
+the history).
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
 
 def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int | None) -> int:
   """Prints the nights of a model, as a table or as JSON lines."""
-  from components.nights import nights_lib
+  from components.serving import nights
 
-  records = nights_lib.read_records(serving_dir, model_name)
+  records = nights.read_records(serving_dir, model_name)
   if last:
     records = records[-last:]
   if as_json:
@@ -132,8 +133,8 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
 def accept(serving_dir: str, model_name: str, columns: Sequence[str], reason: str) -> int:
   """Records accepted data changes against the live version and says what that means."""
   from components.data_gate import thresholds
-  from components.pusher import pusher_lib
-  from components.pusher.serving_paths import PusherError
+  from components.serving import history
+  from components.serving.paths import PusherError
 
   names = thresholds.parse_accepted(columns)
   if not names:
@@ -141,7 +142,7 @@ def accept(serving_dir: str, model_name: str, columns: Sequence[str], reason: st
   if not reason.strip():
     raise UserInputError("pass --reason: one sentence on why the change is deliberate.")
   try:
-    entry = pusher_lib.record_acceptance(serving_dir, model_name, names, reason.strip())
+    entry = history.record_acceptance(serving_dir, model_name, names, reason.strip())
   except PusherError as e:
     raise UserInputError(str(e)) from None
   print(

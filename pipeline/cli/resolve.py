@@ -193,13 +193,13 @@ def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
   if args.profile_steps and args.train_steps:
     # Without --train-steps the trainer checks the range against its plan, before training.
     steps_lib.check_profile_steps(args.profile_steps, args.train_steps)
-  from components.pusher import serving_paths
+  from components.serving.paths import PusherError, validate_model_name
 
   if args.model_name is None:
     args.model_name = default_model_name(args.data_root)
   try:
-    serving_paths.validate_model_name(args.model_name)
-  except serving_paths.PusherError as e:
+    validate_model_name(args.model_name)
+  except PusherError as e:
     raise checks.CheckError(f"--model-name: {e}") from None
   variants = tuple(v.strip() for v in args.optimizer_variants.split(",") if v.strip())
   if variants == ("none",):
@@ -249,9 +249,9 @@ def _resolve_paths(
   if plan.style != defaults.RUN_FN:
     # The default model reads --hparams: a misspelt name or a bad value is refused now, not
     # after the data components ran (a run_fn module reads custom_config['hparams'] itself).
-    from components.distributed_trainer import tabular_model
+    from models.tabular import hparams
 
-    tabular_model.check_hparams(args.hparams, allow_extra=plan.style == defaults.BUILD_MODEL_FN)
+    hparams.check_hparams(args.hparams, allow_extra=plan.style == defaults.BUILD_MODEL_FN)
   if args.eval_label_key and not plan.transform:
     raise checks.CheckError(
       "--eval-label-key names a label made by a Transform, but the module has no "

@@ -8,8 +8,8 @@ Usage:
 TF Serving's default version policy (`latest`) serves the highest version number, so a
 rollback re-publishes the chosen version's files (verified against its manifest) as a new,
 highest version through the same staging-and-rename path as a push; TF Serving picks it up on
-its next file-system poll without a config change. Every rollback is recorded in
-`<serving-dir>/<model-name>/history.jsonl` with time, from, to and reason.
+its next file-system poll without a config change. Every rollback is recorded in the model
+folder's history with time, from, to and reason.
 """
 
 import argparse
@@ -20,7 +20,7 @@ import sys
 
 from components import storage
 from components.errors import UserInputError
-from components.pusher import inventory, rollback_lib, serving_paths
+from components.serving import history, live, manifest, paths, rollback, versions
 from pipeline.cli.flags import ArgumentParser
 
 
@@ -38,7 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
     action="store_true",
     help="Make the newest earlier version with different content live again.",
   )
-  parser.add_argument("--reason", default="", help="Why; recorded in history.jsonl.")
+  parser.add_argument("--reason", default="", help="Why; recorded in the history.")
   parser.add_argument(
     "--keep-versions",
     type=int,
@@ -60,13 +60,13 @@ def _format_metrics(metrics: dict) -> str:
 
 
 def _print_list(serving_dir: str, model_name: str, as_json: bool) -> None:
-  rows = inventory.describe_versions(serving_dir, model_name)
-  history = inventory.read_history(serving_dir, model_name)
+  rows = versions.describe_versions(serving_dir, model_name)
+  entries = history.read_history(serving_dir, model_name)
   if as_json:
-    print(json.dumps({"versions": rows, "history": history}, indent=2, sort_keys=True))
+    print(json.dumps({"versions": rows, "history": entries}, indent=2, sort_keys=True))
     return
   if not rows:
-    print(f"No versions under {serving_paths.model_dir(serving_dir, model_name)}.")
+    print(f"No versions under {paths.model_dir(serving_dir, model_name)}.")
     return
   print(f"{'':2}{'VERSION':>8}  {'CREATED (UTC)':20}  {'EVENT':18}  {'STATUS':8}  VARIANTS")
   for row in rows:
@@ -82,8 +82,10 @@ def _print_list(serving_dir: str, model_name: str, as_json: bool) -> None:
       f"{'*' if row['live'] else '':2}{row['version']:>8}  {row['created_at'] or '?':20}  "
       f"{event:18}  {status:8}  {variants or '-'}"
     )
-  print("Live (*) = the highest version, which TF Serving's default 'latest' policy serves.")
-  rollbacks = [h for h in history if h.get("event") == "rollback"]
+  print(
+    "Live (*) = the highest complete version, which TF Serving's default 'latest' policy serves."
+  )
+  rollbacks = [h for h in entries if h.get("event") == manifest.ROLLBACK_EVENT]
   for entry in rollbacks[-5:]:
     print(
       f"rollback at {entry.get('time')}: {entry.get('from')} -> {entry.get('to')} "
@@ -125,16 +127,16 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
       return
     models = sorted(n for n in names if n and not n.startswith("."))
     shown = ", ".join(models[:_MAX_MODELS_SHOWN]) or "none"
-    raise serving_paths.PusherError(
+    raise paths.PusherError(
       f"serving dir {serving_dir} has no model {model_name!r} (models there: {shown}); "
       f"{_SERVING_DIR_HINT}"
     )
   if not os.path.exists(serving_dir):
-    raise serving_paths.PusherError(
+    raise paths.PusherError(
       f"serving dir {_shown(serving_dir)} does not exist; {_SERVING_DIR_HINT}"
     )
   if not os.path.isdir(serving_dir):
-    raise serving_paths.PusherError(
+    raise paths.PusherError(
       f"serving dir {_shown(serving_dir)} is not a folder; {_SERVING_DIR_HINT}"
     )
   if os.path.isdir(os.path.join(serving_dir, model_name)):
@@ -145,14 +147,14 @@ def _check_model_folder(serving_dir: str, model_name: str) -> None:
     if entry.is_dir() and not entry.name.startswith(".") and entry.name.isprintable()
   )
   if not models:
-    raise serving_paths.PusherError(
+    raise paths.PusherError(
       f"serving dir {_shown(serving_dir)} has no model {model_name!r}, and no models at all: "
       f"nothing has been pushed there yet; {_SERVING_DIR_HINT}"
     )
   listed = ", ".join(models[:_MAX_MODELS_SHOWN])
   if len(models) > _MAX_MODELS_SHOWN:
     listed += f" and {len(models) - _MAX_MODELS_SHOWN} more"
-  raise serving_paths.PusherError(
+  raise paths.PusherError(
     f"serving dir {_shown(serving_dir)} has no model {model_name!r}; the models there are: "
     f"{listed}. Pass one of them as --model-name."
   )
@@ -198,19 +200,19 @@ def main(argv: list[str] | None = None) -> int:
   try:
     # Arguments first, then the file system: a bad name is reported as such wherever it points.
     if remote:
-      serving_dir = serving_paths.validate_serving_dir(args.serving_dir)
+      serving_dir = paths.validate_serving_dir(args.serving_dir)
       from components import tf_compat
 
       tf_compat.register_filesystems([serving_dir])
-    serving_paths.validate_model_name(args.model_name)
+    paths.validate_model_name(args.model_name)
     if args.to is not None:
-      serving_paths.parse_version(args.to)
+      paths.parse_version(args.to)
     _check_model_folder(serving_dir, args.model_name)
     if args.list:
       _print_list(serving_dir, args.model_name, args.json)
       return 0
-    before = inventory.live_version(serving_dir, args.model_name)
-    result = rollback_lib.rollback(
+    before = live.live_version(serving_dir, args.model_name)
+    result = rollback.rollback(
       serving_dir,
       args.model_name,
       to_version=args.to,
@@ -218,18 +220,19 @@ def main(argv: list[str] | None = None) -> int:
       reason=args.reason or "manual rollback",
       keep_versions=args.keep_versions,
     )
-  except (serving_paths.PusherError, UserInputError) as e:
+  except (paths.PusherError, UserInputError) as e:
     print(f"rollback.py: error: {e}", file=sys.stderr)
     return 1
   except OSError as e:
     # Permissions or a full disk on the serving volume: the user's to fix, not a bug.
-    message = _write_problem(e, serving_paths.model_dir(serving_dir, args.model_name))
+    message = _write_problem(e, paths.model_dir(serving_dir, args.model_name))
     print(f"rollback.py: error: {message}", file=sys.stderr)
     return 1
-  restored = result.manifest["republished_from"]["version"]
+  restored = manifest.republished_from(result.manifest)
   print(
     f"Rolled back {args.model_name}: version {restored} is live again as version "
-    f"{result.version} (was {before}); TF Serving loads it on its next poll."
+    f"{result.version} (was {before.version if before else None}); TF Serving loads it on its "
+    "next poll."
   )
   if result.removed_versions:
     print(f"Deleted old versions: {', '.join(map(str, result.removed_versions))}")

@@ -11,9 +11,9 @@ from ml_metadata.proto import metadata_store_pb2
 from components import defaults, properties
 from components.data_gate import executor as gate_executor
 from components.distributed_trainer import constants as model_props
-from components.live_model import evaluator as evaluator_lib
+from components.evaluator import floor_lib
+from components.evaluator import spec as evaluator_spec
 from components.live_model import executor as live_model
-from components.live_model import floor_lib
 from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
 from pipeline.definition import nodes
@@ -164,7 +164,7 @@ def _add_evaluator_part(summary: dict[str, Any], store, evaluator: dict[str, Any
   evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
   if blessing is not None:
     summary["blessed"] = bool(_prop(blessing, "blessed"))
-    skipped = _prop(blessing, evaluator_lib.BASELINE_SKIPPED_PROPERTY)
+    skipped = _prop(blessing, evaluator_spec.BASELINE_SKIPPED_PROPERTY)
     if skipped:
       summary["baseline_skipped"] = skipped
     if _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY):
@@ -303,7 +303,7 @@ def _version(value):
 def read_tfma_metrics(uri: str) -> dict[str, float]:
   """Overall-slice metrics of the candidate model in a TFMA evaluation folder (the diffs
   against the baseline as `<name>_diff_vs_baseline`)."""
-  from components.live_model import evaluation_lib
+  from components.evaluator import evaluation_lib
 
   metrics = evaluation_lib.read_overall_metrics(uri)
   out = dict(metrics[evaluation_lib.CANDIDATE])

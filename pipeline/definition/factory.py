@@ -14,10 +14,10 @@ from components.data_gate import thresholds as gate_thresholds
 from components.data_gate.component import DataGate
 from components.distributed_trainer import DistributedTrainer, constants
 from components.distributed_trainer.tuner import Tuner
+from components.evaluator import floor_lib
+from components.evaluator.component import BaselineAwareEvaluator
 from components.example_gen import CsvExampleGen
-from components.live_model import floor_lib
 from components.live_model.component import LiveModel
-from components.live_model.evaluator import BaselineAwareEvaluator
 from components.optimizer import Optimizer
 from components.pusher import Pusher
 from components.statistics_gen import StatisticsGen

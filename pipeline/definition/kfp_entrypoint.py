@@ -295,7 +295,7 @@ def night_outcome(
 
   Args:
     status: the TASK_FINAL_STATUS value (`state`, `error.message`, ...), or None.
-    facts: the night's facts so far, by step (`nights_lib.open_facts`).
+    facts: the night's facts so far, by step (`components.serving.nights.open_facts`).
     serving_dir, model_name: the model's serving folder (for the gate's line).
 
   Returns:
@@ -332,6 +332,7 @@ def run_night_end(argv: Sequence[str]) -> int:
   import logging
 
   from components.nights import nights_lib
+  from components.serving import nights
 
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   executor_input = json.loads(kubeflow_lib.flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
@@ -346,7 +347,7 @@ def run_night_end(argv: Sequence[str]) -> int:
     night = nights_lib.new_night_id()
     print(f"warning: the run's id did not reach this step; recording night {night} without facts")
   status = values.get(kubeflow_lib.STATUS_PARAMETER) or None
-  facts = nights_lib.open_facts(serving_dir, model_name, night)
+  facts = nights.open_facts(serving_dir, model_name, night)
   succeeded, error = night_outcome(status, facts, serving_dir, model_name)
   record, deliveries = nights_lib.end_night(
     serving_dir,

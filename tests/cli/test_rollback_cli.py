@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from components.pusher import inventory, pusher_lib
+from components.serving import history, live, publish, versions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -41,9 +41,7 @@ def serving(tmp_path: pathlib.Path) -> pathlib.Path:
       (tmp_path / "tfl").mkdir()
       (tmp_path / "tfl" / "model.tflite").write_bytes(b"t")
       variants, metrics = {"tflite": str(tmp_path / "tfl")}, {"tflite": {"accuracy": 0.9312}}
-    pusher_lib.push_version(
-      str(root), "digits", str(src), variants=variants, variant_metrics=metrics
-    )
+    publish.push_version(str(root), "digits", str(src), variants=variants, variant_metrics=metrics)
   return root
 
 
@@ -76,20 +74,18 @@ def test_rollback_to_and_previous_record_history(serving):
   )
   assert result.returncode == 0, result.stderr
   assert "version 1 is live again as version 4 (was 3)" in result.stdout
-  assert inventory.live_version(str(serving), "digits") == 4
+  assert live.live_version(str(serving), "digits").version == 4
   assert _pb(serving, 4) == b"good1"
-  assert inventory.verify_version(str(serving / "digits" / "4")) == []
+  assert versions.verify_version(str(serving / "digits" / "4")) == []
 
   # --previous from live 4 (= good1): 3 was rolled back from, 2 is the newest other content.
   result = _cli("--serving-dir", str(serving), "--model-name", "digits", "--previous")
   assert result.returncode == 0, result.stderr
-  assert inventory.live_version(str(serving), "digits") == 5
+  assert live.live_version(str(serving), "digits").version == 5
   assert _pb(serving, 5) == b"good2"
   assert (serving / "digits" / "5" / "assets.extra" / "variants" / "tflite").is_dir()
 
-  rollbacks = [
-    h for h in inventory.read_history(str(serving), "digits") if h["event"] == "rollback"
-  ]
+  rollbacks = [h for h in history.read_history(str(serving), "digits") if h["event"] == "rollback"]
   assert [(h["from"], h["to"], h["version"], h["reason"]) for h in rollbacks] == [
     (3, 1, 4, "drift"),
     (4, 2, 5, "manual rollback"),
@@ -119,7 +115,7 @@ def test_user_errors_are_one_line_without_traceback(serving, args, message):
   assert message in result.stderr
   assert len(result.stderr.strip().splitlines()) == 1, result.stderr
   assert "Traceback" not in result.stderr
-  assert inventory.list_versions(str(serving), "digits") == [1, 2, 3]
+  assert versions.list_versions(str(serving), "digits") == [1, 2, 3]
   assert not (serving / "etc").exists() and not (serving.parent / "etc").exists()
 
 
@@ -165,7 +161,7 @@ def test_missing_model_folder_lists_the_models_there(serving, action):
     f"rollback.py: error: serving dir {serving} has no model 'digts'; the models there are: "
     "digits, mnist. Pass one of them as --model-name.\n"
   )
-  assert inventory.list_versions(str(serving), "digits") == [1, 2, 3]
+  assert versions.list_versions(str(serving), "digits") == [1, 2, 3]
   assert not (serving / "digts").exists()
 
 
@@ -214,7 +210,7 @@ def read_only_serving(tmp_path):
     for version in (1, 2):
       (src / "saved_model.pb").write_bytes(b"v%d" % version)
       (src / "variables" / "variables.index").write_bytes(b"i%d" % version)
-      pusher_lib.push_version(str(root), "digits", str(src))
+      publish.push_version(str(root), "digits", str(src))
     subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
     yield root
   finally:
@@ -230,7 +226,7 @@ def test_a_read_only_serving_folder_is_one_line_naming_it_and_the_fix(read_only_
     f"{model / '.lock'}); a rollback publishes a new version there: run it as a user who can "
     "write that folder (the one the Pusher runs as), or remount it read-write.\n"
   )
-  assert inventory.list_versions(str(read_only_serving), "digits") == [1, 2]
+  assert versions.list_versions(str(read_only_serving), "digits") == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -242,7 +238,7 @@ def test_a_read_only_serving_folder_is_one_line_naming_it_and_the_fix(read_only_
 )
 def test_a_serving_folder_it_cannot_write_is_one_line(serving, monkeypatch, capsys, code, expected):
   # Tests run as root, whom permissions do not stop: the lock's open fails as it would.
-  from components.pusher import rollback_lib
+  from components.serving import rollback as serving_rollback
   from pipeline.cli import rollback
 
   model = serving / "digits"
@@ -250,7 +246,7 @@ def test_a_serving_folder_it_cannot_write_is_one_line(serving, monkeypatch, caps
   def refused(*args, **kwargs):
     raise OSError(code, os.strerror(code), str(model / ".lock"))
 
-  monkeypatch.setattr(rollback_lib, "rollback", refused)
+  monkeypatch.setattr(serving_rollback, "rollback", refused)
   assert rollback.main(["--serving-dir", str(serving), "--model-name", "digits", "--previous"]) == 1
   err = capsys.readouterr().err
   assert len(err.splitlines()) == 1 and err.startswith("rollback.py: error: ")

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.cli import schedule
-from pipeline.cli.scheduling import cron, kfp_client
+from pipeline.cli.scheduling import cron, kfp_client, kfp_health
 from pipeline.cli.scheduling import crontab as crontab_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -416,7 +416,7 @@ def test_a_block_without_its_end_line_is_refused_not_guessed(tmp_path, capsys):
 def kfp_calls(tmp_path, monkeypatch):
   """Records schedule.py's own health check; nothing may reach it in these tests."""
   calls = []
-  monkeypatch.setattr(kfp_client, "_http_get", lambda *a: calls.append(a))
+  monkeypatch.setattr(kfp_health, "_http_get", lambda *a: calls.append(a))
   for name in ("KFP_HOST", "KFP_TOKEN", "KF_PIPELINES_SA_TOKEN_PATH", "KF_PIPELINES_ENDPOINT"):
     monkeypatch.delenv(name, raising=False)
   return calls

@@ -184,11 +184,11 @@ def test_no_copy_is_written_when_not_asked(tmp_path):
 
 
 def test_the_trainer_reads_the_same_arrays_from_the_copy_as_from_the_tf_examples(examples):
-  """tabular_read: model inputs and raw labels from the copy equal parse_columns' and
+  """models/tabular/read.py: model inputs and raw labels from the copy equal parse_columns' and
   parse_label's, gaps included (an int column with empty cells, floats with NaN and
   infinities, 12-digit ints, text with empty cells)."""
-  from components.distributed_trainer import tabular_read
   from components.model_contract import FLOAT32, INT64, STRING, Column
+  from models.tabular import read as tabular_read
 
   columns = [
     Column("sparse", INT64),
@@ -211,8 +211,8 @@ def test_the_trainer_reads_the_same_arrays_from_the_copy_as_from_the_tf_examples
 
 
 def test_the_trainer_parses_the_tf_examples_without_a_copy_that_fits(examples, tmp_path):
-  from components.distributed_trainer import tabular_read
   from components.model_contract import FLOAT32, INT64, Column
+  from models.tabular import read as tabular_read
 
   path = _shards(examples, "train")[0]
   # The copy holds `sparse` as int64: asked for as a float column, it does not serve.

@@ -11,8 +11,8 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types import standard_component_specs as sc
 from tfx.utils import proto_utils
 
-from components.live_model import evaluation_lib
-from components.live_model import evaluator as our_evaluator
+from components.evaluator import evaluation_lib
+from components.evaluator import executor as our_evaluator
 from tests.support import tabular_data as td
 
 TASKS = ("binary", "multiclass", "regression")
@@ -26,7 +26,9 @@ def _artifact(kind, uri, id_=0):
 
 
 def _train(root, data, task, steps, seed):
-  from components.distributed_trainer import strategy_lib, tabular_lib, tabular_plan
+  from components.distributed_trainer import strategy_lib
+  from models.tabular import plan as tabular_plan
+  from models.tabular import runner
 
   model_uri = root / f"model-{steps}-{seed}"
   settings = tabular_plan.RunSettings(
@@ -41,7 +43,7 @@ def _train(root, data, task, steps, seed):
     num_epochs=2,
     seed=seed,
   )
-  tabular_lib.train(settings, strategy_lib.default_strategy())
+  runner.train(settings, strategy_lib.default_strategy())
   return model_uri
 
 

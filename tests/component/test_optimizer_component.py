@@ -4,6 +4,9 @@ import json
 import os
 import pathlib
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -23,6 +26,7 @@ from components.optimizer import (
 )
 from components.optimizer import executor as executor_module
 from tests.support import tabular_data as td
+from tests.support.cli_runs import REPO_ROOT, project_env
 
 
 def make_artifact(artifact_type, uri) -> types.Artifact:
@@ -191,6 +195,31 @@ def test_executor_do_writes_variants_signatures_report_and_properties(tmp_path, 
   assert signature["label"] == {"key": "label", "classes": ["high", "low", "mid"]}
   assert signature["output_meaning"].startswith("probabilities [batch, 3]")
   assert index["variants"]["tflite_int8"]["signature"] == signature
+
+
+def test_a_fresh_process_loads_the_layers_of_the_module_the_model_records(tabular_model):
+  # As a Kubeflow step runs: nothing imported the model's layers before the Optimizer loads it.
+  script = textwrap.dedent(f"""
+    import json
+    from components import model_contract
+    from components.optimizer import data_lib
+
+    def modules():
+      model = data_lib.load_keras_model({str(tabular_model["serving_dir"])!r})
+      return sorted({{type(layer).__module__ for layer in model.layers}})
+
+    before = modules()
+    model_contract.import_trainer_module({defaults.DEFAULT_MODULE_PATH!r})
+    print(json.dumps([before, modules()]))
+  """)
+  env = project_env(PYTHONPATH=str(REPO_ROOT))
+  proc = subprocess.run(
+    [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  before, after = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert "models.tabular.layers" not in before  # revived from the SavedModel, not rebuilt
+  assert "models.tabular.layers" in after
 
 
 def test_executor_skips_a_model_that_is_not_keras(tmp_path, tabular_model):

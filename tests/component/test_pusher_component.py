@@ -17,9 +17,11 @@ from tfx.orchestration.local import local_dag_runner
 from tfx.types import standard_artifacts
 
 from components.optimizer import variant_index
-from components.pusher import OptimizedModel, Pusher, inventory
+from components.pusher import OptimizedModel, Pusher
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s
+from components.serving import versions
+from components.serving.manifest import read_manifest
 
 
 def _write_saved_model(path: pathlib.Path | str, bias: float) -> str:
@@ -293,7 +295,7 @@ def test_do_skips_unblessed_model_without_failing(tmp_path):
   assert reason.startswith("model not blessed by Evaluator: blessed=0")
   assert "current_model_id=11" in reason and "baseline_model_id=5" in reason
   assert not pushed.has_custom_property(s.PUSHED_VERSION_PROPERTY)
-  assert inventory.list_versions(str(tmp_path / "serving"), "digits") == []
+  assert versions.list_versions(str(tmp_path / "serving"), "digits") == []
 
 
 def test_do_explains_blessing_without_thresholds(tmp_path):
@@ -312,7 +314,7 @@ def test_do_rerun_with_same_model_pushes_nothing_new_then_new_model_pushes(tmp_p
   input_dict = {s.MODEL_KEY: [model], s.MODEL_BLESSING_KEY: [_blessing(tmp_path, 1)]}
   first = _pushed_model(tmp_path, "pushed1")
   _run_do(tmp_path, input_dict, first)
-  manifest = inventory.read_manifest(str(tmp_path / "serving" / "digits" / "1"))
+  manifest = read_manifest(str(tmp_path / "serving" / "digits" / "1"))
   assert manifest["variants"] == {}
   assert manifest["optimizer"] is None  # no Optimizer upstream
 
@@ -343,14 +345,14 @@ def test_do_ships_the_transform_graph_only_for_variants_that_need_it(tmp_path):
   }
   _run_do(tmp_path, input_dict, _pushed_model(tmp_path))
   version_dir = tmp_path / "serving" / "digits" / "1"
-  manifest = inventory.read_manifest(str(version_dir))
+  manifest = read_manifest(str(version_dir))
   assert manifest["transform_graph"] == {
     "path": "assets.extra/transform_graph",
     "needed_by": ["onnx"],
   }
   shipped = version_dir / "assets.extra" / "transform_graph" / "transform_fn" / "saved_model.pb"
   assert shipped.read_bytes() == b"graph"
-  assert inventory.verify_version(str(version_dir)) == []
+  assert versions.verify_version(str(version_dir)) == []
 
 
 def test_do_fails_loudly_when_a_blessed_variant_folder_is_missing(tmp_path):
@@ -363,7 +365,7 @@ def test_do_fails_loudly_when_a_blessed_variant_folder_is_missing(tmp_path):
   }
   with pytest.raises(RuntimeError, match="'onnx'"):
     _run_do(tmp_path, input_dict, _pushed_model(tmp_path))
-  assert inventory.list_versions(str(tmp_path / "serving"), "digits") == []
+  assert versions.list_versions(str(tmp_path / "serving"), "digits") == []
 
 
 def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
@@ -400,8 +402,8 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
     )
   )
 
-  manifest = inventory.read_manifest(str(tmp_path / "serving" / "digits" / "1"))
-  assert inventory.verify_version(str(tmp_path / "serving" / "digits" / "1")) == []
+  manifest = read_manifest(str(tmp_path / "serving" / "digits" / "1"))
+  assert versions.verify_version(str(tmp_path / "serving" / "digits" / "1")) == []
   assert set(manifest["variants"]) == {"onnx"}
   with metadata.Metadata(metadata.sqlite_metadata_connection_config(metadata_path)) as m:
     store = m.store
@@ -498,11 +500,11 @@ def test_do_reads_remote_artifact_uris_through_fileio(tmp_path):
   _run_do(tmp_path, input_dict, pushed)
 
   version_dir = tmp_path / "serving" / "digits" / "1"
-  assert inventory.verify_version(str(version_dir)) == []
+  assert versions.verify_version(str(version_dir)) == []
   variant = version_dir / "assets.extra" / "variants" / "onnx"
   assert (variant / "model.bin").read_bytes() == b"onnx"
   assert json.loads((variant / "signature.json").read_text()) == _signature("onnx")
-  manifest = inventory.read_manifest(str(version_dir))
+  manifest = read_manifest(str(version_dir))
   assert manifest["source"]["saved_model"] == f"{root}/model/Format-Serving"
   with fileio.open(f"{root}/pushed/manifest.json", "r") as f:
     assert json.loads(f.read()) == manifest

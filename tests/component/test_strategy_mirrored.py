@@ -20,7 +20,10 @@ SCRIPT = textwrap.dedent("""
   tf.config.set_logical_device_configuration(
       cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 
-  from components.distributed_trainer import default_module, strategy_lib, tabular_lib, tabular_plan
+  from components.distributed_trainer import strategy_lib
+  from models.tabular import module as default_module
+  from models.tabular import plan as tabular_plan
+  from models.tabular import runner
 
   root = sys.argv[1]
   results = {}
@@ -33,7 +36,7 @@ SCRIPT = textwrap.dedent("""
         serving_model_dir=os.path.join(root, name, "model", "Format-Serving"),
         model_run_dir=os.path.join(root, name, "model_run"),
         label_key="label", train_steps=300, hparams={"batch_size": 64})
-    result = dataclasses.asdict(tabular_lib.train(settings, built, default_module._body))
+    result = dataclasses.asdict(runner.train(settings, built, default_module._body))
     result["devices"] = list(built.strategy.extended.worker_devices)
     results[name] = result
   print("RESULTS=" + json.dumps(results))

@@ -15,7 +15,14 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, executor, tfjob_lib, tfjob_manifest
+from components import defaults
+from components.distributed_trainer import (
+  constants,
+  executor,
+  tfjob_cluster,
+  tfjob_lib,
+  tfjob_manifest,
+)
 from components.distributed_trainer import distributed_trainer_lib as lib
 from tests.support import example_files
 from tests.support.cli_runs import REPO_ROOT, project_env
@@ -46,7 +53,7 @@ def _props(settings: tfjob_manifest.TFJobSettings, steps: int, **kw):
   props = {
     sc.TRAIN_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=steps)),
     sc.EVAL_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.EvalArgs()),
-    sc.MODULE_PATH_KEY: constants.DEFAULT_MODULE_PATH,
+    sc.MODULE_PATH_KEY: defaults.DEFAULT_MODULE_PATH,
     sc.CUSTOM_CONFIG_KEY: json_utils.dumps(None),
     constants.STRATEGY_KEY: "auto",
     constants.LOCAL_WORKERS_KEY: 0,
@@ -211,7 +218,7 @@ def test_a_cluster_without_the_training_operator_fails_the_step_with_one_line(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
     settings = tfjob_manifest.TFJobSettings(workers=2, image="kit:test", poll_s=0.5)
-    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
+    with pytest.raises(tfjob_cluster.ClusterNotReadyError) as error:
       executor.Executor().Do(inputs, outputs, _props(settings, steps=50))
     line = reporting.user_error_message(error.value)
     assert line == str(error.value) and "\n" not in line

@@ -12,6 +12,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
+from components import defaults
 from components.distributed_trainer import constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
 from tests.support import example_files
@@ -59,7 +60,7 @@ def _props(steps=STEPS, **kw):
   props = {
     sc.TRAIN_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=steps)),
     sc.EVAL_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.EvalArgs()),
-    sc.MODULE_PATH_KEY: constants.DEFAULT_MODULE_PATH,
+    sc.MODULE_PATH_KEY: defaults.DEFAULT_MODULE_PATH,
     sc.CUSTOM_CONFIG_KEY: json_utils.dumps(None),
     constants.STRATEGY_KEY: "auto",
     constants.LOCAL_WORKERS_KEY: 0,

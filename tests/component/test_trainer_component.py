@@ -7,6 +7,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import channel_utils, standard_artifacts
 from tfx.types import standard_component_specs as sc
 
+from components import defaults
 from components.distributed_trainer import DistributedTrainer, constants, executor
 
 
@@ -74,7 +75,7 @@ def test_spec_extends_stock_trainer_spec():
 def test_default_module_is_used_by_module_path():
   examples, schema = _channels()
   trainer = DistributedTrainer(examples=examples, schema=schema)
-  assert trainer.exec_properties[sc.MODULE_PATH_KEY] == constants.DEFAULT_MODULE_PATH
+  assert trainer.exec_properties[sc.MODULE_PATH_KEY] == defaults.DEFAULT_MODULE_PATH
   assert not trainer.exec_properties.get(sc.MODULE_FILE_KEY)
 
 

@@ -11,9 +11,12 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, executor, tabular_model
+from components import defaults
+from components.distributed_trainer import constants, executor
 from components.errors import UserCodeError, UserInputError
+from models.tabular import hparams as tabular_hparams
 from tests.support import example_files
+from tests.support.cli_runs import REPO_ROOT
 
 STOCK_MODULE = textwrap.dedent('''
   """A module written for the stock TFX Trainer (penguin example style)."""
@@ -132,7 +135,7 @@ def _props_of(artifact):
 
 def _load_keras(model_artifact):
   """The Keras model behind the serving SavedModel (the Optimizer loads it the same way)."""
-  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+  from models.tabular import layers  # noqa: F401  (registers the layers)
 
   return tf.keras.models.load_model(
     os.path.join(model_artifact.uri, "Format-Serving"), compile=False
@@ -141,7 +144,7 @@ def _load_keras(model_artifact):
 
 def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
-  executor.Executor().Do(inputs, outputs, _props(module_path=constants.DEFAULT_MODULE_PATH))
+  executor.Executor().Do(inputs, outputs, _props(module_path=defaults.DEFAULT_MODULE_PATH))
 
   model = outputs[sc.MODEL_KEY][0]
   props = _props_of(model)
@@ -149,6 +152,7 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   assert props[constants.NUM_REPLICAS_PROPERTY].int_value == 1
   assert "OneDeviceStrategy" in props[constants.STRATEGY_REASON_PROPERTY].string_value
   assert props[constants.MODULE_STYLE_PROPERTY].string_value == "tabular"
+  assert props[constants.TRAINER_MODULE_PROPERTY].string_value == defaults.DEFAULT_MODULE_PATH
   assert props[constants.TASK_PROPERTY].string_value == "multiclass"
   assert json.loads(props[constants.LABEL_CLASSES_PROPERTY].string_value) == list(range(10))
   assert props[constants.STEPS_RUN_PROPERTY].int_value == 300
@@ -157,10 +161,10 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   assert metrics["examples"] > 300
   assert props[constants.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
   hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
-  defaults = tabular_model.DEFAULT_HPARAMS
+  default_hparams = tabular_hparams.DEFAULT_HPARAMS
   # Digits' 1,400-odd training rows get the narrow default width.
-  assert hparams["hidden_units"] == tabular_model.hidden_units_for(1400) == 64
-  assert hparams["learning_rate"] == defaults["learning_rate"]
+  assert hparams["hidden_units"] == tabular_hparams.hidden_units_for(1400) == 64
+  assert hparams["learning_rate"] == default_hparams["learning_rate"]
 
   # The contract: one float32 input holding the 64 numeric columns in name order.
   serving_dir = os.path.join(model.uri, "Format-Serving")
@@ -211,6 +215,7 @@ def test_do_runs_stock_run_fn_module_unchanged(tmp_path, digits_csv):
   model = outputs[sc.MODEL_KEY][0]
   props = _props_of(model)
   assert props[constants.MODULE_STYLE_PROPERTY].string_value == "run_fn"
+  assert props[constants.TRAINER_MODULE_PROPERTY].string_value == str(module)
   assert props[constants.STRATEGY_PROPERTY].string_value == "one_device"
   assert constants.EVAL_ACCURACY_PROPERTY not in props
   with open(os.path.join(outputs[sc.MODEL_RUN_KEY][0].uri, "seen.json")) as f:
@@ -243,6 +248,9 @@ def test_do_build_model_module_hparams_mixed_precision_and_warm_start(tmp_path, 
   first = outputs[sc.MODEL_KEY][0]
   first_props = _props_of(first)
   assert first_props[constants.MODULE_STYLE_PROPERTY].string_value == "build_model"
+  # The run_fn that built it, loaded by module path like any module's.
+  trainer_module = first_props[constants.TRAINER_MODULE_PROPERTY].string_value
+  assert f"{trainer_module}.{defaults.RUN_FN}" == defaults.BUILD_MODEL_RUN_FN
   first_accuracy = first_props[constants.EVAL_ACCURACY_PROPERTY].double_value
   assert first_accuracy >= 0.85
   body = _load_keras(first).get_layer("user_body")
@@ -348,6 +356,21 @@ def test_a_run_fn_that_leaves_no_saved_model_names_the_fix(tmp_path, digits_csv,
   assert message.endswith("tf.saved_model.save(model, fn_args.serving_model_dir)."), message
 
 
+def test_a_copy_of_the_default_module_trains_as_the_default_does(tmp_path, digits_csv):
+  # No private door: the copy, a user's module file, gets the data-sized plan too (its run_fn
+  # plans its own steps), where an unmarked run_fn would get the stock 600 steps.
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
+  module = tmp_path / "my_tabular_module.py"
+  module.write_text((REPO_ROOT / "models" / "tabular" / "module.py").read_text())
+  props = _props(module_file=str(module), steps=0, custom_config={"hparams": {"max_epochs": 2}})
+  executor.Executor().Do(inputs, outputs, props)
+  props = _props_of(outputs[sc.MODEL_KEY][0])
+  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "tabular"
+  assert props[constants.TRAINER_MODULE_PROPERTY].string_value == str(module)
+  plan = json.loads(props[constants.TRAINING_PLAN_PROPERTY].string_value)
+  assert plan["reason"].startswith("up to 2 epochs of ") and plan["epochs"] == 2
+
+
 def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
   module = tmp_path / "empty_module.py"
@@ -359,7 +382,7 @@ def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):
 
 def test_do_rejects_unknown_label_with_fix(tmp_path, digits_csv):
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
-  props = _props(module_path=constants.DEFAULT_MODULE_PATH, custom_config={"label_key": "digit"})
+  props = _props(module_path=defaults.DEFAULT_MODULE_PATH, custom_config={"label_key": "digit"})
   with pytest.raises(UserInputError, match="label 'digit' is not a column of the data"):
     executor.Executor().Do(inputs, outputs, props)
 
@@ -368,7 +391,7 @@ def test_do_explicit_tpu_without_tpu_fails_with_clear_error(tmp_path, digits_csv
   for var in ("TPU_NAME", "TPU_WORKER_HOSTNAMES", "COLAB_TPU_ADDR"):
     monkeypatch.delenv(var, raising=False)
   inputs, outputs = example_files.trainer_artifacts(str(tmp_path), str(digits_csv))
-  props = _props(module_path=constants.DEFAULT_MODULE_PATH, **{constants.STRATEGY_KEY: "tpu"})
+  props = _props(module_path=defaults.DEFAULT_MODULE_PATH, **{constants.STRATEGY_KEY: "tpu"})
   with pytest.raises(ValueError, match="needs a reachable TPU"):
     executor.Executor().Do(inputs, outputs, props)
 

@@ -10,6 +10,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
+from components import defaults
 from components.distributed_trainer import constants, executor
 from tests.support import example_files
 
@@ -103,19 +104,19 @@ def _accuracy(model, inputs):
 
 
 def _keras_weights(model):
-  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+  from models.tabular import layers  # noqa: F401  (registers the layers)
 
   path = os.path.join(model.uri, "Format-Serving")
   return tf.keras.models.load_model(path, compile=False).get_weights()
 
 
 def test_default_module_warm_start_begins_from_the_base_model_weights(tmp_path, digits_csv):
-  props = _props(steps=300, module_path=constants.DEFAULT_MODULE_PATH)
+  props = _props(steps=300, module_path=defaults.DEFAULT_MODULE_PATH)
   base_inputs, base = _train(tmp_path / "base", digits_csv, props)
   base_accuracy = _accuracy(base, base_inputs)
   assert base_accuracy >= 0.9
 
-  one_step = _props(steps=1, module_path=constants.DEFAULT_MODULE_PATH)
+  one_step = _props(steps=1, module_path=defaults.DEFAULT_MODULE_PATH)
   warm_inputs, warm = _train(tmp_path / "warm", digits_csv, one_step, base=base)
   cold_inputs, cold = _train(tmp_path / "cold", digits_csv, one_step)
 

@@ -18,7 +18,7 @@ import pytest
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.pusher import inventory
+from components.serving import versions
 from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script, states
 from tests.support.example_gen_runs import NASTY_ROWS, REASON
 
@@ -161,7 +161,7 @@ def test_metadata_store_is_consistent_and_a_third_run_succeeds(scenario):
     assert os.path.exists(a.uri), a.uri
   model_dir = scenario.out / "serving" / "digits"
   assert sorted(p.name for p in model_dir.iterdir() if p.is_dir()) == ["1"]
-  assert inventory.verify_version(str(model_dir / "1")) == []
+  assert versions.verify_version(str(model_dir / "1")) == []
 
 
 @pytest.mark.timeout(1500)

@@ -9,13 +9,14 @@ import subprocess
 
 import pytest
 
-from components.pusher import inventory, pusher_lib
+from components.serving import live, publish, versions
+from components.serving import nights as serving_nights
 from pipeline.cli import reporting
 from tests.support.cli_runs import load_summary, run_script
 
 
 def _fake_saved_model(root: pathlib.Path, size: int) -> str:
-  """A folder shaped like a SavedModel; pusher_lib copies and hashes it, never parses it."""
+  """A folder shaped like a SavedModel; the Pusher copies and hashes it, never parses it."""
   (root / "variables").mkdir(parents=True)
   (root / "variables" / "variables.data-00000-of-00001").write_bytes(os.urandom(size))
   (root / "variables" / "variables.index").write_bytes(b"index")
@@ -60,7 +61,7 @@ def test_run_on_a_full_disk_fails_in_one_line_and_leaves_serving_untouched(tiny_
   """The whole output folder lives on a 512 KiB filesystem that already serves version 1."""
   out = tiny_fs / "out"
   serving = out / "serving"
-  v1 = pusher_lib.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "v1", 16 << 10))
+  v1 = publish.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "v1", 16 << 10))
   assert v1.pushed and v1.version == 1
   model_dir = serving / "digits"
   before = _serving_state(model_dir)
@@ -87,8 +88,15 @@ def test_run_on_a_full_disk_fails_in_one_line_and_leaves_serving_untouched(tiny_
   assert "free space" in errors[0] and "another --output-dir." in errors[0]
   assert str(out) in errors[0]
 
-  assert _serving_state(model_dir) == before
-  assert inventory.verify_version(str(model_dir / "1")) == []
+  # Every version, manifest and history entry byte for byte; the nights log may gain one
+  # record (if the disk had room for it): the failed night's, whose line is the run's.
+  after = _serving_state(model_dir)
+  after.pop("nights.jsonl", None)
+  assert after == before
+  nights = serving_nights.read_records(str(serving), "digits")
+  assert len(nights) <= 1
+  assert all(n["outcome"] == "failed" and "no space left on device" in n["line"] for n in nights)
+  assert versions.verify_version(str(model_dir / "1")) == []
   if (out / "run_summary.json").exists():  # Written if the disk had room for it.
     assert load_summary(out)["status"] == "failed"
 
@@ -98,27 +106,27 @@ def test_push_that_hits_a_full_disk_keeps_the_live_version_and_recovers(tiny_fs,
   """ENOSPC in the middle of a push: version 1 stays live and intact, no version 2 appears,
   the error reads as a full disk, and once there is room the next push cleans up and works."""
   serving = tiny_fs / "serving"
-  assert pusher_lib.push_version(
+  assert publish.push_version(
     str(serving), "digits", _fake_saved_model(tmp_path / "v1", 16 << 10)
   ).pushed
   model_dir = serving / "digits"
   live_v1 = _serving_state(model_dir / "1")
 
   with pytest.raises(OSError) as err:
-    pusher_lib.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "big", 2 << 20))
+    publish.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "big", 2 << 20))
   assert err.value.errno == errno.ENOSPC
   message = reporting.user_error_message(err.value, tiny_fs)
   assert message and message.startswith("no space left on device ")
   assert str(tiny_fs) in message and "free space" in message
-  assert inventory.list_versions(str(serving), "digits") == [1]
-  assert inventory.live_version(str(serving), "digits") == 1
+  assert versions.list_versions(str(serving), "digits") == [1]
+  assert live.live_version(str(serving), "digits").version == 1
   assert _serving_state(model_dir / "1") == live_v1
-  assert inventory.verify_version(str(model_dir / "1")) == []
+  assert versions.verify_version(str(model_dir / "1")) == []
   # Whatever is left of the failed push is hidden from TF Serving (not an all-digit name).
   assert all(not p.name.isdigit() for p in model_dir.iterdir() if p.name != "1")
 
-  v2 = pusher_lib.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "v2", 8 << 10))
+  v2 = publish.push_version(str(serving), "digits", _fake_saved_model(tmp_path / "v2", 8 << 10))
   assert v2.pushed and v2.version == 2
   names = sorted(p.name for p in model_dir.iterdir() if p.is_dir())
   assert names == ["1", "2"]
-  assert inventory.verify_version(str(model_dir / "2")) == []
+  assert versions.verify_version(str(model_dir / "2")) == []

@@ -14,7 +14,8 @@ from filelock import FileLock
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.pusher import inventory
+from components.serving import versions
+from components.serving.manifest import read_manifest
 from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script, states
 
 pytestmark = pytest.mark.e2e
@@ -103,7 +104,7 @@ def test_rerun_after_sigkill_mid_training_reuses_cache_and_pushes_one_complete_v
 
   model_dir = out / "serving" / "digits"
   assert sorted(p.name for p in model_dir.iterdir() if p.is_dir()) == ["1"]
-  assert inventory.verify_version(str(model_dir / "1")) == []
+  assert versions.verify_version(str(model_dir / "1")) == []
 
   # The pushed model is the rerun's, and the killed execution never became COMPLETE.
   store = _store(out)
@@ -132,6 +133,6 @@ def test_rerun_after_sigkill_mid_training_reuses_cache_and_pushes_one_complete_v
   )
   killed_outputs = [e for e in store.get_events_by_execution_ids([killed_id]) if e.type == e.OUTPUT]
   assert killed_outputs == []
-  manifest = inventory.read_manifest(str(model_dir / "1"))
+  manifest = read_manifest(str(model_dir / "1"))
   assert manifest["source"]["saved_model"].startswith(pushed_models[0].uri)
   assert f"/{killed_id}/" not in manifest["source"]["saved_model"]

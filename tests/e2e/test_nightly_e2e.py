@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from components.pusher import inventory
+from components.serving import history, live, versions
 from tests.support.cli_runs import load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
@@ -128,7 +128,7 @@ def test_three_nights_push_improvements_reject_bad_labels_and_skip_reruns(tmp_pa
   assert night2["blessed"] is True
   assert night2["eval_metrics"]["sparse_categorical_accuracy_diff_vs_baseline"] >= 0.05
   assert night2["pushed"]["pushed"] is True and night2["pushed"]["version"] == 2
-  assert inventory.live_version(serving, "digits") == 2
+  assert live.live_version(serving, "digits").version == 2
 
   # Night 2 again, no new data: the data components are cached and nothing is pushed, since
   # the live version was trained on the same data with the same module and settings.
@@ -141,8 +141,8 @@ def test_three_nights_push_improvements_reject_bad_labels_and_skip_reruns(tmp_pa
   assert rerun["pushed"]["pushed"] is False
   assert rerun_states["Pusher"] == "ran"
   assert "live version 2 was trained on the same data" in rerun["pushed"]["reason"]
-  assert inventory.list_versions(serving, "digits") == [1, 2]
-  assert inventory.live_version(serving, "digits") == 2
+  assert versions.list_versions(serving, "digits") == [1, 2]
+  assert live.live_version(serving, "digits").version == 2
 
   # Night 3: shuffled labels. Trained and evaluated, not blessed, not pushed; 2 stays live.
   write_span(3, shuffle_labels=True)
@@ -159,10 +159,10 @@ def test_three_nights_push_improvements_reject_bad_labels_and_skip_reruns(tmp_pa
   assert "model not blessed by Evaluator" in night3["pushed"]["pusher_reason"]
   assert night3["validation"]["ok"] is False
   assert "not pushed: the Evaluator did not bless the model" in night3_stdout
-  assert inventory.list_versions(serving, "digits") == [1, 2]
-  assert inventory.live_version(serving, "digits") == 2
-  history = inventory.read_history(serving, "digits")
-  assert [(h["event"], h.get("version")) for h in history] == [("push", 1), ("push", 2)]
+  assert versions.list_versions(serving, "digits") == [1, 2]
+  assert live.live_version(serving, "digits").version == 2
+  entries = history.read_history(serving, "digits")
+  assert [(h["event"], h.get("version")) for h in entries] == [("push", 1), ("push", 2)]
 
   # What each served version was trained on, and what each night warm-started from.
   manifests = [

@@ -14,8 +14,8 @@ import shutil
 
 import pytest
 
-from components.nights import nights_lib
-from components.pusher import inventory
+from components.serving import history, versions
+from components.serving import nights as serving_nights
 from tests.support import gate_data, notify_servers
 from tests.support.cli_runs import load_summary, run_script, states
 
@@ -62,10 +62,10 @@ class Nights:
     return proc, load_summary(self.out)
 
   def versions(self):
-    return inventory.list_versions(str(self.serving), MODEL)
+    return versions.list_versions(str(self.serving), MODEL)
 
   def records(self):
-    return nights_lib.read_records(str(self.serving), MODEL)
+    return serving_nights.read_records(str(self.serving), MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +147,8 @@ def test_an_accepted_change_trains_and_is_recorded(nights):
   assert gate["passed"] and column in gate["accepted"]
   assert {f["check"] for f in gate["findings"] if f["accepted"]} >= {"scale"}
   assert "DistributedTrainer" in states(summary)
-  history = inventory.read_history(str(nights.serving), MODEL)
-  assert any(e["event"] == "accept" and e["columns"] == [column] for e in history)
+  entries = history.read_history(str(nights.serving), MODEL)
+  assert any(e["event"] == "accept" and e["columns"] == [column] for e in entries)
 
 
 def test_stopped_and_failed_nights_are_reported_to_a_webhook_and_by_mail(nights, tmp_path):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from components.pusher import object_store_lib
+from components.serving import layout, remote
 from tests.support.cli_runs import REPO_ROOT, moto_s3
 
 BUCKET = "kit"
@@ -31,7 +31,7 @@ def test_upload_order_puts_saved_model_pb_after_model_files_and_variants_last(tm
   variant = tmp_path / "variant"
   variant.mkdir()
   (variant / "model.tflite").write_bytes(b"tflite")
-  files = object_store_lib.plan_files(
+  files = remote.plan_files(
     str(model), {"tflite_float32": str(variant)}, {}, "assets.extra/variants"
   )
   rels = [rel for _, rel in files]
@@ -43,12 +43,12 @@ def test_upload_order_puts_saved_model_pb_after_model_files_and_variants_last(tm
 def test_versions_without_manifest_are_incomplete_and_removed_by_the_next_push(tmp_path):
   base = tmp_path / "serving" / "m"
   model = _saved_model(tmp_path / "model")
-  files = object_store_lib.plan_files(str(model), {}, {}, "assets.extra/variants")
-  object_store_lib.upload_version(str(base), 1, files, {"version": 1})
+  files = remote.plan_files(str(model), {}, {}, "assets.extra/variants")
+  remote.upload_version(str(base), 1, files, {"version": 1})
   (base / "2" / "variables").mkdir(parents=True)  # A push that died before its manifest.
-  complete, incomplete = object_store_lib.versions(str(base))
+  complete, incomplete = remote.versions(str(base))
   assert (complete, incomplete) == ([1], [2])
-  object_store_lib.remove_incomplete(str(base), incomplete)
+  remote.remove_incomplete(str(base), incomplete)
   assert not (base / "2").exists()
   assert json.loads((base / "1" / "manifest.json").read_text()) == {"version": 1}
 
@@ -56,18 +56,18 @@ def test_versions_without_manifest_are_incomplete_and_removed_by_the_next_push(t
 def test_prune_keeps_the_newest_and_never_the_live_version(tmp_path):
   base = tmp_path / "m"
   model = _saved_model(tmp_path / "model")
-  files = object_store_lib.plan_files(str(model), {}, {}, "assets.extra/variants")
+  files = remote.plan_files(str(model), {}, {}, "assets.extra/variants")
   for version in (1, 2, 3):
-    object_store_lib.upload_version(str(base), version, files, {"version": version})
-  assert object_store_lib.prune(str(base), keep_versions=1) == [1, 2]
-  assert object_store_lib.versions(str(base)) == ([3], [])
+    remote.upload_version(str(base), version, files, {"version": version})
+  assert remote.prune(str(base), keep_versions=1, live=3) == [1, 2]
+  assert remote.versions(str(base)) == ([3], [])
 
 
 def test_history_is_one_object_per_event_in_time_order(tmp_path):
   base = str(tmp_path / "m")
-  object_store_lib.append_history(base, {"event": "push", "version": 1})
-  object_store_lib.append_history(base, {"event": "push", "version": 2})
-  assert [e["version"] for e in object_store_lib.read_history(base)] == [1, 2]
+  remote.append_log(base, layout.HISTORY.folder, {"event": "push", "version": 1})
+  remote.append_log(base, layout.HISTORY.folder, {"event": "push", "version": 2})
+  assert [e["version"] for e in remote.read_log(base, layout.HISTORY.folder)] == [1, 2]
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +145,7 @@ def test_pipeline_reads_writes_and_pushes_on_s3(s3_server, tmp_path, digits_csv)
   listed = client.list_objects_v2(Bucket=BUCKET, Prefix="serving/digits/", Delimiter="/")
   assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == [
     "serving/digits/.history/",
+    "serving/digits/.nights/",
     "serving/digits/1/",
   ]
 

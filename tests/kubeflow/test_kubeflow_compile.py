@@ -190,6 +190,32 @@ def test_dockerfile_imports_every_class_the_packages_name(kfp_compiled, vertex_c
   assert "pip install --no-cache-dir --no-deps -r requirements.lock" in text
 
 
+def _constant(task, name: str) -> str | None:
+  parameter = task.get("inputs", {}).get("parameters", {}).get(name, {})
+  return parameter.get("runtimeValue", {}).get("constant")
+
+
+def test_dockerfile_imports_every_trainer_function_loaded_by_module_path(
+  kfp_compiled, vertex_compiled
+):
+  from components import defaults
+
+  text = (REPO_ROOT / "Dockerfile").read_text()
+  block = re.search(r'^ARG MODULE_FNS="(.*?)"$', text, re.M | re.S).group(1)
+  listed = set(block.replace("\\", " ").split())
+  # The run_fn of build_model modules is loaded by the trainer itself, not named by a package.
+  named = {defaults.BUILD_MODEL_RUN_FN}
+  for compiled in (kfp_compiled, vertex_compiled):
+    for task in kubeflow_lib.tasks(_spec(compiled)).values():
+      module = _constant(task, "module_path")
+      if module and "@" not in module:  # A packaged user module (name@wheel) is not the image's.
+        named.add(f"{module}.{defaults.RUN_FN}")
+      named |= {_constant(task, key) for key in ("run_fn", "tuner_fn")} - {None}
+  assert f"{defaults.DEFAULT_MODULE_PATH}.{defaults.TUNER_FN}" in named
+  assert listed == named
+  assert "RUN python -m pipeline.definition.kfp_entrypoint check-imports $MODULE_FNS" in text
+
+
 def test_vertex_package_keeps_tfx_span_driver_and_no_resolver_task(vertex_compiled):
   out, proc = vertex_compiled
   spec = _spec(vertex_compiled)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from components.nights import nights_lib
+from components.serving import nights
 from tests.support import kfp_launcher, notify_servers
 from tests.support.cli_runs import REPO_ROOT, moto_s3, project_env, run_script
 from tests.support.kfp_launcher import CACHED, FAILED, RAN
@@ -408,7 +408,7 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
   store = _LocalStore(tmp_path / "store")
   _four_nights(tmp_path, store, project_env())
   # NightEnd closed each night under the run's id the steps recorded their facts under.
-  records = nights_lib.read_records(store.uri("serving"), "digits")
+  records = nights.read_records(store.uri("serving"), "digits")
   assert [r["outcome"] for r in records] == ["pushed", "not_pushed", "pushed", "not_pushed"]
   assert [r["version"] for r in records] == [1, None, 2, None]
 
@@ -513,7 +513,7 @@ def test_a_stopped_night_ends_in_the_exit_handler_which_records_and_notifies_it(
   assert states["DataGate"] == FAILED and states["NightEnd"] == RAN
   assert "DistributedTrainer" not in states and "Pusher" not in states
   assert sorted(p.name for p in (serving / "digits").iterdir() if p.name.isdigit()) == ["1"]
-  first_night, stopped = nights_lib.read_records(str(serving), "digits")
+  first_night, stopped = nights.read_records(str(serving), "digits")
   assert first_night["outcome"] == "pushed" and first_night["version"] == 1
   assert stopped["outcome"] == "stopped" and "'label'" in stopped["line"]
   assert stopped["line"].startswith("the data gate stopped this night")

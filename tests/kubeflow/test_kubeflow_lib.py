@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from components.nights import nights_lib
+from components.serving import nights
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kfp_entrypoint, kubeflow_lib
 from pipeline.definition.config import DEFAULT_IMAGE, PipelineConfig
@@ -653,8 +654,9 @@ def test_night_end_records_a_failed_night_notifies_and_exits_0(tmp_path, monkeyp
   from tests.support import notify_servers
 
   serving = str(tmp_path / "serving")
+  (tmp_path / "serving" / "toy").mkdir(parents=True)  # A version was pushed before.
   monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "run-1")
-  nights_lib.record_step(serving, "toy", nights_lib.GATE_STEP, {"rows": {"train": 10}})
+  assert nights_lib.record_step(serving, "toy", nights_lib.GATE_STEP, {"rows": {"train": 10}})
   monkeypatch.delenv(nights_lib.NIGHT_ID_ENV)
   output_file = tmp_path / "task" / "executor_output.json"
   status = {
@@ -677,10 +679,10 @@ def test_night_end_records_a_failed_night_notifies_and_exits_0(tmp_path, monkeyp
       "outputs": {"outputFile": str(output_file)},
     }
     assert kfp_entrypoint.main(["night-end", "--executor_input", json.dumps(executor_input)]) == 0
-  (record,) = nights_lib.read_records(serving, "toy")
+  (record,) = nights.read_records(serving, "toy")
   assert (record["night"], record["outcome"]) == ("run-1", "failed")
   assert record["line"] == "Trainer ran out of memory" and record["rows"] == {"train": 10}
-  assert nights_lib.open_facts(serving, "toy", "run-1") == {}
+  assert nights.open_facts(serving, "toy", "run-1") == {}
   (posted,) = hook.requests
   assert "night failed" in posted["json"]["title"]
   out = capsys.readouterr().out

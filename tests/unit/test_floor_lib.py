@@ -1,4 +1,4 @@
-"""The Evaluator's automatic floor from the eval split (components/live_model/floor_lib.py)."""
+"""The Evaluator's automatic floor from the eval split (components/evaluator/floor_lib.py)."""
 
 import json
 
@@ -7,7 +7,7 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
 from components import defaults
-from components.live_model import floor_lib
+from components.evaluator import floor_lib
 
 STATS = {
   "train": {"rows": 100, "counts": {"a": 58, "b": 42}, "overflow": False},

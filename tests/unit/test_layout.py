@@ -1,4 +1,5 @@
-"""The import direction docs/layout.md draws: runners -> cli -> definition -> components."""
+"""The import direction docs/layout.md draws: runners -> cli -> definition -> components, and
+models -> components, with the trainer reaching models only by module-path strings."""
 
 import ast
 import pathlib
@@ -39,20 +40,68 @@ def _offending(folder: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 def test_the_folders_hold_python_files():
-  for folder in ("components", "pipeline/definition", "pipeline/cli"):
+  for folder in ("components", "models", "pipeline/definition", "pipeline/cli"):
     assert _files(folder), folder
 
 
 @pytest.mark.parametrize(
   ("folder", "forbidden"),
   [
-    ("components", ("pipeline", "tests", "bench")),
-    ("pipeline/definition", ("pipeline.cli", "tests", "bench")),
+    # The trainer loads models by module path (components.defaults), as it loads a user's.
+    ("components", ("pipeline", "models", "tests", "bench")),
+    ("models", ("pipeline", "tests", "bench")),
+    ("pipeline/definition", ("pipeline.cli", "models", "tests", "bench")),
     ("pipeline/cli", ("tests", "bench")),
   ],
 )
 def test_no_import_runs_back_up(folder, forbidden):
   assert _offending(folder, forbidden) == []
+
+
+def _defines(path: pathlib.Path) -> set[str]:
+  """The top-level functions of a module file."""
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_the_module_paths_the_trainer_loads_name_functions_in_models():
+  from components import defaults
+
+  module = REPO_ROOT / (defaults.DEFAULT_MODULE_PATH.replace(".", "/") + ".py")
+  assert {defaults.RUN_FN, defaults.TUNER_FN} <= _defines(module)
+  host, _, function = defaults.BUILD_MODEL_RUN_FN.rpartition(".")
+  assert function in _defines(REPO_ROOT / (host.replace(".", "/") + ".py"))
+  assert {defaults.DEFAULT_MODULE_PATH, host} <= {
+    ".".join(p.relative_to(REPO_ROOT).with_suffix("").parts) for p in _files("models")
+  }
+
+
+def _keras_model_code(path: pathlib.Path) -> list[str]:
+  """Keras layers a file defines or builds: Layer subclasses, keras.layers and feature columns."""
+  found = []
+  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    if isinstance(node, ast.ClassDef):
+      bases = [ast.unparse(b) for b in node.bases]
+      found += [f"class {node.name}({b})" for b in bases if b.split(".")[-1] == "Layer"]
+    elif (
+      isinstance(node, ast.Attribute)
+      and node.attr in ("layers", "feature_column")
+      and ast.unparse(node.value).split(".")[-1] in ("keras", "tf")
+    ):
+      found.append(ast.unparse(node))
+  return found
+
+
+def test_the_trainer_defines_no_keras_layer_or_feature_transform():
+  offending = {
+    str(path.relative_to(REPO_ROOT)): _keras_model_code(path)
+    for path in _files("components/distributed_trainer")
+    if _keras_model_code(path)
+  }
+  assert offending == {}
+  # The check sees what it looks for: the default model's layers and its network.
+  assert _keras_model_code(REPO_ROOT / "models/tabular/layers.py")
+  assert _keras_model_code(REPO_ROOT / "models/tabular/model.py")
 
 
 def test_the_checker_sees_an_import_inside_a_function(tmp_path):
@@ -77,3 +126,73 @@ def test_test_modules_share_code_only_through_support():
     if name.startswith("tests.") and name.split(".")[-1].startswith("test_")
   ]
   assert offending == []
+
+
+# The serving folder's files and logs, and the names the serving package gives them.
+SERVING_FILE_NAMES = ("manifest.json", "history.jsonl", "nights.jsonl", ".nights-open")
+SERVING_FOLDER_NAMES = (".history", ".nights")
+SERVING_NAME_CONSTANTS = (
+  "MANIFEST_FILE",
+  "HISTORY",
+  "NIGHTS",
+  "OPEN_DIR",
+  "HISTORY_FILE",
+  "HISTORY_DIR",
+  "NIGHTS_FILE",
+  "NIGHTS_DIR",
+)
+SERVING_PACKAGE = REPO_ROOT / "components" / "serving"
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+  nodes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+  return {
+    id(node.body[0].value)
+    for node in ast.walk(tree)
+    if isinstance(node, nodes)
+    and node.body
+    and isinstance(node.body[0], ast.Expr)
+    and isinstance(node.body[0].value, ast.Constant)
+  }
+
+
+def _serving_names(path: pathlib.Path) -> list[str]:
+  """The serving folder's file names (as literals, docstrings aside) and name constants a
+  module uses."""
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  docstrings = _docstrings(tree)
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+      if id(node) in docstrings:
+        continue
+      found += [n for n in SERVING_FILE_NAMES if n in node.value]
+      found += [n for n in SERVING_FOLDER_NAMES if node.value == n]
+    elif isinstance(node, ast.Attribute) and node.attr in SERVING_NAME_CONSTANTS:
+      found.append(node.attr)
+    elif isinstance(node, ast.ImportFrom):
+      found += [a.name for a in node.names if a.name in SERVING_NAME_CONSTANTS]
+  return found
+
+
+def test_only_the_serving_package_names_the_serving_folders_files():
+  offending = [
+    f"{path.relative_to(REPO_ROOT)} names {name}"
+    for folder in ("components", "pipeline", "bench")
+    for path in _files(folder)
+    if SERVING_PACKAGE not in path.parents
+    for name in _serving_names(path)
+  ]
+  assert offending == []
+
+
+def test_the_serving_names_check_sees_literals_and_constants(tmp_path):
+  module = tmp_path / "m.py"
+  module.write_text(
+    '"""Reads manifest.json (a docstring may say so)."""\n'
+    "from components.serving.layout import HISTORY\n\n"
+    "def f(layout, d):\n"
+    '  """Not history.jsonl either."""\n'
+    '  return open(d + "/manifest.json"), layout.OPEN_DIR, f"{d}/.nights"\n'
+  )
+  assert sorted(_serving_names(module)) == ["HISTORY", "OPEN_DIR", "manifest.json"]

@@ -3,13 +3,14 @@
 import json
 
 from components.live_model import live_model_lib
+from components.serving import live
 
 
 def _publish(serving, version, **fields):
   folder = serving / "digits" / str(version)
   folder.mkdir(parents=True)
   (folder / "manifest.json").write_text(json.dumps({"version": version, **fields}))
-  return live_model_lib.live_key(live_model_lib.live_version(str(serving), "digits"))
+  return live_model_lib.live_key(live.live_version(str(serving), "digits"))
 
 
 def _key(serving, pipeline="digits"):
@@ -50,6 +51,6 @@ def test_the_key_changes_with_the_live_version_and_its_manifest(tmp_path):
   second = _publish(serving, 2)
   assert first != second and second.startswith("2:")
   (serving / "digits" / "2" / "manifest.json").write_text(json.dumps({"version": 2, "x": 1}))
-  live = live_model_lib.live_version(str(serving), "digits")
-  assert live_model_lib.live_key(live) not in (first, second)
-  assert json.loads(_key(serving))["live"] == live_model_lib.live_key(live)
+  current = live.live_version(str(serving), "digits")
+  assert live_model_lib.live_key(current) not in (first, second)
+  assert json.loads(_key(serving))["live"] == live_model_lib.live_key(current)

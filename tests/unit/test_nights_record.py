@@ -1,13 +1,12 @@
-"""The data gate's settings, tonight's rows converted for the live model, and the nights' record."""
+"""The data gate's settings and the nights' record."""
 
 import json
 
 import pytest
-import tensorflow as tf
 
 from components.data_gate import thresholds as th
-from components.live_model import conform_lib
 from components.nights import nights_lib
+from components.serving import layout, nights
 from pipeline.cli import nights as nights_cli
 
 # ----------------------------------------------------------------------------- settings
@@ -60,61 +59,6 @@ def test_accepted_names_split_on_commas_and_keep_their_order():
   assert th.is_accepted("x", ["all"]) and not th.is_accepted("x", ["y"])
 
 
-# ----------------------------------------------------------------------------- conforming
-
-
-def _example(**features):
-  example = tf.train.Example()
-  for name, (kind, values) in features.items():
-    getattr(example.features.feature[name], kind).value.extend(values)
-  return example.SerializeToString()
-
-
-def _features(record):
-  example = tf.train.Example.FromString(record)
-  return {
-    name: (f.WhichOneof("kind"), list(getattr(f, f.WhichOneof("kind")).value))
-    for name, f in example.features.feature.items()
-  }
-
-
-def test_conform_gives_each_changed_column_the_live_models_type():
-  record = _example(
-    tract=("int64_list", [17031081800]),
-    miles=("float_list", [2.5]),
-    seconds=("int64_list", [300]),
-    code=("bytes_list", [b"12", b"x"]),
-    empty=("int64_list", []),
-    new=("float_list", [1.0]),
-  )
-  baseline = {
-    "tract": "BYTES",
-    "miles": "INT",
-    "seconds": "FLOAT",
-    "code": "FLOAT",
-    "empty": "BYTES",
-  }
-  [out] = conform_lib.conform_records([record], baseline)
-  features = _features(out)
-  assert features["tract"] == ("bytes_list", [b"17031081800"])
-  assert features["miles"] == ("int64_list", [2])  # rounded to the nearest (half to even)
-  assert features["seconds"] == ("float_list", [300.0])
-  assert features["code"] == ("float_list", [12.0])  # 'x' is not a number: left out
-  assert features["empty"] == ("bytes_list", [])
-  assert features["new"] == ("float_list", [1.0])  # unknown to the live model: as it was
-
-
-def test_conform_leaves_records_alone_when_no_type_changed():
-  record = _example(a=("int64_list", [1]))
-  assert conform_lib.conform_records([record], {"a": "INT"}) == [record]
-  assert conform_lib.conformer({"a": "INT"}, {"a": "INT"}) is None
-  assert conform_lib.conformer({"a": "INT"}, None) is None
-  conform = conform_lib.conformer({"a": "INT", "b": "BYTES"}, {"a": "BYTES", "b": "BYTES"})
-  assert conform.columns == {"a": ("INT", "BYTES")}
-  [out] = conform(tf.constant([record])).numpy().tolist()
-  assert _features(out)["a"] == ("bytes_list", [b"1"])
-
-
 # ----------------------------------------------------------------------------- the record
 
 
@@ -150,14 +94,19 @@ def test_a_night_is_closed_into_the_log_and_its_open_facts_removed(tmp_path, mon
   monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
   assert not nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, {"x": 1})
   monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "night-1")
+  # Before a first push there is no model folder, and a night writes none.
+  assert not nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, {"x": 1})
+  assert not (tmp_path / "serving").exists()
+  (tmp_path / "serving" / "m").mkdir(parents=True)
   assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(False))
   record = nights_lib.close_night(serving, "m", "night-1", succeeded=False, error="stopped")
   assert record["outcome"] == nights_lib.STOPPED
-  assert nights_lib.read_records(serving, "m") == [record]
-  assert not list((tmp_path / "serving" / "m" / nights_lib.OPEN_DIR).iterdir())
+  assert nights.read_records(serving, "m") == [record]
+  # The open facts are gone, and with them the open-nights folder.
+  assert sorted(p.name for p in (tmp_path / "serving" / "m").iterdir()) == ["nights.jsonl"]
   # A second night appends; nothing recorded for it: a failed night with no facts.
   nights_lib.close_night(serving, "m", "night-2", succeeded=False, error="bad csv")
-  assert [r["outcome"] for r in nights_lib.read_records(serving, "m")] == ["stopped", "failed"]
+  assert [r["outcome"] for r in nights.read_records(serving, "m")] == ["stopped", "failed"]
 
 
 def test_end_night_survives_an_unwritable_folder_and_still_reports(tmp_path):
@@ -206,3 +155,22 @@ def test_history_rows_read_like_the_nights():
   first = {"gate": {"compared": False, "reason": "nothing was live"}, "outcome": "pushed"}
   assert nights_cli.rows([first])[0]["gate"] == "first"
   assert json.dumps(nights_cli.rows([first]))  # plain text throughout
+
+
+def test_a_night_killed_before_it_closed_is_recorded_by_a_later_one(tmp_path, monkeypatch):
+  import os
+  import time
+
+  serving = str(tmp_path / "serving")
+  (tmp_path / "serving" / "m").mkdir(parents=True)
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "killed")
+  assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(True))
+  old = time.time() - nights_lib.INTERRUPTED_AFTER_S - 60
+  for path in (tmp_path / "serving" / "m" / layout.OPEN_DIR / "killed").iterdir():
+    os.utime(path, (old, old))
+  nights_lib.close_night(serving, "m", "tonight", succeeded=False, error="bad csv")
+  tonight, killed = nights.read_records(serving, "m")
+  assert tonight["night"] == "tonight"
+  assert killed["night"] == "killed" and killed["outcome"] == nights_lib.FAILED
+  assert "interrupted" in killed["line"] and killed["spans"] == [2]
+  assert sorted(p.name for p in (tmp_path / "serving" / "m").iterdir()) == ["nights.jsonl"]

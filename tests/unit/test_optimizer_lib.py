@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import preprocessing_layers
 from components.errors import UserInputError
 from components.optimizer import (
   conversions,
@@ -25,6 +24,7 @@ from components.optimizer import (
   variant_index,
   variants,
 )
+from models.tabular import layers as preprocessing_layers
 from tests.support import tabular_data as td
 
 TRT_REASON = tensorrt_lib.unavailable_reason()

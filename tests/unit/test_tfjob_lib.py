@@ -8,7 +8,7 @@ import time
 import jsonschema
 import pytest
 
-from components.distributed_trainer import tfjob_lib, tfjob_manifest
+from components.distributed_trainer import tfjob_cluster, tfjob_lib, tfjob_manifest
 from components.errors import UserInputError
 from tests.support import fake_kubernetes
 from tests.support.fake_kubernetes import FakeKubernetes
@@ -234,7 +234,7 @@ def cluster(tmp_path, monkeypatch):
   ) as fake:
     monkeypatch.setenv("KUBECONFIG", fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    yield fake, tfjob_lib.connect()
+    yield fake, tfjob_cluster.connect()
 
 
 SERVE = "import time; print('serving', flush=True); time.sleep(120)"
@@ -427,10 +427,10 @@ def test_namespace_comes_from_the_pod_then_the_kubeconfig_then_default(
 ):
   file = tmp_path / "namespace"
   file.write_text("from-pod\n")
-  assert tfjob_lib.current_namespace(str(file)) == "from-pod"
-  assert tfjob_lib.current_namespace(str(tmp_path / "absent")) == NS
+  assert tfjob_cluster.current_namespace(str(file)) == "from-pod"
+  assert tfjob_cluster.current_namespace(str(tmp_path / "absent")) == NS
   monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
-  assert tfjob_lib.current_namespace(str(tmp_path / "absent")) == "default"
+  assert tfjob_cluster.current_namespace(str(tmp_path / "absent")) == "default"
 
 
 def test_a_signal_death_reads_as_128_plus_the_signal():
@@ -474,8 +474,8 @@ def test_an_unreachable_api_server_is_one_line_naming_it_and_the_kubeconfig(tmp_
   fake = _not_ready_cluster(tmp_path, monkeypatch)
   url = fake.url
   fake.stop()  # a closed port: nothing answers
-  with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
-    tfjob_lib.run_job(tfjob_lib.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
+  with pytest.raises(tfjob_cluster.ClusterNotReadyError) as error:
+    tfjob_lib.run_job(tfjob_cluster.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
   assert str(error.value) == (
     f"cannot reach the Kubernetes API server at {url} (Connection refused), which the "
     f"kubeconfig {tmp_path / 'kubeconfig'} names; check that the cluster is up and that "
@@ -488,15 +488,17 @@ def test_an_unreachable_api_server_is_one_line_naming_it_and_the_kubeconfig(tmp_
 def test_no_kubeconfig_outside_a_pod_is_one_line(tmp_path, monkeypatch):
   monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
   monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-  with pytest.raises(tfjob_lib.ClusterNotReadyError, match=r"^no Kubernetes cluster to run the"):
-    tfjob_lib.connect()
+  with pytest.raises(
+    tfjob_cluster.ClusterNotReadyError, match=r"^no Kubernetes cluster to run the"
+  ):
+    tfjob_cluster.connect()
 
 
 def test_a_cluster_without_the_training_operator_is_one_line_naming_the_crd(tmp_path, monkeypatch):
   fake = _not_ready_cluster(tmp_path, monkeypatch, tfjob_crd=False)
   try:
-    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
-      tfjob_lib.run_job(tfjob_lib.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
+    with pytest.raises(tfjob_cluster.ClusterNotReadyError) as error:
+      tfjob_lib.run_job(tfjob_cluster.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
     assert str(error.value) == (
       f"the Kubernetes API server at {fake.url} has no TFJob resource (kubeflow.org/v1 tfjobs, "
       "HTTP 404): the Kubeflow Training Operator is not installed; install it "
@@ -510,8 +512,8 @@ def test_a_cluster_without_the_training_operator_is_one_line_naming_the_crd(tmp_
 def test_a_namespace_that_does_not_exist_is_one_line(tmp_path, monkeypatch):
   fake = _not_ready_cluster(tmp_path, monkeypatch, namespaces=["kubeflow"])
   try:
-    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
-      tfjob_lib.run_job(tfjob_lib.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
+    with pytest.raises(tfjob_cluster.ClusterNotReadyError) as error:
+      tfjob_lib.run_job(tfjob_cluster.connect(), _body(_settings(ps=0)), timeout_s=10, poll_s=0.1)
     assert str(error.value).startswith(f"namespace '{NS}' does not exist on the Kubernetes API")
     assert str(error.value).endswith("or pass --tfjob-namespace with an existing one.")
   finally:
@@ -528,8 +530,8 @@ def test_rbac_refusal_is_one_line_naming_the_account_the_namespace_and_the_role(
   fake = _not_ready_cluster(tmp_path, monkeypatch, forbidden=[forbidden])
   body = _body(_settings(ps=0), commands={"Worker": SERVE})
   try:
-    with pytest.raises(tfjob_lib.ClusterNotReadyError) as error:
-      tfjob_lib.run_job(tfjob_lib.connect(), body, timeout_s=10, poll_s=0.1)
+    with pytest.raises(tfjob_cluster.ClusterNotReadyError) as error:
+      tfjob_lib.run_job(tfjob_cluster.connect(), body, timeout_s=10, poll_s=0.1)
     assert str(error.value) == (
       f"the Kubernetes API server at {fake.url} forbids "
       f"system:serviceaccount:kubeflow:pipeline-runner to {denied} in namespace '{NS}' (HTTP "

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from components import model_contract, tasks
-from components.distributed_trainer import tabular_read
 from components.model_contract import CATEGORICAL, NUMERIC, Column
+from models.tabular import read
 
 # Rows kept (uniformly, by the smallest random keys) for quantiles and date detection.
 SAMPLE_ROWS = 20_000
@@ -196,7 +196,7 @@ def profile_data(
   file_rows = []
   for path in files:
     file_rows.append(0)
-    for features, label in tabular_read.file_batches(path, columns, label_key, label_dtype):
+    for features, label in read.file_batches(path, columns, label_key, label_dtype):
       file_rows[-1] += len(label)
       tally.add(features, label)
   if tally.rows == 0:

@@ -1,5 +1,8 @@
 """The default model: raw columns in, preprocessing layers, a network, the task's head; its
-evaluation and its export (a SavedModel any client can call). Its input is tabular_input's.
+evaluation and its export (a SavedModel any client can call). Its input is inputs.py's.
+
+Importing it registers its Keras layers (layers.py), so whoever imports the trainer module that
+built a model (the Optimizer, by the Model's trainer_module) loads it as this Keras model.
 """
 
 from __future__ import annotations
@@ -11,101 +14,12 @@ from typing import Any
 import numpy as np
 
 from components import model_contract, tasks
-from components.distributed_trainer.tabular_input import label_target
-from components.distributed_trainer.tabular_profile import ColumnStats, Profile, TabularInputError
-from components.model_contract import CATEGORICAL, NUMERIC
-
-DEFAULT_HPARAMS: dict[str, Any] = {
-  # None: sized to the training rows (`hidden_units_for`).
-  "hidden_units": None,
-  "num_layers": 2,
-  "learning_rate": 1e-3,
-  "dropout": 0.0,
-  # Quantile bins per numeric column (piecewise-linear encoding); 0 turns them off.
-  "numeric_bins": 16,
-  # Text values seen fewer times than this in training go to the out-of-vocabulary slot.
-  "min_category_count": 2,
-  "max_vocabulary": 1000,
-  # Text columns with more values than this are embedded instead of one-hot encoded.
-  "one_hot_max": 32,
-  "max_classes": tasks.DEFAULT_MAX_CLASSES,
-}
-# The signature that takes one named value per column (TF Serving's REST `instances`).
-ROWS_SIGNATURE = model_contract.ROWS_SIGNATURE
+from components.model_contract import CATEGORICAL, NUMERIC, label_target
+from models.tabular import layers
+from models.tabular.hparams import DEFAULT_HPARAMS, hidden_units_for
+from models.tabular.profile import ColumnStats, Profile, TabularInputError
 
 Body = Callable[[Any, dict[str, Any]], Any]
-
-
-def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[str, Any]:
-  """The hyper-parameters with their defaults, checked.
-
-  Args:
-    hparams: --hparams (and the Tuner's values).
-    allow_extra: accept names the default model does not know (a build_model module's network
-      reads its own).
-
-  Raises:
-    TabularInputError: for an unknown name or a value of the wrong kind or range.
-  """
-  unknown = sorted(set(hparams) - set(DEFAULT_HPARAMS) - {"batch_size", "max_epochs"})
-  if unknown and not allow_extra:
-    raise TabularInputError(
-      f"unknown hyper-parameter(s) {', '.join(unknown)}; use "
-      f"{', '.join(sorted([*DEFAULT_HPARAMS, 'batch_size', 'max_epochs']))}."
-    )
-  out = {**DEFAULT_HPARAMS, **hparams}
-  for name in ("hidden_units", "num_layers", "max_vocabulary", "max_classes"):
-    if out[name] is not None or name != "hidden_units":
-      _check_number(name, out[name], int, 1)
-  for name in ("numeric_bins", "min_category_count", "one_hot_max"):
-    _check_number(name, out[name], int, 0)
-  for name in ("batch_size", "max_epochs"):
-    if name in out:
-      _check_number(name, out[name], int, 1)
-  _check_number("learning_rate", out["learning_rate"], float, 0, exclusive=True)
-  _check_number("dropout", out["dropout"], float, 0)
-  if float(out["dropout"]) >= 1:
-    raise TabularInputError(
-      f"hyper-parameter dropout={out['dropout']} must be below 1, e.g. {_example('dropout')}."
-    )
-  return out
-
-
-# Values shown in messages as the expected form, where the default is not a good example.
-_EXAMPLES = {"hidden_units": 128, "batch_size": 256, "max_epochs": 100, "dropout": 0.1}
-
-
-def _example(name: str) -> str:
-  return f"--hparams {name}={_EXAMPLES.get(name, DEFAULT_HPARAMS.get(name))}"
-
-
-def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool = False) -> None:
-  """Refuses a value of the wrong kind or range, showing the form that works."""
-  bound = f"{'above' if exclusive else 'at least'} {low}"
-  of_bound = bound if exclusive else f"of {bound}"
-  try:
-    number = kind(value)
-    whole = kind is not int or float(value) == number
-  except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
-    number, whole = None, False
-  if not whole:
-    kind_name, form = ("an integer", "a whole number") if kind is int else ("a number", "a number")
-    raise TabularInputError(
-      f"hyper-parameter {name}={value!r} is not {kind_name}; pass {form} {of_bound}, e.g. "
-      f"{_example(name)}."
-    )
-  if not math.isfinite(number) or number < low or (exclusive and number == low):
-    raise TabularInputError(
-      f"hyper-parameter {name}={value!r} must be {bound}, e.g. {_example(name)}."
-    )
-
-
-def hidden_units_for(rows: int) -> int:
-  """Width of the hidden layers for a training set: 64 under 2,000 rows, 128 under 20,000,
-  256 from there, so that small tables do not get more capacity than their rows support."""
-  if rows < 2_000:
-    return 64
-  return 128 if rows < 20_000 else 256
 
 
 def _head_size(label: tasks.LabelInfo) -> int:
@@ -172,8 +86,6 @@ def embedding_size(vocabulary_size: int) -> int:
 def _text_part(s: ColumnStats, inputs, hp: dict[str, Any]):
   import tensorflow as tf
 
-  from components import preprocessing_layers as layers
-
   name = s.column.input_name
   if s.date is not None:
     return layers.DateFeatures(
@@ -207,8 +119,6 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
   """
   import tensorflow as tf
 
-  from components import preprocessing_layers as layers
-
   hp = {**DEFAULT_HPARAMS, **hparams}
   if hp["hidden_units"] is None:
     hp["hidden_units"] = hidden_units_for(profile.rows)
@@ -241,42 +151,6 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
   full = model_hparams(profile, hp, x.shape[-1])
   outputs = _task_output((body or default_body)(x, full), profile)
   return tf.keras.Model(inputs=inputs, outputs=outputs, name="tabular_model")
-
-
-def build_model_adapter(build_model_fn: Callable[[dict[str, Any]], Any]) -> Body:
-  """Turns a `build_model(hparams)` module function into a model body.
-
-  The module's model takes the preprocessed float32 [batch, hparams['num_features']] vector
-  and returns [batch, hparams['num_outputs']]: logits (classification) or the standardized
-  value (regression); the trainer adds the softmax, sigmoid or rescaling.
-  """
-
-  def body(x, hparams):
-    model = build_model_fn(dict(hparams))
-    _check_user_model(model, hparams)
-    return model(x)
-
-  return body
-
-
-def _check_user_model(model, hparams: dict[str, Any]) -> None:
-  import tensorflow as tf
-
-  if not isinstance(model, tf.keras.Model):
-    raise TabularInputError(
-      f"build_model returned {type(model).__name__}; it must return a tf.keras.Model."
-    )
-  inputs = getattr(model, "inputs", None)
-  if not inputs or len(inputs) != 1 or inputs[0].shape[-1] != hparams["num_features"]:
-    raise TabularInputError(
-      "build_model must return a model with ONE float input of shape "
-      f"[batch, {hparams['num_features']}] (hparams['num_features']); got inputs {inputs}."
-    )
-  if model.outputs[0].shape[-1] != hparams["num_outputs"]:
-    raise TabularInputError(
-      f"build_model returned {model.outputs[0].shape[-1]} outputs; for a "
-      f"{hparams['task']} label it must return hparams['num_outputs']={hparams['num_outputs']}."
-    )
 
 
 def compile_model(model, profile: Profile, learning_rate: float, steps_per_execution: int) -> None:
@@ -372,7 +246,7 @@ def export_saved_model(model, profile: Profile, export_dir: str) -> None:
     include_optimizer=False,
     signatures={
       "serving_default": model_contract.examples_signature(model, columns),
-      ROWS_SIGNATURE: model_contract.rows_signature(model, columns),
+      model_contract.ROWS_SIGNATURE: model_contract.rows_signature(model, columns),
       model_contract.TRANSFORM_SIGNATURE: transform_features.get_concrete_function(),
     },
   )

@@ -1,43 +1,25 @@
-"""Atomic, versioned pushes of SavedModels (plus optimized variants) into a TF Serving tree.
+"""Publishing a version: a SavedModel and its variants as the next version, and retention.
 
-Plain Python: no TFX or TensorFlow imports, so this module is cheap to import from the CLI
-(`pipeline/rollback.py`) and from crash tests that run it in a subprocess. The serving folder
-may be local (`local_store`: lock, staging folder, fsync, rename) or an object store
-(`object_store_lib`: manifest last); `folders` puts both behind one interface. Reading and
-verifying versions is `inventory`'s, rolling back `rollback_lib`'s.
+The serving folder may be local (`local`: lock, staging folder, fsync, rename) or an object
+store (`remote`: manifest last); `store` puts both behind one interface. Plain Python: no TFX
+or TensorFlow imports for a local folder, so the crash tests run it cheaply in a subprocess.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from components import serving_layout, storage
-from components.pusher import folders, inventory, local_store
-from components.pusher.serving_paths import PusherError, model_dir, validate_model_name
-
-# Keys the library owns in manifest.json; callers' manifest_extra must not overwrite them.
-_RESERVED_MANIFEST_KEYS = frozenset(
-  {
-    "format",
-    "model_name",
-    "version",
-    "created_at",
-    "event",
-    "content_sha256",
-    "files",
-    "variants",
-    "source",
-    "republished_from",
-  }
-)
+from components import storage
+from components.serving import history, layout, live, local, manifest, paths, store
+from components.serving.paths import PusherError
 
 
 @dataclasses.dataclass(frozen=True)
 class PushResult:
-  """Outcome of `push_version` or `rollback`.
+  """Outcome of `push_version` or `rollback.rollback`.
 
   Attributes:
     pushed: True when a new version folder was published.
@@ -81,7 +63,7 @@ def push_version(
   manifest_extra: Mapping[str, Any] | None = None,
   keep_versions: int = 5,
   skip_if_identical: bool = True,
-  lock_timeout_s: float = local_store.DEFAULT_LOCK_TIMEOUT_S,
+  lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
   source: Mapping[str, Any] | None = None,
 ) -> PushResult:
   """Publishes a SavedModel and its variants as the next version, atomically.
@@ -100,7 +82,7 @@ def push_version(
     variant_metrics: Metrics per variant name, recorded in the manifest.
     extra_trees: More folders to ship, version-relative path -> source folder (for example
       the Transform graph that variants without preprocessing need).
-    manifest_extra: More JSON-serialisable manifest entries (data spans, lineage, ...).
+    manifest_extra: More JSON-serialisable manifest fields (data spans, lineage, ...).
     keep_versions: How many of the newest versions to keep; the live one is never deleted.
     skip_if_identical: Push nothing when the content equals the live version's, or equals
       content that a rollback moved away from (so a nightly rerun does not undo a rollback).
@@ -114,40 +96,58 @@ def push_version(
   Raises:
     PusherError: On invalid names, a missing SavedModel or variant, or a lock timeout.
   """
-  base = model_dir(serving_dir, model_name)
+  base = paths.model_dir(serving_dir, model_name)
   keep_versions = check_keep_versions(keep_versions)
   variants, metrics, extra = _checked_inputs(
     saved_model_dir, variants or {}, variant_metrics or {}, manifest_extra or {}
   )
   if source is None:
     source = _default_source(base, saved_model_dir, variants)
-  with folders.open_folder(base, lock_timeout_s, push=True) as folder:
+  with store.open_folder(base, lock_timeout_s, push=True) as folder:
     staged = folder.stage_push(saved_model_dir, variants, extra_trees or {})
-    content = serving_layout.content_digest(staged.files)
-    history = folder.read_history()
-    live, live_manifest = folder.live()
-    skip_reason = skip_if_identical and serving_layout.identical_reason(
-      live, live_manifest, content, history
-    )
+    content = manifest.content_digest(staged.files)
+    entries = folder.read_log(layout.HISTORY)
+    current = live.live_in(folder)
+    live_number = current.version if current else None
+    skip_reason = skip_if_identical and _identical_reason(current, content, entries)
     if skip_reason:
       staged.discard()
-      return PushResult(False, None, None, skip_reason, live, content, (), live_manifest or None)
+      live_manifest = current.manifest if current else None
+      return PushResult(False, None, None, skip_reason, live_number, content, (), live_manifest)
 
-    manifest = serving_layout.push_manifest(
+    version_manifest = manifest.push_manifest(
       model_name=model_name,
-      version=serving_layout.next_version(folder.taken(), history),
-      created_at=serving_layout.utc_now(),
+      version=history.next_version(folder.taken(), entries),
+      created_at=layout.utc_now(),
       content=content,
       files=staged.files,
       variant_metrics=metrics,
       source=source,
       extra=extra,
     )
-    version = manifest["version"]
-    path = staged.publish(version, manifest)
-    folder.append_history(serving_layout.push_history_entry(manifest, live))
-    removed = folder.prune(keep_versions)
-  return PushResult(True, version, path, "", version, content, tuple(removed), manifest)
+    version = version_manifest[manifest.VERSION_FIELD]
+    path = staged.publish(version, version_manifest)
+    folder.append_log(layout.HISTORY, history.push_entry(version_manifest, live_number))
+    removed = retire(folder, keep_versions, version)
+  return PushResult(True, version, path, "", version, content, tuple(removed), version_manifest)
+
+
+def _identical_reason(
+  current: live.LiveVersion | None, content: str, entries: Iterable[Mapping[str, Any]]
+) -> str:
+  """Why a candidate with this content digest is not pushed, or '' when it is new."""
+  if current is not None and current.manifest.get(manifest.CONTENT_SHA256_FIELD) == content:
+    return (
+      f"identical to live version {current.version} (same sha256 of every file); nothing pushed"
+    )
+  rejected = history.rejected_contents(entries).get(content)
+  if rejected:
+    return (
+      f"identical to version {rejected.get('from')}, which was rolled back at "
+      f"{rejected.get('time')} ({rejected.get('reason') or 'no reason given'}); not re-pushing "
+      "it (use rollback --to to restore it deliberately)"
+    )
+  return ""
 
 
 def _checked_inputs(
@@ -158,14 +158,14 @@ def _checked_inputs(
 ) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, Any]]:
   """push_version's inputs checked before anything is locked or written: (variants, metrics
   per variant, manifest_extra) as plain dicts."""
-  if not inventory.has_saved_model(saved_model_dir):
+  if not local.has_saved_model(saved_model_dir):
     raise PusherError(
       f"No SavedModel at {saved_model_dir!r} (saved_model.pb missing); check that the Trainer "
       "exported its model to Format-Serving."
     )
   variants = dict(variants)
   for name, src in variants.items():
-    validate_model_name(name, "variant name")
+    paths.validate_model_name(name, "variant name")
     if not os.path.exists(src):
       raise PusherError(
         f"Variant {name!r} source {src!r} does not exist; rerun the Optimizer, or push without "
@@ -173,7 +173,7 @@ def _checked_inputs(
       )
   metrics = {name: dict(variant_metrics.get(name, {})) for name in variants}
   extra = dict(manifest_extra)
-  clash = _RESERVED_MANIFEST_KEYS.intersection(extra)
+  clash = manifest.RESERVED_FIELDS.intersection(extra)
   if clash:
     raise ValueError(f"manifest_extra may not set reserved keys {sorted(clash)}")
   return variants, metrics, extra
@@ -189,13 +189,22 @@ def _default_source(base: str, saved_model_dir: str, variants: Mapping[str, str]
   }
 
 
+def retire(folder: store.Folder, keep_versions: int, live_number: int | None) -> list[int]:
+  """Deletes all but the newest `keep_versions` versions of an open folder, never the live one,
+  and records the deletion in the history."""
+  removed = folder.prune(keep_versions, live_number)
+  if removed:
+    folder.append_log(layout.HISTORY, history.prune_entry(removed))
+  return removed
+
+
 def prune_versions(
   serving_dir: str,
   model_name: str,
   keep_versions: int,
-  lock_timeout_s: float = local_store.DEFAULT_LOCK_TIMEOUT_S,
+  lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
 ) -> list[int]:
-  """Deletes all but the newest `keep_versions` versions; never the live one.
+  """Deletes all but the newest `keep_versions` versions of a local folder; never the live one.
 
   Args:
     serving_dir: Absolute serving root.
@@ -206,50 +215,10 @@ def prune_versions(
   Returns:
     The versions deleted.
   """
-  base = model_dir(serving_dir, model_name)
+  base = paths.model_dir(serving_dir, model_name)
   keep_versions = check_keep_versions(keep_versions)
   if not os.path.isdir(base):
     return []
-  with folders.LocalFolder(base, lock_timeout_s) as folder:
-    return folder.prune(keep_versions)
-
-
-def record_acceptance(
-  serving_dir: str,
-  model_name: str,
-  columns: list[str],
-  reason: str,
-  lock_timeout_s: float = local_store.DEFAULT_LOCK_TIMEOUT_S,
-) -> dict[str, Any]:
-  """Records that changes to `columns` in the data are deliberate, against the live version.
-
-  The data gate lets those changes through until another version goes live.
-
-  Returns:
-    The history entry written.
-
-  Raises:
-    PusherError: when nothing is live (there is nothing to accept a change against).
-  """
-  base = model_dir(serving_dir, model_name)
-  if not storage.is_remote(base) and not os.path.isdir(base):
-    raise PusherError(
-      f"nothing is live under {base}: the data gate only compares with a live version, so "
-      "there is no change to accept yet."
-    )
-  with folders.open_folder(base, lock_timeout_s, push=False) as folder:
-    live, _ = folder.live()
-    if live is None:
-      raise PusherError(
-        f"nothing is live under {base}: the data gate only compares with a live version, so "
-        "there is no change to accept yet."
-      )
-    entry = {
-      "time": serving_layout.utc_now(),
-      "event": serving_layout.ACCEPT_EVENT,
-      "live_version": live,
-      "columns": list(columns),
-      "reason": reason,
-    }
-    folder.append_history(entry)
-  return entry
+  with store.LocalFolder(base, lock_timeout_s) as folder:
+    current = live.live_in(folder)
+    return retire(folder, keep_versions, current.version if current else None)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import preprocessing_layers as layers
+from models.tabular import layers
 
 
 def test_numeric_imputes_the_mean_adds_indicators_and_standardizes():

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+# Saved models store the registered names (`tfx_pipeline_kit>NumericBins`), so they stay the same
+# wherever this module lives: models saved before it moved into models/ still load.
 _PACKAGE = "tfx_pipeline_kit"
 
 

@@ -1,4 +1,4 @@
-"""The default model's input: raw labels to targets, tf.Example batches, rows held in memory."""
+"""The default model's input: tf.Example batches, and training rows held in memory."""
 
 from __future__ import annotations
 
@@ -10,32 +10,9 @@ import numpy as np
 
 from components import model_contract, records, tasks, tf_compat
 from components.distributed_trainer import distributed_trainer_lib as train_lib
-from components.distributed_trainer import tabular_read
-from components.distributed_trainer.tabular_profile import Profile
-from components.model_contract import NUMERIC
-
-
-def label_target(label, info: tasks.LabelInfo, dtype: str):
-  """Maps raw labels to what the model is trained against.
-
-  Class labels become class indices (int64 for multiclass, float32 0/1 for binary), -1 for a
-  value outside the class vocabulary; regression labels become float32.
-  """
-  import tensorflow as tf
-
-  if info.task == tasks.REGRESSION:
-    return tf.cast(label, tf.float32)
-  classes = tf.constant(
-    list(info.classes),
-    dtype={"int64": tf.int64, "float32": tf.float32, "string": tf.string}[dtype],
-  )
-  hit = tf.equal(tf.expand_dims(label, 1), tf.expand_dims(classes, 0))
-  index = tf.where(
-    tf.reduce_any(hit, axis=1), tf.argmax(tf.cast(hit, tf.int32), axis=1), tf.constant(-1, tf.int64)
-  )
-  if info.task == tasks.BINARY:
-    return tf.cast(index, tf.float32)
-  return index
+from components.model_contract import NUMERIC, label_target
+from models.tabular import read
+from models.tabular.profile import Profile
 
 
 def _parser(profile: Profile):
@@ -142,7 +119,7 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
   at = {"fit": 0, "held": 0}
   for path, expected in zip(files, counts, strict=True):
     start = 0
-    batches = tabular_read.file_batches(path, columns, profile.label.key, profile.label_dtype)
+    batches = read.file_batches(path, columns, profile.label.key, profile.label_dtype)
     for features, label in batches:
       target = label_target(tf.constant(label), profile.label, profile.label_dtype).numpy()
       if profile.label.task != tasks.MULTICLASS:

@@ -1,7 +1,7 @@
-"""Checked paths into a TF Serving tree: serving root, model name, version number.
+"""Checked paths into the serving folder: serving root, model name, version number.
 
-Plain Python (no TFX or TensorFlow), like the rest of the Pusher's library, so the rollback CLI
-and the runners' checks can validate their arguments cheaply.
+Plain Python (no TFX or TensorFlow), so the rollback command and the runners' checks can
+validate their arguments cheaply.
 """
 
 from __future__ import annotations
@@ -9,15 +9,17 @@ from __future__ import annotations
 import os
 import re
 
-from components import serving_layout, storage
+from components import storage
 from components.errors import UserInputError
+from components.serving import layout
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^/]+(/.*)?$")
 
 
 class PusherError(UserInputError):
-  """A problem the user can fix (bad name, missing model, nothing to roll back to)."""
+  """A problem with the serving folder the user can fix (bad name, missing model, nothing to
+  roll back to)."""
 
 
 def validate_model_name(name: str, what: str = "model name") -> str:
@@ -60,7 +62,7 @@ def parse_version(text: str | int) -> int:
     if text < 0:
       raise PusherError(f"Invalid version {text!r}: pass a non-negative integer such as 3.")
     return text
-  if not isinstance(text, str) or not serving_layout.is_version_name(text):
+  if not isinstance(text, str) or not layout.is_version_name(text):
     raise PusherError(
       f"Invalid version {text!r}: pass a non-negative integer such as 3 (digits only)."
     )

@@ -1,5 +1,5 @@
-"""TFX's stock Evaluator, told to compare against no baseline when nothing is live yet, and to
-take its automatic floor from the eval split."""
+"""The Evaluator's executor: TFX's stock Evaluator, told to compare against no baseline when
+nothing is live yet, and to take its automatic floor from the eval split."""
 
 from __future__ import annotations
 
@@ -10,35 +10,14 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import types
 from tfx.components.evaluator import executor as stock_evaluator
-from tfx.dsl.components.base import base_component, executor_spec
 from tfx.dsl.io import fileio
-from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter, ExecutionParameter
-from tfx.utils import io_utils, json_utils, path_utils, proto_utils
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, path_utils, proto_utils
 
 from components import memory, model_contract, tf_compat
-from components.live_model import conform_lib, evaluation_lib, floor_lib
+from components.evaluator import conform_lib, evaluation_lib, floor_lib
+from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, BASELINE_SKIPPED_PROPERTY
 from components.live_model import executor as live_executor
-
-# JSON {"task": ...} when the floor is automatic (floor_lib); absent or "" otherwise.
-AUTO_FLOOR_KEY = "auto_floor"
-# The schema the live version was trained on (LiveModel's reference_schema).
-BASELINE_SCHEMA_KEY = "baseline_schema"
-# The blessing property saying why the live version was not scored, when it could not be.
-BASELINE_SKIPPED_PROPERTY = "baseline_skipped"
-
-
-class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
-  """The stock EvaluatorSpec plus `auto_floor` and the live version's schema."""
-
-  PARAMETERS = {
-    **standard_component_specs.EvaluatorSpec.PARAMETERS,
-    AUTO_FLOOR_KEY: ExecutionParameter(type=str, optional=True),
-  }
-  INPUTS = {
-    **standard_component_specs.EvaluatorSpec.INPUTS,
-    BASELINE_SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema, optional=True),
-  }
 
 
 class Executor(stock_evaluator.Executor):
@@ -262,56 +241,3 @@ def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:
     return None
   stats = json.loads(examples[0].get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY))
   return floor_lib.floor_from_label_stats(stats, json.loads(raw)["task"])
-
-
-class BaselineAwareEvaluator(base_component.BaseComponent):
-  """`tfx.components.Evaluator` whose baseline may be an unavailable LiveModel output and whose
-  automatic floor comes from the eval split.
-
-  It takes the stock Evaluator's inputs and produces its outputs (`evaluation`, `blessing`),
-  so TFMA's ModelEvaluation and ModelBlessing are exactly what stock writes; the blessing also
-  records `floor` and `floor_reason` when the floor was automatic.
-  """
-
-  SPEC_CLASS = EvaluatorSpec
-  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
-
-  def __init__(
-    self,
-    examples: types.BaseChannel,
-    model: types.BaseChannel,
-    eval_config: tfma.EvalConfig,
-    baseline_model: types.BaseChannel | None = None,
-    schema: types.BaseChannel | None = None,
-    example_splits: list[str] | None = None,
-    auto_floor: str | None = None,
-    baseline_schema: types.BaseChannel | None = None,
-  ):
-    """Wires the Evaluator.
-
-    Args:
-      examples: Examples to evaluate on (the `eval` split unless `example_splits`).
-      model: the candidate Model.
-      eval_config: TFMA's EvalConfig (metrics, thresholds, slices).
-      baseline_model: LiveModel's baseline (possibly marked unavailable).
-      schema: optional Schema of the examples; with `baseline_schema`, it says which columns
-        changed type since the live version was trained (the stock executor is not given it).
-      example_splits: splits to evaluate on.
-      auto_floor: `floor_lib.auto_floor_spec(task)` when the floor is automatic: the
-        task metric's value threshold is then set from the eval split's label counts.
-      baseline_schema: LiveModel's reference_schema, the schema the live version was trained
-        on: the baseline is scored on the examples converted to its types (`conform_lib`).
-    """
-    spec = EvaluatorSpec(
-      examples=examples,
-      model=model,
-      baseline_model=baseline_model,
-      schema=schema,
-      eval_config=eval_config,
-      example_splits=json_utils.dumps(example_splits),
-      auto_floor=auto_floor,
-      baseline_schema=baseline_schema,
-      evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
-      blessing=types.Channel(type=standard_artifacts.ModelBlessing),
-    )
-    super().__init__(spec=spec)

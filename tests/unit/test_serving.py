@@ -1,4 +1,4 @@
-"""Tests of the plain-Python push, retention, rollback and validation logic in pusher_lib."""
+"""The serving package on a local folder: push, retention, rollback, inventory and validation."""
 
 import json
 import os
@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from components.pusher import inventory, pusher_lib, rollback_lib, serving_paths
+from components.serving import history, live, manifest, paths, publish, rollback, versions
 
 
 def _fake_saved_model(root: pathlib.Path, payload: str) -> str:
-  """Writes a folder shaped like a SavedModel; pusher_lib never parses the protobuf."""
+  """Writes a folder shaped like a SavedModel; the serving package never parses the protobuf."""
   root.mkdir(parents=True)
   (root / "saved_model.pb").write_bytes(b"pb:" + payload.encode())
   (root / "variables").mkdir()
@@ -23,7 +23,7 @@ def _fake_saved_model(root: pathlib.Path, payload: str) -> str:
 
 def _push(tmp_path, serving, payload, **kwargs):
   src = _fake_saved_model(tmp_path / f"src-{payload}", payload)
-  return pusher_lib.push_version(str(serving), "digits", src, **kwargs)
+  return publish.push_version(str(serving), "digits", src, **kwargs)
 
 
 def test_push_publishes_numbered_version_with_verifiable_manifest(tmp_path):
@@ -52,28 +52,28 @@ def test_push_publishes_numbered_version_with_verifiable_manifest(tmp_path):
   variant_file = version_dir / "assets.extra" / "variants" / "tflite_int8" / "model.tflite"
   assert variant_file.read_bytes() == b"tflite-bytes"
   assert (version_dir / "assets.extra" / "variants" / "onnx" / "model.onnx").is_file()
-  manifest = json.loads((version_dir / "manifest.json").read_text())
-  assert manifest["version"] == 1
-  assert manifest["model_name"] == "digits"
-  assert manifest["event"] == "push"
-  assert manifest["created_at"].endswith("Z")
-  assert manifest["data_spans"] == [3]
-  assert manifest["lineage"] == {"execution_id": 7}
-  assert manifest["variants"]["tflite_int8"]["metrics"] == {"accuracy": 0.93, "size_bytes": 12}
-  assert manifest["variants"]["onnx"]["metrics"] == {}
-  assert set(manifest["files"]) == {
+  written = json.loads((version_dir / "manifest.json").read_text())
+  assert written["version"] == 1
+  assert written["model_name"] == "digits"
+  assert written["event"] == "push"
+  assert written["created_at"].endswith("Z")
+  assert written["data_spans"] == [3]
+  assert written["lineage"] == {"execution_id": 7}
+  assert written["variants"]["tflite_int8"]["metrics"] == {"accuracy": 0.93, "size_bytes": 12}
+  assert written["variants"]["onnx"]["metrics"] == {}
+  assert set(written["files"]) == {
     "saved_model.pb",
     "variables/variables.index",
     "variables/variables.data-00000-of-00001",
     "assets.extra/variants/tflite_int8/model.tflite",
     "assets.extra/variants/onnx/model.onnx",
   }
-  assert inventory.verify_version(str(version_dir)) == []
+  assert versions.verify_version(str(version_dir)) == []
   # TF Serving sees exactly one version folder; nothing else in the model dir is all-digit.
   assert [p.name for p in (serving / "digits").iterdir() if p.name.isdigit()] == ["1"]
   assert not [p for p in (serving / "digits").iterdir() if p.name.startswith(".staging-")]
-  history = inventory.read_history(str(serving), "digits")
-  assert [(h["event"], h["version"]) for h in history] == [("push", 1)]
+  entries = history.read_history(str(serving), "digits")
+  assert [(h["event"], h["version"]) for h in entries] == [("push", 1)]
 
 
 def test_verify_detects_tampering_and_unlisted_files(tmp_path):
@@ -82,11 +82,11 @@ def test_verify_detects_tampering_and_unlisted_files(tmp_path):
   version_dir = pathlib.Path(result.path)
   (version_dir / "variables" / "variables.index").write_bytes(b"tampered")
   (version_dir / "stray.txt").write_text("x")
-  problems = inventory.verify_version(str(version_dir))
+  problems = versions.verify_version(str(version_dir))
   assert any("variables/variables.index has sha256" in p for p in problems)
   assert any("stray.txt is not listed" in p for p in problems)
   (version_dir / "manifest.json").unlink()
-  assert any("manifest.json is missing" in p for p in inventory.verify_version(str(version_dir)))
+  assert any("manifest.json is missing" in p for p in versions.verify_version(str(version_dir)))
 
 
 def test_versions_increase_and_identical_content_is_not_pushed_again(tmp_path):
@@ -96,14 +96,35 @@ def test_versions_increase_and_identical_content_is_not_pushed_again(tmp_path):
   assert (first.version, second.version) == (1, 2)
   # Same files as the live version (a cached Trainer rerun): nothing new is pushed.
   src_b = str(tmp_path / "src-b")
-  again = pusher_lib.push_version(str(serving), "digits", src_b)
+  again = publish.push_version(str(serving), "digits", src_b)
   assert not again.pushed
   assert again.version is None
   assert "identical to live version 2" in again.reason
   assert again.live_version == 2
-  assert inventory.list_versions(str(serving), "digits") == [1, 2]
-  forced = pusher_lib.push_version(str(serving), "digits", src_b, skip_if_identical=False)
+  assert versions.list_versions(str(serving), "digits") == [1, 2]
+  forced = publish.push_version(str(serving), "digits", src_b, skip_if_identical=False)
   assert forced.pushed and forced.version == 3
+
+
+def test_the_live_version_is_the_highest_complete_one(tmp_path):
+  serving = tmp_path / "serving"
+  assert live.live_version(str(serving), "digits") is None
+  _push(tmp_path, serving, "a")
+  (serving / "digits" / "2" / "variables").mkdir(parents=True)  # No manifest: not complete.
+  current = live.live_version(str(serving), "digits")
+  assert (current.version, current.path) == (1, str(serving / "digits" / "1"))
+  assert current.manifest == manifest.read_manifest(current.path)
+  rows = versions.describe_versions(str(serving), "digits")
+  assert [(r["version"], r["live"]) for r in rows] == [(1, True), (2, False)]
+  assert rows[1]["problems"]
+  # A push takes a number above every folder, and records what was live before it.
+  assert _push(tmp_path, serving, "b").version == 3
+  assert live.live_version(str(serving), "digits").version == 3
+  assert history.read_history(str(serving), "digits")[-1]["previous_live"] == 1
+  (serving / "digits" / "3" / "manifest.json").write_text("{")  # Unreadable: not complete.
+  assert live.live_version(str(serving), "digits").version == 1
+  with pytest.raises(paths.PusherError, match="already live"):
+    rollback.rollback(str(serving), "digits", to_version=1)
 
 
 def test_version_numbers_are_never_reused_after_manual_delete(tmp_path):
@@ -121,15 +142,15 @@ def test_retention_keeps_newest_and_never_the_live_version(tmp_path):
   for i in range(5):
     result = _push(tmp_path, serving, f"m{i}", keep_versions=2)
     removed.extend(result.removed_versions)
-  assert inventory.list_versions(str(serving), "digits") == [4, 5]
+  assert versions.list_versions(str(serving), "digits") == [4, 5]
   assert removed == [1, 2, 3]
-  assert inventory.live_version(str(serving), "digits") == 5
+  assert live.live_version(str(serving), "digits").version == 5
   # keep_versions=1 still keeps the live version.
-  assert pusher_lib.prune_versions(str(serving), "digits", 1) == [4]
-  assert inventory.list_versions(str(serving), "digits") == [5]
-  assert pusher_lib.prune_versions(str(serving), "digits", 1) == []
-  assert inventory.list_versions(str(serving), "digits") == [5]
-  prunes = [h for h in inventory.read_history(str(serving), "digits") if h["event"] == "prune"]
+  assert publish.prune_versions(str(serving), "digits", 1) == [4]
+  assert versions.list_versions(str(serving), "digits") == [5]
+  assert publish.prune_versions(str(serving), "digits", 1) == []
+  assert versions.list_versions(str(serving), "digits") == [5]
+  prunes = [h for h in history.read_history(str(serving), "digits") if h["event"] == "prune"]
   assert [p["versions"] for p in prunes] == [[1], [2], [3], [4]]
   assert not [p for p in (serving / "digits").iterdir() if p.name.startswith(".trash-")]
 
@@ -138,16 +159,16 @@ def test_retention_after_rollback_keeps_the_republished_live_version(tmp_path):
   serving = tmp_path / "serving"
   for i in range(3):
     _push(tmp_path, serving, f"m{i}", keep_versions=3)
-  result = rollback_lib.rollback(str(serving), "digits", to_version=1, keep_versions=2)
+  result = rollback.rollback(str(serving), "digits", to_version=1, keep_versions=2)
   assert result.version == 4
   assert result.removed_versions == (1, 2)
-  assert inventory.list_versions(str(serving), "digits") == [3, 4]
+  assert versions.list_versions(str(serving), "digits") == [3, 4]
   assert (serving / "digits" / "4" / "saved_model.pb").read_bytes() == b"pb:m0"
 
 
 @pytest.mark.parametrize("keep", [0, -1, "3", 2.0, True])
 def test_keep_versions_must_be_positive_int(tmp_path, keep):
-  with pytest.raises(serving_paths.PusherError, match="keep_versions must be an integer >= 1"):
+  with pytest.raises(paths.PusherError, match="keep_versions must be an integer >= 1"):
     _push(tmp_path, tmp_path / "serving", "a", keep_versions=keep)
 
 
@@ -155,19 +176,19 @@ def test_rollback_to_republishes_old_version_as_new_highest(tmp_path):
   serving = tmp_path / "serving"
   _push(tmp_path, serving, "good", manifest_extra={"data_spans": [1]})
   _push(tmp_path, serving, "bad", manifest_extra={"data_spans": [2]})
-  result = rollback_lib.rollback(str(serving), "digits", to_version="1", reason="bad accuracy")
+  result = rollback.rollback(str(serving), "digits", to_version="1", reason="bad accuracy")
   assert result.version == 3
-  assert inventory.live_version(str(serving), "digits") == 3
+  assert live.live_version(str(serving), "digits").version == 3
   v3 = serving / "digits" / "3"
   assert (v3 / "saved_model.pb").read_bytes() == b"pb:good"
-  assert inventory.verify_version(str(v3)) == []
-  manifest = inventory.read_manifest(str(v3))
-  assert manifest["event"] == "rollback"
-  assert manifest["version"] == 3
-  assert manifest["republished_from"]["version"] == 1
-  assert manifest["rollback"] == {"from": 2, "to": 1, "reason": "bad accuracy"}
-  assert manifest["data_spans"] == [1]  # Provenance of the restored model is kept.
-  last = inventory.read_history(str(serving), "digits")[-1]
+  assert versions.verify_version(str(v3)) == []
+  written = manifest.read_manifest(str(v3))
+  assert written["event"] == "rollback"
+  assert written["version"] == 3
+  assert written["republished_from"]["version"] == 1
+  assert written["rollback"] == {"from": 2, "to": 1, "reason": "bad accuracy"}
+  assert written["data_spans"] == [1]  # Provenance of the restored model is kept.
+  last = history.read_history(str(serving), "digits")[-1]
   assert last["event"] == "rollback"
   assert (last["from"], last["to"], last["version"], last["reason"]) == (2, 1, 3, "bad accuracy")
   assert last["time"].endswith("Z")
@@ -177,11 +198,11 @@ def test_nightly_rerun_does_not_undo_a_rollback(tmp_path):
   serving = tmp_path / "serving"
   _push(tmp_path, serving, "good")
   _push(tmp_path, serving, "bad")
-  rollback_lib.rollback(str(serving), "digits", previous=True, reason="regression")
-  again = pusher_lib.push_version(str(serving), "digits", str(tmp_path / "src-bad"))
+  rollback.rollback(str(serving), "digits", previous=True, reason="regression")
+  again = publish.push_version(str(serving), "digits", str(tmp_path / "src-bad"))
   assert not again.pushed
   assert "rolled back" in again.reason
-  assert inventory.live_version(str(serving), "digits") == 3
+  assert live.live_version(str(serving), "digits").version == 3
   # A genuinely new model still goes out.
   assert _push(tmp_path, serving, "fixed").version == 4
 
@@ -190,38 +211,38 @@ def test_rollback_previous_walks_back_past_rejected_content(tmp_path):
   serving = tmp_path / "serving"
   for name in ("v1", "v2", "v3"):
     _push(tmp_path, serving, name)
-  first = rollback_lib.rollback(str(serving), "digits", previous=True)
+  first = rollback.rollback(str(serving), "digits", previous=True)
   assert first.manifest["republished_from"]["version"] == 2
   # Live is now 4 (= v2's content). The previous one is v1: 3 was rolled back from, 2 is live.
-  second = rollback_lib.rollback(str(serving), "digits", previous=True)
+  second = rollback.rollback(str(serving), "digits", previous=True)
   assert second.manifest["republished_from"]["version"] == 1
   assert (serving / "digits" / "5" / "saved_model.pb").read_bytes() == b"pb:v1"
-  with pytest.raises(serving_paths.PusherError, match="No earlier version"):
-    rollback_lib.rollback(str(serving), "digits", previous=True)
+  with pytest.raises(paths.PusherError, match="No earlier version"):
+    rollback.rollback(str(serving), "digits", previous=True)
   # Rolling forward on purpose is allowed, and makes that content pushable again.
-  forward = rollback_lib.rollback(str(serving), "digits", to_version=3, reason="false alarm")
+  forward = rollback.rollback(str(serving), "digits", to_version=3, reason="false alarm")
   assert forward.version == 6
   assert (serving / "digits" / "6" / "saved_model.pb").read_bytes() == b"pb:v3"
 
 
 def test_rollback_errors(tmp_path):
   serving = tmp_path / "serving"
-  with pytest.raises(serving_paths.PusherError, match="nothing has been pushed"):
-    rollback_lib.rollback(str(serving), "digits", previous=True)
+  with pytest.raises(paths.PusherError, match="nothing has been pushed"):
+    rollback.rollback(str(serving), "digits", previous=True)
   _push(tmp_path, serving, "a")
   _push(tmp_path, serving, "b")
-  with pytest.raises(serving_paths.PusherError, match="already live"):
-    rollback_lib.rollback(str(serving), "digits", to_version=2)
-  with pytest.raises(serving_paths.PusherError, match="does not exist"):
-    rollback_lib.rollback(str(serving), "digits", to_version=9)
-  with pytest.raises(serving_paths.PusherError, match="exactly one"):
-    rollback_lib.rollback(str(serving), "digits", to_version=1, previous=True)
-  with pytest.raises(serving_paths.PusherError, match="exactly one"):
-    rollback_lib.rollback(str(serving), "digits")
+  with pytest.raises(paths.PusherError, match="already live"):
+    rollback.rollback(str(serving), "digits", to_version=2)
+  with pytest.raises(paths.PusherError, match="does not exist"):
+    rollback.rollback(str(serving), "digits", to_version=9)
+  with pytest.raises(paths.PusherError, match="exactly one"):
+    rollback.rollback(str(serving), "digits", to_version=1, previous=True)
+  with pytest.raises(paths.PusherError, match="exactly one"):
+    rollback.rollback(str(serving), "digits")
   (serving / "digits" / "1" / "saved_model.pb").write_bytes(b"corrupt")
-  with pytest.raises(serving_paths.PusherError, match="fails verification"):
-    rollback_lib.rollback(str(serving), "digits", to_version=1)
-  assert inventory.list_versions(str(serving), "digits") == [1, 2]
+  with pytest.raises(paths.PusherError, match="fails verification"):
+    rollback.rollback(str(serving), "digits", to_version=1)
+  assert versions.list_versions(str(serving), "digits") == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -229,36 +250,36 @@ def test_rollback_errors(tmp_path):
 )
 def test_invalid_model_names_are_rejected(tmp_path, name):
   src = _fake_saved_model(tmp_path / "src", "a")
-  with pytest.raises(serving_paths.PusherError, match="Invalid model name"):
-    pusher_lib.push_version(str(tmp_path / "serving"), name, src)
+  with pytest.raises(paths.PusherError, match="Invalid model name"):
+    publish.push_version(str(tmp_path / "serving"), name, src)
   assert not (tmp_path / "serving").exists() or not any((tmp_path / "serving").iterdir())
   assert not (tmp_path / "etc").exists()
 
 
 @pytest.mark.parametrize("version", ["", "-1", "1.5", "../1", "1/2", "abc", " 1", "1e3", -3])
 def test_invalid_versions_are_rejected(version):
-  with pytest.raises(serving_paths.PusherError, match="Invalid version"):
-    serving_paths.parse_version(version)
+  with pytest.raises(paths.PusherError, match="Invalid version"):
+    paths.parse_version(version)
 
 
 def test_version_path_and_serving_dir_validation(tmp_path):
-  assert serving_paths.version_path("/srv/models", "digits", "007") == "/srv/models/digits/7"
-  with pytest.raises(serving_paths.PusherError, match="relative"):
-    serving_paths.model_dir("serving", "digits")
-  assert serving_paths.model_dir("gs://bucket/models/", "digits") == "gs://bucket/models/digits"
-  with pytest.raises(serving_paths.PusherError, match="not a valid URI"):
-    serving_paths.model_dir("gs:///models", "digits")
-  with pytest.raises(serving_paths.PusherError, match="empty"):
-    serving_paths.model_dir("", "digits")
+  assert paths.version_path("/srv/models", "digits", "007") == "/srv/models/digits/7"
+  with pytest.raises(paths.PusherError, match="relative"):
+    paths.model_dir("serving", "digits")
+  assert paths.model_dir("gs://bucket/models/", "digits") == "gs://bucket/models/digits"
+  with pytest.raises(paths.PusherError, match="not a valid URI"):
+    paths.model_dir("gs:///models", "digits")
+  with pytest.raises(paths.PusherError, match="empty"):
+    paths.model_dir("", "digits")
 
 
 def test_invalid_variant_name_and_missing_saved_model(tmp_path):
   src = _fake_saved_model(tmp_path / "src", "a")
-  with pytest.raises(serving_paths.PusherError, match="Invalid variant name"):
-    pusher_lib.push_version(str(tmp_path / "s"), "digits", src, variants={"../x": src})
-  with pytest.raises(serving_paths.PusherError, match="No SavedModel"):
-    pusher_lib.push_version(str(tmp_path / "s"), "digits", str(tmp_path))
-  assert inventory.list_versions(str(tmp_path / "s"), "digits") == []
+  with pytest.raises(paths.PusherError, match="Invalid variant name"):
+    publish.push_version(str(tmp_path / "s"), "digits", src, variants={"../x": src})
+  with pytest.raises(paths.PusherError, match="No SavedModel"):
+    publish.push_version(str(tmp_path / "s"), "digits", str(tmp_path))
+  assert versions.list_versions(str(tmp_path / "s"), "digits") == []
 
 
 def test_leftover_staging_is_cleaned_and_torn_history_line_skipped(tmp_path):
@@ -272,7 +293,7 @@ def test_leftover_staging_is_cleaned_and_torn_history_line_skipped(tmp_path):
   result = _push(tmp_path, serving, "b")
   assert result.version == 2
   assert not leftover.exists()
-  events = [(h["event"], h["version"]) for h in inventory.read_history(str(serving), "digits")]
+  events = [(h["event"], h["version"]) for h in history.read_history(str(serving), "digits")]
   assert events == [("push", 1), ("push", 2)]
 
 
@@ -286,7 +307,7 @@ def test_describe_versions_marks_live_and_problems(tmp_path):
   )
   _push(tmp_path, serving, "b")
   (serving / "digits" / "1" / "saved_model.pb").write_bytes(b"corrupt")
-  rows = inventory.describe_versions(str(serving), "digits")
+  rows = versions.describe_versions(str(serving), "digits")
   assert [(r["version"], r["live"]) for r in rows] == [(1, False), (2, True)]
   assert rows[0]["variants"] == {"tflite": {"acc": 1}}
   assert rows[0]["problems"] and rows[1]["problems"] == []

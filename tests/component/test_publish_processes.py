@@ -1,4 +1,4 @@
-"""Multi-process pusher tests: a real kill -9 mid-push, and concurrent pushes from two processes."""
+"""Publishing from several processes: a real kill -9 mid-push, and concurrent pushes from two."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from components.pusher import inventory
+from components.serving import history, versions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -19,10 +19,10 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # so the parent can kill the child at a known point while the version is half-staged.
 _DRIVER = r"""
 import json, os, sys, time
-from components.pusher import local_store, pusher_lib
+from components.serving import local, publish
 
 serving, src_root, names, delay, pause_after, go_file = sys.argv[1:7]
-real_copy = local_store._copy_file
+real_copy = local._copy_file
 copied = 0
 
 def slow_copy(src, dst):
@@ -33,11 +33,11 @@ def slow_copy(src, dst):
   time.sleep(600 if copied == int(pause_after) else float(delay))
   return out
 
-local_store._copy_file = slow_copy
+local._copy_file = slow_copy
 while go_file != "-" and not os.path.exists(go_file):
   time.sleep(0.01)
 for name in names.split(","):
-  result = pusher_lib.push_version(
+  result = publish.push_version(
     serving, "digits", os.path.join(src_root, name),
     variants={"tflite": os.path.join(src_root, name + "-tflite")}, keep_versions=100)
   print("pushed", json.dumps({"name": name, "version": result.version}), flush=True)
@@ -78,12 +78,12 @@ def _start(serving, src_root, names, *, delay=0.0, pause_after=-1, go_file="-"):
 
 
 def _assert_only_complete_versions(serving: pathlib.Path) -> list[int]:
-  versions = inventory.list_versions(str(serving), "digits")
-  for version in versions:
+  found = versions.list_versions(str(serving), "digits")
+  for version in found:
     path = serving / "digits" / str(version)
     assert (path / "saved_model.pb").is_file()
-    assert inventory.verify_version(str(path)) == [], version
-  return versions
+    assert versions.verify_version(str(path)) == [], version
+  return found
 
 
 @pytest.mark.multiprocess
@@ -115,7 +115,7 @@ def test_kill_9_mid_push_leaves_only_complete_versions(tmp_path, files_before_ki
   staging = [p for p in model_dir.iterdir() if p.name.startswith(".staging-")]
   assert len(staging) == 1  # The killed push's half-written staging folder...
   assert _assert_only_complete_versions(serving) == [1]  # ...but TF Serving sees only v1.
-  assert [h["version"] for h in inventory.read_history(str(serving), "digits")] == [1]
+  assert [h["version"] for h in history.read_history(str(serving), "digits")] == [1]
 
   # The next push (even while the crashed one's lock file is still there) cleans up and
   # publishes the next version.
@@ -148,8 +148,8 @@ def test_concurrent_pushes_from_two_processes_get_distinct_increasing_versions(t
     pushed = [
       json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if line.startswith("pushed")
     ]
-    versions = [p["version"] for p in pushed]
-    assert versions == sorted(versions)  # Monotonic within each process.
+    numbers = [p["version"] for p in pushed]
+    assert numbers == sorted(numbers)  # Monotonic within each process.
     results.update({p["name"]: p["version"] for p in pushed})
 
   assert sorted(results.values()) == list(range(1, 9))  # Distinct, no gaps, no collisions.
@@ -157,5 +157,5 @@ def test_concurrent_pushes_from_two_processes_get_distinct_increasing_versions(t
   for name, version in results.items():
     saved_model = serving / "digits" / str(version) / "saved_model.pb"
     assert saved_model.read_bytes() == name.encode() * 100
-  history = inventory.read_history(str(serving), "digits")
-  assert sorted(h["version"] for h in history if h["event"] == "push") == list(range(1, 9))
+  entries = history.read_history(str(serving), "digits")
+  assert sorted(h["version"] for h in entries if h["event"] == "push") == list(range(1, 9))

@@ -8,7 +8,11 @@ import pytest
 import tensorflow as tf
 
 from components import errors, model_contract, tasks
-from components.distributed_trainer import tabular_input, tabular_model, tabular_profile
+from models.tabular import custom_network
+from models.tabular import hparams as tabular_hparams
+from models.tabular import inputs as tabular_input
+from models.tabular import model as tabular_model
+from models.tabular import profile as tabular_profile
 from tests.support import tabular_data as td
 
 
@@ -92,7 +96,7 @@ def test_profile_refuses_labels_it_cannot_learn(examples, tmp_path):
 )
 def test_build_model_for_each_task(examples, task, width, activation):
   profile = _profile(examples[task])
-  model = tabular_model.build_model(profile, tabular_model.DEFAULT_HPARAMS)
+  model = tabular_model.build_model(profile, tabular_hparams.DEFAULT_HPARAMS)
   assert sorted(model.input_names) == ["numeric", "text_city", "text_color"]
   assert model.outputs[0].shape.as_list() == [None, width]
   inputs = td.model_inputs(examples[task]["eval"], text=("city", "color"))
@@ -123,7 +127,7 @@ def test_build_model_adapter_takes_the_preprocessed_vector(examples):
     return _body_model(hparams["num_features"], hparams["num_outputs"])
 
   model = tabular_model.build_model(
-    profile, {"units": 8}, tabular_model.build_model_adapter(build_model)
+    profile, {"units": 8}, custom_network.build_model_adapter(build_model)
   )
   assert seen["num_outputs"] == 3 and seen["num_classes"] == 3 and seen["units"] == 8
   assert seen["task"] == "multiclass"
@@ -132,7 +136,7 @@ def test_build_model_adapter_takes_the_preprocessed_vector(examples):
   stats = {s.column.name: s for s in profile.columns}
   bins = max(len(stats[c].edges) - 1 for c in ("age", "income", "ratio"))
   city = tabular_model.embedding_size(len(stats["city"].vocabulary))
-  assert len(stats["city"].vocabulary) > tabular_model.DEFAULT_HPARAMS["one_hot_max"]
+  assert len(stats["city"].vocabulary) > tabular_hparams.DEFAULT_HPARAMS["one_hot_max"]
   assert seen["num_features"] == 3 + 1 + 3 * bins + city + 5
   assert model.outputs[0].shape.as_list() == [None, 3]
 
@@ -152,17 +156,17 @@ def test_build_model_adapter_takes_the_preprocessed_vector(examples):
 def test_build_model_adapter_rejects_a_wrong_model_in_one_line(examples, make, message):
   profile = _profile(examples["multiclass"])
   with pytest.raises(errors.UserInputError) as raised:
-    tabular_model.build_model(profile, {}, tabular_model.build_model_adapter(make))
+    tabular_model.build_model(profile, {}, custom_network.build_model_adapter(make))
   assert message in str(raised.value)
   assert "\n" not in str(raised.value)
 
 
 def test_label_target_maps_classes_to_indices_and_unknown_to_minus_one():
   info = tasks.LabelInfo("y", tasks.MULTICLASS, ("cat", "dog"))
-  target = tabular_input.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
+  target = model_contract.label_target(tf.constant(["dog", "cat", "owl"]), info, "string")
   assert target.numpy().tolist() == [1, 0, -1]
   binary = tasks.LabelInfo("y", tasks.BINARY, (3, 7))
-  out = tabular_input.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
+  out = model_contract.label_target(tf.constant([7, 3], tf.int64), binary, "int64")
   assert out.dtype == tf.float32 and out.numpy().tolist() == [1.0, 0.0]
 
 
@@ -234,7 +238,7 @@ def test_train_writes_the_contract(tabular_model):
 
 
 def test_the_keras_model_behind_the_export_matches_it(tabular_model):
-  from components import preprocessing_layers  # noqa: F401  (registers the layers)
+  from models.tabular import layers  # noqa: F401  (registers the layers)
 
   model = tf.keras.models.load_model(str(tabular_model["serving_dir"]), compile=False)
   rows = tabular_model["eval"][:20]
@@ -266,7 +270,7 @@ def test_quantile_edges_follow_the_data():
 
 
 def test_numeric_bins_encode_where_a_value_ranks():
-  from components import preprocessing_layers as layers
+  from models.tabular import layers
 
   bins = layers.NumericBins([[0.0, 1.0, 3.0], [5.0, 6.0]], fill=[2.0, 5.5])
   out = bins(tf.constant([[0.5, 7.0], [2.0, 4.0], [np.nan, np.nan]], tf.float32)).numpy()
@@ -292,7 +296,7 @@ def test_numeric_bins_encode_where_a_value_ranks():
   ],
 )
 def test_date_features_read_month_weekday_and_missing(text, month, weekday, missing):
-  from components import preprocessing_layers as layers
+  from models.tabular import layers
 
   out = layers.DateFeatures(day_mean=15000.0, day_scale=1000.0, with_time=True)(
     tf.constant([[text]])
@@ -344,12 +348,12 @@ def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
 )
 def test_hyper_parameters_are_checked_in_one_line_showing_the_expected_form(hparams, message):
   with pytest.raises(errors.UserInputError) as error:
-    tabular_model.check_hparams(hparams)
+    tabular_hparams.check_hparams(hparams)
   assert message in str(error.value)
 
 
 def test_the_plan_follows_the_rows_or_the_given_steps():
-  from components.distributed_trainer import tabular_plan
+  from models.tabular import plan as tabular_plan
 
   small = tabular_plan.plan_training(300, 30, None, None, 5)
   assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
@@ -366,8 +370,6 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
 
 
 def test_the_rows_signature_takes_named_values(tabular_model):
-  from components.distributed_trainer.tabular_model import ROWS_SIGNATURE
-
   loaded = tf.saved_model.load(str(tabular_model["serving_dir"]))
   rows = tabular_model["eval"][:10]
   named = {
@@ -377,7 +379,7 @@ def test_the_rows_signature_takes_named_values(tabular_model):
     "city": tf.constant([r["city"] or "" for r in rows]),
     "color": tf.constant([r["color"] or "" for r in rows]),
   }
-  by_name = loaded.signatures[ROWS_SIGNATURE](**named)["outputs"].numpy()
+  by_name = loaded.signatures[model_contract.ROWS_SIGNATURE](**named)["outputs"].numpy()
   served = loaded.signatures["serving_default"](
     examples=tf.constant(td.serialize(rows, "multiclass"))
   )["outputs"].numpy()

@@ -10,8 +10,8 @@ from typing import Any
 from components import defaults, model_contract, tasks
 from components.distributed_trainer import constants
 from components.distributed_trainer import distributed_trainer_lib as train_lib
-from components.distributed_trainer.tabular_model import check_hparams
-from components.distributed_trainer.tabular_profile import Profile, TabularInputError, profile_data
+from models.tabular.hparams import check_hparams
+from models.tabular.profile import Profile, TabularInputError, profile_data
 
 _LOG = logging.getLogger(__name__)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
-from components import serving_layout, storage
-from components.pusher import folders, inventory, local_store
-from components.pusher.pusher_lib import PushResult, check_keep_versions
-from components.pusher.serving_paths import PusherError, model_dir, parse_version
+from components import storage
+from components.serving import history, layout, live, local, manifest, paths, store
+from components.serving.paths import PusherError
+from components.serving.publish import PushResult, check_keep_versions, retire
 
 
 def rollback(
@@ -19,7 +20,7 @@ def rollback(
   previous: bool = False,
   reason: str = "",
   keep_versions: int | None = None,
-  lock_timeout_s: float = local_store.DEFAULT_LOCK_TIMEOUT_S,
+  lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
 ) -> PushResult:
   """Makes an earlier version live by re-publishing its files as a new highest version.
 
@@ -47,10 +48,10 @@ def rollback(
     PusherError: If there is nothing to roll back to, the target is missing, already live or
       fails verification, or the arguments are inconsistent.
   """
-  base = model_dir(serving_dir, model_name)
+  base = paths.model_dir(serving_dir, model_name)
   if (to_version is None) == (not previous):
     raise PusherError("Pass exactly one of --to VERSION and --previous.")
-  target_arg = None if to_version is None else parse_version(to_version)
+  target_arg = None if to_version is None else paths.parse_version(to_version)
   if keep_versions is not None:
     keep_versions = check_keep_versions(keep_versions)
   remote = storage.is_remote(base)
@@ -59,56 +60,53 @@ def rollback(
       f"No model folder at {base}; nothing has been pushed for {model_name!r}. Check "
       "--model-name (the data folder's name by default) and --serving-dir."
     )
-  with folders.open_folder(base, lock_timeout_s, push=False) as folder:
-    history = folder.read_history()
+  with store.open_folder(base, lock_timeout_s, push=False) as folder:
+    entries = folder.read_log(layout.HISTORY)
     versions = folder.versions()
-    if not versions:
+    current = live.live_in(folder)
+    if current is None:
       raise PusherError(
         f"{base} holds no complete versions; nothing to roll back."
-        if remote
+        if remote or versions
         else f"{base} holds no versions; nothing to roll back. Push a model first (run_local.py)."
       )
-    live = versions[-1]
-    live_manifest = folder.manifest(live)
-    target = _rollback_target(
-      model_name, versions, live_manifest, target_arg, history, folder.manifest
-    )
+    target = _rollback_target(model_name, versions, current, target_arg, entries, folder.manifest)
     source_manifest = _checked_source(target, folder.path(target))
-    _check_differs(target, source_manifest, live, live_manifest)
-    staged = folder.stage_copy(target, source_manifest["files"])
-    manifest = serving_layout.rollback_manifest(
-      source_manifest, version=serving_layout.next_version(folder.taken(), history),
-      created_at=serving_layout.utc_now(), live=live, target=target, reason=reason,
+    _check_differs(target, source_manifest, current)
+    staged = folder.stage_copy(target, source_manifest[manifest.FILES_FIELD])
+    version_manifest = manifest.rollback_manifest(
+      source_manifest, version=history.next_version(folder.taken(), entries),
+      created_at=layout.utc_now(), live=current.version, target=target, reason=reason,
     )  # fmt: skip
-    path = staged.publish(manifest["version"], manifest)
-    folder.append_history(serving_layout.rollback_history_entry(manifest, live_manifest))
-    removed = folder.prune(keep_versions) if keep_versions is not None else []
+    version = version_manifest[manifest.VERSION_FIELD]
+    path = staged.publish(version, version_manifest)
+    folder.append_log(layout.HISTORY, history.rollback_entry(version_manifest, current.manifest))
+    removed = retire(folder, keep_versions, version) if keep_versions is not None else []
   return PushResult(
-    True, manifest["version"], path, "", manifest["version"], manifest["content_sha256"],
-    tuple(removed), manifest,
+    True, version, path, "", version, version_manifest[manifest.CONTENT_SHA256_FIELD],
+    tuple(removed), version_manifest,
   )  # fmt: skip
 
 
 def _rollback_target(
   model_name: str,
   versions: list[int],
-  live_manifest: dict[str, Any],
+  current: live.LiveVersion,
   to_version: int | None,
-  history: list[dict[str, Any]],
-  manifest_of,
+  entries: list[dict[str, Any]],
+  manifest_of: Callable[[int], dict[str, Any]],
 ) -> int:
   """The version a rollback restores: `to_version`, or with None the newest earlier version
   whose content differs from the live one and was not itself rolled back away from."""
-  live = versions[-1]
   if to_version is None:
-    live_content = live_manifest.get("content_sha256")
-    rejected = serving_layout.rejected_contents(history)
-    for version in reversed(versions[:-1]):
-      content = manifest_of(version).get("content_sha256")
+    live_content = current.manifest.get(manifest.CONTENT_SHA256_FIELD)
+    rejected = history.rejected_contents(entries)
+    for version in reversed([v for v in versions if v < current.version]):
+      content = manifest_of(version).get(manifest.CONTENT_SHA256_FIELD)
       if content and content != live_content and content not in rejected:
         return version
     raise PusherError(
-      f"No earlier version of {model_name!r} differs from live version {live}; "
+      f"No earlier version of {model_name!r} differs from live version {current.version}; "
       "use --list to see the versions."
     )
   if to_version not in versions:
@@ -116,7 +114,7 @@ def _rollback_target(
       f"Version {to_version} of {model_name!r} does not exist (have {versions}); "
       "use --list to see the versions."
     )
-  if to_version == live:
+  if to_version == current.version:
     raise PusherError(
       f"Version {to_version} of {model_name!r} is already live; pass another --to VERSION "
       "(--list shows them)."
@@ -126,20 +124,19 @@ def _rollback_target(
 
 def _checked_source(target: int, source: str) -> dict[str, Any]:
   """The manifest of the version a rollback restores, once it verifies."""
-  problems = inventory.verify_version(source)
+  problems = store.verify(source)
   if problems:
     raise PusherError(
       f"Version {target} fails verification ({problems[0]}); not restoring it. Pick a "
       "version whose --list status is ok."
     )
-  return inventory.read_manifest(source)
+  return manifest.read_manifest(source)
 
 
-def _check_differs(
-  target: int, source_manifest: dict[str, Any], live: int, live_manifest: dict[str, Any]
-) -> None:
-  if source_manifest.get("content_sha256") == live_manifest.get("content_sha256"):
+def _check_differs(target: int, source_manifest: dict[str, Any], current: live.LiveVersion) -> None:
+  content = source_manifest.get(manifest.CONTENT_SHA256_FIELD)
+  if content == current.manifest.get(manifest.CONTENT_SHA256_FIELD):
     raise PusherError(
-      f"Version {target} has the same content as live version {live}; nothing to roll back. "
-      "Pass an older --to VERSION (--list shows the versions)."
+      f"Version {target} has the same content as live version {current.version}; nothing to "
+      "roll back. Pass an older --to VERSION (--list shows the versions)."
     )

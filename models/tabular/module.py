@@ -6,33 +6,36 @@ preprocessing is `_body`; change it, and keep its inputs and outputs:
 
   - in: the preprocessed float32 [batch, hparams['num_features']] vector (numbers imputed,
     standardized and binned at their quantiles, missing indicators added; text one-hot encoded
-    or embedded; dates as trend and seasons; see tabular_model.build_model);
+    or embedded; dates as trend and seasons; see models.tabular.model.build_model);
   - out: [batch, hparams['num_outputs']] logits (classification) or the standardized value
-    (regression), as `tabular_model.default_body` returns them; the model adds the softmax,
-    the sigmoid, or the rescaling to the label's units.
+    (regression), as `model.default_body` returns them; the model adds the softmax, the
+    sigmoid, or the rescaling to the label's units.
 
 Hyper-parameters come from the pipeline's `--hparams key=value,...` (custom_config['hparams'])
-and, with `--tune`, from the Tuner's best trial.
+and, with `--tune`, from the Tuner's best trial. Importing this module registers the model's
+Keras layers, so a reader that imports it (the Optimizer) loads the saved model as this model.
 """
 
 from typing import Any
 
-from components.distributed_trainer import tabular_lib, tabular_model
-from components.distributed_trainer.distributed_trainer_lib import manages_strategy
+from components.distributed_trainer.module_marks import manages_strategy, plans_own_steps
+from models.tabular import model, runner
 
 
 def _body(x, hparams: dict[str, Any]):
-  return tabular_model.default_body(x, hparams)
+  return model.default_body(x, hparams)
 
 
 # TFX Trainer (and the DistributedTrainer) will call this function.
 @manages_strategy
+@plans_own_steps
 def run_fn(fn_args) -> None:
   """Profiles the training split, builds preprocessing + network, trains and exports."""
-  tabular_lib.run(fn_args, _body)
+  runner.run(fn_args, _body)
 
 
 # TFX Tuner will call this function.
+@plans_own_steps
 def tuner_fn(fn_args):
   """Searches width, depth and learning rate; `--tune-trials` bounds the trials."""
-  return tabular_lib.tuner_fn(fn_args, _body)
+  return runner.tuner_fn(fn_args, _body)

@@ -1,25 +1,19 @@
-"""The local serving folder's atomic publish protocol: lock, stage, fsync, rename, append, prune.
+"""The local backend: a model folder on a local (or mounted) disk, published atomically.
 
-Layout under ``<serving_dir>/<model_name>/`` (TF Serving's model base path)::
+Under ``<serving_dir>/<model_name>/`` (TF Serving's model base path), besides `layout`'s names::
 
   .lock                     exclusive lock held for the whole of a push, rollback or prune
   .staging-<uuid>/          a version being assembled; renamed to ``<N>/`` when complete
   .trash-<N>-<uuid>/        a version being deleted by retention (renamed away first)
-  history.jsonl             one JSON object per push / rollback / prune, append-only
-  <N>/                      a complete version; TF Serving loads the highest N (``latest`` policy)
-    saved_model.pb
-    variables/ ...
-    assets/ ...             (if the SavedModel has assets)
-    assets.extra/variants/<variant>/...   optimizer variants, ignored by TF Serving
-    manifest.json           version, sha256 of every file, variant metrics, spans, lineage
 
 TF Serving's file-system storage path source treats only all-digit child names as versions,
-so the dot-prefixed staging/trash folders and ``history.jsonl`` are invisible to it. Variants
-live *inside* the version folder (under ``assets.extra/``, which TF Serving's SavedModel
-loader only reads for warm-up requests) so that one ``rename`` publishes the model, its
-variants and its manifest together, and one folder removal retires them together.
+so the dot-prefixed staging/trash folders and the logs are invisible to it. Variants live
+*inside* the version folder (under ``assets.extra/``, which TF Serving's SavedModel loader only
+reads for warm-up requests) so that one ``rename`` publishes the model, its variants and its
+manifest together, and one folder removal retires them together.
 
-`object_store_lib` is the same protocol for object stores, which have neither rename nor lock.
+`remote` is the same protocol for object stores, which have neither rename nor lock; `store`
+puts both behind one interface.
 """
 
 from __future__ import annotations
@@ -34,8 +28,8 @@ from typing import IO, Any
 
 import filelock
 
-from components import serving_layout
-from components.pusher.serving_paths import PusherError
+from components.serving import layout, manifest
+from components.serving.paths import PusherError
 
 LOCK_FILE = ".lock"
 STAGING_PREFIX = ".staging-"
@@ -70,15 +64,15 @@ class locked:
 
 
 def versions_in(base: str) -> list[int]:
-  """The numeric version folders under a model folder, ascending (each one is complete)."""
-  return serving_layout.version_numbers(
-    e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)
-  )
+  """The numeric version folders under a model folder, ascending ([] when there is none)."""
+  if not os.path.isdir(base):
+    return []
+  return layout.version_numbers(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
 
 
-def read_history(base: str, name: str = serving_layout.HISTORY_FILE) -> list[dict[str, Any]]:
-  """The entries of ``history.jsonl`` (or another log, `name`), oldest first, skipping a line
-  torn by a crash."""
+def read_log(base: str, name: str) -> list[dict[str, Any]]:
+  """The entries of a log file (`layout.Log.file`), oldest first, skipping a line torn by a
+  crash."""
   path = os.path.join(base, name)
   if not os.path.exists(path):
     return []
@@ -172,8 +166,8 @@ def copy_tree(
   """Copies a folder to `rel_root` under the staging folder, recording every file in `files`."""
   rels = [rel for rel in walk_files(src_root) if rel not in skip]
   # Only the final rename makes the version visible; saved_model.pb still goes last, as in
-  # stock TFX (see serving_layout.saved_model_last).
-  rels.sort(key=serving_layout.saved_model_last)
+  # stock TFX (see layout.saved_model_last).
+  rels.sort(key=layout.saved_model_last)
   for rel in rels:
     copy_tree_file(os.path.join(src_root, rel), staging, os.path.join(rel_root, rel), files)
   # Empty folders (e.g. an empty assets/) are part of a SavedModel too.
@@ -181,12 +175,11 @@ def copy_tree(
     os.makedirs(os.path.join(staging, rel_root, os.path.relpath(dirpath, src_root)), exist_ok=True)
 
 
-def publish(base: str, staging: str, version: int, manifest: Mapping[str, Any]) -> str:
+def publish(base: str, staging: str, version: int, version_manifest: Mapping[str, Any]) -> str:
   """Writes the manifest, fsyncs the staging folder and renames it to the version's number."""
-  manifest_path = os.path.join(staging, serving_layout.MANIFEST_FILE)
+  manifest_path = os.path.join(staging, layout.MANIFEST_FILE)
   with open(manifest_path, "x", encoding="utf-8") as f:
-    json.dump(manifest, f, indent=2, sort_keys=True)
-    f.write("\n")
+    f.write(manifest.dumps(version_manifest))
     f.flush()
     os.fsync(f.fileno())
   for dirpath, _, _ in os.walk(staging, topdown=False):
@@ -201,15 +194,13 @@ def publish(base: str, staging: str, version: int, manifest: Mapping[str, Any]) 
   return target
 
 
-def append_history(
-  base: str, entry: Mapping[str, Any], name: str = serving_layout.HISTORY_FILE
-) -> None:
-  """Appends one entry to ``history.jsonl`` (or another log, `name`) and fsyncs it."""
+def append_log(base: str, name: str, entry: Mapping[str, Any]) -> None:
+  """Appends one entry to a log file (`layout.Log.file`) and fsyncs it."""
   path = os.path.join(base, name)
   line = json.dumps(entry, sort_keys=True) + "\n"
   with open(path, "a+b") as f:
     # A kill -9 mid-append can leave a line without its newline; start a fresh line so the
-    # torn fragment stays on its own (read_history skips it).
+    # torn fragment stays on its own (read_log skips it).
     f.seek(0, os.SEEK_END)
     if f.tell() > 0:
       f.seek(-1, os.SEEK_END)
@@ -229,12 +220,9 @@ def clean_leftovers(base: str) -> None:
       shutil.rmtree(entry.path)
 
 
-def prune(base: str, keep_versions: int) -> list[int]:
-  """Deletes all but the newest `keep_versions` versions (never the live one); records it."""
+def prune(base: str, keep_versions: int, live: int | None) -> list[int]:
+  """Deletes all but the newest `keep_versions` versions, never `live`; returns those deleted."""
   versions = versions_in(base)
-  if not versions:
-    return []
-  live = versions[-1]
   doomed = [v for v in versions[:-keep_versions] if v != live]
   for version in doomed:
     # Rename first so a crash mid-delete never leaves a half-deleted numeric folder that TF
@@ -244,5 +232,40 @@ def prune(base: str, keep_versions: int) -> list[int]:
     shutil.rmtree(trash)
   if doomed:
     _fsync_dir(base)
-    append_history(base, {"time": serving_layout.utc_now(), "event": "prune", "versions": doomed})
   return doomed
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+def has_saved_model(path: str) -> bool:
+  """Whether a local folder holds a SavedModel's graph file."""
+  return any(os.path.isfile(os.path.join(path, name)) for name in layout.SAVED_MODEL_FILES)
+
+
+def verify(path: str) -> list[str]:
+  """Problems of a local version folder: a missing SavedModel or manifest, files missing,
+  unlisted or not matching their sha256."""
+  problems = []
+  if not has_saved_model(path):
+    problems.append("saved_model.pb is missing")
+  try:
+    version_manifest = manifest.read_manifest(path)
+  except PusherError as e:
+    return [*problems, str(e)]
+  files = version_manifest.get(manifest.FILES_FIELD, {})
+  for rel, info in sorted(files.items()):
+    full = os.path.join(path, rel)
+    if not os.path.isfile(full):
+      problems.append(f"{rel} is missing")
+      continue
+    digest, _ = sha256_file(full)
+    if digest != info.get("sha256"):
+      problems.append(f"{rel} has sha256 {digest}, manifest says {info.get('sha256')}")
+  on_disk = set(walk_files(path)) - {layout.MANIFEST_FILE}
+  for extra in sorted(on_disk - set(files)):
+    problems.append(f"{extra} is not listed in the manifest")
+  content = version_manifest.get(manifest.CONTENT_SHA256_FIELD)
+  if files and content != manifest.content_digest(files):
+    problems.append("content_sha256 does not match the listed files")
+  return problems

@@ -1,8 +1,8 @@
 """The default model's run: profile the data, plan the training for its size, train, export.
 
 This is the code behind the default trainer module. It reads the schema for the columns, makes
-one pass over the training split for the statistics (tabular_profile), sizes the run to it
-(tabular_plan), builds a Keras model whose first layers hold the preprocessing (tabular_model),
+one pass over the training split for the statistics (profile.py), sizes the run to it
+(plan.py), builds a Keras model whose first layers hold the preprocessing (model.py),
 trains it under the DistributedTrainer's strategy (or the default strategy in the stock TFX
 Trainer) for a budget of epochs that follows the row count, stops early on a held-out slice of
 the training split, and exports a SavedModel that serves raw tf.Examples or named column values.
@@ -22,7 +22,8 @@ from typing import Any
 from components import defaults, memory, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
-from components.distributed_trainer.tabular_input import (
+from models.tabular.hparams import check_hparams, hidden_units_for
+from models.tabular.inputs import (
   IN_MEMORY_MAX_BYTES,
   arrays_dataset,
   in_memory,
@@ -30,25 +31,26 @@ from components.distributed_trainer.tabular_input import (
   make_dataset,
   memory_estimate,
 )
-from components.distributed_trainer.tabular_model import (
+from models.tabular.model import (
   Body,
   build_model,
-  check_hparams,
   compile_model,
   evaluate,
   export_saved_model,
-  hidden_units_for,
 )
-from components.distributed_trainer.tabular_plan import (
+from models.tabular.plan import (
   RunSettings,
   TrainingPlan,
   plan_training,
   prepare,
   settings_from_fn_args,
 )
-from components.distributed_trainer.tabular_profile import Profile, TabularInputError
+from models.tabular.profile import Profile, TabularInputError
 
 _LOG = logging.getLogger(__name__)
+
+# The module_style a run of this model records (custom_network's runs record 'build_model').
+MODULE_STYLE = "tabular"
 
 
 # ----------------------------------------------------------------------------- publish, warm start
@@ -79,8 +81,6 @@ def warm_start(model, base_model_dir: str) -> list[str]:
   """
   import tensorflow as tf
 
-  from components import preprocessing_layers  # noqa: F401  (registers the layers)
-
   base = tf.keras.models.load_model(base_model_dir, compile=False)
   base_layers = {layer.name: layer for layer in base.layers}
   copied = []
@@ -100,7 +100,7 @@ def warm_start(model, base_model_dir: str) -> list[str]:
 
 
 def run(
-  fn_args, body: Body | None = None, module_style: str = defaults.MODULE_STYLE_TABULAR
+  fn_args, body: Body | None = None, module_style: str = MODULE_STYLE
 ) -> train_lib.TrainResult:
   """Trains and exports the tabular model for a run_fn call.
 
@@ -126,7 +126,7 @@ def train(
   built: strategy_lib.BuiltStrategy,
   body: Body | None = None,
   attempt: int = 0,
-  module_style: str = defaults.MODULE_STYLE_TABULAR,
+  module_style: str = MODULE_STYLE,
 ) -> train_lib.TrainResult:
   """Profiles, plans, builds, fits under `built`, and on the chief evaluates and exports.
 

@@ -1,0 +1,25 @@
+"""Spec keys and ComponentSpec of the Evaluator: stock TFX's, plus the automatic floor and the
+live version's schema."""
+
+from tfx.types import standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+# JSON {"task": ...} when the floor is automatic (floor_lib); absent or "" otherwise.
+AUTO_FLOOR_KEY = "auto_floor"
+# The schema the live version was trained on (LiveModel's reference_schema).
+BASELINE_SCHEMA_KEY = "baseline_schema"
+# The blessing property saying why the live version was not scored, when it could not be.
+BASELINE_SKIPPED_PROPERTY = "baseline_skipped"
+
+
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+  """The stock EvaluatorSpec plus `auto_floor` and the live version's schema."""
+
+  PARAMETERS = {
+    **standard_component_specs.EvaluatorSpec.PARAMETERS,
+    AUTO_FLOOR_KEY: ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+    **standard_component_specs.EvaluatorSpec.INPUTS,
+    BASELINE_SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema, optional=True),
+  }

@@ -1,0 +1,100 @@
+"""The default model's hyper-parameters: their defaults, their checks, the width rule.
+
+Plain Python: `pipeline/cli/resolve.py` checks --hparams with it before TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from components import tasks
+from models.tabular.profile import TabularInputError
+
+DEFAULT_HPARAMS: dict[str, Any] = {
+  # None: sized to the training rows (`hidden_units_for`).
+  "hidden_units": None,
+  "num_layers": 2,
+  "learning_rate": 1e-3,
+  "dropout": 0.0,
+  # Quantile bins per numeric column (piecewise-linear encoding); 0 turns them off.
+  "numeric_bins": 16,
+  # Text values seen fewer times than this in training go to the out-of-vocabulary slot.
+  "min_category_count": 2,
+  "max_vocabulary": 1000,
+  # Text columns with more values than this are embedded instead of one-hot encoded.
+  "one_hot_max": 32,
+  "max_classes": tasks.DEFAULT_MAX_CLASSES,
+}
+
+
+def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[str, Any]:
+  """The hyper-parameters with their defaults, checked.
+
+  Args:
+    hparams: --hparams (and the Tuner's values).
+    allow_extra: accept names the default model does not know (a build_model module's network
+      reads its own).
+
+  Raises:
+    TabularInputError: for an unknown name or a value of the wrong kind or range.
+  """
+  unknown = sorted(set(hparams) - set(DEFAULT_HPARAMS) - {"batch_size", "max_epochs"})
+  if unknown and not allow_extra:
+    raise TabularInputError(
+      f"unknown hyper-parameter(s) {', '.join(unknown)}; use "
+      f"{', '.join(sorted([*DEFAULT_HPARAMS, 'batch_size', 'max_epochs']))}."
+    )
+  out = {**DEFAULT_HPARAMS, **hparams}
+  for name in ("hidden_units", "num_layers", "max_vocabulary", "max_classes"):
+    if out[name] is not None or name != "hidden_units":
+      _check_number(name, out[name], int, 1)
+  for name in ("numeric_bins", "min_category_count", "one_hot_max"):
+    _check_number(name, out[name], int, 0)
+  for name in ("batch_size", "max_epochs"):
+    if name in out:
+      _check_number(name, out[name], int, 1)
+  _check_number("learning_rate", out["learning_rate"], float, 0, exclusive=True)
+  _check_number("dropout", out["dropout"], float, 0)
+  if float(out["dropout"]) >= 1:
+    raise TabularInputError(
+      f"hyper-parameter dropout={out['dropout']} must be below 1, e.g. {_example('dropout')}."
+    )
+  return out
+
+
+# Values shown in messages as the expected form, where the default is not a good example.
+_EXAMPLES = {"hidden_units": 128, "batch_size": 256, "max_epochs": 100, "dropout": 0.1}
+
+
+def _example(name: str) -> str:
+  return f"--hparams {name}={_EXAMPLES.get(name, DEFAULT_HPARAMS.get(name))}"
+
+
+def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool = False) -> None:
+  """Refuses a value of the wrong kind or range, showing the form that works."""
+  bound = f"{'above' if exclusive else 'at least'} {low}"
+  of_bound = bound if exclusive else f"of {bound}"
+  try:
+    number = kind(value)
+    whole = kind is not int or float(value) == number
+  except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
+    number, whole = None, False
+  if not whole:
+    kind_name, form = ("an integer", "a whole number") if kind is int else ("a number", "a number")
+    raise TabularInputError(
+      f"hyper-parameter {name}={value!r} is not {kind_name}; pass {form} {of_bound}, e.g. "
+      f"{_example(name)}."
+    )
+  if not math.isfinite(number) or number < low or (exclusive and number == low):
+    raise TabularInputError(
+      f"hyper-parameter {name}={value!r} must be {bound}, e.g. {_example(name)}."
+    )
+
+
+def hidden_units_for(rows: int) -> int:
+  """Width of the hidden layers for a training set: 64 under 2,000 rows, 128 under 20,000,
+  256 from there, so that small tables do not get more capacity than their rows support."""
+  if rows < 2_000:
+    return 64
+  return 128 if rows < 20_000 else 256
