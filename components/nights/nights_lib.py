@@ -55,8 +55,7 @@ def record_step(serving_dir: str, model_name: str, step: str, facts: Mapping[str
     Whether the facts were written.
   """
   night = night_id()
-  # Before a first push there is no model folder; a night that ends then leaves none behind.
-  if night is None or not serving_nights.has_model_folder(serving_dir, model_name):
+  if night is None:
     return False
   serving_nights.record_facts(serving_dir, model_name, night, step, facts)
   return True
@@ -185,8 +184,8 @@ def end_night(
 
   Neither step can fail the night: a record that cannot be written is logged (the notices
   still go out and carry it), and a notice that cannot be delivered is retried, then logged.
-  A night with nobody to notify and no model folder yet (a first try that failed) leaves the
-  serving folder as it was: its record is returned, not written.
+  A night with nobody to notify that leaves nothing in the model's folder (a first try that
+  pushed nothing) leaves the serving folder as it was: its record is returned, not written.
 
   Args:
     serving_dir, model_name: the model's serving folder.
@@ -201,9 +200,9 @@ def end_night(
   Returns:
     (the record, one dict per notice: target, ok, attempts, error).
   """
-  if not notify and not serving_nights.has_model_folder(serving_dir, model_name):
+  if not notify and serving_nights.holds_only_open_nights(serving_dir, model_name):
     record = build_record(
-      {},  # No model folder, so no facts in it either.
+      serving_nights.open_facts(serving_dir, model_name, night),
       night=night,
       succeeded=succeeded,
       error=error,
@@ -211,6 +210,10 @@ def end_night(
       ended=layout.utc_now(),
       seconds=seconds,
     )
+    try:
+      serving_nights.discard(serving_dir, model_name, night)
+    except Exception as e:  # Left-over facts are closed as interrupted by a later night.
+      _LOG.warning("The night's facts could not be removed from %s: %s", serving_dir, e)
     return record, []
   try:
     record = close_night(

@@ -16,6 +16,8 @@ from typing import Any
 from components.serving import layout, paths, store
 
 _FACTS_SUFFIX = ".json"
+# Beside a first night's facts: the folders its first write created, removed again by `discard`.
+_CREATED = "created.folders"
 
 
 def _fileio():
@@ -32,13 +34,17 @@ def _open_folder(serving_dir: str, model_name: str, night: str) -> str:
   return posixpath.join(paths.model_dir(serving_dir, model_name), layout.OPEN_DIR, _safe(night))
 
 
-def has_model_folder(serving_dir: str, model_name: str) -> bool:
-  """Whether the model's folder exists (False for a name the serving folder cannot hold)."""
+def holds_only_open_nights(serving_dir: str, model_name: str) -> bool:
+  """Whether the model's folder is absent or holds nothing but open nights' facts: nothing
+  was pushed or recorded yet (False for a name the serving folder cannot hold)."""
   try:
     base = paths.model_dir(serving_dir, model_name)
   except paths.PusherError:
     return False
-  return _fileio().exists(base)
+  fileio = _fileio()
+  if not fileio.isdir(base):
+    return not fileio.exists(base)
+  return all(entry.rstrip("/") == layout.OPEN_DIR for entry in fileio.listdir(base))
 
 
 def record_facts(
@@ -47,7 +53,12 @@ def record_facts(
   """Keeps one step's facts about a night that is still running."""
   fileio = _fileio()
   folder = _open_folder(serving_dir, model_name, night)
+  base = paths.model_dir(serving_dir, model_name)
+  created = [p for p in (serving_dir, base) if not fileio.exists(p)]
   fileio.makedirs(folder)
+  if created:
+    with fileio.open(posixpath.join(folder, _CREATED), "w") as f:
+      f.write("\n".join(created))
   path = posixpath.join(folder, f"{step}{_FACTS_SUFFIX}")
   tmp = f"{path}.tmp"
   with fileio.open(tmp, "w") as f:
@@ -84,6 +95,21 @@ def close_facts(serving_dir: str, model_name: str, night: str) -> None:
   parent = posixpath.dirname(folder)
   if fileio.exists(parent) and not fileio.listdir(parent):
     fileio.rmtree(parent)
+
+
+def discard(serving_dir: str, model_name: str, night: str) -> None:
+  """Removes a night's facts without a record, and the folders its first write created once
+  they are empty again: a first night that pushed nothing leaves the serving folder as it was."""
+  fileio = _fileio()
+  marker = posixpath.join(_open_folder(serving_dir, model_name, night), _CREATED)
+  created: list[str] = []
+  if fileio.exists(marker):
+    with fileio.open(marker, "r") as f:
+      created = [line for line in f.read().splitlines() if line]
+  close_facts(serving_dir, model_name, night)
+  for folder in sorted(created, key=len, reverse=True):  # The model folder before its parent.
+    if fileio.exists(folder) and not fileio.listdir(folder):
+      fileio.rmtree(folder)
 
 
 def stale_nights(serving_dir: str, model_name: str, older_than_s: float) -> list[str]:

@@ -14,7 +14,7 @@ from filelock import FileLock
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.serving import versions
+from components.serving import layout, versions
 from components.serving.manifest import read_manifest
 from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script, states
 
@@ -89,7 +89,10 @@ def test_rerun_after_sigkill_mid_training_reuses_cache_and_pushes_one_complete_v
   lock.acquire(timeout=0)
   lock.release()
   assert _store(out).get_executions_by_id([killed_id])[0].last_known_state == _RUNNING
-  assert not (out / "serving").exists()
+  # No version was half-written: the serving folder holds only the killed night's open facts,
+  # which a later night records as interrupted.
+  kept = [p.relative_to(out / "serving") for p in (out / "serving").rglob("*") if p.is_file()]
+  assert kept and all(p.parts[1] == layout.OPEN_DIR for p in kept), kept
 
   rerun = run_script("run_local.py", "--output-dir", out, *RUN_ARGS, "--quiet", timeout=600)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -103,7 +106,8 @@ def test_rerun_after_sigkill_mid_training_reuses_cache_and_pushes_one_complete_v
   assert summary["pushed"]["pushed"] and summary["pushed"]["version"] == 1
 
   model_dir = out / "serving" / "digits"
-  assert sorted(p.name for p in model_dir.iterdir() if p.is_dir()) == ["1"]
+  # The killed night's facts stay open until a night a day later records it as interrupted.
+  assert sorted(p.name for p in model_dir.iterdir() if p.is_dir()) == [layout.OPEN_DIR, "1"]
   assert versions.verify_version(str(model_dir / "1")) == []
 
   # The pushed model is the rerun's, and the killed execution never became COMPLETE.

@@ -94,16 +94,14 @@ def test_a_night_is_closed_into_the_log_and_its_open_facts_removed(tmp_path, mon
   monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
   assert not nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, {"x": 1})
   monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "night-1")
-  # Before a first push there is no model folder, and a night writes none.
-  assert not nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, {"x": 1})
-  assert not (tmp_path / "serving").exists()
   (tmp_path / "serving" / "m").mkdir(parents=True)
+  (tmp_path / "serving" / "m" / "1").mkdir()  # Something was pushed before.
   assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(False))
   record = nights_lib.close_night(serving, "m", "night-1", succeeded=False, error="stopped")
   assert record["outcome"] == nights_lib.STOPPED
   assert nights.read_records(serving, "m") == [record]
   # The open facts are gone, and with them the open-nights folder.
-  assert sorted(p.name for p in (tmp_path / "serving" / "m").iterdir()) == ["nights.jsonl"]
+  assert sorted(p.name for p in (tmp_path / "serving" / "m").iterdir()) == ["1", "nights.jsonl"]
   # A second night appends; nothing recorded for it: a failed night with no facts.
   nights_lib.close_night(serving, "m", "night-2", succeeded=False, error="bad csv")
   assert [r["outcome"] for r in nights.read_records(serving, "m")] == ["stopped", "failed"]
@@ -123,6 +121,22 @@ def test_a_first_failed_try_with_nobody_to_notify_leaves_no_serving_folder(tmp_p
   record, _ = nights_lib.end_night(str(serving), "m", "n", succeeded=False, error="bad csv")
   assert record["outcome"] == nights_lib.FAILED
   assert not serving.exists()
+
+
+def test_a_first_night_keeps_its_facts_and_leaves_the_serving_folder_as_it_was(
+  tmp_path, monkeypatch
+):
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "first")
+  fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+  kept.mkdir()  # An empty serving folder the user made (a mount point, say) stays.
+  for serving in (fresh, kept):
+    assert nights_lib.record_step(str(serving), "m", nights_lib.GATE_STEP, _gate_facts(False))
+    record, _ = nights_lib.end_night(
+      str(serving), "m", "first", succeeded=False, error="the gate stopped"
+    )
+    # The record carries the gate's facts, and nothing of the night stays behind.
+    assert record["outcome"] == nights_lib.STOPPED and record["gate"]["passed"] is False
+  assert not fresh.exists() and kept.is_dir() and not any(kept.iterdir())
 
 
 def test_history_rows_read_like_the_nights():
