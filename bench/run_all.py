@@ -22,6 +22,7 @@ import example_gen
 import optimizer
 import pipelines
 import quality
+import report
 import scale
 import strategies
 import tfjob
@@ -107,7 +108,12 @@ def main(argv=None) -> int:
       else ["--rows", "20000", "200000", "1000000", "--stock-rows", "20000", "200000"]
     ),
   )
-  sections = [eg, pipe, opt, strat, job, qual, at_scale]
+  page = _section(
+    "Report page: writing report.html for a 200,000-row run, against the run's total",
+    report.main,
+    ["--repeats", repeats],
+  )
+  sections = [eg, pipe, opt, strat, job, qual, at_scale, page]
   m = common.machine()
   finished = datetime.datetime.now(datetime.timezone.utc)
   header = (

@@ -31,11 +31,6 @@ SUFFIX = ".arrow"
 _COMPRESSION = "zstd"
 
 
-def split_dir(examples_uri: str, split: str) -> str:
-  """The folder of a split's columnar files."""
-  return os.path.join(examples_uri, FOLDER, f"Split-{split}")
-
-
 def file_for(shard_path: str) -> str:
   """The columnar file of a tf.Example shard `<uri>/Split-<s>/<name>.gz`."""
   split_folder, name = os.path.split(shard_path)

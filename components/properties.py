@@ -7,6 +7,11 @@ the runners read are named beside that component (e.g. the Model's in
 `components/distributed_trainer/constants.py`), and readers import them from there.
 """
 
+# The split names of the Examples the kit's ExampleGen writes, and the Trainer, Evaluator and
+# data gate read (TFX's own defaults).
+TRAIN_SPLIT = "train"
+EVAL_SPLIT = "eval"
+
 # Execution properties of LiveModel and the Pusher (and parameters of the KFP live-key task).
 SERVING_DIR_KEY = "serving_dir"
 MODEL_NAME_KEY = "model_name"
@@ -14,10 +19,19 @@ LIVE_KEY_KEY = "live_key"
 
 # Examples (the kit's CsvExampleGen): rows written to each split, "num_rows_<split>".
 EXAMPLES_ROWS_PREFIX = "num_rows_"
+# Examples: the spans the rows were read from (a JSON list).
+EXAMPLES_SPANS = "data_spans"
+# Examples: split -> counts (and moments) of the label column's values (JSON): the Evaluator's
+# automatic floor, the data gate's and the Pusher's manifest's label counts.
+EXAMPLES_LABEL_STATS = "label_stats"
 # Examples: rows quarantined (the bad ones and those without a label).
 EXAMPLES_BAD_ROWS = "num_bad_rows"
 # Examples: of those, rows left out only because their label cell is empty.
 EXAMPLES_UNLABELED_ROWS = "num_unlabeled_rows"
+
+# TFX's blessing flag on a ModelBlessing (the Evaluator's, 0/1) and an ExampleAnomalies (the
+# ExampleValidator's, JSON by split).
+BLESSED_PROPERTY = "blessed"
 
 
 def examples_rows(split: str) -> str:

@@ -13,14 +13,14 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components import model_contract, tasks
-from components.data_gate import gate_lib, live_check
+from components import model_contract, properties, tasks
+from components.data_gate import gate_lib, live_check, spec, stats_view
+from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.errors import UserInputError
-from components.evaluator import floor_lib
 from components.live_model import executor as live_executor
 from components.nights import nights_lib
-from components.serving import history
+from components.serving import history, manifest
 
 _LOG = logging.getLogger(__name__)
 
@@ -32,8 +32,6 @@ ANOMALIES_FILE = "SchemaDiff.pb"
 STATISTICS_FILE = "FeatureStats.pb"
 # The split compared (the largest, and the one the model learns from) and the one the live
 # model is scored on.
-TRAIN_SPLIT = "train"
-EVAL_SPLIT = "eval"
 
 
 class DataGateError(UserInputError):
@@ -67,10 +65,13 @@ class Executor(base_executor.BaseExecutor):
     exec_properties: dict[str, Any],
   ) -> None:
     self._log_startup(input_dict, output_dict, exec_properties)
-    result = artifact_utils.get_single_instance(output_dict["result"])
-    examples = artifact_utils.get_single_instance(input_dict["examples"])
-    serving_dir, model_name = exec_properties["serving_dir"], exec_properties["model_name"]
-    reference = artifact_utils.get_single_instance(input_dict["reference_statistics"])
+    result = artifact_utils.get_single_instance(output_dict[spec.RESULT_KEY])
+    examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])
+    serving_dir, model_name = (
+      exec_properties[properties.SERVING_DIR_KEY],
+      exec_properties[properties.MODEL_NAME_KEY],
+    )
+    reference = artifact_utils.get_single_instance(input_dict[spec.REFERENCE_STATISTICS_KEY])
     live = (
       reference.get_int_custom_property(live_executor.LIVE_VERSION_PROPERTY)
       if live_executor.is_available(reference)
@@ -92,7 +93,7 @@ class Executor(base_executor.BaseExecutor):
     for finding in report.findings:
       _LOG.info("DataGate: %s%s", finding.text, " (accepted)" if finding.accepted else "")
     if not report.passed:
-      message = gate_lib.stop_message(report, how_to_accept(serving_dir, model_name))
+      message = gate_report.stop_message(report, how_to_accept(serving_dir, model_name))
       raise DataGateError(message, report.to_json())
     _LOG.info(
       "DataGate: passed%s.", "" if report.compared else f" without comparing ({report.reason})"
@@ -100,34 +101,36 @@ class Executor(base_executor.BaseExecutor):
 
   def _report(
     self, input_dict: dict[str, list[types.Artifact]], props: dict[str, Any], live: int | None
-  ) -> gate_lib.GateReport:
-    reference = artifact_utils.get_single_instance(input_dict["reference_statistics"])
+  ) -> gate_report.GateReport:
+    reference = artifact_utils.get_single_instance(input_dict[spec.REFERENCE_STATISTICS_KEY])
     if not live_executor.is_available(reference):
       reason = reference.get_string_custom_property(live_executor.REASON_PROPERTY)
-      return gate_lib.not_compared(reason or "nothing was live", live)
-    thresholds = th.Thresholds.from_json(props.get("thresholds"))
-    accepted = json.loads(props.get("accept") or "[]")
+      return gate_report.not_compared(reason or "nothing was live", live)
+    thresholds = th.Thresholds.from_json(props.get(spec.THRESHOLDS_KEY))
+    accepted = json.loads(props.get(spec.ACCEPT_KEY) or "[]")
     accepted += [
       n
-      for n in history.accepted_changes(props["serving_dir"], props["model_name"], live)
+      for n in history.accepted_changes(
+        props[properties.SERVING_DIR_KEY], props[properties.MODEL_NAME_KEY], live
+      )
       if n not in accepted
     ]
-    examples = artifact_utils.get_single_instance(input_dict["examples"])
-    label_key, task = props["label_key"], props["task"]
+    examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])
+    label_key, task = props[spec.LABEL_KEY_KEY], props[spec.TASK_KEY]
     training = json.loads(
       reference.get_string_custom_property(live_executor.TRAINING_DATA_PROPERTY) or "{}"
     )
     tonight = gate_lib.Night(
-      _statistics(input_dict["statistics"]),
-      _schema(input_dict["schema"]),
+      _statistics(input_dict[spec.STATISTICS_KEY]),
+      _schema(input_dict[spec.SCHEMA_KEY]),
       _label_counts(_label_stats(examples)),
     )
     before = gate_lib.Night(
       _statistics([reference]),
-      _schema(input_dict["reference_schema"]),
-      _label_counts(training.get("label_stats")),
+      _schema(input_dict[spec.REFERENCE_SCHEMA_KEY]),
+      _label_counts(training.get(manifest.TRAINING_LABEL_STATS_FIELD)),
     )
-    baseline = artifact_utils.get_single_instance(input_dict["baseline"])
+    baseline = artifact_utils.get_single_instance(input_dict[spec.BASELINE_KEY])
     contract = model_contract.read_contract(path_utils.serving_model_dir(baseline.uri))
     report = gate_lib.evaluate(
       tonight,
@@ -142,26 +145,26 @@ class Executor(base_executor.BaseExecutor):
     if task != tasks.REGRESSION and live_executor.is_available(baseline):
       found = live_check.finding(
         path_utils.serving_model_dir(baseline.uri),
-        _split_files(examples, EVAL_SPLIT),
+        _split_files(examples, properties.EVAL_SPLIT),
         label_key=label_key,
         preprocessing=contract is not None,
-        tonight_types=gate_lib.schema_types(tonight.schema),
-        baseline_types=gate_lib.schema_types(before.schema),
+        tonight_types=stats_view.schema_types(tonight.schema),
+        baseline_types=stats_view.schema_types(before.schema),
         thresholds=thresholds,
         live_version=live,
       )
       if found is not None:
-        report = gate_lib.with_finding(report, found)
+        report = gate_report.with_finding(report, found)
     return report
 
-  def _write(self, result: types.Artifact, report: gate_lib.GateReport) -> None:
-    result.split_names = artifact_utils.encode_split_names([TRAIN_SPLIT])
+  def _write(self, result: types.Artifact, report: gate_report.GateReport) -> None:
+    result.split_names = artifact_utils.encode_split_names([properties.TRAIN_SPLIT])
     fileio.makedirs(result.uri)
     io_utils.write_string_file(
       os.path.join(result.uri, REPORT_FILE), json.dumps(report.to_json(), indent=2)
     )
     if report.anomalies is not None:
-      split = artifact_utils.get_split_uri([result], TRAIN_SPLIT)
+      split = artifact_utils.get_split_uri([result], properties.TRAIN_SPLIT)
       fileio.makedirs(split)
       io_utils.write_bytes_file(
         os.path.join(split, ANOMALIES_FILE), report.anomalies.SerializeToString()
@@ -178,7 +181,7 @@ def read_report(result: types.Artifact) -> dict[str, Any]:
 def _statistics(artifacts: list[types.Artifact]):
   import tensorflow_data_validation as tfdv
 
-  uri = artifact_utils.get_split_uri(artifacts, TRAIN_SPLIT)
+  uri = artifact_utils.get_split_uri(artifacts, properties.TRAIN_SPLIT)
   return tfdv.load_stats_binary(os.path.join(uri, STATISTICS_FILE)).datasets[0]
 
 
@@ -188,14 +191,14 @@ def _schema(artifacts: list[types.Artifact]):
 
 
 def _label_stats(examples: types.Artifact) -> dict[str, Any] | None:
-  if not examples.has_custom_property(floor_lib.LABEL_STATS_PROPERTY):
+  if not examples.has_custom_property(properties.EXAMPLES_LABEL_STATS):
     return None
-  return json.loads(examples.get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY))
+  return json.loads(examples.get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
 
 
 def _label_counts(label_stats: dict[str, Any] | None) -> dict[str, int] | None:
   """The train split's label counts, when the ExampleGen counted every value."""
-  split = (label_stats or {}).get(TRAIN_SPLIT) or {}
+  split = (label_stats or {}).get(properties.TRAIN_SPLIT) or {}
   if split.get("overflow") or not split.get("counts"):
     return None
   return {str(k): int(v) for k, v in split["counts"].items()}
@@ -205,7 +208,7 @@ def _read_columns(contract, reference_schema, props: dict[str, Any]) -> list[str
   """The columns the live model reads: its contract's, or every column but the excluded."""
   if contract is not None:
     return [c.name for c in model_contract.contract_columns(contract)]
-  excluded = set(json.loads(props.get("exclude_columns") or "[]"))
+  excluded = set(json.loads(props.get(spec.EXCLUDE_COLUMNS_KEY) or "[]"))
   return [f.name for f in reference_schema.feature if f.name not in excluded]
 
 
@@ -215,8 +218,8 @@ def _split_files(examples: types.Artifact, split: str) -> list[str]:
 
 
 def _spans(examples: types.Artifact) -> list[int] | None:
-  if examples.has_custom_property("data_spans"):
-    raw = examples.get_custom_property("data_spans")
+  if examples.has_custom_property(properties.EXAMPLES_SPANS):
+    raw = examples.get_custom_property(properties.EXAMPLES_SPANS)
     return sorted(int(x) for x in (json.loads(raw) if isinstance(raw, str) else raw) or [])
   return [int(examples.span)] if examples.has_property("span") else None
 

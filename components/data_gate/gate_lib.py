@@ -1,6 +1,6 @@
 """The data gate: tonight's data against the data the live version was trained on.
 
-Plain values in, a `GateReport` out; no TFX types, so every check is tested on its own.
+Plain values in, a `report.GateReport` out; no TFX types, so every check is tested on its own.
 TFDV does the comparisons it has: `tfdv.validate_statistics` with the live version's schema,
 drift comparators on every column it reads (Jensen-Shannon divergence over quantile buckets for
 numbers, L-infinity distance for text), the share of values outside a text column's known
@@ -22,241 +22,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from components.data_gate import report as rp
+from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
 
-# Finding kinds.
-STOP = "stop"
-INFO = "info"
-# Checks a finding comes from (besides th.DRIFT, th.SCALE, th.NEW_VALUES, th.MISSING, th.LABEL,
-# th.ROWS and th.LIVE_MODEL).
-MISSING_COLUMN = "missing_column"
-EMPTIED = "emptied"
-TYPE = "type"
-NEW_COLUMN = "new_column"
-
-# Type names as the schema spells them, and as findings print them.
-INT = "INT"
-FLOAT = "FLOAT"
-BYTES = "BYTES"
-_TYPE_WORDS = {INT: "whole numbers", FLOAT: "numbers", BYTES: "text"}
-# Number columns whose values are time stamps: seconds or milliseconds since 1970 from 1973 to
-# 2099, or years; they move with every night, so their drift is information.
-_EPOCH_RANGES = ((1e8, 4.1e9), (1e11, 4.1e12))
-_YEAR_RANGE = (1800, 2200)
-_YEAR_NAME = re.compile(r"(^|[^a-z])(year|yr)s?($|[^a-z])", re.IGNORECASE)
-_DATE_TEXT = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?Z?")
-# Share of a text column's recorded values that must look like dates for it to be a date column.
-_DATE_SHARE = 0.9
+_TYPE_WORDS = {sv.INT: "whole numbers", sv.FLOAT: "numbers", sv.BYTES: "text"}
 # How many standard errors apart two means must be for a scale change to count.
 _SCALE_MIN_Z = 5.0
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-  """One difference between tonight's data and the live version's.
-
-  Attributes:
-    column: the column, or th.ROW_COUNT for the row count.
-    check: what found it (th.DRIFT, TYPE, EMPTIED, ...).
-    kind: STOP or INFO.
-    text: what changed, in words, with the statistic and the threshold where there is one.
-    value: the statistic, where there is one.
-    threshold: the threshold it was held to.
-    accepted: a STOP finding that `--accept-changes` let through.
-  """
-
-  column: str
-  check: str
-  kind: str
-  text: str
-  value: float | None = None
-  threshold: float | None = None
-  accepted: bool = False
-
-  @property
-  def stops(self) -> bool:
-    return self.kind == STOP and not self.accepted
-
-
-@dataclasses.dataclass(frozen=True)
-class GateReport:
-  """What the gate found.
-
-  Attributes:
-    live_version: the version compared against (None on a first night).
-    findings: stopping findings first, then information.
-    drift: column -> {"statistic", "value", "threshold"} for every column compared.
-    rows: {"tonight", "reference"} training rows.
-    accepted: the names `--accept-changes` gave (or the serving folder recorded).
-    compared: False when there was nothing to compare with (a first night, or a live version
-      pushed without its training data), with `reason` saying which.
-  """
-
-  live_version: int | None
-  findings: tuple[Finding, ...] = ()
-  drift: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
-  rows: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
-  accepted: tuple[str, ...] = ()
-  compared: bool = True
-  reason: str = ""
-  anomalies: Any = dataclasses.field(default=None, compare=False, repr=False)  # TFDV's proto
-
-  @property
-  def passed(self) -> bool:
-    return not any(f.stops for f in self.findings)
-
-  @property
-  def stopping(self) -> list[Finding]:
-    return [f for f in self.findings if f.stops]
-
-  def short(self) -> str:
-    """A few words for the live table."""
-    if not self.compared:
-      return f"not compared: {self.reason}"
-    accepted = sum(f.accepted for f in self.findings)
-    if not self.passed:
-      names = sorted({f.column for f in self.stopping})
-      return f"stopped: {', '.join(names)} changed"
-    return f"passed vs version {self.live_version}" + (
-      f" ({accepted} change(s) accepted)" if accepted else ""
-    )
-
-  def to_json(self) -> dict[str, Any]:
-    return {
-      "passed": self.passed,
-      "compared": self.compared,
-      "reason": self.reason,
-      "live_version": self.live_version,
-      "rows": dict(self.rows),
-      "accepted": list(self.accepted),
-      "findings": [dataclasses.asdict(f) for f in self.findings],
-      "drift": {k: dict(v) for k, v in self.drift.items()},
-    }
-
-  @classmethod
-  def from_json(cls, data: Mapping[str, Any]) -> GateReport:
-    return cls(
-      live_version=data.get("live_version"),
-      findings=tuple(Finding(**f) for f in data.get("findings", [])),
-      drift=data.get("drift", {}),
-      rows=data.get("rows", {}),
-      accepted=tuple(data.get("accepted", [])),
-      compared=data.get("compared", True),
-      reason=data.get("reason", ""),
-    )
-
-
-def with_finding(report: GateReport, finding: Finding) -> GateReport:
-  """The report with one more finding (marked accepted when its column was)."""
-  findings = [*report.findings, _mark(finding, report.accepted)]
-  findings.sort(key=_order)
-  return dataclasses.replace(report, findings=tuple(findings))
-
-
-def _order(finding: Finding) -> tuple:
-  return (not finding.stops, finding.kind != STOP, finding.column, finding.check)
-
-
-def not_compared(reason: str, live_version: int | None = None) -> GateReport:
-  """The report of a night with nothing to compare with; it passes."""
-  return GateReport(live_version, compared=False, reason=reason)
-
-
-# ----------------------------------------------------------------------------- statistics views
-
-
-@dataclasses.dataclass(frozen=True)
-class ColumnStats:
-  """What the gate reads of one column's statistics."""
-
-  name: str
-  type: str
-  rows: int
-  values: int  # cells with a value
-  quantiles: tuple[tuple[float, float, float], ...] = ()  # (low, high, count) buckets
-  median: float | None = None
-  mean: float | None = None
-  std: float | None = None
-  top: Mapping[str, float] = dataclasses.field(default_factory=dict)
-
-  @property
-  def empty_share(self) -> float:
-    return 1.0 - min(self.values, self.rows) / self.rows if self.rows else 0.0
-
-  def quantile(self, p: float) -> float | None:
-    """The value below which a share p of the values lie (from the quantile buckets)."""
-    total = sum(c for _, _, c in self.quantiles)
-    if total <= 0:
-      return None
-    target, seen = p * total, 0.0
-    for low, high, count in self.quantiles:
-      if count > 0 and seen + count >= target:
-        return low + (high - low) * (target - seen) / count
-      seen += count
-    return self.quantiles[-1][1]
-
-
-def column_stats(dataset) -> dict[str, ColumnStats]:
-  """The columns of a DatasetFeatureStatistics (a tensorflow_metadata proto), by name."""
-  from tensorflow_metadata.proto.v0 import statistics_pb2
-
-  types = {
-    statistics_pb2.FeatureNameStatistics.INT: INT,
-    statistics_pb2.FeatureNameStatistics.FLOAT: FLOAT,
-    statistics_pb2.FeatureNameStatistics.STRING: BYTES,
-    statistics_pb2.FeatureNameStatistics.BYTES: BYTES,
-  }
-  out = {}
-  rows = int(dataset.num_examples)
-  for feature in dataset.features:
-    name = ".".join(feature.path.step) if feature.HasField("path") else feature.name
-    kind = feature.WhichOneof("stats")
-    if kind == "num_stats":
-      common = feature.num_stats.common_stats
-      quantiles = ()
-      for hist in feature.num_stats.histograms:
-        if hist.type == hist.QUANTILES:
-          quantiles = tuple((b.low_value, b.high_value, b.sample_count) for b in hist.buckets)
-      num = feature.num_stats
-      known = common.tot_num_values > 0
-      out[name] = ColumnStats(
-        name,
-        types[feature.type],
-        rows,
-        int(common.tot_num_values),
-        quantiles,
-        num.median if known else None,
-        num.mean if known else None,
-        num.std_dev if known else None,
-      )
-    elif kind == "string_stats":
-      common = feature.string_stats.common_stats
-      top = {v.value: v.frequency for v in feature.string_stats.top_values}
-      if feature.string_stats.HasField("rank_histogram"):
-        for b in feature.string_stats.rank_histogram.buckets:
-          top.setdefault(b.label, b.sample_count)
-      out[name] = ColumnStats(name, types[feature.type], rows, int(common.tot_num_values), top=top)
-  return out
-
-
-def schema_types(schema) -> dict[str, str]:
-  """Column -> INT, FLOAT or BYTES, as a tensorflow_metadata Schema types them."""
-  from tensorflow_metadata.proto.v0 import schema_pb2
-
-  names = {schema_pb2.INT: INT, schema_pb2.FLOAT: FLOAT, schema_pb2.BYTES: BYTES}
-  return {f.name: names[f.type] for f in schema.feature if f.type in names}
-
-
-def schema_domains(schema) -> dict[str, set[str]]:
-  """Column -> the values its string domain lists (text columns SchemaGen gave a domain)."""
-  domains = {d.name: set(d.value) for d in schema.string_domain}
-  out = {}
-  for f in schema.feature:
-    if f.HasField("domain") and f.domain in domains:
-      out[f.name] = domains[f.domain]
-    elif f.HasField("string_domain"):
-      out[f.name] = set(f.string_domain.value)
-  return out
 
 
 # ----------------------------------------------------------------------------- the gate
@@ -288,7 +60,7 @@ def evaluate(
   read_columns: Iterable[str] | None,
   thresholds: th.Thresholds,
   accepted: Sequence[str] = (),
-) -> GateReport:
+) -> rp.GateReport:
   """Compares tonight's training data with the live version's.
 
   Args:
@@ -305,10 +77,10 @@ def evaluate(
   Returns:
     The report; `passed` is False when a finding stops the night.
   """
-  now, ref = column_stats(tonight.statistics), column_stats(reference.statistics)
-  now_types, ref_types = schema_types(tonight.schema), schema_types(reference.schema)
+  now, ref = sv.column_stats(tonight.statistics), sv.column_stats(reference.statistics)
+  now_types, ref_types = sv.schema_types(tonight.schema), sv.schema_types(reference.schema)
   read = None if read_columns is None else {*read_columns, label_key}
-  findings: list[Finding] = []
+  findings: list[rp.Finding] = []
   compared: dict[str, Mapping[str, Any]] = {}
   anomalies = _tfdv_anomalies(tonight.statistics, reference, thresholds, ref)
   for name in sorted(set(ref) | set(now)):
@@ -322,20 +94,14 @@ def evaluate(
   findings += _dataset_findings(tonight, reference, anomalies, thresholds)
   if classification:
     findings += _label_findings(tonight, reference, label_key, thresholds)
-  findings = sorted((_mark(f, accepted) for f in findings), key=_order)
+  findings = sorted((rp.mark(f, accepted) for f in findings), key=rp.order_key)
   rows = {
     "tonight": int(tonight.statistics.num_examples),
     "reference": int(reference.statistics.num_examples),
   }
-  return GateReport(
+  return rp.GateReport(
     live_version, tuple(findings), compared, rows, tuple(accepted), anomalies=anomalies.proto
   )
-
-
-def _mark(finding: Finding, accepted: Sequence[str]) -> Finding:
-  if finding.kind == STOP and th.is_accepted(finding.column, accepted):
-    return dataclasses.replace(finding, accepted=True)
-  return finding
 
 
 # ----------------------------------------------------------------------------- TFDV
@@ -353,7 +119,9 @@ class _Anomalies:
   proto: Any = None
 
 
-def comparison_schema(reference: Night, thresholds: th.Thresholds, ref: Mapping[str, ColumnStats]):
+def comparison_schema(
+  reference: Night, thresholds: th.Thresholds, ref: Mapping[str, sv.ColumnStats]
+):
   """The live version's schema with the gate's comparators, as TFDV validates against it.
 
   Presence, shape and value-count constraints are dropped (the gate reads empty cells from the
@@ -401,7 +169,7 @@ def comparison_schema(reference: Night, thresholds: th.Thresholds, ref: Mapping[
 
 
 def _tfdv_anomalies(
-  statistics, reference: Night, thresholds: th.Thresholds, ref: Mapping[str, ColumnStats]
+  statistics, reference: Night, thresholds: th.Thresholds, ref: Mapping[str, sv.ColumnStats]
 ) -> _Anomalies:
   import tensorflow_data_validation as tfdv
   from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2
@@ -444,22 +212,22 @@ def _tfdv_anomalies(
 
 def _column_findings(
   name: str,
-  now: ColumnStats | None,
-  ref: ColumnStats | None,
+  now: sv.ColumnStats | None,
+  ref: sv.ColumnStats | None,
   now_types: Mapping[str, str],
   ref_types: Mapping[str, str],
   anomalies: _Anomalies,
   thresholds: th.Thresholds,
-) -> list[Finding]:
+) -> list[rp.Finding]:
   """A column's own findings: gone, emptied, retyped, new values, more empty cells, rescaled."""
   if ref is None or ref.values == 0:
     if now is not None and now.values > 0:
       before = "was not in" if ref is None else "was empty in every row of"
       return [
-        Finding(
+        rp.Finding(
           name,
-          NEW_COLUMN,
-          INFO,
+          rp.NEW_COLUMN,
+          rp.INFO,
           f"{name!r} {before} the live version's training data and has values tonight "
           f"(in {now.values:,} of {now.rows:,} rows): the new model reads it, the live one "
           "sees it as it was",
@@ -468,21 +236,21 @@ def _column_findings(
     return []
   if now is None:
     return [
-      Finding(
+      rp.Finding(
         name,
-        MISSING_COLUMN,
-        STOP,
+        rp.MISSING_COLUMN,
+        rp.STOP,
         f"{name!r} is missing tonight (it was in the live version's training data, "
-        f"{_pct(1 - ref.empty_share)} filled)",
+        f"{rp.pct(1 - ref.empty_share)} filled)",
       )
     ]
   if now.values == 0:
     return [
-      Finding(
+      rp.Finding(
         name,
-        EMPTIED,
-        STOP,
-        f"{name!r} is empty in every row tonight ({_pct(ref.empty_share)} empty in the live "
+        rp.EMPTIED,
+        rp.STOP,
+        f"{name!r} is empty in every row tonight ({rp.pct(ref.empty_share)} empty in the live "
         "version's training data)",
         1.0,
       )
@@ -490,12 +258,12 @@ def _column_findings(
   out = []
   before, after = ref_types.get(name, ref.type), now_types.get(name, now.type)
   if before != after:
-    compatible = {before, after} == {INT, FLOAT}
+    compatible = {before, after} == {sv.INT, sv.FLOAT}
     out.append(
-      Finding(
+      rp.Finding(
         name,
-        TYPE,
-        INFO if compatible else STOP,
+        rp.TYPE,
+        rp.INFO if compatible else rp.STOP,
         f"{name!r} was {_TYPE_WORDS[before]} ({before}) and is {_TYPE_WORDS[after]} ({after}) "
         "tonight" + (": a compatible change" if compatible else ""),
       )
@@ -504,14 +272,14 @@ def _column_findings(
       return out
   out += _missing_finding(name, now, ref, thresholds)
   out += _new_value_finding(name, now, anomalies, thresholds)
-  if before in (INT, FLOAT) and after in (INT, FLOAT):
+  if before in (sv.INT, sv.FLOAT) and after in (sv.INT, sv.FLOAT):
     out += _scale_finding(name, now, ref, thresholds)
   return out
 
 
 def _missing_finding(
-  name: str, now: ColumnStats, ref: ColumnStats, thresholds: th.Thresholds
-) -> list[Finding]:
+  name: str, now: sv.ColumnStats, ref: sv.ColumnStats, thresholds: th.Thresholds
+) -> list[rp.Finding]:
   bound = thresholds.get(th.MISSING, name)
   rise = now.empty_share - ref.empty_share
   if bound is None:
@@ -522,11 +290,11 @@ def _missing_finding(
   if rise <= limit:
     return []
   return [
-    Finding(
+    rp.Finding(
       name,
       th.MISSING,
-      STOP,
-      f"{name!r} has more empty cells: {_pct(ref.empty_share)} -> {_pct(now.empty_share)} "
+      rp.STOP,
+      f"{name!r} has more empty cells: {rp.pct(ref.empty_share)} -> {rp.pct(now.empty_share)} "
       f"(a rise of {rise:.2f} > {limit:.2g})",
       rise,
       limit,
@@ -535,21 +303,21 @@ def _missing_finding(
 
 
 def _new_value_finding(
-  name: str, now: ColumnStats, anomalies: _Anomalies, thresholds: th.Thresholds
-) -> list[Finding]:
+  name: str, now: sv.ColumnStats, anomalies: _Anomalies, thresholds: th.Thresholds
+) -> list[rp.Finding]:
   if "ENUM_TYPE_UNEXPECTED_STRING_VALUES" not in anomalies.reasons.get(name, set()):
     return []
   bound = thresholds.get(th.NEW_VALUES, name)
   described = re.findall(r"([^,:]+?) \((~?<?\d+%)\)", anomalies.descriptions.get(name, ""))
   shown = ", ".join(f"{v.strip()!r} ({share})" for v, share in described[:3])
   return [
-    Finding(
+    rp.Finding(
       name,
       th.NEW_VALUES,
-      STOP,
+      rp.STOP,
       f"{name!r} holds values the live version's data never had"
       + (f": {shown}" if shown else "")
-      + f" (more than {_pct(bound or 0)} of its cells)",
+      + f" (more than {rp.pct(bound or 0)} of its cells)",
       None,
       bound,
     )
@@ -557,8 +325,8 @@ def _new_value_finding(
 
 
 def _scale_finding(
-  name: str, now: ColumnStats, ref: ColumnStats, thresholds: th.Thresholds
-) -> list[Finding]:
+  name: str, now: sv.ColumnStats, ref: sv.ColumnStats, thresholds: th.Thresholds
+) -> list[rp.Finding]:
   """A unit change: the median, the mean and the spread all grew (or shrank) past the bound.
 
   One estimator alone moves with a column's natural variation (a heavy tail moves the mean
@@ -590,11 +358,11 @@ def _scale_finding(
   factor = ratios[key] if larger else 1 / ratios[key]
   before, after = (ref.median, now.median) if key == "median" else (ref.mean, now.mean)
   return [
-    Finding(
+    rp.Finding(
       name,
       th.SCALE,
-      STOP,
-      f"{name!r} changed scale: its {key} went {_num(before)} -> {_num(after)}, "
+      rp.STOP,
+      f"{name!r} changed scale: its {key} went {rp.num(before)} -> {rp.num(after)}, "
       f"{factor:.3g} times {'larger' if larger else 'smaller'}, and its "
       f"{' and '.join(k for k in ratios if k != key)} alike (> {bound:g}; a unit change?)",
       factor,
@@ -603,7 +371,7 @@ def _scale_finding(
   ]
 
 
-def _welch_z(now: ColumnStats, ref: ColumnStats) -> float:
+def _welch_z(now: sv.ColumnStats, ref: sv.ColumnStats) -> float:
   """How many standard errors apart the two means are (0 when it cannot be told)."""
   if None in (now.mean, ref.mean, now.std, ref.std) or min(now.values, ref.values) < 2:
     return 0.0
@@ -613,24 +381,24 @@ def _welch_z(now: ColumnStats, ref: ColumnStats) -> float:
 
 def _drift_findings(
   drift: Mapping[str, Mapping[str, Any]],
-  now: Mapping[str, ColumnStats],
-  ref: Mapping[str, ColumnStats],
+  now: Mapping[str, sv.ColumnStats],
+  ref: Mapping[str, sv.ColumnStats],
   thresholds: th.Thresholds,
   read: set[str] | None,
   failing: set[str],
-) -> list[Finding]:
+) -> list[rp.Finding]:
   out = []
   for name in sorted(failing):
     measured = drift.get(name)
     if not measured or name not in now or now[name].values == 0:
       continue
-    kind, why = STOP, ""
+    kind, why = rp.STOP, ""
     if read is not None and name not in read:
-      kind, why = INFO, ": the live model does not read it"
-    elif is_time_like(name, now[name], ref.get(name)):
-      kind, why = INFO, ": it holds dates or time stamps, which move with every night"
+      kind, why = rp.INFO, ": the live model does not read it"
+    elif sv.is_time_like(name, now[name], ref.get(name)):
+      kind, why = rp.INFO, ": it holds dates or time stamps, which move with every night"
     out.append(
-      Finding(
+      rp.Finding(
         name,
         th.DRIFT,
         kind,
@@ -643,34 +411,6 @@ def _drift_findings(
   return out
 
 
-def is_time_like(name: str, now: ColumnStats, ref: ColumnStats | None) -> bool:
-  """Dates (text), time stamps since 1970 in seconds or milliseconds, or a year column."""
-  sides = [s for s in (now, ref) if s is not None and s.values > 0]
-  if not sides:
-    return False
-  if all(s.type == BYTES for s in sides):
-    return all(_date_share(s) >= _DATE_SHARE for s in sides)
-  if any(s.type == BYTES for s in sides):
-    return False
-  bounds = [(s.quantile(0.0), s.quantile(1.0)) for s in sides]
-  if any(lo is None or hi is None for lo, hi in bounds):
-    return False
-  for low, high in _EPOCH_RANGES:
-    if all(low <= lo and hi <= high for lo, hi in bounds):
-      return True
-  return bool(_YEAR_NAME.search(name)) and all(
-    _YEAR_RANGE[0] <= lo and hi <= _YEAR_RANGE[1] for lo, hi in bounds
-  )
-
-
-def _date_share(stats: ColumnStats) -> float:
-  total = sum(stats.top.values())
-  if not total:
-    return 0.0
-  dated = sum(n for v, n in stats.top.items() if _DATE_TEXT.fullmatch(v.strip()))
-  return dated / total
-
-
 # ----------------------------------------------------------------------------- dataset, label
 
 
@@ -679,16 +419,16 @@ def _dataset_findings(
   reference: Night,
   anomalies: _Anomalies,
   thresholds: th.Thresholds,
-) -> list[Finding]:
+) -> list[rp.Finding]:
   now, ref = int(tonight.statistics.num_examples), int(reference.statistics.num_examples)
   out = []
   if "COMPARATOR_LOW_NUM_EXAMPLES" in anomalies.dataset:
     bound = thresholds.get(th.ROWS)
     out.append(
-      Finding(
+      rp.Finding(
         th.ROW_COUNT,
         th.ROWS,
-        STOP,
+        rp.STOP,
         f"tonight has {now:,} training rows, {now / max(ref, 1):.2f} of the live version's "
         f"{ref:,} (< {bound:g})",
         now / max(ref, 1),
@@ -698,10 +438,10 @@ def _dataset_findings(
   if "COMPARATOR_HIGH_NUM_EXAMPLES" in anomalies.dataset:
     bound = thresholds.get(th.MAX_ROWS)
     out.append(
-      Finding(
+      rp.Finding(
         th.ROW_COUNT,
         th.ROWS,
-        STOP,
+        rp.STOP,
         f"tonight has {now:,} training rows, {now / max(ref, 1):.2f} times the live version's "
         f"{ref:,} (> {bound:g})",
         now / max(ref, 1),
@@ -713,7 +453,7 @@ def _dataset_findings(
 
 def _label_findings(
   tonight: Night, reference: Night, label_key: str, thresholds: th.Thresholds
-) -> list[Finding]:
+) -> list[rp.Finding]:
   """The label's class shares: an inverted or remapped label moves them."""
   bound = thresholds.get(th.LABEL)
   now, ref = tonight.label_counts, reference.label_counts
@@ -731,41 +471,14 @@ def _label_findings(
   if distance <= limit:
     return []
   return [
-    Finding(
+    rp.Finding(
       label_key,
       th.LABEL,
-      STOP,
-      f"the label {label_key!r} changed its class shares: {worst!r} {_pct(before)} -> "
-      f"{_pct(after)} (L-infinity distance {distance:.3f} > {limit:.3g}; an inverted or "
+      rp.STOP,
+      f"the label {label_key!r} changed its class shares: {worst!r} {rp.pct(before)} -> "
+      f"{rp.pct(after)} (L-infinity distance {distance:.3f} > {limit:.3g}; an inverted or "
       "remapped label?)",
       distance,
       limit,
     )
   ]
-
-
-# ----------------------------------------------------------------------------- words
-
-
-def _pct(share: float) -> str:
-  return f"{100 * share:.1f}%"
-
-
-def _num(value: float) -> str:
-  return f"{value:.4g}"
-
-
-def stop_message(report: GateReport, how_to_accept: str) -> str:
-  """The one line a stopped night ends with: each column, what changed, and how to accept it."""
-  stops = report.stopping
-  live = (
-    f"live version {report.live_version}" if report.live_version is not None else "the live model"
-  )
-  shown = "; ".join(f.text for f in stops[:6])
-  more = f"; and {len(stops) - 6} more" if len(stops) > 6 else ""
-  names = sorted({f.column for f in stops})
-  return (
-    f"the data gate stopped this night, tonight's data differs from what {live} was trained on: "
-    f"{shown}{more}. Nothing was trained or pushed and {live} stays live. If the change is "
-    f"deliberate, {how_to_accept.format(columns=','.join(names))}"
-  )

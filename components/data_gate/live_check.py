@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from components.data_gate import gate_lib
+from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.evaluator import conform_lib, evaluation_lib
 
@@ -39,7 +39,7 @@ def finding(
   baseline_types: Mapping[str, str] | None,
   thresholds: th.Thresholds,
   live_version: int | None,
-) -> gate_lib.Finding | None:
+) -> gate_report.Finding | None:
   """A STOP finding when the live model does far worse than the majority answer tonight.
 
   Args:
@@ -83,10 +83,10 @@ def finding(
   if correct >= floor:
     return None
   live = f"live version {live_version}" if live_version is not None else "the live model"
-  return gate_lib.Finding(
+  return gate_report.Finding(
     label_key,
     th.LIVE_MODEL,
-    gate_lib.STOP,
+    gate_report.STOP,
     f"{live} is right on {100 * correct:.1f}% of tonight's {len(labels):,} eval rows, far "
     f"below always answering the most frequent class ({100 * majority:.1f}%; floor "
     f"{100 * floor:.1f}%): the label {label_key!r} looks inverted or remapped",

@@ -10,11 +10,11 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from components import properties
 from components.errors import UserInputError
 
 # Written by TFX 1.16's ExampleValidator into Split-<name>/.
 _ANOMALIES_FILE = "SchemaDiff.pb"
-_BLESSED_PROPERTY = "blessed"
 
 
 class DataAnomaliesError(UserInputError):
@@ -48,8 +48,8 @@ def check_no_anomalies(artifacts: Sequence[types.Artifact]) -> None:
   """
   for artifact in artifacts:
     blessed = {}
-    if artifact.has_custom_property(_BLESSED_PROPERTY):
-      blessed = artifact.get_json_value_custom_property(_BLESSED_PROPERTY) or {}
+    if artifact.has_custom_property(properties.BLESSED_PROPERTY):
+      blessed = artifact.get_json_value_custom_property(properties.BLESSED_PROPERTY) or {}
     for split in artifact_utils.decode_split_names(artifact.split_names):
       path = os.path.join(artifact_utils.get_split_uri([artifact], split), _ANOMALIES_FILE)
       found = describe_anomalies(path) if fileio.exists(path) else []

@@ -9,43 +9,18 @@ from tfx.components.util import udf_utils
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import json_utils
 
 from components import defaults
-from components.distributed_trainer import constants, executor, strategy_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
+from components.distributed_trainer import executor
+from components.distributed_trainer.spec import DistributedTrainerSpec
 
 _CLUSTER_STRATEGIES = (
-  strategy_lib.AUTO,
-  strategy_lib.MULTI_WORKER_MIRRORED,
-  strategy_lib.PARAMETER_SERVER,
+  defaults.AUTO,
+  defaults.MULTI_WORKER_MIRRORED,
+  defaults.PARAMETER_SERVER,
 )
-
-
-class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
-  """TrainerSpec plus strategy, local-cluster and training-loop parameters."""
-
-  PARAMETERS = {
-    **standard_component_specs.TrainerSpec.PARAMETERS,
-    constants.STRATEGY_KEY: ExecutionParameter(type=str),
-    constants.LOCAL_WORKERS_KEY: ExecutionParameter(type=int),
-    constants.LOCAL_PS_KEY: ExecutionParameter(type=int),
-    constants.GLOBAL_BATCH_SIZE_KEY: ExecutionParameter(type=int),
-    constants.NUM_EPOCHS_KEY: ExecutionParameter(type=int),
-    constants.STEPS_PER_EXECUTION_KEY: ExecutionParameter(type=int),
-    constants.MIXED_PRECISION_KEY: ExecutionParameter(type=str, optional=True),
-    constants.WORKER_TIMEOUT_KEY: ExecutionParameter(type=int),
-    constants.MAX_RESTARTS_KEY: ExecutionParameter(type=int),
-    constants.TFJOB_KEY: ExecutionParameter(type=str, optional=True),
-  }
-  INPUTS = {
-    **standard_component_specs.TrainerSpec.INPUTS,
-    constants.ANOMALIES_KEY: ChannelParameter(
-      type=standard_artifacts.ExampleAnomalies, optional=True
-    ),
-  }
-  OUTPUTS = dict(standard_component_specs.TrainerSpec.OUTPUTS)
 
 
 def _check_arguments(
@@ -60,42 +35,48 @@ def _check_arguments(
 ) -> None:
   """Refuses argument combinations that cannot work; the message says what to pass."""
   if module_file and run_fn:
-    raise ValueError("pass module_file or run_fn, not both")
-  if strategy not in strategy_lib.STRATEGY_NAMES:
-    raise ValueError(
-      f"strategy={strategy!r} is unknown; pass one of {', '.join(strategy_lib.STRATEGY_NAMES)}"
+    raise lib.TrainerInputError("pass module_file or run_fn, not both")
+  if strategy not in defaults.STRATEGY_NAMES:
+    raise lib.TrainerInputError(
+      f"strategy={strategy!r} is unknown; pass one of {', '.join(defaults.STRATEGY_NAMES)}"
     )
   if local_workers < 0 or local_ps < 0:
-    raise ValueError("local_workers and local_ps must be >= 0")
+    raise lib.TrainerInputError("local_workers and local_ps must be >= 0")
   processes = defaults.local_cluster_processes(local_workers, local_ps)
   if processes > defaults.max_local_processes():
-    raise ValueError(
+    raise lib.TrainerInputError(
       f"local_workers={local_workers} and local_ps={local_ps} would start "
       f"{processes} processes on this machine, over its "
       f"{defaults.max_local_processes()}; train across machines with a TFJob instead"
     )
   if local_ps and not local_workers:
-    raise ValueError(f"local_ps={local_ps} needs workers to serve; pass local_workers >= 1 too")
+    raise lib.TrainerInputError(
+      f"local_ps={local_ps} needs workers to serve; pass local_workers >= 1 too"
+    )
   if (local_workers or local_ps) and strategy not in _CLUSTER_STRATEGIES:
-    raise ValueError(
+    raise lib.TrainerInputError(
       f"local_workers/local_ps launch a cluster, which strategy={strategy!r} cannot use; pass "
       f"strategy='auto', 'multi_worker_mirrored' or 'parameter_server', or local_workers=0"
     )
-  if local_ps and strategy == strategy_lib.MULTI_WORKER_MIRRORED:
-    raise ValueError(
+  if local_ps and strategy == defaults.MULTI_WORKER_MIRRORED:
+    raise lib.TrainerInputError(
       "multi_worker_mirrored has no parameter servers; pass local_ps=0 or "
       "strategy='parameter_server'"
     )
-  if local_workers and not local_ps and strategy == strategy_lib.PARAMETER_SERVER:
-    raise ValueError("strategy='parameter_server' with local_workers needs local_ps >= 1")
+  if local_workers and not local_ps and strategy == defaults.PARAMETER_SERVER:
+    raise lib.TrainerInputError(
+      "strategy='parameter_server' with local_workers needs local_ps >= 1"
+    )
   if global_batch_size < 1:
-    raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
+    raise lib.TrainerInputError(f"global_batch_size must be >= 1, got {global_batch_size}")
   if mixed_precision not in lib.MIXED_PRECISION_POLICIES:
-    raise ValueError(
+    raise lib.TrainerInputError(
       f"mixed_precision={mixed_precision!r}; pass one of 'mixed_float16', 'mixed_bfloat16' or ''"
     )
   if tfjob and (local_workers or local_ps):
-    raise ValueError("tfjob runs the replicas on Kubernetes; pass local_workers=0, local_ps=0")
+    raise lib.TrainerInputError(
+      "tfjob runs the replicas on Kubernetes; pass local_workers=0, local_ps=0"
+    )
 
 
 class DistributedTrainer(base_component.BaseComponent):
@@ -146,7 +127,7 @@ class DistributedTrainer(base_component.BaseComponent):
     train_args: trainer_pb2.TrainArgs | None = None,
     eval_args: trainer_pb2.EvalArgs | None = None,
     *,
-    strategy: str = strategy_lib.AUTO,
+    strategy: str = defaults.AUTO,
     local_workers: int = 0,
     local_ps: int = 0,
     custom_config: dict[str, Any] | None = None,
@@ -166,7 +147,8 @@ class DistributedTrainer(base_component.BaseComponent):
     """Wires a DistributedTrainer (its arguments are described on the class).
 
     Raises:
-      ValueError: for argument combinations that cannot work; the message says what to pass.
+      TrainerInputError: for argument combinations that cannot work; the message says what to
+        pass.
     """
     _check_arguments(
       module_file,

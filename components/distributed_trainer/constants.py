@@ -1,7 +1,5 @@
 """Spec keys, custom_config keys and artifact property names of the DistributedTrainer."""
 
-from components import defaults
-
 # Execution parameters added to the stock TrainerSpec.
 STRATEGY_KEY = "strategy"
 LOCAL_WORKERS_KEY = "local_workers"
@@ -26,10 +24,6 @@ HPARAMS_CONFIG = "hparams"
 SEED_CONFIG = "seed"
 PROFILE_STEPS_CONFIG = "profile_steps"
 TUNE_TRIALS_CONFIG = "tune_trials"
-
-# Names of the module functions of the two module styles.
-RUN_FN = defaults.RUN_FN
-BUILD_MODEL_FN = defaults.BUILD_MODEL_FN
 
 # Custom properties written on the Model artifact.
 STRATEGY_PROPERTY = "strategy"

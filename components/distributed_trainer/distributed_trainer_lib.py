@@ -251,15 +251,6 @@ def read_result(path: str) -> TrainResult:
     return TrainResult(**json.loads(f.read()))
 
 
-def read_progress(model_run_dir: str, task_type: str, task_index: int) -> list[dict[str, Any]]:
-  """Returns the epoch events of one process ([] before it starts)."""
-  path = progress_path(model_run_dir, task_type, task_index)
-  if not os.path.exists(path):
-    return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
-
-
 def _progress_callback(path: str, attempt: int, epochs: int, epoch_times: list[float]):
   """Epoch-level callback (no batch hooks, so ParameterServerStrategy accepts it).
 

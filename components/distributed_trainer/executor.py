@@ -133,7 +133,7 @@ class Executor(trainer_executor.GenericExecutor):
 
     tf_compat.apply()
     built = strategy_lib.build_strategy(
-      _prop(exec_properties, constants.STRATEGY_KEY, strategy_lib.AUTO)
+      _prop(exec_properties, constants.STRATEGY_KEY, defaults.AUTO)
     )
     global_batch_size = int(
       _prop(exec_properties, constants.GLOBAL_BATCH_SIZE_KEY, defaults.GLOBAL_BATCH_SIZE)

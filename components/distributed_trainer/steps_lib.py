@@ -26,7 +26,7 @@ def count_examples(artifacts: Sequence[Any], split: str) -> int:
 
   Args:
     artifacts: Examples artifacts.
-    split: split name, e.g. 'eval'.
+    split: split name, e.g. properties.EVAL_SPLIT.
 
   Returns:
     The number of examples (0 when the split has no files).
@@ -55,16 +55,16 @@ def default_eval_steps(num_examples: int, batch_size: int = defaults.GLOBAL_BATC
 
 
 def eval_split(exec_properties: dict[str, Any]) -> str:
-  """The eval split the trainer reads (EvalArgs.splits, default 'eval')."""
+  """The eval split the trainer reads (EvalArgs.splits, default properties.EVAL_SPLIT)."""
   from tfx.proto import trainer_pb2
   from tfx.types import standard_component_specs
   from tfx.utils import proto_utils
 
   raw = exec_properties.get(standard_component_specs.EVAL_ARGS_KEY)
   if not raw:
-    return "eval"
+    return properties.EVAL_SPLIT
   eval_args = proto_utils.json_to_proto(raw, trainer_pb2.EvalArgs())
-  return eval_args.splits[0] if eval_args.splits else "eval"
+  return eval_args.splits[0] if eval_args.splits else properties.EVAL_SPLIT
 
 
 def with_eval_steps(

@@ -9,18 +9,19 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components import defaults
+from components.defaults import (
+  AUTO,
+  MIRRORED,
+  MULTI_WORKER_MIRRORED,
+  ONE_DEVICE,
+  PARAMETER_SERVER,
+  STRATEGY_NAMES,
+  TPU,
+)
 from components.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 
-AUTO = defaults.AUTO
-ONE_DEVICE = defaults.ONE_DEVICE
-MIRRORED = defaults.MIRRORED
-MULTI_WORKER_MIRRORED = defaults.MULTI_WORKER_MIRRORED
-PARAMETER_SERVER = defaults.PARAMETER_SERVER
-TPU = defaults.TPU
-STRATEGY_NAMES = defaults.STRATEGY_NAMES
 # The strategy of a process that nobody chose one for (the stock TFX Trainer).
 DEFAULT = "default"
 
@@ -490,8 +491,7 @@ def strategy_name(strategy) -> str:
   import tensorflow as tf
 
   for class_name, name in _CLASS_NAMES:
-    # Subclass order matters: MultiWorkerMirrored and Mirrored are unrelated classes in TF,
-    # TPUStrategy is checked first because it is the most specific.
+    # The most specific first (TPUStrategy); MultiWorkerMirrored and Mirrored are unrelated.
     cls = getattr(tf.distribute, class_name, None) or getattr(
       tf.distribute.experimental, class_name, None
     )

@@ -56,17 +56,13 @@ TTL_SECONDS_AFTER_FINISHED = 3600
 # How often the step reads the job's status.
 DEFAULT_POLL_S = 2.0
 
-# Kubernetes names: DNS-1035 labels (TFJob names, which also prefix pod and service names).
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_MAX = 63
 # Resource names: an optional DNS prefix and a name, e.g. cpu, memory, nvidia.com/gpu.
 _RESOURCE_NAME = re.compile(
   r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
   r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
+# TFJob names are DNS-1035 labels, which also prefix the operator's pod and service names.
 _JOB_NAME_PREFIX = "trainer"
-# The longest suffix the operator adds to a job name for its pods and services: -evaluator-NNNNN.
-_LONGEST_REPLICA_SUFFIX = len("-evaluator-") + 5
 
 Replica = tuple[str, int]  # (lower-case replica type, index), as in TF_CONFIG.
 
@@ -167,11 +163,6 @@ def job_name(artifact_uri: str) -> str:
   """
   digest = hashlib.sha256(artifact_uri.rstrip("/").encode()).hexdigest()[:16]
   return f"{_JOB_NAME_PREFIX}-{digest}"
-
-
-def is_valid_job_name(name: str) -> bool:
-  """Whether the operator accepts `name` (a DNS-1035 label) with room for its pod suffixes."""
-  return bool(_DNS_1035.match(name)) and len(name) + _LONGEST_REPLICA_SUFFIX <= _LABEL_MAX
 
 
 def _container_env(settings: TFJobSettings, extra_env: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ from tfx.components.util import udf_utils
 from tfx.types import standard_component_specs
 
 from components import defaults, model_contract
-from components.distributed_trainer import constants, strategy_lib
 from components.distributed_trainer import distributed_trainer_lib as lib
+from components.distributed_trainer import strategy_lib
 from components.distributed_trainer.module_marks import is_marked, manages_strategy, plans_own_steps
 from components.errors import UserCodeError, UserInputError
 
@@ -82,7 +82,7 @@ def trainer_module(exec_properties: dict[str, Any], module_style: str) -> str:
 
   A build_model module's model is built by the run_fn at `defaults.BUILD_MODEL_RUN_FN`.
   """
-  if module_style == constants.BUILD_MODEL_FN:
+  if module_style == defaults.BUILD_MODEL_FN:
     return defaults.BUILD_MODEL_RUN_FN.rpartition(".")[0]
   run_fn = exec_properties.get(standard_component_specs.RUN_FN_KEY) or ""
   return (
@@ -123,7 +123,7 @@ def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> l
   """
   own = is_own_module(exec_properties)
   name = module_name(exec_properties)
-  run_fn = udf_utils.try_get_fn(exec_properties, constants.RUN_FN)
+  run_fn = udf_utils.try_get_fn(exec_properties, defaults.RUN_FN)
   if run_fn is not None:
     if not is_marked(run_fn, plans_own_steps) and not fn_args.train_steps:
       # A module of the stock contract gets a step count, as the stock Trainer's examples set
@@ -131,7 +131,7 @@ def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> l
       fn_args.train_steps = defaults.TRAIN_STEPS
       _LOG.info("No train steps given: fn_args.train_steps=%d.", defaults.TRAIN_STEPS)
     try:
-      return _call_user_code(own, name, constants.RUN_FN, _train_run_fn, run_fn, fn_args)
+      return _call_user_code(own, name, defaults.RUN_FN, _train_run_fn, run_fn, fn_args)
     except UserCodeError as e:
       source = _module_source(run_fn, name)
       _check_transform(fn_args, source, e)
@@ -139,15 +139,15 @@ def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> l
       if note:
         raise UserCodeError(e.module, e.function, e.__cause__, note) from e.__cause__
       raise
-  fn_args.build_model = udf_utils.try_get_fn(exec_properties, constants.BUILD_MODEL_FN)
+  fn_args.build_model = udf_utils.try_get_fn(exec_properties, defaults.BUILD_MODEL_FN)
   if fn_args.build_model is None:
     raise UserInputError(
       f"{name} defines neither run_fn(fn_args) nor build_model(hparams); add one of them."
     )
   trainer = udf_utils.get_fn(
-    {standard_component_specs.RUN_FN_KEY: defaults.BUILD_MODEL_RUN_FN}, constants.RUN_FN
+    {standard_component_specs.RUN_FN_KEY: defaults.BUILD_MODEL_RUN_FN}, defaults.RUN_FN
   )
-  return _call_user_code(own, name, constants.BUILD_MODEL_FN, _train_run_fn, trainer, fn_args)
+  return _call_user_code(own, name, defaults.BUILD_MODEL_FN, _train_run_fn, trainer, fn_args)
 
 
 def _call_user_code(own: bool, module: str, function: str, call, *args):
@@ -236,7 +236,7 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
       fn_args.model_run_dir, "scratch", f"{built.task_type}-{built.task_index}"
     )
     fn_args.serving_model_dir = os.path.join(scratch, model_contract.SERVING_DIR)
-  if built.choice.name == strategy_lib.MULTI_WORKER_MIRRORED:
+  if built.choice.name == defaults.MULTI_WORKER_MIRRORED:
     files = min(len(lib.list_files(fn_args.train_files)), len(lib.list_files(fn_args.eval_files)))
     if files < built.num_workers:
       _LOG.info(
@@ -252,7 +252,7 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
   finally:
     if scratch:
       shutil.rmtree(scratch, ignore_errors=True)
-  result = lib.TrainResult.under(built, constants.RUN_FN, trainer_strategy=built.choice.name)
+  result = lib.TrainResult.under(built, defaults.RUN_FN, trainer_strategy=built.choice.name)
   if scope.module_strategy is not None:
     result = _module_chose(result, scope.module_strategy, built)
   lib.write_result(fn_args.model_run_dir, result)
@@ -268,8 +268,8 @@ def _module_chose(result: lib.TrainResult, strategy, built) -> lib.TrainResult:
     f"({replicas} replica(s)), which replaced the trainer's {built.choice.name}"
   )
   if built.num_workers > 1 and name not in (
-    strategy_lib.MULTI_WORKER_MIRRORED,
-    strategy_lib.PARAMETER_SERVER,
+    defaults.MULTI_WORKER_MIRRORED,
+    defaults.PARAMETER_SERVER,
   ):
     # Each worker of the cluster then trained on its own; the chief's model is the one kept.
     reason += f"; it spans one process, so the {built.num_workers} workers trained apart"

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from components import beam_args
+from components import beam_args, properties
 
 SUPPORTED_METRICS = (
   "ExampleCount",
@@ -87,8 +87,8 @@ def _why_not(eval_config: Any, beam_pipeline_args: Sequence[str], exec_propertie
   for key in ("module_file", "module_path"):
     if exec_properties.get(key):
       yield f"a {key} may define custom extractors or models"
-  splits = json.loads(exec_properties.get("example_splits") or "null") or ["eval"]
-  if splits != ["eval"]:
+  splits = json.loads(exec_properties.get("example_splits") or "null") or [properties.EVAL_SPLIT]
+  if splits != [properties.EVAL_SPLIT]:
     yield f"example_splits {splits}"
   if len(eval_config.slicing_specs) != 1 or eval_config.slicing_specs[0].ByteSize():
     yield "slices other than the overall one"
@@ -369,6 +369,60 @@ def write_evaluation(
   with tf.io.gfile.GFile(os.path.join(output_uri, "eval_config.json"), "w") as f:
     f.write(json_format.MessageToJson(run))
   return result
+
+
+# ----------------------------------------------------------------------------- predictions summary
+
+# A property of the ModelEvaluation (its folder holds TFMA's files and nothing else, as stock's
+# does): how the candidate's predictions compare with the labels, for the report page.
+PREDICTIONS_PROPERTY = "predictions_summary"
+# A regression's predicted-against-actual sample, and the most classes a confusion matrix is
+# kept for: enough to see the shape, small enough for an ML Metadata property (about 10 KB).
+MAX_POINTS = 500
+MAX_CLASSES = 50
+_CLASSIFICATION_METRICS = {
+  "SparseCategoricalAccuracy": "multiclass",
+  "BinaryAccuracy": "binary",
+  "AUC": "binary",
+}
+
+
+def task_of(eval_config: Any) -> str:
+  """'multiclass', 'binary' or 'regression', from the metrics the config asks for."""
+  names = [m.class_name for s in eval_config.metrics_specs for m in s.metrics]
+  return next(
+    (_CLASSIFICATION_METRICS[n] for n in names if n in _CLASSIFICATION_METRICS), "regression"
+  )
+
+
+def prediction_summary(outputs: ModelOutputs, task: str) -> dict[str, Any]:
+  """The candidate's predictions against the labels, small enough to keep beside the metrics.
+
+  Returns:
+    Classification: {"task", "rows", "matrix"}: matrix[actual class index][predicted index]
+      (None over MAX_CLASSES classes).
+    Regression: {"task", "rows", "actual", "predicted"}: at most MAX_POINTS evenly spaced rows.
+  """
+  p, y = outputs.predictions, outputs.labels
+  known = ~np.isnan(y)
+  p, y = p[known], y[known]
+  if task == "regression" or (p.shape[1] == 1 and task != "binary"):
+    step = max(1, -(-len(y) // MAX_POINTS))
+    return {
+      "task": "regression",
+      "rows": len(y),
+      "actual": [round(float(v), 6) for v in y[::step]],
+      "predicted": [round(float(v), 6) for v in p[::step, 0]],
+    }
+  classes = max(p.shape[1], 2)
+  if classes > MAX_CLASSES:
+    return {"task": task, "rows": len(y), "matrix": None}
+  predicted = (p[:, 0] > 0.5).astype(np.int64) if p.shape[1] == 1 else p.argmax(axis=1)
+  actual = y.astype(np.int64)
+  inside = (actual >= 0) & (actual < classes)
+  matrix = np.zeros((classes, classes), np.int64)
+  np.add.at(matrix, (actual[inside], predicted[inside]), 1)
+  return {"task": task, "rows": int(inside.sum()), "matrix": matrix.tolist()}
 
 
 # ----------------------------------------------------------------------------- reading

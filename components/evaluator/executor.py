@@ -14,7 +14,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
-from components import memory, model_contract, tf_compat
+from components import memory, model_contract, properties, tf_compat
 from components.evaluator import conform_lib, evaluation_lib, floor_lib
 from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, BASELINE_SKIPPED_PROPERTY
 from components.live_model import executor as live_executor
@@ -127,7 +127,7 @@ class Executor(stock_evaluator.Executor):
     self._log_startup(input_dict, output_dict, exec_properties)
     files = []
     for uri in artifact_utils.get_split_uris(
-      input_dict[standard_component_specs.EXAMPLES_KEY], "eval"
+      input_dict[standard_component_specs.EXAMPLES_KEY], properties.EVAL_SPLIT
     ):
       files += sorted(fileio.glob(io_utils.all_files_pattern(uri)))
     models = {}
@@ -162,6 +162,7 @@ class Executor(stock_evaluator.Executor):
     result = evaluation_lib.write_evaluation(
       eval_config, metrics, output_uri, models, "<user provided PCollection>"
     )
+    _keep_predictions(output_dict, eval_config, outputs)
     logging.info(
       "Evaluation in process: %d rows, %s.",
       len(next(iter(outputs.values())).labels),
@@ -173,6 +174,18 @@ class Executor(stock_evaluator.Executor):
     if thresholds:
       _write_blessing(input_dict, output_dict, exec_properties, result.validation_ok)
     return True
+
+
+def _keep_predictions(output_dict, eval_config, outputs) -> None:
+  """Records how the candidate's predictions fall on the ModelEvaluation, for the report page."""
+  candidate = next(s.name for s in eval_config.model_specs if not s.is_baseline)
+  summary = evaluation_lib.prediction_summary(
+    outputs[candidate], evaluation_lib.task_of(eval_config)
+  )
+  evaluation = artifact_utils.get_single_instance(
+    output_dict[standard_component_specs.EVALUATION_KEY]
+  )
+  evaluation.set_string_custom_property(evaluation_lib.PREDICTIONS_PROPERTY, json.dumps(summary))
 
 
 def _write_blessing(input_dict, output_dict, exec_properties, blessed: bool) -> None:
@@ -212,13 +225,13 @@ def _type_mismatch(error: BaseException) -> bool:
 
 
 def _schema_types(artifacts) -> dict[str, str] | None:
-  from components.data_gate import gate_lib
+  from components.data_gate import stats_view
 
   artifacts = [a for a in artifacts or [] if live_executor.is_available(a)]
   if len(artifacts) != 1:
     return None
   uri = artifacts[0].uri
-  return gate_lib.schema_types(model_contract.read_schema(model_contract.schema_file(uri)))
+  return stats_view.schema_types(model_contract.read_schema(model_contract.schema_file(uri)))
 
 
 def _baseline_conformer(schema, baseline_schema, baselines):
@@ -236,8 +249,8 @@ def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:
   if not raw:
     return None
   examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
-  if len(examples) != 1 or not examples[0].has_custom_property(floor_lib.LABEL_STATS_PROPERTY):
+  if len(examples) != 1 or not examples[0].has_custom_property(properties.EXAMPLES_LABEL_STATS):
     # Examples from another ExampleGen: the floor decided before the run stays.
     return None
-  stats = json.loads(examples[0].get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY))
+  stats = json.loads(examples[0].get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
   return floor_lib.floor_from_label_stats(stats, json.loads(raw)["task"])

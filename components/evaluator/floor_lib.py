@@ -14,10 +14,8 @@ import dataclasses
 import json
 from typing import Any
 
-from components import defaults, tasks
+from components import defaults, properties, tasks
 
-# The Examples property the kit's ExampleGen writes (example_gen.executor.LABEL_STATS_PROPERTY).
-LABEL_STATS_PROPERTY = "label_stats"
 # The ModelBlessing properties the floor is recorded in.
 FLOOR_PROPERTY = "floor"
 FLOOR_REASON_PROPERTY = "floor_reason"
@@ -39,7 +37,9 @@ class Floor:
   reason: str
 
 
-def floor_from_label_stats(stats: dict[str, Any], task: str, split: str = "eval") -> Floor | None:
+def floor_from_label_stats(
+  stats: dict[str, Any], task: str, split: str = properties.EVAL_SPLIT
+) -> Floor | None:
   """The automatic floor of `task` from one split's label counts, or None without them.
 
   Args:

@@ -10,8 +10,8 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components.example_gen import executor
-from components.example_gen.component_spec import CsvExampleGenSpec
+from components.example_gen import csv_errors, executor
+from components.example_gen.spec import CsvExampleGenSpec
 
 
 class CsvExampleGen(FileBasedExampleGen):
@@ -62,19 +62,29 @@ class CsvExampleGen(FileBasedExampleGen):
         spans before it, this many in all.
 
     Raises:
-      ValueError: for option values that cannot work.
+      CsvInputError: for option values that cannot work.
     """
     if not 0.0 <= max_bad_row_fraction <= 1.0:
-      raise ValueError("max_bad_row_fraction must be between 0 and 1, for example 0.01.")
+      raise csv_errors.CsvInputError(
+        "max_bad_row_fraction must be between 0 and 1, for example 0.01."
+      )
     if len(delimiter) != 1:
-      raise ValueError("delimiter must be a single character, for example ',' or ';'.")
+      raise csv_errors.CsvInputError(
+        "delimiter must be a single character, for example ',' or ';'."
+      )
     if rolling_spans < 1:
-      raise ValueError("rolling_spans must be 1 or more (1 reads only the newest span).")
+      raise csv_errors.CsvInputError(
+        "rolling_spans must be 1 or more (1 reads only the newest span)."
+      )
     if block_size < 1024:
-      raise ValueError("block_size must be at least 1024 bytes; the default is 1 MiB.")
+      raise csv_errors.CsvInputError(
+        "block_size must be at least 1024 bytes; the default is 1 MiB."
+      )
     input_config = input_config or utils.make_default_input_config()
     if rolling_spans > 1 and utils.SPAN_SPEC not in input_config.splits[0].pattern:
-      raise ValueError("rolling_spans needs an input pattern with {SPAN}, e.g. 'span-{SPAN}/*'.")
+      raise csv_errors.CsvInputError(
+        "rolling_spans needs an input pattern with {SPAN}, e.g. 'span-{SPAN}/*'."
+      )
     output_config = output_config or utils.make_default_output_config(input_config)
     spec = CsvExampleGenSpec(
       input_base=input_base,

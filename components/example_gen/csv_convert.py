@@ -23,10 +23,10 @@ from components.example_gen.csv_batch import (
   is_missing_label,
 )
 from components.example_gen.csv_errors import MAX_QUOTED_TEXT, CsvInputError
-from components.example_gen.csv_infer import FLOAT, INT, STRING, UNKNOWN
 from components.example_gen.csv_profile import LabelCounts
 from components.example_gen.csv_read import Chunk
 from components.example_gen.csv_split import SplitPlan
+from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
 
 # Typed batches are serialised as tf.Examples a column at a time (tfexample_lib), split by
 # a hash of each row's place in its file, and written as gzipped TFRecords without

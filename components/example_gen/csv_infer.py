@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from components.example_gen import csv_read, io_lib, tfexample_lib
+from components.example_gen import csv_read, io_lib
+from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
 
 # Column types follow stock CsvExampleGen (tfx_bsl's csv_decoder): a cell is INT when
 # Python's int() takes it and the value fits int64, FLOAT when float() takes it, STRING
@@ -20,10 +21,6 @@ from components.example_gen import csv_read, io_lib, tfexample_lib
 # matching plain number patterns. Other cells (' 12', '+5', '1_000', ...) go through
 # Python's int() and float().
 
-INT = tfexample_lib.INT
-FLOAT = tfexample_lib.FLOAT
-STRING = tfexample_lib.STRING
-UNKNOWN = tfexample_lib.UNKNOWN
 COLUMN_TYPES = (INT, FLOAT, STRING, UNKNOWN)
 _RANK = {UNKNOWN: 0, INT: 1, FLOAT: 2, STRING: 3}
 _INT64_MIN = -(2**63)

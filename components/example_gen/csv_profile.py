@@ -19,14 +19,8 @@ from components.example_gen.csv_errors import (
   delimiter_hint,
   shown_names,
 )
-from components.example_gen.csv_infer import (
-  FLOAT,
-  INT,
-  UNKNOWN,
-  column_kind,
-  missing_tokens,
-  parse_numeric,
-)
+from components.example_gen.csv_infer import column_kind, missing_tokens, parse_numeric
+from components.example_gen.tfexample_lib import FLOAT, INT, UNKNOWN
 
 
 class LabelCounts:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from components import beam_args
+from components import arguments, beam_args
 from components.example_gen import (
   csv_batch,
   csv_convert,
@@ -159,7 +159,7 @@ def direct_runner_args(args: Sequence[str], num_units: int, total_bytes: int) ->
   args = list(args)
   if num_units < 2 or total_bytes < PARALLEL_MIN_BYTES:
     return args
-  if beam_args.distributed_runner(args) or beam_args.flag_value(args, "direct_running_mode"):
+  if beam_args.distributed_runner(args) or arguments.flag_value(args, "--direct_running_mode"):
     return args
   workers = min(cpu_count(), num_units)
   if workers < 2:
@@ -167,7 +167,7 @@ def direct_runner_args(args: Sequence[str], num_units: int, total_bytes: int) ->
   return [*args, "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
 
 
-def check_columns(
+def check_named_columns(
   path: str,
   names: Sequence[str],
   delimiter: str,
@@ -281,7 +281,7 @@ def plan_job(
   )
   first = files.files[0][0]
   names = csv_read.read_header(first, delimiter)
-  check_columns(first, names, delimiter, label_key, partition_column)
+  check_named_columns(first, names, delimiter, label_key, partition_column)
   types = column_types(files.paths, names, delimiter, label_key, schema_path, block_size)
   options = csv_batch.ConvertOptions(
     column_types=types,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from typing import Any
 
 import apache_beam as beam
-from absl import logging
 from tfx import types
 from tfx.components.example_gen import driver, utils, write_split
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
@@ -19,7 +19,7 @@ from tfx.utils import proto_utils
 
 from components import beam_args, properties, tf_compat
 from components.example_gen import csv_convert, csv_read, example_gen_lib, io_lib
-from components.example_gen.component_spec import (
+from components.example_gen.spec import (
   ALLOW_NON_FINITE_KEY,
   BLOCK_SIZE_KEY,
   DELIMITER_KEY,
@@ -30,17 +30,12 @@ from components.example_gen.component_spec import (
   UNRESOLVED_INPUT_CONFIG_KEY,
 )
 
-QUARANTINE_DIR = example_gen_lib.QUARANTINE_DIR
-QUARANTINE_FILE = example_gen_lib.QUARANTINE_FILE
+_LOG = logging.getLogger(__name__)
+
 
 # Custom properties recorded on the Examples artifact.
-ROWS_PROPERTY_PREFIX = properties.EXAMPLES_ROWS_PREFIX
-BAD_ROWS_PROPERTY = properties.EXAMPLES_BAD_ROWS
-# Split -> counts (and moments) of the label column's values: the Evaluator's automatic floor.
-LABEL_STATS_PROPERTY = "label_stats"
 QUARANTINE_PROPERTY = "quarantine_uri"
 COLUMN_TYPES_PROPERTY = "column_types"
-SPANS_PROPERTY = "data_spans"
 
 
 def _proto(json_text: str, message):
@@ -119,7 +114,9 @@ class Executor(BaseExampleGenExecutor):
     examples.split_names = artifact_utils.encode_split_names(split_names)
     output_dirs = {s: artifact_utils.get_split_uri([examples], s) for s in split_names}
     results_dir = os.path.join(examples.uri, example_gen_lib.RESULTS_DIR)
-    self._convert(job, output_dirs, os.path.join(examples.uri, QUARANTINE_DIR), results_dir)
+    self._convert(
+      job, output_dirs, os.path.join(examples.uri, example_gen_lib.QUARANTINE_DIR), results_dir
+    )
     outcome = example_gen_lib.merge_results(
       example_gen_lib.read_results(results_dir),
       split_names,
@@ -127,7 +124,7 @@ class Executor(BaseExampleGenExecutor):
       examples.uri,
     )
     if outcome.bad_rows:
-      logging.warning(
+      _LOG.warning(
         "Quarantined %d of %d rows (%d of them only for an empty label) in %s.",
         outcome.bad_rows,
         outcome.rows,
@@ -147,7 +144,7 @@ class Executor(BaseExampleGenExecutor):
         tf_compat.beam_pipeline_args(self), len(job.units), total_bytes
       ),
     )
-    logging.info(
+    _LOG.info(
       "Converting %d CSV file(s) in %d unit(s) with column types %s.",
       len(job.files.files),
       len(job.units),
@@ -173,19 +170,19 @@ class Executor(BaseExampleGenExecutor):
     if file_format:
       examples_utils.set_file_format(examples, write_split.to_file_format_str(file_format))
     for split, n in outcome.rows_per_split.items():
-      examples.set_int_custom_property(ROWS_PROPERTY_PREFIX + split, n)
-    examples.set_int_custom_property(BAD_ROWS_PROPERTY, outcome.bad_rows)
+      examples.set_int_custom_property(properties.EXAMPLES_ROWS_PREFIX + split, n)
+    examples.set_int_custom_property(properties.EXAMPLES_BAD_ROWS, outcome.bad_rows)
     examples.set_int_custom_property(properties.EXAMPLES_UNLABELED_ROWS, outcome.unlabeled_rows)
     examples.set_string_custom_property(QUARANTINE_PROPERTY, outcome.quarantine_uri)
     examples.set_string_custom_property(
       COLUMN_TYPES_PROPERTY, json.dumps(column_types, sort_keys=True)
     )
-    examples.set_string_custom_property(SPANS_PROPERTY, json.dumps(list(spans)))
+    examples.set_string_custom_property(properties.EXAMPLES_SPANS, json.dumps(list(spans)))
     if outcome.label_stats:
       examples.set_string_custom_property(
-        LABEL_STATS_PROPERTY, json.dumps(outcome.label_stats, sort_keys=True)
+        properties.EXAMPLES_LABEL_STATS, json.dumps(outcome.label_stats, sort_keys=True)
       )
-    logging.info(
+    _LOG.info(
       "Examples written: %s rows per split, %d quarantined.",
       outcome.rows_per_split,
       outcome.bad_rows,

@@ -5,38 +5,9 @@ from __future__ import annotations
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
-from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components import properties
 from components.live_model import executor
-
-SERVING_DIR_KEY = properties.SERVING_DIR_KEY
-MODEL_NAME_KEY = properties.MODEL_NAME_KEY
-LIVE_KEY_KEY = properties.LIVE_KEY_KEY
-EXAMPLES_KEY = "examples"
-BASELINE_KEY = "baseline"
-WARM_START_KEY = "warm_start"
-REFERENCE_SCHEMA_KEY = "reference_schema"
-REFERENCE_STATISTICS_KEY = "reference_statistics"
-
-
-class LiveModelSpec(ComponentSpec):
-  """Spec of LiveModel."""
-
-  PARAMETERS = {
-    SERVING_DIR_KEY: ExecutionParameter(type=str),
-    MODEL_NAME_KEY: ExecutionParameter(type=str),
-    LIVE_KEY_KEY: ExecutionParameter(type=str, optional=True),
-  }
-  INPUTS = {
-    EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
-  }
-  OUTPUTS = {
-    BASELINE_KEY: ChannelParameter(type=standard_artifacts.Model),
-    WARM_START_KEY: ChannelParameter(type=standard_artifacts.Model),
-    REFERENCE_SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema),
-    REFERENCE_STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics),
-  }
+from components.live_model.spec import LiveModelSpec
 
 
 class LiveModel(base_component.BaseComponent):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.dsl.io import fileio
@@ -15,6 +15,8 @@ from tfx.utils import path_utils
 
 from components import model_contract, properties
 from components.serving import live, manifest
+
+_LOG = logging.getLogger(__name__)
 
 AVAILABLE_PROPERTY = "available"
 LIVE_VERSION_PROPERTY = "live_version"
@@ -55,9 +57,7 @@ class Executor(base_executor.BaseExecutor):
     if current is None:
       for artifact in (baseline, warm, *references):
         _unavailable(artifact, "nothing was live")
-      logging.info(
-        "LiveModel: nothing is live under %s.", exec_properties[properties.SERVING_DIR_KEY]
-      )
+      _LOG.info("LiveModel: nothing is live under %s.", exec_properties[properties.SERVING_DIR_KEY])
       return
     serving = path_utils.serving_model_dir(baseline.uri)
     live.copy_saved_model(current, serving)
@@ -70,7 +70,7 @@ class Executor(base_executor.BaseExecutor):
     else:
       live.copy_saved_model(current, path_utils.serving_model_dir(warm.uri))
       _available(warm, current)
-    logging.info("LiveModel: version %d at %s is live.", current.version, current.path)
+    _LOG.info("LiveModel: version %d at %s is live.", current.version, current.path)
 
   def _references(
     self, current: live.LiveVersion, schema: types.Artifact, statistics: types.Artifact

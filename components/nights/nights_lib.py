@@ -10,7 +10,7 @@ log. The serving package keeps the facts and the records (`components.serving.ni
 they say is decided here.
 
 The night's id reaches the steps through the environment (`NIGHT_ID_ENV`): `run_local.py`
-sets it, and every Kubeflow step gets it from the run's id (`kubeflow_lib.add_exit_handler`).
+sets it, and every Kubeflow step gets it from the run's id (`kubeflow_night.add_exit_handler`).
 A step run without it (a pipeline driven another way) records nothing.
 """
 

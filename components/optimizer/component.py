@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
@@ -26,6 +27,21 @@ def _checked_config(task: str, variants: Sequence[str], **options) -> OptimizerC
   )
   config.validate()
   return config
+
+
+def _parameters(config: OptimizerConfig) -> dict[str, Any]:
+  """The execution parameters the executor rebuilds `config` from (see spec.OptimizerSpec)."""
+  return {
+    spec.VARIANTS_KEY: json.dumps(list(config.variants)),
+    spec.TARGET_SPARSITY_KEY: float(config.target_sparsity),
+    spec.MAX_ACCURACY_DROP_KEY: float(config.max_accuracy_drop),
+    spec.MIN_AGREEMENT_KEY: float(config.min_agreement),
+    spec.TENSORRT_KEY: config.tensorrt,
+    spec.LATENCY_RUNS_KEY: int(config.latency_runs),
+    spec.FINE_TUNE_EPOCHS_KEY: int(config.fine_tune_epochs),
+    spec.MAX_TRAIN_ROWS_KEY: int(config.max_train_rows),
+    spec.MAX_EVAL_ROWS_KEY: int(config.max_eval_rows),
+  }
 
 
 class Optimizer(base_component.BaseComponent):
@@ -108,15 +124,7 @@ class Optimizer(base_component.BaseComponent):
       transform_graph=transform_graph,
       task=task,
       label_key=label_key,
-      variants=json.dumps(list(config.variants)),
-      target_sparsity=float(target_sparsity),
-      max_accuracy_drop=float(max_accuracy_drop),
-      min_agreement=float(min_agreement),
-      tensorrt=tensorrt,
-      latency_runs=int(latency_runs),
-      fine_tune_epochs=int(fine_tune_epochs),
-      max_train_rows=int(max_train_rows),
-      max_eval_rows=int(max_eval_rows),
+      **_parameters(config),
       optimized_model=types.Channel(type=artifacts.OptimizedModel),
       report=types.Channel(type=artifacts.OptimizationReport),
     )

@@ -1,13 +1,4 @@
-"""Loads the trained Keras model and the rows it is measured on, for any trainer module.
-
-The model comes from the Trainer's serving SavedModel (`Format-Serving`), which every Keras
-`run_fn` writes: with `model.save` it is the Keras model, with `tf.saved_model.save` its
-restored inference function in a one-layer Keras wrapper. The rows come from the Examples,
-parsed with the schema through TFXIO (the way a stock module reads them), passed through the
-Transform graph when there is one, and matched to the model's inputs by name. Labels are the
-model's own view of them: its `transform_features` signature when it has one, the transformed
-label after a Transform, the raw column otherwise.
-"""
+"""Loads the trained Keras model and the rows it is measured on, for any trainer module."""
 
 from __future__ import annotations
 
@@ -19,9 +10,12 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tfx import types
+from tfx.types import artifact_utils
 
-from components import model_contract, records, tasks
+from components import model_contract, properties, records, tasks
 from components.errors import UserInputError
+from components.optimizer import keras_model
 
 _LOG = logging.getLogger(__name__)
 _BATCH = 512
@@ -58,12 +52,13 @@ class Sample:
 
 
 def load_keras_model(serving_dir: str):
-  """Loads the Keras model behind a serving SavedModel.
+  """Loads the Keras model behind the Trainer's serving SavedModel (`Format-Serving`).
 
-  A SavedModel that `model.save` wrote comes back as the Keras model. One that
-  `tf.saved_model.save` wrote (TFX's example modules) keeps no Keras config, only the traced
-  call: its inference function (training=False) comes back wrapped in a functional model of
-  one `conversions.RestoredCall` layer, with an Input per tensor argument named as its spec.
+  Every Keras `run_fn` writes one. A SavedModel that `model.save` wrote comes back as the
+  Keras model. One that `tf.saved_model.save` wrote (TFX's example modules) keeps no Keras
+  config, only the traced call: its inference function (training=False) comes back wrapped in
+  a functional model of one `keras_model.RestoredCall` layer, with an Input per tensor argument
+  named as its spec.
 
   The model's custom Keras layers load as themselves once the module that built it was
   imported (`model_contract.import_trainer_module`, which the executor calls first).
@@ -81,8 +76,6 @@ def load_keras_model(serving_dir: str):
 
 
 def _restored_model(serving_dir: str) -> tf.keras.Model:
-  from components.optimizer import conversions
-
   restored = tf.saved_model.load(serving_dir)
   try:
     function, specs = _inference_function(restored)
@@ -94,7 +87,7 @@ def _restored_model(serving_dir: str) -> tf.keras.Model:
       "tf.saved_model.save(model, ...)."
     ) from None
   inputs = {s.name: tf.keras.Input(s.shape[1:], dtype=s.dtype, name=s.name) for s in specs}
-  output = conversions.RestoredCall(restored, function, name="restored_call")(inputs)
+  output = keras_model.RestoredCall(restored, function, name="restored_call")(inputs)
   return tf.keras.Model(inputs, output, name="restored_model")
 
 
@@ -139,13 +132,21 @@ def input_specs(model) -> dict[str, tf.TensorSpec]:
   return specs
 
 
-def _split_files(examples_uri: str, split: str) -> list[str]:
-  files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, f"Split-{split}", "*")))
-  if not files:
+def _split_files(examples: types.Artifact, split: str) -> list[str]:
+  needs = (
+    f"the Optimizer needs an Examples artifact with {properties.TRAIN_SPLIT!r} and "
+    f"{properties.EVAL_SPLIT!r} splits."
+  )
+  try:
+    split_uri = artifact_utils.get_split_uri([examples], split)
+  except ValueError:  # The artifact's split_names do not list it.
+    names = artifact_utils.decode_split_names(examples.split_names)
     raise OptimizerInputError(
-      f"no files in {examples_uri}/Split-{split}; the Optimizer needs an Examples artifact with "
-      "'train' and 'eval' splits."
-    )
+      f"{examples.uri} has no split {split!r} (it has {names}); {needs}"
+    ) from None
+  files = sorted(tf.io.gfile.glob(os.path.join(split_uri, "*")))
+  if not files:
+    raise OptimizerInputError(f"no files in {split_uri}; {needs}")
   return files
 
 
@@ -216,7 +217,13 @@ def _default_for(dtype) -> Any:
 
 
 class RowReader:
-  """Turns serialized tf.Examples into the model's inputs and labels."""
+  """Turns serialized tf.Examples into the model's inputs and labels.
+
+  The rows are parsed with the model's contract, or with the schema (the way a stock module
+  reads them), passed through the Transform graph when there is one, and matched to the
+  model's inputs by name. Labels are the model's own view of them: its `transform_features`
+  signature when it has one, the transformed label after a Transform, the raw column otherwise.
+  """
 
   def __init__(
     self,
@@ -322,7 +329,7 @@ def _guess_dtype(info: tasks.LabelInfo) -> str:
 
 def read_sample(
   reader: RowReader,
-  examples_uri: str,
+  examples: types.Artifact,
   split: str,
   max_rows: int,
   seed: int = 0,
@@ -330,11 +337,23 @@ def read_sample(
 ) -> tuple[Sample, SampleInfo]:
   """Up to `max_rows` rows spread over one split, in random order, as model inputs.
 
-  `total` is the split's row count when the ExampleGen recorded it (saves a pass to count).
+  Args:
+    reader: turns the records into model inputs and labels.
+    examples: the Examples artifact.
+    split: the split to read.
+    max_rows: the most rows to draw.
+    seed: seeds which rows are drawn and their order.
+    total: the split's row count when the ExampleGen recorded it (saves a pass to count).
+
+  Returns:
+    (the rows, how they were drawn).
+
+  Raises:
+    OptimizerInputError: when the split is missing or empty.
   """
-  drawn, info = _sample_records(_split_files(examples_uri, split), max_rows, seed, total)
+  drawn, info = _sample_records(_split_files(examples, split), max_rows, seed, total)
   if not drawn:
-    raise OptimizerInputError(f"split {split!r} of {examples_uri} has no rows.")
+    raise OptimizerInputError(f"split {split!r} of {examples.uri} has no rows.")
   return reader.read(drawn), info
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 from typing import Any
 
-from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.dsl.io import fileio
@@ -19,6 +19,8 @@ from components import defaults, model_contract, properties, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
 from components.optimizer import data_lib, optimizer_lib, report, spec, variant_index
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
+
+_LOG = logging.getLogger(__name__)
 
 
 def config_from_exec_properties(exec_properties: dict[str, Any]) -> OptimizerConfig:
@@ -115,24 +117,24 @@ def _optimize(
   reader = data_lib.RowReader(model, serving_dir, schema_path, label_key, transform_uri)
   train, train_info = data_lib.read_sample(
     reader,
-    examples.uri,
-    spec.TRAIN_SPLIT,
+    examples,
+    properties.TRAIN_SPLIT,
     config.max_train_rows,
     config.seed,
-    _recorded_rows(examples, spec.TRAIN_SPLIT),
+    _recorded_rows(examples, properties.TRAIN_SPLIT),
   )
   evals, eval_info = data_lib.read_sample(
     reader,
-    examples.uri,
-    spec.EVAL_SPLIT,
+    examples,
+    properties.EVAL_SPLIT,
     config.max_eval_rows,
     config.seed,
-    _recorded_rows(examples, spec.EVAL_SPLIT),
+    _recorded_rows(examples, properties.EVAL_SPLIT),
   )
   facts = _facts(model, serving_dir, reader, exec_properties)
   sampling = {
-    spec.TRAIN_SPLIT: dataclasses.asdict(train_info),
-    spec.EVAL_SPLIT: dataclasses.asdict(eval_info),
+    properties.TRAIN_SPLIT: dataclasses.asdict(train_info),
+    properties.EVAL_SPLIT: dataclasses.asdict(eval_info),
   }
   return optimizer_lib.optimize(
     model, train.inputs, evals.inputs, evals.labels, out_dir, facts, config, sampling
@@ -190,7 +192,7 @@ class Executor(base_executor.BaseExecutor):
         # A model the Optimizer cannot load or feed (inputs not named after features, no
         # call function) keeps its pipeline: every variant is skipped with the reason, and the
         # Pusher ships the trained model alone.
-        logging.warning("Optimizer skipped: %s", e)
+        _LOG.warning("Optimizer skipped: %s", e)
         result = optimizer_lib.skipped_report(str(e), config)
       paths = report.write_report(result, report_dir)
       if remote:
@@ -205,4 +207,4 @@ class Executor(base_executor.BaseExecutor):
         os.path.join(optimized_model.uri, entry["path"])
       ):
         raise RuntimeError(f"Variant {entry['name']} reported ok but {entry['path']} is missing.")
-    logging.info("Optimizer report: %s", paths[report.REPORT_MD])
+    _LOG.info("Optimizer report: %s", paths[report.REPORT_MD])

@@ -1,19 +1,19 @@
-"""Model changes that need training: magnitude pruning and quantization-aware training.
-
-Fine-tuning after pruning or for quantization-aware training is distillation: the changed
-model learns to reproduce the baseline's outputs on the training sample, which needs neither
-labels nor the model's own loss, so it works for any task and any module.
-"""
+"""Model changes that need training, by distillation: magnitude pruning and QAT with tfmot."""
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
-from components.optimizer import conversions, runtimes
+from components.optimizer import formats, runtime_base
+
+_LOG = logging.getLogger(__name__)
+# tfmot is a dependency of the kit; named here so that a broken install says what to reinstall.
+_TFMOT = ("tensorflow_model_optimization", "tensorflow-model-optimization")
 
 # Fraction of the fine-tuning steps after which pruning reaches its target sparsity.
 PRUNING_END_FRACTION = 0.6
@@ -27,7 +27,7 @@ MAX_LAYER_SPARSITY = 0.97
 
 def distill(
   model: tf.keras.Model,
-  inputs: runtimes.Inputs,
+  inputs: runtime_base.Inputs,
   targets: np.ndarray,
   *,
   epochs: int,
@@ -38,11 +38,12 @@ def distill(
 ) -> None:
   """Fine-tunes `model` to reproduce `targets` (the baseline's outputs) on `inputs`.
 
-  The loss is the mean squared difference, scaled by the targets' variance so that it means
+  Distillation needs neither labels nor the model's own loss, so it works for any task and any
+  module. The loss is the mean squared difference, scaled by the targets' variance so that it means
   the same for probabilities and for regression values. A plain loop around one
   `tf.function(autograph=False)` step instead of `Model.fit`:
-  - Autograph would transpile every tfmot wrapper on the first trace, which costs 15-20 s on a
-    2-core CPU; the tfmot wrappers use explicit `tf.cond`, so they need no conversion.
+  - Autograph would transpile every tfmot wrapper on the first trace, which is slow; the tfmot
+    wrappers use explicit `tf.cond`, so they need no conversion.
   - `Model.fit` sums gradients across replicas through `tf.custom_gradient`, which registers a
     gradient function in TensorFlow's global registry per trace. That registry keeps each
     traced graph alive for the life of the process, and `clear_session` cannot free it.
@@ -81,7 +82,7 @@ def distill(
     callback.set_model(model)
     callback.on_train_begin()
   rng = np.random.default_rng(seed)
-  n = runtimes.rows(inputs)
+  n = runtime_base.rows(inputs)
   for epoch in range(epochs):
     order = rng.permutation(n)
     for batch, start in enumerate(range(0, n, batch_size)):
@@ -137,7 +138,7 @@ def _pruning_plan(model: tf.keras.Model, target_sparsity: float) -> tuple[set[st
 
 def prune(
   model: tf.keras.Model,
-  inputs: runtimes.Inputs,
+  inputs: runtime_base.Inputs,
   targets: np.ndarray,
   *,
   target_sparsity: float,
@@ -168,12 +169,11 @@ def prune(
   Raises:
     ValueError: when the model has no Dense or convolution layer to prune.
   """
-  import tensorflow_model_optimization as tfmot
-
+  tfmot = formats.backend(*_TFMOT)
   if not any(_prunable(layer) for layer in model.layers):
     raise ValueError("the model has no Dense or convolution layer at its top level to prune")
   sparsity = tfmot.sparsity.keras
-  total_steps = max(1, epochs * math.ceil(runtimes.rows(inputs) / batch_size))
+  total_steps = max(1, epochs * math.ceil(runtime_base.rows(inputs) / batch_size))
   frequency = max(1, total_steps // 20)
   end_step = max(frequency, int(total_steps * PRUNING_END_FRACTION) // frequency * frequency)
   pruned_layers, layer_sparsity = _pruning_plan(model, target_sparsity)
@@ -202,7 +202,7 @@ def prune(
     seed=seed,
     callback=sparsity.UpdatePruningStep(),
   )
-  logging.info("Pruned for %d steps (end_step=%d, frequency=%d).", total_steps, end_step, frequency)
+  _LOG.info("Pruned for %d steps (end_step=%d, frequency=%d).", total_steps, end_step, frequency)
   return sparsity.strip_pruning(pruned)
 
 
@@ -225,24 +225,34 @@ def kernel_sparsity(model: tf.keras.Model) -> dict:
 
 def quantize_aware(
   model: tf.keras.Model,
-  inputs: runtimes.Inputs,
+  inputs: runtime_base.Inputs,
   targets: np.ndarray,
   *,
   epochs: int,
   batch_size: int,
   learning_rate: float,
   seed: int = 0,
+  keep_float: Sequence[str] = (),
 ) -> tuple[tf.keras.Model, str]:
   """Applies quantization-aware training with tfmot and distils briefly.
 
   The Dense and convolution layers train with fake quantization; the rest stay float during
   training and the int8 converter quantizes them from the representative dataset.
 
+  Args:
+    model: the baseline Keras model; pass a freshly loaded copy.
+    inputs: train sample, input name -> array.
+    targets: the baseline's outputs on that sample.
+    epochs: fine-tuning epochs.
+    batch_size: fine-tuning batch size.
+    learning_rate: Adam learning rate for fine-tuning.
+    seed: seeds the fine-tuning's shuffling.
+    keep_float: layers left unannotated because int8 keeps them float (the preprocessing).
+
   Returns:
     (the fine-tuned quantization-aware model, which layers were annotated).
   """
-  import tensorflow_model_optimization as tfmot
-
+  tfmot = formats.backend(*_TFMOT)
   quantization = tfmot.quantization.keras
 
   # Dense and convolution layers are annotated, except those fed by a Concatenate: whole-model
@@ -256,7 +266,7 @@ def quantize_aware(
     return any(isinstance(x, tf.keras.layers.Concatenate) for x in flat)
 
   # The preprocessing (an embedding's projection included) stays float, as in int8.
-  keep_float = set(conversions.preprocessing_layers(model))
+  keep_float = set(keep_float)
   annotated = tf.keras.models.clone_model(
     model,
     clone_function=lambda layer: (

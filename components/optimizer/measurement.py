@@ -9,11 +9,11 @@ import time
 import numpy as np
 
 from components import tasks
-from components.optimizer import runtimes
+from components.optimizer import runtime_base
 from components.optimizer.run_config import OptimizerConfig
 
 # Regression agreement: a prediction agrees when it is within this share of the label's standard
-# deviation of the baseline's (int8's rounding of a price model moves it by about 1%).
+# deviation of the baseline's, wide enough for int8's rounding (docs/optimizer.md has its size).
 REGRESSION_AGREEMENT_TOLERANCE = 0.1
 # Two-sided 95% normal quantile, for the confidence intervals of the eval sample's metrics.
 _Z95 = 1.959964
@@ -125,10 +125,10 @@ def file_sizes(folder: str, filenames: list[str]) -> dict:
 
 
 def batch1_latency_ms(
-  runtime: runtimes.Runtime, inputs: runtimes.Inputs, runs: int, warmup_runs: int
+  runtime: runtime_base.Runtime, inputs: runtime_base.Inputs, runs: int, warmup_runs: int
 ) -> dict:
   """Times single-example predictions: p50, p90 and the number of timed runs."""
-  n = min(runtimes.rows(inputs), runs + warmup_runs)
+  n = min(runtime_base.rows(inputs), runs + warmup_runs)
   rows = [
     {
       k: np.ascontiguousarray(v[i : i + 1]) if v.dtype != object else v[i : i + 1]

@@ -1,10 +1,4 @@
-"""Plain-Python core of the Optimizer: convert each variant, measure it, gate it, index it.
-
-Works on any Keras model with named inputs and any task: classification variants are judged
-by accuracy and top-1 agreement with the baseline, regression variants by RMSE and agreement
-within a tolerance (see `measurement`). Every variant folder gets a `signature.json`, and the
-folder's index `variants.json` is the one place the Pusher reads (see `variant_index`).
-"""
+"""Plain-Python core of the Optimizer: convert each variant, measure it, gate it, index it."""
 
 from __future__ import annotations
 
@@ -22,12 +16,13 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components import defaults
+from components import defaults, properties
 from components.errors import UserInputError
-from components.optimizer import conversions, runtimes, tensorrt_lib
-from components.optimizer import variants as variant_lib
+from components.optimizer import formats, keras_model, runtime_base
+from components.optimizer.formats import tensorrt as tensorrt_format
 from components.optimizer.measurement import Judge, batch1_latency_ms, file_sizes
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
+from components.optimizer.variant_base import ConversionContext, ConversionRefused, Variant
 from components.optimizer.variant_index import (
   KEY_BASELINE,
   KEY_BLESSED,
@@ -67,9 +62,22 @@ def _release_memory() -> None:
   gc.collect()
 
 
+def _gate(entry: dict, metrics: dict, judge: Judge, baseline: dict, config) -> None:
+  """Adds a measured variant's ratios to the baseline and the gate's verdict to its row."""
+  entry["ratios"] = {
+    key: (entry[key] / baseline[key] if baseline.get(key) else None)
+    for key in ("metric_value", "size_bytes", "gzipped_size_bytes", "latency_ms_p50")
+  }
+  entry["blessed"], entry["metric_drop"], why_not = judge.gate(
+    metrics, baseline["metric_value"], config
+  )
+  if why_not:
+    entry["gate_reason"] = why_not
+
+
 def _run_variant(
-  variant: variant_lib.Variant,
-  context: variant_lib.ConversionContext,
+  variant: Variant,
+  context: ConversionContext,
   staging_dir: str,
   judge: Judge,
   baseline: dict,
@@ -92,7 +100,7 @@ def _run_variant(
     conversion = variant.convert(context, out_dir)
     convert_seconds = time.perf_counter() - started
     runtime = variant.load(out_dir, conversion)
-    outputs = runtimes.predict_batched(runtime, context.eval_inputs)
+    outputs = runtime_base.predict_batched(runtime, context.eval_inputs)
     metrics = judge.metrics(outputs)
     metrics.update(
       batch1_latency_ms(runtime, context.eval_inputs, config.latency_runs, config.warmup_runs)
@@ -100,7 +108,7 @@ def _run_variant(
     signature = signature_document(variant.name, runtime, conversion.model_files[0], facts)
     with open(os.path.join(out_dir, SIGNATURE_FILE), "w") as f:
       json.dump(signature, f, indent=2)
-  except conversions.ConversionRefused as refused:  # Known not to work: a skip, with the fix.
+  except ConversionRefused as refused:  # Known not to work: a skip, with the fix.
     _LOG.info("Optimizer variant %s skipped: %s", variant.name, refused)
     shutil.rmtree(out_dir, ignore_errors=True)
     return {**entry, "status": STATUS_SKIPPED, "reason": str(refused), "blessed": False}
@@ -113,7 +121,7 @@ def _run_variant(
       runtime.close()
     del runtime
     # Fine-tuning leaves graphs behind; a collection after every variant would cost more
-    # than all the conversions (gc.collect takes ~0.4 s with TensorFlow loaded).
+    # than all the conversions, as gc.collect walks every TensorFlow object.
     if variant.builds_models:
       _release_memory()
   entry.update(
@@ -124,15 +132,7 @@ def _run_variant(
     **metrics,
     **file_sizes(out_dir, conversion.model_files),
   )
-  entry["ratios"] = {
-    key: (entry[key] / baseline[key] if baseline.get(key) else None)
-    for key in ("metric_value", "size_bytes", "gzipped_size_bytes", "latency_ms_p50")
-  }
-  entry["blessed"], entry["metric_drop"], why_not = judge.gate(
-    metrics, baseline["metric_value"], config
-  )
-  if why_not:
-    entry["gate_reason"] = why_not
+  _gate(entry, metrics, judge, baseline, config)
   entry["details"] = conversion.details
   entry["preprocessing_included"] = facts.preprocessing_included
   entry["select_tf_ops"] = bool(conversion.details.get("select_tf_ops", False))
@@ -158,29 +158,24 @@ def _host() -> dict:
 
 
 def _check_can_start(
-  config: OptimizerConfig, train_inputs: runtimes.Inputs, eval_inputs: runtimes.Inputs
+  config: OptimizerConfig, train_inputs: runtime_base.Inputs, eval_inputs: runtime_base.Inputs
 ) -> None:
   """Fails before any work when TensorRT is required but missing, or a sample is empty."""
   if config.tensorrt == defaults.TENSORRT_REQUIRED:
-    reason = tensorrt_lib.unavailable_reason()
-    if reason:
-      raise tensorrt_lib.TensorRTUnavailableError(
-        f"tensorrt='required' but {reason}; run on a CUDA host with TensorRT or pass "
-        "tensorrt='auto'."
-      )
-  if not runtimes.rows(eval_inputs) or not runtimes.rows(train_inputs):
+    tensorrt_format.check_required()
+  if not runtime_base.rows(eval_inputs) or not runtime_base.rows(train_inputs):
     raise UserInputError("the train or eval sample is empty; the Optimizer needs both splits.")
 
 
 def _measure_baseline(
   model,
-  train_inputs: runtimes.Inputs,
-  eval_inputs: runtimes.Inputs,
+  train_inputs: runtime_base.Inputs,
+  eval_inputs: runtime_base.Inputs,
   eval_labels: np.ndarray,
   facts: ModelFacts,
   config: OptimizerConfig,
   scratch_dir: str,
-) -> tuple[dict, Judge, variant_lib.ConversionContext]:
+) -> tuple[dict, Judge, ConversionContext]:
   """Saves and measures the trained model, which every variant is then compared with.
 
   Returns:
@@ -189,13 +184,13 @@ def _measure_baseline(
   """
   baseline_path = os.path.join(scratch_dir, "baseline.h5")
   model.save(baseline_path, include_optimizer=False)
-  runtime = runtimes.KerasRuntime(model)
-  baseline_outputs = runtimes.predict_batched(runtime, eval_inputs)
-  train_targets = runtimes.predict_batched(runtime, train_inputs)
+  runtime = runtime_base.KerasRuntime(model)
+  baseline_outputs = runtime_base.predict_batched(runtime, eval_inputs)
+  train_targets = runtime_base.predict_batched(runtime, train_inputs)
   judge = Judge(facts.task, eval_labels, baseline_outputs)
   baseline = {
     "name": "baseline",
-    "runtime": runtimes.KerasRuntime.name,
+    "runtime": runtime_base.KerasRuntime.name,
     "status": STATUS_OK,
     **judge.metrics(baseline_outputs, baseline=True),
     "ci95": round(judge.confidence(baseline_outputs), 4),
@@ -204,7 +199,7 @@ def _measure_baseline(
   }
   runtime.close()
   _release_memory()
-  context = variant_lib.ConversionContext(
+  context = ConversionContext(
     baseline_path=baseline_path,
     train_inputs=train_inputs,
     train_targets=train_targets,
@@ -212,14 +207,14 @@ def _measure_baseline(
     baseline_eval_outputs=baseline_outputs,
     config=config,
     scratch_dir=scratch_dir,
-    restored_baseline=model if conversions.restored_call(model) is not None else None,
+    restored_baseline=model if keras_model.restored_call(model) is not None else None,
     contract=facts.contract,
   )
   return baseline, judge, context
 
 
 def _run_variants(
-  context: variant_lib.ConversionContext,
+  context: ConversionContext,
   output_dir: str,
   judge: Judge,
   baseline: dict,
@@ -235,7 +230,7 @@ def _run_variants(
   try:
     entries = [
       _run_variant(
-        variant_lib.create(name),
+        formats.create(name),
         context,
         staging_dir,
         judge,
@@ -257,8 +252,8 @@ def _run_variants(
 
 def optimize(
   model,
-  train_inputs: runtimes.Inputs,
-  eval_inputs: runtimes.Inputs,
+  train_inputs: runtime_base.Inputs,
+  eval_inputs: runtime_base.Inputs,
   eval_labels: np.ndarray,
   output_dir: str,
   facts: ModelFacts,
@@ -266,6 +261,10 @@ def optimize(
   sampling: dict[str, Any] | None = None,
 ) -> dict:
   """Builds every configured variant of a Keras model, measures and gates each.
+
+  Works on any Keras model with named inputs and any task: classification variants are judged
+  by accuracy and top-1 agreement with the baseline, regression variants by RMSE and agreement
+  within a tolerance (see `measurement`).
 
   Each variant is written to `output_dir/<variant>/` with its signature.json; variants that
   fail or are skipped leave no folder, and their row gives the reason. `output_dir/variants.json`
@@ -287,7 +286,7 @@ def optimize(
 
   Raises:
     UserInputError: for bad options or data that does not fit the model.
-    tensorrt_lib.TensorRTUnavailableError: with tensorrt='required' on a host that cannot
+    tensorrt_format.TensorRTUnavailableError: with tensorrt='required' on a host that cannot
       build TensorRT engines.
   """
   config = config or OptimizerConfig()
@@ -305,7 +304,10 @@ def optimize(
     "task": facts.task,
     "metric": judge.metric_name,
     "size_basis": RESTORED_SIZE_BASIS if context.restored_baseline is not None else SIZE_BASIS,
-    "rows": {"train": runtimes.rows(train_inputs), "eval": runtimes.rows(eval_inputs)},
+    "rows": {
+      properties.TRAIN_SPLIT: runtime_base.rows(train_inputs),
+      properties.EVAL_SPLIT: runtime_base.rows(eval_inputs),
+    },
     "sampling": sampling or {},
     "preprocessing_included": facts.preprocessing_included,
     KEY_BASELINE: baseline,

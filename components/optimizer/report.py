@@ -9,6 +9,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
+from components import properties
+
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 REPORT_PNG = "report.png"
@@ -58,8 +60,8 @@ def _row(entry: dict, metric: str) -> str:
 def _sample_line(report: dict, metric: str) -> str:
   """Which rows were measured, and how precisely the baseline's metric is known from them."""
   sampling = report.get("sampling") or {}
-  evals = sampling.get("eval")
-  rows = report.get("rows", {}).get("eval", 0)
+  evals = sampling.get(properties.EVAL_SPLIT)
+  rows = report.get("rows", {}).get(properties.EVAL_SPLIT, 0)
   if evals and evals.get("every", 1) > 1:
     drawn = (
       f"{evals['rows']:,} of the split's {evals['of']:,} (every {evals['every']}th record from "
@@ -75,7 +77,7 @@ def _sample_line(report: dict, metric: str) -> str:
       f" On them the baseline's {metric} is known to ±{ci:.2f} {unit} (95% confidence "
       "interval); a variant's drop is measured on the same rows."
     )
-  train = sampling.get("train")
+  train = sampling.get(properties.TRAIN_SPLIT)
   if train:
     line += (
       f" Calibration and fine-tuning rows: {train['rows']:,} of the train split's "

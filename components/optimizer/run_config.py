@@ -7,10 +7,7 @@ from typing import Any
 
 from components import defaults
 from components.errors import UserInputError
-from components.optimizer import variants as variant_lib
-
-VARIANT_ORDER = defaults.VARIANTS
-DEFAULT_VARIANTS = defaults.DEFAULT_VARIANTS
+from components.optimizer import formats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,9 +15,9 @@ class OptimizerConfig:
   """Options of one optimize() run.
 
   Attributes:
-    variants: variant names to run (see VARIANT_ORDER). `tensorrt_fp16` may be listed but is
-      switched by `tensorrt` alone. With tensorrt 'auto' or 'required', `onnx` runs too, since
-      the engine is built from the checked ONNX export.
+    variants: variant names to run (see components.defaults.VARIANTS). `tensorrt_fp16` may be
+      listed but is switched by `tensorrt` alone. With tensorrt 'auto' or 'required', `onnx`
+      runs too, since the engine is built from the checked ONNX export.
     tensorrt: 'off', 'auto' (build an FP16 engine when the tensorrt package and a CUDA GPU
       are present, else record why not) or 'required' (fail when they are not).
     target_sparsity: fraction of kernel weights the `pruned` variants zero.
@@ -44,7 +41,7 @@ class OptimizerConfig:
     seed: seeds sampling and fine-tuning.
   """
 
-  variants: tuple[str, ...] = DEFAULT_VARIANTS
+  variants: tuple[str, ...] = defaults.DEFAULT_VARIANTS
   tensorrt: str = defaults.TENSORRT_AUTO
   target_sparsity: float = defaults.TARGET_SPARSITY
   max_accuracy_drop: float = defaults.VARIANT_MAX_DROP
@@ -69,11 +66,10 @@ class OptimizerConfig:
     """
     if isinstance(self.variants, str):
       raise UserInputError(f"variants must be a list of names, not the string {self.variants!r}.")
+    known = formats.names()
     for name in self.variants:
-      if name not in variant_lib.VARIANTS:
-        raise UserInputError(
-          f"Unknown optimizer variant {name!r}; choose from {sorted(variant_lib.VARIANTS)}."
-        )
+      if name not in known:
+        raise UserInputError(f"Unknown optimizer variant {name!r}; choose from {known}.")
     if self.tensorrt not in defaults.TENSORRT_MODES:
       raise UserInputError(
         f"tensorrt={self.tensorrt!r} is not valid; pass one of {defaults.TENSORRT_MODES}."
@@ -101,12 +97,12 @@ class OptimizerConfig:
 
   def variant_names(self) -> list[str]:
     """The variants to run, in report order, including those implied by `tensorrt`."""
-    selected = set(self.variants) - {variant_lib.TENSORRT_FP16}
+    selected = set(self.variants) - {defaults.TENSORRT_FP16}
     if self.tensorrt != defaults.TENSORRT_OFF:
-      selected.update((variant_lib.ONNX, variant_lib.TENSORRT_FP16))
-    ordered = [name for name in VARIANT_ORDER if name in selected]
-    # Variants registered outside this module (extensions) run after the built-in ones.
-    return ordered + [name for name in self.variants if name not in VARIANT_ORDER]
+      selected.update((defaults.ONNX, defaults.TENSORRT_FP16))
+    ordered = [name for name in defaults.VARIANTS if name in selected]
+    # Formats the kit does not list in its defaults (extensions) run after the built-in ones.
+    return ordered + [name for name in self.variants if name not in defaults.VARIANTS]
 
 
 @dataclasses.dataclass(frozen=True)

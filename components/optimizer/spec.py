@@ -25,10 +25,6 @@ LABEL_KEY_KEY = "label_key"  # the label as the model sees it.
 MAX_TRAIN_ROWS_KEY = "max_train_rows"
 MAX_EVAL_ROWS_KEY = "max_eval_rows"
 
-# Splits of the Examples artifact the Optimizer reads.
-TRAIN_SPLIT = "train"
-EVAL_SPLIT = "eval"
-
 
 class OptimizerSpec(component_spec.ComponentSpec):
   """Inputs, outputs and parameters of the Optimizer."""

@@ -1,9 +1,4 @@
-"""The Optimizer's index files: each variant's signature.json and the folder's variants.json.
-
-`variants.json` is the one place the Pusher reads (see `read_index`); each variant's
-`signature.json` is the input contract a client needs (names, order, dtypes, shapes,
-quantization, missing values, label classes).
-"""
+"""The Optimizer's index files: each variant's signature.json and the folder's variants.json."""
 
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.optimizer import runtimes
+from components.optimizer import runtime_base
 from components.optimizer.run_config import ModelFacts
 
 # The output index: one file beside the variant folders, read by the Pusher via read_index().
@@ -32,9 +27,22 @@ STATUS_SKIPPED = "skipped"
 
 
 def signature_document(
-  variant: str, runtime: runtimes.Runtime, model_file: str, facts: ModelFacts
+  variant: str, runtime: runtime_base.Runtime, model_file: str, facts: ModelFacts
 ) -> dict[str, Any]:
-  """The input/output contract of one variant, as written to its signature.json."""
+  """The input/output contract of one variant, as written to its signature.json.
+
+  It is what a client needs: input names, order, dtypes, shapes, quantization, missing values
+  and label classes.
+
+  Args:
+    variant: the variant's name.
+    runtime: the runtime the variant was measured in; it describes its own inputs and outputs.
+    model_file: the file the runtime loads, relative to the variant folder.
+    facts: the model's task, label, columns and missing values.
+
+  Returns:
+    The signature.json document.
+  """
   described = runtime.signature()
   inputs = []
   for position, described_input in enumerate(described.get("inputs", [])):
@@ -67,7 +75,15 @@ def signature_document(
 
 
 def write_index(output_dir: str, report: dict) -> str:
-  """Writes `variants.json`, the index the Pusher reads, atomically."""
+  """Writes `variants.json` atomically: the one place the Pusher reads (see `read_index`).
+
+  Args:
+    output_dir: the OptimizedModel folder holding the variant folders.
+    report: the optimize() report.
+
+  Returns:
+    The index file's path.
+  """
   index = {
     "format": INDEX_FORMAT,
     "task": report.get("task"),

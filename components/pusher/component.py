@@ -64,15 +64,12 @@ class Pusher(base_component.BaseComponent):
       evaluation: Optional `ModelEvaluation`; its metrics are recorded in the manifest.
 
     Raises:
-      ValueError: If serving_dir, model_name or keep_versions is unusable.
+      PusherError: If serving_dir, model_name or keep_versions is unusable.
     """
-    try:
-      serving_dir = paths.validate_serving_dir(serving_dir)
-      paths.validate_model_name(model_name)
-    except paths.PusherError as e:
-      raise ValueError(str(e)) from e
+    serving_dir = paths.validate_serving_dir(serving_dir)
+    paths.validate_model_name(model_name)
     if isinstance(keep_versions, bool) or not isinstance(keep_versions, int) or keep_versions < 1:
-      raise ValueError(
+      raise paths.PusherError(
         f"keep_versions must be an integer >= 1 (got {keep_versions!r}); pass e.g. 5."
       )
     component_spec = s.PusherSpec(

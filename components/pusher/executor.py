@@ -10,22 +10,24 @@ signature.json) and the Transform graph they need, and retention; the serving fo
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from typing import Any
 
-from absl import logging
 from tfx import types
 from tfx.components.pusher import executor as stock_pusher
 from tfx.types import artifact_utils
 
 from components import model_contract, properties, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
-from components.evaluator import evaluation_lib, floor_lib
+from components.evaluator import evaluation_lib
 from components.nights import nights_lib
 from components.optimizer import variant_index
 from components.pusher import spec as s
 from components.serving import history, layout, live, manifest, publish
+
+_LOG = logging.getLogger(__name__)
 
 
 class Executor(stock_pusher.Executor):
@@ -34,12 +36,12 @@ class Executor(stock_pusher.Executor):
   def NotBlessedReason(self, input_dict: dict[str, list[types.Artifact]]) -> str:
     """Explains, in one sentence, why `CheckBlessing` said no."""
     blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
-    if not blessing.has_custom_property(s.BLESSED_PROPERTY):
+    if not blessing.has_custom_property(properties.BLESSED_PROPERTY):
       return (
         "model not blessed by Evaluator: the blessing has no 'blessed' property, which means "
         "the Evaluator ran without thresholds; add value or change thresholds to its EvalConfig"
       )
-    details = [f"blessed={blessing.get_int_custom_property(s.BLESSED_PROPERTY)}"]
+    details = [f"blessed={blessing.get_int_custom_property(properties.BLESSED_PROPERTY)}"]
     for key in ("blessing_message", "current_model_id", "baseline_model_id"):
       if blessing.has_custom_property(key):
         details.append(f"{key}={blessing.get_custom_property(key)}")
@@ -72,8 +74,8 @@ class Executor(stock_pusher.Executor):
     pushed_model = artifact_utils.get_single_instance(output_dict[s.PUSHED_MODEL_KEY])
     self._push(input_dict, exec_properties, pushed_model)
     nights_lib.record_step(
-      exec_properties[s.SERVING_DIR_KEY],
-      exec_properties[s.MODEL_NAME_KEY],
+      exec_properties[properties.SERVING_DIR_KEY],
+      exec_properties[properties.MODEL_NAME_KEY],
       nights_lib.PUSHER_STEP,
       _night_facts(input_dict, pushed_model),
     )
@@ -110,8 +112,8 @@ class Executor(stock_pusher.Executor):
       if training_data:
         trees[layout.TRAINING_DATA_DIR] = training_data
       result = publish.push_version(
-        serving_dir=exec_properties[s.SERVING_DIR_KEY],
-        model_name=exec_properties[s.MODEL_NAME_KEY],
+        serving_dir=exec_properties[properties.SERVING_DIR_KEY],
+        model_name=exec_properties[properties.MODEL_NAME_KEY],
         saved_model_dir=storage.localize(model_path, os.path.join(local_dir, "model")),
         variants={
           v.name: storage.localize(v.folder, os.path.join(local_dir, "variants", v.name))
@@ -123,7 +125,7 @@ class Executor(stock_pusher.Executor):
           input_dict,
           index,
           needs_transform if layout.TRANSFORM_GRAPH_SUBDIR in trees else [],
-          exec_properties.get(s.LIVE_KEY_KEY),
+          exec_properties.get(properties.LIVE_KEY_KEY),
         ),
         keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
         source={"saved_model": model_path, "variants": {v.name: v.folder for v in blessed}},
@@ -136,7 +138,7 @@ class Executor(stock_pusher.Executor):
     if not result.pushed:
       self._not_pushed(pushed_model, result.reason)
       return
-    logging.info("Pushed version %d to %s", result.version, result.path)
+    _LOG.info("Pushed version %d to %s", result.version, result.path)
     self._MarkPushed(
       pushed_model, pushed_destination=result.path, pushed_version=str(result.version)
     )
@@ -149,8 +151,8 @@ class Executor(stock_pusher.Executor):
     fingerprint = _prop(model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY)
     if not fingerprint:
       return ""
-    serving_dir = exec_properties[s.SERVING_DIR_KEY]
-    model_name = exec_properties[s.MODEL_NAME_KEY]
+    serving_dir = exec_properties[properties.SERVING_DIR_KEY]
+    model_name = exec_properties[properties.MODEL_NAME_KEY]
     current = live.live_version(serving_dir, model_name)
     if current is not None and current.training_fingerprint == fingerprint:
       return (
@@ -166,7 +168,7 @@ class Executor(stock_pusher.Executor):
     return ""
 
   def _not_pushed(self, pushed_model: types.Artifact, reason: str) -> None:
-    logging.info("Not pushing: %s", reason)
+    _LOG.info("Not pushing: %s", reason)
     self._MarkNotPushed(pushed_model)
     pushed_model.set_string_custom_property(s.PUSHED_REASON_PROPERTY, reason)
 
@@ -200,7 +202,7 @@ class Executor(stock_pusher.Executor):
       },
       manifest.BLESSING_FIELD: {
         key: blessing.get_custom_property(key)
-        for key in ("blessed", "current_model_id", "baseline_model_id")
+        for key in (properties.BLESSED_PROPERTY, "current_model_id", "baseline_model_id")
         if blessing.has_custom_property(key)
       },
       manifest.LINEAGE_FIELD: {
@@ -252,8 +254,8 @@ def _night_facts(
     "reason": _prop(pushed_model, s.PUSHED_REASON_PROPERTY) or "",
     "live_version": _prop(pushed_model, s.LIVE_VERSION_PROPERTY),
     "blessed": (
-      bool(_prop(blessing, s.BLESSED_PROPERTY))
-      if blessing.has_custom_property(s.BLESSED_PROPERTY)
+      bool(_prop(blessing, properties.BLESSED_PROPERTY))
+      if blessing.has_custom_property(properties.BLESSED_PROPERTY)
       else None
     ),
     "metrics": (
@@ -262,7 +264,7 @@ def _night_facts(
       else None
     ),
     "spans": _data_spans(examples),
-    "rows": _training_data_facts(examples)["rows"],
+    "rows": _training_data_facts(examples)[manifest.TRAINING_ROWS_FIELD],
   }
 
 
@@ -286,15 +288,19 @@ def _training_data_tree(input_dict: dict[str, list[types.Artifact]], local_dir: 
 
 def _training_data_facts(examples: list[types.Artifact]) -> dict[str, Any]:
   """The manifest's `training_data`: rows per split and the label's counts, from the Examples."""
-  facts: dict[str, Any] = {"rows": {}, "label_stats": None}
+  rows: dict[str, int] = {}
+  facts: dict[str, Any] = {
+    manifest.TRAINING_ROWS_FIELD: rows,
+    manifest.TRAINING_LABEL_STATS_FIELD: None,
+  }
   for example in examples:
     for key, value in example.mlmd_artifact.custom_properties.items():
       if key.startswith(properties.EXAMPLES_ROWS_PREFIX) and value.HasField("int_value"):
         split = key[len(properties.EXAMPLES_ROWS_PREFIX) :]
-        facts["rows"][split] = facts["rows"].get(split, 0) + int(value.int_value)
-    if len(examples) == 1 and example.has_custom_property(floor_lib.LABEL_STATS_PROPERTY):
-      facts["label_stats"] = json.loads(
-        example.get_string_custom_property(floor_lib.LABEL_STATS_PROPERTY)
+        rows[split] = rows.get(split, 0) + int(value.int_value)
+    if len(examples) == 1 and example.has_custom_property(properties.EXAMPLES_LABEL_STATS):
+      facts[manifest.TRAINING_LABEL_STATS_FIELD] = json.loads(
+        example.get_string_custom_property(properties.EXAMPLES_LABEL_STATS)
       )
   return facts
 
@@ -303,8 +309,8 @@ def _data_spans(examples: list[types.Artifact]) -> list[int] | None:
   """The spans the model was trained on, from the Examples artifacts."""
   spans: set[int] = set()
   for example in examples:
-    if example.has_custom_property("data_spans"):
-      raw = example.get_custom_property("data_spans")
+    if example.has_custom_property(properties.EXAMPLES_SPANS):
+      raw = example.get_custom_property(properties.EXAMPLES_SPANS)
       spans.update(int(x) for x in (json.loads(raw) if isinstance(raw, str) else raw) or [])
     elif example.has_property("span"):
       spans.add(int(example.span))

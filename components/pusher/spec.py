@@ -20,10 +20,7 @@ EVALUATION_KEY = "evaluation"
 # Output key (stock value, so tools that look for "pushed_model" find it).
 PUSHED_MODEL_KEY = "pushed_model"
 # Execution parameter keys.
-SERVING_DIR_KEY = properties.SERVING_DIR_KEY
-MODEL_NAME_KEY = properties.MODEL_NAME_KEY
 KEEP_VERSIONS_KEY = "keep_versions"
-LIVE_KEY_KEY = properties.LIVE_KEY_KEY
 
 # Custom properties written on the PushedModel artifact (stock names for the first three).
 PUSHED_PROPERTY = "pushed"
@@ -33,18 +30,15 @@ PUSHED_REASON_PROPERTY = "pushed_reason"
 CONTENT_SHA256_PROPERTY = "content_sha256"
 LIVE_VERSION_PROPERTY = "live_version"
 
-# Properties read from upstream artifacts.
-BLESSED_PROPERTY = "blessed"
-
 
 class PusherSpec(ComponentSpec):
   """Spec of the atomic versioned Pusher."""
 
   PARAMETERS = {
-    SERVING_DIR_KEY: ExecutionParameter(type=str),
-    MODEL_NAME_KEY: ExecutionParameter(type=str),
+    properties.SERVING_DIR_KEY: ExecutionParameter(type=str),
+    properties.MODEL_NAME_KEY: ExecutionParameter(type=str),
     KEEP_VERSIONS_KEY: ExecutionParameter(type=int),
-    LIVE_KEY_KEY: ExecutionParameter(type=str, optional=True),
+    properties.LIVE_KEY_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
     MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),

@@ -48,6 +48,8 @@ TRANSFORM_GRAPH_FIELD = "transform_graph"
 LIVE_KEY_FIELD = "live_key"
 # What the version was trained on (rows per split, the label's counts) and its evaluation.
 TRAINING_DATA_FIELD = "training_data"
+TRAINING_ROWS_FIELD = "rows"
+TRAINING_LABEL_STATS_FIELD = "label_stats"
 EVALUATION_FIELD = "evaluation"
 
 # The fields a push's `extra` may not set: the serving package's own.

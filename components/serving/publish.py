@@ -196,29 +196,3 @@ def retire(folder: store.Folder, keep_versions: int, live_number: int | None) ->
   if removed:
     folder.append_log(layout.HISTORY, history.prune_entry(removed))
   return removed
-
-
-def prune_versions(
-  serving_dir: str,
-  model_name: str,
-  keep_versions: int,
-  lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
-) -> list[int]:
-  """Deletes all but the newest `keep_versions` versions of a local folder; never the live one.
-
-  Args:
-    serving_dir: Absolute serving root.
-    model_name: Model name.
-    keep_versions: How many of the newest versions to keep (at least 1).
-    lock_timeout_s: How long to wait for another push holding the lock.
-
-  Returns:
-    The versions deleted.
-  """
-  base = paths.model_dir(serving_dir, model_name)
-  keep_versions = check_keep_versions(keep_versions)
-  if not os.path.isdir(base):
-    return []
-  with store.LocalFolder(base, lock_timeout_s) as folder:
-    current = live.live_in(folder)
-    return retire(folder, keep_versions, current.version if current else None)

@@ -64,7 +64,7 @@ def describe_versions(serving_dir: str, model_name: str) -> list[dict[str, Any]]
         "event": found.get(manifest.EVENT_FIELD),
         "republished_from": manifest.republished_from(found),
         "content_sha256": found.get(manifest.CONTENT_SHA256_FIELD),
-        "data_spans": found.get(manifest.DATA_SPANS_FIELD),
+        manifest.DATA_SPANS_FIELD: found.get(manifest.DATA_SPANS_FIELD),
         "problems": store.verify(folder.path(version)),
         "variants": {
           name: info.get("metrics", {})

@@ -22,6 +22,7 @@ from typing import Any
 from components import defaults, memory, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
+from models.tabular import history as epoch_history
 from models.tabular.hparams import check_hparams, hidden_units_for
 from models.tabular.inputs import (
   IN_MEMORY_MAX_BYTES,
@@ -180,6 +181,7 @@ def train(
       **fit,
     )
     if built.is_chief:
+      epoch_history.write_history(settings.model_run_dir, getattr(model, "history", None))
       _evaluate_and_publish(model, settings, profile, plan, body, eval_files, result)
   finally:
     tf.keras.mixed_precision.set_global_policy(previous_policy)
@@ -201,7 +203,7 @@ def _plan(settings: RunSettings, built, profile: Profile) -> TrainingPlan:
     settings.num_epochs,
     hparams.get("max_epochs"),
     # Keras cannot run validation under ParameterServerStrategy.
-    early_stopping=built.choice.name != strategy_lib.PARAMETER_SERVER,
+    early_stopping=built.choice.name != defaults.PARAMETER_SERVER,
   )
   _LOG.info("Training plan: %s", plan.reason)
   steps_lib.check_profile_steps(settings.profile_steps, plan.epochs * plan.steps_per_epoch)
@@ -273,7 +275,7 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
   """
   every = profile.holdout_every if plan.holdout_rows else 0
   streamed = (
-    built.choice.name == strategy_lib.PARAMETER_SERVER
+    built.choice.name == defaults.PARAMETER_SERVER
     or memory_estimate(profile) > IN_MEMORY_MAX_BYTES
   )
   if not streamed:

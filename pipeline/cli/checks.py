@@ -22,7 +22,6 @@ from components.evaluator import floor_lib
 
 # The automatic regression ceiling (the Evaluator recomputes it on the eval split, and the
 # accuracy floor comes from there too: evaluator.floor_lib).
-AUTO_MSE_SHARE = defaults.AUTO_MSE_SHARE
 
 
 class CheckError(UserInputError):
@@ -350,8 +349,8 @@ def decide_label(
 
   Without `--min-accuracy`, a classifier must beat always answering the most frequent class
   by defaults.AUTO_FLOOR_MARGIN (floor_lib.accuracy_floor); without `--max-mse`, a
-  regressor's mean squared error must stay under AUTO_MSE_SHARE of the label's variance (what
-  always answering the mean scores).
+  regressor's mean squared error must stay under defaults.AUTO_MSE_SHARE of the label's
+  variance (what always answering the mean scores).
 
   When the model learns a label a Transform computes (`model_label_key`, e.g. TFX's taxi
   example turns the float `tips` into the 0/1 `tips_xf`) and the task is given, the raw
@@ -393,9 +392,9 @@ def decide_label(
     variance = getattr(profile, "variance", None)
     if variance is None or not present:
       return LabelDecision(task, 0.0, None, "no ceiling (--max-mse not given)", present)
-    ceiling = AUTO_MSE_SHARE * variance
+    ceiling = defaults.AUTO_MSE_SHARE * variance
     reason = (
-      f"auto: mean squared error below {AUTO_MSE_SHARE:g} x the label variance "
+      f"auto: mean squared error below {defaults.AUTO_MSE_SHARE:g} x the label variance "
       f"({variance:.4g}), i.e. better than always predicting the mean"
     )
     return LabelDecision(task, 0.0, ceiling, reason, present, auto=True)
@@ -447,7 +446,7 @@ def check_excluded_columns(exclude_columns: Sequence[str], label_key: str) -> No
     )
 
 
-def check_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:
+def check_flag_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:
   """Refuses flags that name columns the data does not have.
 
   Args:

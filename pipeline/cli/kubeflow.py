@@ -23,7 +23,7 @@ from components import defaults, storage  # noqa: E402
 from components.distributed_trainer import tfjob_manifest  # noqa: E402
 from components.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
-from pipeline.definition import kubeflow_lib  # noqa: E402
+from pipeline.definition import kubeflow_lib, kubeflow_package  # noqa: E402
 from pipeline.definition.config import DEFAULT_IMAGE, REPO_ROOT, PipelineConfig  # noqa: E402
 
 # Where the Dockerfile puts the repository inside the image.
@@ -86,14 +86,14 @@ def compile_pipeline(
   runner.run(pipeline, write_out=True)
   with open(output_file, encoding="utf-8") as f:
     doc = json.load(f)
-  kubeflow_lib.postprocess(doc, target, NEVER_CACHED, config)
+  kubeflow_package.postprocess(doc, target, NEVER_CACHED, config)
   kubeflow_lib.add_env(doc["pipelineSpec"], step_env)
   with open(output_file, "w", encoding="utf-8") as f:
     json.dump(doc, f, indent=2, sort_keys=True)
     f.write("\n")
   if target == kubeflow_lib.KFP:
     with open(kfp_package_path(output_file), "w", encoding="utf-8") as f:
-      f.write(kubeflow_lib.kfp_package(doc, volumes, secret_env))
+      f.write(kubeflow_package.kfp_package(doc, volumes, secret_env))
   return output_file
 
 

@@ -16,14 +16,13 @@ import json  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from typing import Any  # noqa: E402
 
 from components import storage  # noqa: E402
 from components.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
-
-COMPONENT_ORDER = nodes.RUN_ORDER
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -167,97 +166,34 @@ def _location(value: str | None, default: pathlib.Path) -> str:
   return value if storage.is_remote(value) else str(pathlib.Path(value).resolve())
 
 
+@dataclasses.dataclass
+class _Started:
+  """A run under way: its metadata store, pipeline, live table and night."""
+
+  store: Any
+  pipeline: Any
+  table: progress.RunTable
+  started_ms: int
+  started: float
+  night: str
+  night_started: str
+  cleanup: Any
+
+
 def _run(args, config, out: pathlib.Path) -> int:
   log = progress.log_path(out)
   with progress.captured_output(log, args.verbose) as terminal:
     progress.configure_logging(args.verbose)
-    from components import tf_compat
-
-    # Before anything imports TFX, which imports keras_tuner.
-    tf_compat.keras_tuner_on_tf_keras()
-    tf_compat.register_filesystems(
-      [config.data_root, config.pipeline_root, config.serving_dir, config.module_file]
-    )
-    from ml_metadata import metadata_store
-    from tfx import v1 as tfx
-
-    from components.live_model import live_model_lib
-    from components.nights import nights_lib
-    from components.serving import layout
-    from pipeline.cli import recovery
-    from pipeline.cli import summary as summary_lib
-    from pipeline.definition.factory import create_pipeline, local_ir
-
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
-      str(out / "metadata.sqlite")
-    )
-    store = metadata_store.MetadataStore(connection)
-    cleanup = recovery.fail_abandoned_executions(store, config.pipeline_name, config.pipeline_root)
-    beam_args = list(args.beam_arg)
-    if args.direct_workers:
-      beam_args += [
-        "--direct_running_mode=multi_processing",
-        f"--direct_num_workers={args.direct_workers}",
-      ]
-    live_key = live_model_lib.live_model_key(
-      config.serving_dir, config.model_name, config.pipeline_name
-    )
-    pipeline = create_pipeline(config, connection, beam_args, live_key=live_key)
-    names = [n for n in COMPONENT_ORDER if n in {c.id for c in pipeline.components}]
-    names += [c.id for c in pipeline.components if c.id not in names]
-    started_ms = int(time.time() * 1000) - 1
-    night = nights_lib.new_night_id()
-    night_started = layout.utc_now()
-    os.environ[nights_lib.NIGHT_ID_ENV] = night
-    table = progress.RunTable(
-      names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
-    )
-    started = time.monotonic()
-    error = None
-    failure: BaseException | None = None
-    with progress.live_table(table, terminal, args.quiet):
-      try:
-        tfx.orchestration.LocalDagRunner().run_with_ir(local_ir(pipeline))
-      except Exception as e:
-        table.mark_failed()
-        failure = e
-        user_files = [config.module_file, config.transform_module]
-        error = reporting.user_error_message(e, str(out), user_files)
-        code_error = None
-        if error is None:
-          code_error = reporting.user_code_error(e, user_files)
-        if code_error is not None:
-          failure, error = code_error, str(code_error)
-    summary = summary_lib.build_summary(store, config.pipeline_name, started_ms, error)
-    summary["seconds"] = round(time.monotonic() - started, 2)
-    summary["config"] = dataclasses.asdict(config)
-    summary["log"] = str(log)
-    if cleanup:
-      summary["cleanup"] = cleanup
-    if failure is not None and error is None:
-      summary["status"] = "failed"
-      summary["error"] = "internal error, see the traceback in the log"
-    record, notices = nights_lib.end_night(
-      config.serving_dir,
-      config.model_name,
-      night,
-      succeeded=summary["status"] == "succeeded",
-      error=summary.get("error") or "",
-      started=night_started,
-      seconds=summary["seconds"],
-      notify=config.notify,
-      every_night=config.notify_every_night,
-    )
-    os.environ.pop(nights_lib.NIGHT_ID_ENV, None)
-    if record["outcome"] == nights_lib.STOPPED:
-      summary["status"] = "stopped"
-    summary["night"] = record
-    summary["notifications"] = notices
+    run = _start(args, config, out)
+    with progress.live_table(run.table, terminal, args.quiet):
+      failure, error = _execute(run, config, out)
+    summary = _summarize(run, config, log, failure, error)
     _write_summary(out, summary)
+    report = _write_pages(out, summary, config)
     from rich.console import Console
 
     console = Console(file=terminal, width=110)
-    console.print(progress.summary_lines(summary, table, out, str(log)))
+    console.print(progress.summary_lines(summary, run.table, out, str(log), report))
   if failure is not None and error is None:
     # A bug of ours: its traceback goes to the terminal as well as the log.
     raise failure
@@ -266,6 +202,137 @@ def _run(args, config, out: pathlib.Path) -> int:
   if error:
     print(f"error: {error}", file=sys.stderr)
   return 0 if summary["status"] == "succeeded" else 1
+
+
+def _start(args, config, out: pathlib.Path) -> _Started:
+  """Registers file systems, recovers from a killed run, builds the pipeline and its table."""
+  from components import tf_compat
+
+  # Before anything imports TFX, which imports keras_tuner.
+  tf_compat.keras_tuner_on_tf_keras()
+  tf_compat.register_filesystems(
+    [config.data_root, config.pipeline_root, config.serving_dir, config.module_file]
+  )
+  from ml_metadata import metadata_store
+  from tfx import v1 as tfx
+
+  from components.live_model import live_model_lib
+  from components.nights import nights_lib
+  from components.serving import layout
+  from pipeline.cli import recovery
+  from pipeline.cli import summary as summary_lib
+  from pipeline.definition.factory import create_pipeline
+
+  connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
+    str(out / "metadata.sqlite")
+  )
+  store = metadata_store.MetadataStore(connection)
+  cleanup = recovery.fail_abandoned_executions(store, config.pipeline_name, config.pipeline_root)
+  beam_args = list(args.beam_arg)
+  if args.direct_workers:
+    beam_args += [
+      "--direct_running_mode=multi_processing",
+      f"--direct_num_workers={args.direct_workers}",
+    ]
+  live_key = live_model_lib.live_model_key(
+    config.serving_dir, config.model_name, config.pipeline_name
+  )
+  pipeline = create_pipeline(config, connection, beam_args, live_key=live_key)
+  names = [n for n in nodes.RUN_ORDER if n in {c.id for c in pipeline.components}]
+  names += [c.id for c in pipeline.components if c.id not in names]
+  started_ms = int(time.time() * 1000) - 1
+  night = nights_lib.new_night_id()
+  night_started = layout.utc_now()
+  os.environ[nights_lib.NIGHT_ID_ENV] = night
+  table = progress.RunTable(
+    names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
+  )
+  return _Started(
+    store, pipeline, table, started_ms, time.monotonic(), night, night_started, cleanup
+  )
+
+
+def _execute(run: _Started, config, out: pathlib.Path) -> tuple[BaseException | None, str | None]:
+  """Runs the pipeline; returns the exception it raised and its one-line user error, if any."""
+  from tfx import v1 as tfx
+
+  from pipeline.definition.factory import local_ir
+
+  try:
+    tfx.orchestration.LocalDagRunner().run_with_ir(local_ir(run.pipeline))
+  except Exception as e:
+    run.table.mark_failed()
+    failure: BaseException = e
+    user_files = [config.module_file, config.transform_module]
+    error = reporting.user_error_message(e, str(out), user_files)
+    code_error = None
+    if error is None:
+      code_error = reporting.user_code_error(e, user_files)
+    if code_error is not None:
+      failure, error = code_error, str(code_error)
+    return failure, error
+  return None, None
+
+
+def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict:
+  """run_summary.json's content, the night closed and recorded (and notified) with it."""
+  from components.nights import nights_lib
+  from pipeline.cli import summary as summary_lib
+
+  summary = summary_lib.build_summary(run.store, config.pipeline_name, run.started_ms, error)
+  summary["seconds"] = round(time.monotonic() - run.started, 2)
+  summary["config"] = dataclasses.asdict(config)
+  summary["log"] = str(log)
+  if run.cleanup:
+    summary["cleanup"] = run.cleanup
+  if failure is not None and error is None:
+    summary["status"] = "failed"
+    summary["error"] = "internal error, see the traceback in the log"
+  record, notices = nights_lib.end_night(
+    config.serving_dir,
+    config.model_name,
+    run.night,
+    succeeded=summary["status"] == "succeeded",
+    error=summary.get("error") or "",
+    started=run.night_started,
+    seconds=summary["seconds"],
+    notify=config.notify,
+    every_night=config.notify_every_night,
+  )
+  os.environ.pop(nights_lib.NIGHT_ID_ENV, None)
+  if record["outcome"] == nights_lib.STOPPED:
+    summary["status"] = "stopped"
+  summary["night"] = record
+  summary["notifications"] = notices
+  return summary
+
+
+def _write_pages(out: pathlib.Path, summary: dict, config) -> str:
+  """Writes report.html, and nights.html where the serving folder keeps a nights log.
+
+  Returns:
+    What the summary's last line says of the page: its path, or why it was not written.
+  """
+  import logging
+
+  try:
+    from components.report import nights_page, run_page
+
+    path = run_page.write_run_page(str(out), summary)
+  except Exception as e:  # The page shows the run; a fault in it must not fail the run.
+    logging.warning("The report page was not written: %s", e, exc_info=True)
+    return f"not written ({type(e).__name__}: {e}; see the log)"
+  try:
+    from components.serving import nights
+    from pipeline.cli import nights as nights_cli
+
+    if nights.read_records(config.serving_dir, config.model_name):
+      nights_cli.write_html(
+        config.serving_dir, config.model_name, str(out / nights_page.NIGHTS_PAGE), str(out)
+      )
+  except Exception as e:  # As above: the nights page is a view.
+    logging.warning("The nights page was not written: %s", e, exc_info=True)
+  return path
 
 
 def _write_summary(out: pathlib.Path, summary: dict) -> None:

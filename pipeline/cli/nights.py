@@ -1,5 +1,7 @@
 """`schedule.py local history` and `accept`: the nights as a table, and a data change accepted.
 
+`history --html PATH` also writes the nights page (components.report.nights_page).
+
 Both read and write the serving folder, local or on an object store, through the components
 that own it (`components.serving.nights` for the nights log, `components.serving.history` for
 the history).
@@ -14,9 +16,8 @@ from typing import Any
 
 from components import storage
 from components.errors import UserInputError
-
-# The metric a night's row shows, by task: the Evaluator's first metric of the candidate.
-_PRIMARY = ("binary_accuracy", "sparse_categorical_accuracy", "mean_squared_error")
+from components.properties import EVAL_SPLIT, TRAIN_SPLIT
+from components.report import nights_page
 
 
 def model_name_in(serving_dir: str, given: str | None) -> str:
@@ -46,7 +47,7 @@ def model_name_in(serving_dir: str, given: str | None) -> str:
 def _metric(record: Mapping[str, Any]) -> tuple[str, str]:
   metrics = record.get("metrics") or {}
   candidate, diff = metrics.get("candidate") or {}, metrics.get("diff_vs_baseline") or {}
-  for name in _PRIMARY:
+  for name in nights_page.PRIMARY_METRICS:
     if name in candidate:
       value = f"{candidate[name]:.4g}"
       if name in diff:
@@ -84,7 +85,7 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
       {
         "night": str(r.get("started") or "")[:19].replace("T", " "),
         "spans": ",".join(str(s) for s in spans) or "-",
-        "rows": f"{counts.get('train', '-')}/{counts.get('eval', '-')}" if counts else "-",
+        "rows": f"{counts.get(TRAIN_SPLIT, '-')}/{counts.get(EVAL_SPLIT, '-')}" if counts else "-",
         "gate": _gate(r),
         "metric": f"{name} {value}".strip(),
         "blessed": {True: "yes", False: "no"}.get(r.get("blessed"), "-"),
@@ -128,6 +129,28 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
     if row["outcome"] in ("stopped", "failed"):
       console.print(f"{row['night']}: {row['outcome']}: {row['line']}", soft_wrap=True)
   return 0
+
+
+def write_html(
+  serving_dir: str,
+  model_name: str,
+  path: str,
+  output_dir: str | None = None,
+  last: int | None = None,
+) -> str:
+  """Writes the nights page of a model to `path`, each night linking to its run page where the
+  runs' `output_dir` kept one.
+
+  Returns:
+    The page's path.
+  """
+  from components.serving import nights
+
+  records = nights.read_records(serving_dir, model_name)
+  if last:
+    records = records[-last:]
+  path = os.path.abspath(path)
+  return nights_page.write_nights_page(path, records, model_name, serving_dir, output_dir)
 
 
 def accept(serving_dir: str, model_name: str, columns: Sequence[str], reason: str) -> int:

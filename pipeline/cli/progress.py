@@ -249,13 +249,16 @@ def live_table(table: RunTable, terminal: TextIO, quiet: bool) -> Iterator[None]
     logging.getLogger().removeHandler(handler)
 
 
-def summary_lines(summary: dict[str, Any], table: RunTable, out: pathlib.Path, log: str):
-  """Prints the final component table and today's summary through rich."""
+def summary_lines(
+  summary: dict[str, Any], table: RunTable, out: pathlib.Path, log: str, report: str | None = None
+):
+  """Prints the final component table and today's summary through rich, ending with the report
+  page's path (or why it was not written)."""
   from rich.console import Group
   from rich.text import Text
 
   parts: list[Any] = [table.render()]
-  for line in describe_summary(summary, out, log):
+  for line in describe_summary(summary, out, log, report):
     parts.append(Text(line))
   variants = (summary.get("optimizer") or {}).get("variants") or []
   if variants:
@@ -263,8 +266,10 @@ def summary_lines(summary: dict[str, Any], table: RunTable, out: pathlib.Path, l
   return Group(*parts)
 
 
-def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> list[str]:
-  """Today's summary as a few lines of text."""
+def describe_summary(
+  summary: dict[str, Any], out: pathlib.Path, log: str, report: str | None = None
+) -> list[str]:
+  """Today's summary as a few lines of text; the last names the report page when given."""
   lines = []
   if summary.get("cleanup"):
     lines.append(f"cleaned up after a killed run: {summary['cleanup']}")
@@ -325,6 +330,8 @@ def describe_summary(summary: dict[str, Any], out: pathlib.Path, log: str) -> li
     f"status: {summary['status']} in {summary.get('seconds', 0):.1f} s; details in "
     f"{out / 'run_summary.json'}; log {log}"
   )
+  if report:
+    lines.append(f"report: {report}")
   return lines
 
 

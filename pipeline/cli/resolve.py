@@ -6,6 +6,7 @@ import argparse
 import os
 import pathlib
 import re
+from typing import Any
 
 from components import defaults, storage, tasks
 from components.distributed_trainer import steps_lib
@@ -69,60 +70,67 @@ def config_from_args(
   data_root, module_file, transform_module, schema, pattern, plan = paths
   task, floor, max_mse, reason = _decide_from_data(args, data_root, pattern, local_paths)
   return PipelineConfig(
+    **_fields_from_flags(args),
     data_root=data_root,
     pipeline_root=pipeline_root,
     serving_dir=serving_dir,
     module_file=module_file,
     transform_module=transform_module,
     transform=plan.transform,
-    label_key=args.label_key,
-    eval_label_key=args.eval_label_key,
     input_pattern=pattern,
-    delimiter=args.delimiter,
-    rolling_spans=args.rolling_spans,
-    max_bad_row_fraction=args.max_bad_row_fraction,
     schema_path=schema,
-    exclude_columns=tuple(args.exclude_columns),
-    split_column=args.split_column,
     task=task,
-    max_classes=args.max_classes,
-    hparams=dict(args.hparams),
-    train_steps=args.train_steps,
-    eval_steps=args.eval_steps,
-    strategy=args.strategy,
-    local_workers=args.local_workers,
-    local_ps=args.local_ps,
-    warm_start=args.warm_start,
     tune=plan.tune,
-    tune_trials=args.tune_trials,
-    profile_steps=args.profile_steps,
     min_accuracy=floor,
-    max_accuracy_drop=args.max_accuracy_drop,
     max_mse=max_mse,
-    max_error_increase=args.max_error_increase,
-    min_eval_examples=args.min_eval_examples,
     floor_reason=reason,
-    auto_floor=(
+    optimizer_variants=variants,
+    # 'none' means no variant at all: TensorRT (and the ONNX it is built from) only if asked.
+    tensorrt=args.tensorrt or (defaults.TENSORRT_OFF if not variants else _DEFAULTS.tensorrt),
+    gate_thresholds=gate,
+    accept_changes=accepted,
+    notify=notify,
+  )
+
+
+def _fields_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+  """The PipelineConfig fields that the flags give as they are (or decide on their own)."""
+  return {
+    "label_key": args.label_key,
+    "eval_label_key": args.eval_label_key,
+    "delimiter": args.delimiter,
+    "rolling_spans": args.rolling_spans,
+    "max_bad_row_fraction": args.max_bad_row_fraction,
+    "exclude_columns": tuple(args.exclude_columns),
+    "split_column": args.split_column,
+    "max_classes": args.max_classes,
+    "hparams": dict(args.hparams),
+    "train_steps": args.train_steps,
+    "eval_steps": args.eval_steps,
+    "strategy": args.strategy,
+    "local_workers": args.local_workers,
+    "local_ps": args.local_ps,
+    "warm_start": args.warm_start,
+    "tune_trials": args.tune_trials,
+    "profile_steps": args.profile_steps,
+    "max_accuracy_drop": args.max_accuracy_drop,
+    "max_error_increase": args.max_error_increase,
+    "min_eval_examples": args.min_eval_examples,
+    "auto_floor": (
       args.min_accuracy is None
       and args.max_mse is None
       and (
         not args.eval_label_key or args.eval_label_key == args.label_key or args.task == tasks.AUTO
       )
     ),
-    optimizer_variants=variants,
-    variant_max_accuracy_drop=args.variant_max_drop,
-    # 'none' means no variant at all: TensorRT (and the ONNX it is built from) only if asked.
-    tensorrt=args.tensorrt or (defaults.TENSORRT_OFF if not variants else _DEFAULTS.tensorrt),
-    model_name=args.model_name,
-    pipeline_name=args.model_name,
-    keep_versions=args.keep_versions,
-    enable_cache=not args.no_cache,
-    data_gate=not args.no_data_gate,
-    gate_thresholds=gate,
-    accept_changes=accepted,
-    notify=notify,
-    notify_every_night=args.notify_every_night,
-  )
+    "variant_max_accuracy_drop": args.variant_max_drop,
+    "model_name": args.model_name,
+    "pipeline_name": args.model_name,
+    "keep_versions": args.keep_versions,
+    "enable_cache": not args.no_cache,
+    "data_gate": not args.no_data_gate,
+    "notify_every_night": args.notify_every_night,
+  }
 
 
 def _nightly_settings(
@@ -284,7 +292,7 @@ def _decide_from_data(
     wanted = [("--exclude-columns", c) for c in args.exclude_columns]
     if args.split_column:
       wanted.append(("--split-column", args.split_column))
-    checks.check_columns(files[0], args.delimiter, wanted)
+    checks.check_flag_columns(files[0], args.delimiter, wanted)
     decision = checks.decide_label(
       files,
       args.label_key,

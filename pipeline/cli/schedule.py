@@ -9,7 +9,7 @@ Usage:
       [--job-name J] [--crontab-file F] [-- run_local.py args ...]
   python pipeline/schedule.py local list|remove --output-dir D [--job-name J] [--crontab-file F]
   python pipeline/schedule.py local history (--output-dir D | --serving-dir S) [--model-name M] \\
-      [--json] [--last N]
+      [--json] [--last N] [--html PATH]
   python pipeline/schedule.py local accept (--output-dir D | --serving-dir S) [--model-name M] \\
       --columns C1,C2 --reason "..."
 
@@ -94,6 +94,9 @@ def _build_parser() -> argparse.ArgumentParser:
   )
   local.add_argument("--json", action="store_true", help="history: one JSON record per line.")
   local.add_argument("--last", type=int, help="history: only the last N nights.")
+  local.add_argument(
+    "--html", metavar="PATH", help="history: also write the nights page (HTML) to PATH."
+  )
   local.add_argument("--columns", help="accept: comma-separated columns, :row_count, or all.")
   local.add_argument("--reason", default="", help="accept: why the change is deliberate.")
   local.add_argument("--job-name", help="Entry name (default: derived from --output-dir).")
@@ -257,6 +260,9 @@ def _nights(args: argparse.Namespace) -> int:
   if args.action == "history":
     if args.last is not None and args.last < 1:
       raise cron.ScheduleError(f"--last must be at least 1, got {args.last}.")
+    if args.html:
+      page = nights.write_html(serving, model, args.html, args.output_dir, last=args.last)
+      print(f"nights page: {page}", file=sys.stderr if args.json else sys.stdout)
     return nights.print_history(serving, model, as_json=args.json, last=args.last)
   return nights.accept(serving, model, [args.columns or ""], args.reason)
 

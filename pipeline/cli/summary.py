@@ -7,15 +7,20 @@ from typing import Any
 
 from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from tfx.types import standard_component_specs
 
 from components import defaults, properties
 from components.data_gate import executor as gate_executor
+from components.data_gate import spec as gate_spec
 from components.distributed_trainer import constants as model_props
 from components.evaluator import floor_lib
 from components.evaluator import spec as evaluator_spec
 from components.live_model import executor as live_model
+from components.live_model import spec as live_model_spec
+from components.optimizer import spec as optimizer_spec
 from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
+from components.report import sources
 from pipeline.definition import nodes
 
 _STATES = {
@@ -126,7 +131,47 @@ def build_summary(
   if examples_gen:
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
     summary["new_data"] = {"ran": True, "cached": False}.get(examples_gen["state"])
+  summary[sources.ARTIFACTS] = artifact_pointers(store, runs)
   return summary
+
+
+# The artifacts the report page reads: role in run_summary.json -> (node, output key).
+_POINTED_AT = {
+  sources.EXAMPLES: (nodes.CSV_EXAMPLE_GEN, standard_component_specs.EXAMPLES_KEY),
+  sources.STATISTICS: (nodes.STATISTICS_GEN, standard_component_specs.STATISTICS_KEY),
+  sources.REFERENCE_STATISTICS: (nodes.LIVE_MODEL, live_model_spec.REFERENCE_STATISTICS_KEY),
+  sources.GATE: (nodes.DATA_GATE, gate_spec.RESULT_KEY),
+  sources.MODEL_RUN: (nodes.TRAINER, standard_component_specs.MODEL_RUN_KEY),
+  sources.EVALUATION: (nodes.EVALUATOR, standard_component_specs.EVALUATION_KEY),
+  sources.OPTIMIZED_MODEL: (nodes.OPTIMIZER, optimizer_spec.OPTIMIZED_MODEL_KEY),
+}
+
+
+def artifact_pointers(store, runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+  """Where the outputs the report page reads are, by role (`components.report.sources`).
+
+  Returns:
+    role -> {"uri", "properties"} (the artifact's custom properties as plain values), for
+    the components of this run that wrote or reused (cached) that output.
+  """
+  by_name = {r["name"]: r for r in runs}
+  out: dict[str, dict[str, Any]] = {}
+  for role, (node, key) in _POINTED_AT.items():
+    run = by_name.get(node)
+    if run is None:
+      continue
+    events = store.get_events_by_execution_ids([run["execution_id"]])
+    ids = [
+      e.artifact_id
+      for e in events
+      if e.type in (e.OUTPUT, e.DECLARED_OUTPUT) and any(s.key == key for s in e.path.steps)
+    ]
+    for artifact in store.get_artifacts_by_id(ids[:1]) if ids else []:
+      out[role] = {
+        "uri": artifact.uri,
+        "properties": {k: _prop(artifact, k) for k in artifact.custom_properties},
+      }
+  return out
 
 
 def _add_trainer_part(summary: dict[str, Any], store, trainer: dict[str, Any]) -> None:
@@ -234,7 +279,10 @@ def _imbalance_hint(summary: dict[str, Any]) -> str:
 
 
 def _examples_line(a) -> str:
-  keys = (properties.examples_rows("train"), properties.examples_rows("eval"))
+  keys = (
+    properties.examples_rows(properties.TRAIN_SPLIT),
+    properties.examples_rows(properties.EVAL_SPLIT),
+  )
   train, evals, bad, unlabeled = (
     _prop(a, k) for k in (*keys, properties.EXAMPLES_BAD_ROWS, properties.EXAMPLES_UNLABELED_ROWS)
   )

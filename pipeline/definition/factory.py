@@ -9,7 +9,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
-from components import defaults, model_contract, tasks
+from components import defaults, model_contract, properties, tasks
 from components.data_gate import thresholds as gate_thresholds
 from components.data_gate.component import DataGate
 from components.distributed_trainer import DistributedTrainer, constants
@@ -28,9 +28,7 @@ from pipeline.definition.config import PipelineConfig
 # candidate is already live). LiveModel reads it: both runners cache it by what is live (its
 # `live_key`, `live_model_lib.live_model_key`), so a rerun with nothing new reuses LiveModel,
 # the Evaluator and the Trainer; built without a key, it is never cached either.
-LIVE_MODEL_ID = nodes.LIVE_MODEL
-PUSHER_ID = nodes.PUSHER
-NEVER_CACHED = (PUSHER_ID,)
+NEVER_CACHED = (nodes.PUSHER,)
 
 
 def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalConfig:
@@ -145,7 +143,7 @@ def create_pipeline(
     model_name=config.model_name,
     examples=examples,
     live_key=live_key,
-  ).with_id(LIVE_MODEL_ID)
+  ).with_id(nodes.LIVE_MODEL)
   anomalies = example_validator.outputs["anomalies"]
   gate = _data_gate(config, examples, statistics, schema, live)
   tuner, trainer = _training(config, examples, schema, anomalies, transform, live, gate)
@@ -170,8 +168,12 @@ def _example_gen(config: PipelineConfig) -> CsvExampleGen:
   output_config = example_gen_pb2.Output(
     split_config=example_gen_pb2.SplitConfig(
       splits=[
-        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_hash_buckets),
-        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_hash_buckets),
+        example_gen_pb2.SplitConfig.Split(
+          name=properties.TRAIN_SPLIT, hash_buckets=config.train_hash_buckets
+        ),
+        example_gen_pb2.SplitConfig.Split(
+          name=properties.EVAL_SPLIT, hash_buckets=config.eval_hash_buckets
+        ),
       ],
       partition_feature_name=config.split_column or "",
     )
@@ -311,7 +313,7 @@ def _release(
     statistics=statistics,
     schema=schema,
     evaluation=evaluator.outputs["evaluation"],
-  ).with_id(PUSHER_ID)
+  ).with_id(nodes.PUSHER)
   return evaluator, optimizer, pusher
 
 
@@ -326,10 +328,10 @@ def local_ir(pipeline: tfx.dsl.Pipeline):
 
   ir = tf_compat.pipeline_ir(pipeline)  # Packages module files, then compiles.
   live_key = next(
-    (c.exec_properties.get("live_key") for c in pipeline.components if c.id == LIVE_MODEL_ID),
+    (c.exec_properties.get("live_key") for c in pipeline.components if c.id == nodes.LIVE_MODEL),
     None,
   )
-  uncached = NEVER_CACHED + (() if live_key else (LIVE_MODEL_ID,))
+  uncached = NEVER_CACHED + (() if live_key else (nodes.LIVE_MODEL,))
   for node in ir.nodes:
     if node.pipeline_node.node_info.id in uncached:
       node.pipeline_node.execution_options.caching_options.enable_cache = False

@@ -18,7 +18,7 @@ do itself:
    registered (tensorflow-io), and the process ends with `os._exit` once the outputs are
    written (tensorflow-io aborts the interpreter at exit).
 
-4. `--night_id VALUE` (`kubeflow_lib.add_night_id`) is taken out of the arguments before TFX
+4. `--night_id VALUE` (`kubeflow_night.add_night_id`) is taken out of the arguments before TFX
    parses them and becomes `nights_lib.NIGHT_ID_ENV`, under which the DataGate and the Pusher
    record the night's facts. A value that is still the placeholder (open-source KFP does not
    replace it in arguments) is ignored: there the variable comes from the pod's run-id label.
@@ -40,8 +40,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import errors
-from pipeline.definition import kubeflow_lib
+from components import errors, properties
+from components.arguments import flag_value
+from pipeline.definition import kubeflow_lib, kubeflow_night
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
 EXECUTOR_INPUT_FLAG = "--executor_input"
@@ -99,8 +100,8 @@ def _replace_flag(args: list[str], flag: str, value: str) -> None:
 def patch_args(argv: Sequence[str]) -> list[str]:
   """TFX entrypoint arguments with the executor input's artifact types filled in."""
   args = list(argv)
-  invocation = kubeflow_lib.flag_value(args, INVOCATION_FLAG)
-  inputs_spec = kubeflow_lib.flag_value(args, kubeflow_lib.INPUTS_SPEC_FLAG)
+  invocation = flag_value(args, INVOCATION_FLAG)
+  inputs_spec = flag_value(args, kubeflow_lib.INPUTS_SPEC_FLAG)
   if not invocation or not inputs_spec:
     return args
   executor_input = json.loads(invocation)
@@ -118,7 +119,7 @@ def take_night_id(argv: Sequence[str]) -> list[str]:
   """`argv` without `--night_id VALUE`; a filled-in VALUE becomes `nights_lib.NIGHT_ID_ENV`.
 
   A placeholder left as is keeps what the environment has (on open-source KFP, the run's id
-  from the pod's label: `kubeflow_lib.platform_spec`).
+  from the pod's label: `kubeflow_package.platform_spec`).
   """
   from components.nights import nights_lib
 
@@ -126,12 +127,12 @@ def take_night_id(argv: Sequence[str]) -> list[str]:
   i = 0
   while i < len(argv):
     arg = argv[i]
-    if arg == kubeflow_lib.NIGHT_ID_FLAG and i + 1 < len(argv):
+    if arg == kubeflow_night.NIGHT_ID_FLAG and i + 1 < len(argv):
       value = argv[i + 1]
       i += 2
       continue
-    if arg.startswith(kubeflow_lib.NIGHT_ID_FLAG + "="):
-      value = arg[len(kubeflow_lib.NIGHT_ID_FLAG) + 1 :]
+    if arg.startswith(kubeflow_night.NIGHT_ID_FLAG + "="):
+      value = arg[len(kubeflow_night.NIGHT_ID_FLAG) + 1 :]
     else:
       args.append(arg)
     i += 1
@@ -142,9 +143,7 @@ def take_night_id(argv: Sequence[str]) -> list[str]:
 
 def _uris(args: Sequence[str]) -> list[str]:
   """Artifact URIs and string parameters of an invocation: what register_filesystems checks."""
-  invocation = kubeflow_lib.flag_value(args, INVOCATION_FLAG) or kubeflow_lib.flag_value(
-    args, EXECUTOR_INPUT_FLAG
-  )
+  invocation = flag_value(args, INVOCATION_FLAG) or flag_value(args, EXECUTOR_INPUT_FLAG)
   if not invocation:
     return []
   executor_input = json.loads(invocation)
@@ -241,8 +240,8 @@ def live_key(parameter_values: Mapping[str, Any]) -> str:
   from components.live_model import live_model_lib
 
   return live_model_lib.live_model_key(
-    parameter_values[kubeflow_lib.SERVING_DIR_PARAMETER],
-    parameter_values[kubeflow_lib.MODEL_NAME_PARAMETER],
+    parameter_values[properties.SERVING_DIR_KEY],
+    parameter_values[properties.MODEL_NAME_KEY],
     parameter_values[kubeflow_lib.PIPELINE_NAME_PARAMETER],
   )
 
@@ -250,14 +249,14 @@ def live_key(parameter_values: Mapping[str, Any]) -> str:
 # Key tasks: subcommand -> (the function that computes the value, its output parameter).
 KEY_TASKS = {
   kubeflow_lib.RESOLVE_SPAN: (span_key, kubeflow_lib.SPAN_KEY),
-  kubeflow_lib.LIVE_KEY_COMMAND: (live_key, kubeflow_lib.LIVE_KEY),
+  kubeflow_lib.LIVE_KEY_COMMAND: (live_key, properties.LIVE_KEY_KEY),
 }
 
 
 def run_key_task(command: str, argv: Sequence[str]) -> int:
   """Runs a key task: writes its one output parameter into the executor output file."""
   compute, output = KEY_TASKS[command]
-  executor_input = json.loads(kubeflow_lib.flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
+  executor_input = json.loads(flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
   values = executor_input.get("inputs", {}).get("parameterValues") or {}
   hard_exit = _register_filesystems(argv)
   from components.errors import UserInputError
@@ -287,7 +286,7 @@ def night_outcome(
 
   The state of the final status decides when it is one of `SUCCEEDED_STATES` or
   `FAILED_STATES`. Without a status (open-source KFP before 2.14 cannot pass one:
-  `kubeflow_lib.FINAL_STATUS_TARGETS`), or with another state, the facts do: the Pusher, the
+  `kubeflow_night.FINAL_STATUS_TARGETS`), or with another state, the facts do: the Pusher, the
   last step and never cached, records its facts at the end of its run, so the night succeeded
   exactly when they are there. A night the data gate stopped ends with the gate's own line,
   as on run_local.py (open-source KFP passes no error message); another failure with the
@@ -314,11 +313,11 @@ def night_outcome(
     return True, ""
   report = (facts.get(nights_lib.GATE_STEP) or {}).get("report") or {}
   if report.get("passed") is False:
-    from components.data_gate import gate_lib
+    from components.data_gate import report as gate_report
     from components.data_gate.executor import how_to_accept
 
-    gate = gate_lib.GateReport.from_json(report)
-    return False, gate_lib.stop_message(gate, how_to_accept(serving_dir, model_name))
+    gate = gate_report.GateReport.from_json(report)
+    return False, gate_report.stop_message(gate, how_to_accept(serving_dir, model_name))
   error = ((status or {}).get("error") or {}).get("message") or ""
   return False, " ".join(str(error).split())
 
@@ -335,18 +334,18 @@ def run_night_end(argv: Sequence[str]) -> int:
   from components.serving import nights
 
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-  executor_input = json.loads(kubeflow_lib.flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
+  executor_input = json.loads(flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
   values = executor_input.get("inputs", {}).get("parameterValues") or {}
   hard_exit = _register_filesystems(argv)
-  serving_dir = values[kubeflow_lib.SERVING_DIR_PARAMETER]
-  model_name = values[kubeflow_lib.MODEL_NAME_PARAMETER]
-  night = values.get(kubeflow_lib.NIGHT_ID_PARAMETER)
+  serving_dir = values[properties.SERVING_DIR_KEY]
+  model_name = values[properties.MODEL_NAME_KEY]
+  night = values.get(kubeflow_night.NIGHT_ID_PARAMETER)
   if not _resolved(night):
     night = nights_lib.night_id()
   if night is None:
     night = nights_lib.new_night_id()
     print(f"warning: the run's id did not reach this step; recording night {night} without facts")
-  status = values.get(kubeflow_lib.STATUS_PARAMETER) or None
+  status = values.get(kubeflow_night.STATUS_PARAMETER) or None
   facts = nights.open_facts(serving_dir, model_name, night)
   succeeded, error = night_outcome(status, facts, serving_dir, model_name)
   record, deliveries = nights_lib.end_night(
@@ -355,8 +354,8 @@ def run_night_end(argv: Sequence[str]) -> int:
     night,
     succeeded=succeeded,
     error=error,
-    notify=json.loads(values.get(kubeflow_lib.NOTIFY_PARAMETER) or "[]"),
-    every_night=values.get(kubeflow_lib.EVERY_NIGHT_PARAMETER) == "true",
+    notify=json.loads(values.get(kubeflow_night.NOTIFY_PARAMETER) or "[]"),
+    every_night=values.get(kubeflow_night.EVERY_NIGHT_PARAMETER) == "true",
   )
   print(f"night {night}: {record['outcome']}: {record['line']}")
   for delivery in deliveries:
@@ -408,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
   if argv[:1] and argv[0] in KEY_TASKS:
     return run_key_task(argv[0], argv[1:])
-  if argv[:1] == [kubeflow_lib.NIGHT_END_COMMAND]:
+  if argv[:1] == [kubeflow_night.NIGHT_END_COMMAND]:
     return run_night_end(argv[1:])
   if argv[:1] == [CHECK_IMPORTS]:
     return check_imports(argv[1:])

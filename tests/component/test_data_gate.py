@@ -12,6 +12,7 @@ from tfx.types import standard_artifacts
 
 from components.data_gate import executor as gate_executor
 from components.data_gate import gate_lib
+from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.errors import UserInputError
 from components.live_model import executor as live_executor
@@ -70,7 +71,7 @@ def test_a_normal_night_passes_and_notes_the_column_that_filled_in(taxi):
   assert report.passed, [f.text for f in report.stopping]
   # pickup_census_tract is empty in every row of the first half, filled once in the second.
   [note] = [f for f in report.findings if f.column == "pickup_census_tract"]
-  assert note.kind == gate_lib.INFO and note.check == gate_lib.NEW_COLUMN
+  assert note.kind == gate_report.INFO and note.check == gate_report.NEW_COLUMN
   # Every column with values on both nights got a drift measurement from TFDV.
   assert {"fare", "trip_miles", "payment_type", "company"} <= set(report.drift)
   assert report.drift["payment_type"]["statistic"] == "L-infinity distance"
@@ -98,7 +99,7 @@ def test_each_fault_stops_the_night_naming_its_column(taxi, night, column, check
   assert {c for col, c in _stops(report) if col == column} >= checks
   # Nothing else stops it: the rest of the night is the normal one.
   assert {col for col, _ in _stops(report)} == {column}
-  line = gate_lib.stop_message(report, "pass --accept-changes {columns}")
+  line = gate_report.stop_message(report, "pass --accept-changes {columns}")
   assert "\n" not in line and repr(column) in line
   assert f"--accept-changes {column}" in line
   assert "live version 1 stays live" in line
@@ -136,7 +137,7 @@ def test_a_column_the_live_model_does_not_read_only_informs(taxi):
   columns = [f.name for f in taxi["reference"].schema.feature if f.name != "trip_miles"]
   report = _gate(taxi, "metres", read_columns=columns)
   [drift] = [f for f in report.findings if f.check == th.DRIFT]
-  assert drift.kind == gate_lib.INFO and "does not read it" in drift.text
+  assert drift.kind == gate_report.INFO and "does not read it" in drift.text
   # A unit change still stops it: the column is still in the data, wrong.
   assert ("trip_miles", th.SCALE) in _stops(report)
 
@@ -149,7 +150,7 @@ def test_a_night_far_smaller_than_the_live_versions_stops_on_the_row_count(taxi)
 
 def test_the_report_round_trips_through_json(taxi):
   report = _gate(taxi, "metres")
-  again = gate_lib.GateReport.from_json(json.loads(json.dumps(report.to_json())))
+  again = gate_report.GateReport.from_json(json.loads(json.dumps(report.to_json())))
   assert again.findings == report.findings and again.passed is False
 
 

@@ -19,7 +19,7 @@ from tfx.utils import proto_utils
 
 from components.example_gen import CsvExampleGen, csv_errors, csv_read, example_gen_lib
 from components.example_gen import executor as fast_executor
-from components.example_gen.component_spec import (
+from components.example_gen.spec import (
   BLOCK_SIZE_KEY,
   DELIMITER_KEY,
   LABEL_KEY_KEY,
@@ -85,7 +85,9 @@ class TestComponent:
     ],
   )
   def test_rejects_options_that_cannot_work(self, tmp_path, kwargs, message):
-    with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(
+      csv_errors.CsvInputError, match=message.replace("{", r"\{").replace("}", r"\}")
+    ):
       CsvExampleGen(input_base=str(tmp_path), **kwargs)
 
 

@@ -104,7 +104,7 @@ def test_component_defaults_and_optional_inputs():
     examples=types.Channel(type=standard_artifacts.Examples),
   )
   variants = json.loads(component.exec_properties[spec.VARIANTS_KEY])
-  assert tuple(variants) == run_config.DEFAULT_VARIANTS
+  assert tuple(variants) == defaults.DEFAULT_VARIANTS
   assert "qat" not in variants
   assert component.exec_properties[spec.TENSORRT_KEY] == "auto"
   assert component.exec_properties[spec.TASK_KEY] == "auto"
@@ -456,7 +456,7 @@ def test_executor_converts_a_model_saved_with_tf_saved_model_save(tmp_path, rest
     restored_model["schema"],
     restored_model["transform_uri"],
     label_key="label_xf",
-    variants=[*run_config.DEFAULT_VARIANTS, "qat"],
+    variants=[*defaults.DEFAULT_VARIANTS, "qat"],
     tensorrt="auto",
     latency_runs=20,
   )

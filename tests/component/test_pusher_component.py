@@ -16,11 +16,12 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.orchestration.local import local_dag_runner
 from tfx.types import standard_artifacts
 
+from components import properties
 from components.optimizer import variant_index
 from components.pusher import OptimizedModel, Pusher
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s
-from components.serving import versions
+from components.serving import paths, versions
 from components.serving.manifest import read_manifest
 
 
@@ -56,7 +57,7 @@ def _blessing(tmp_path: pathlib.Path, blessed: int | None) -> types.Artifact:
   os.makedirs(blessing.uri, exist_ok=True)
   blessing.id = 12
   if blessed is not None:
-    blessing.set_int_custom_property(s.BLESSED_PROPERTY, blessed)
+    blessing.set_int_custom_property(properties.BLESSED_PROPERTY, blessed)
     marker = "BLESSED" if blessed else "NOT_BLESSED"
     pathlib.Path(blessing.uri, marker).write_text("")
     blessing.set_int_custom_property("current_model_id", 11)
@@ -141,8 +142,8 @@ def _run_do(tmp_path, input_dict, pushed, keep_versions=5):
     input_dict,
     {s.PUSHED_MODEL_KEY: [pushed]},
     {
-      s.SERVING_DIR_KEY: str(tmp_path / "serving"),
-      s.MODEL_NAME_KEY: "digits",
+      properties.SERVING_DIR_KEY: str(tmp_path / "serving"),
+      properties.MODEL_NAME_KEY: "digits",
       s.KEEP_VERSIONS_KEY: keep_versions,
     },
   )
@@ -164,10 +165,10 @@ def test_component_wires_channels_and_parameters():
   assert pusher.outputs[s.PUSHED_MODEL_KEY].type is standard_artifacts.PushedModel
   assert set(pusher.inputs) >= {s.MODEL_KEY, s.MODEL_BLESSING_KEY, s.OPTIMIZED_MODEL_KEY}
   assert pusher.exec_properties == {
-    s.SERVING_DIR_KEY: "/srv/models",
-    s.MODEL_NAME_KEY: "digits",
+    properties.SERVING_DIR_KEY: "/srv/models",
+    properties.MODEL_NAME_KEY: "digits",
     s.KEEP_VERSIONS_KEY: 3,
-    s.LIVE_KEY_KEY: None,
+    properties.LIVE_KEY_KEY: None,
   }
   # Importable module path, so the executor can be found on Kubeflow.
   assert pusher.executor_spec.executor_class.__module__ == "components.pusher.executor"
@@ -195,7 +196,7 @@ def test_component_takes_an_object_store_serving_dir():
     serving_dir="gs://bucket/models/",
     model_name="digits",
   )
-  assert pusher.exec_properties[s.SERVING_DIR_KEY] == "gs://bucket/models"
+  assert pusher.exec_properties[properties.SERVING_DIR_KEY] == "gs://bucket/models"
 
 
 @pytest.mark.parametrize(
@@ -210,7 +211,7 @@ def test_component_takes_an_object_store_serving_dir():
 )
 def test_component_rejects_nonsense_arguments(kwargs, message):
   args = {"serving_dir": "/srv/models", "model_name": "digits", "keep_versions": 5, **kwargs}
-  with pytest.raises(ValueError, match=message):
+  with pytest.raises(paths.PusherError, match=message):
     Pusher(
       model=types.Channel(type=standard_artifacts.Model),
       model_blessing=types.Channel(type=standard_artifacts.ModelBlessing),
@@ -380,7 +381,7 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
   blessing_importer = importer.Importer(
     source_uri=str(tmp_path / "blessing"),
     artifact_type=standard_artifacts.ModelBlessing,
-    custom_properties={s.BLESSED_PROPERTY: 1},
+    custom_properties={properties.BLESSED_PROPERTY: 1},
   ).with_id("blessing_importer")
   optimized_importer = importer.Importer(
     source_uri=optimized.uri, artifact_type=OptimizedModel
@@ -488,7 +489,7 @@ def test_do_reads_remote_artifact_uris_through_fileio(tmp_path):
   _write_saved_model(f"{root}/model/Format-Serving", 2.0)
   blessing = standard_artifacts.ModelBlessing()
   blessing.uri = f"{root}/blessing"
-  blessing.set_int_custom_property(s.BLESSED_PROPERTY, 1)
+  blessing.set_int_custom_property(properties.BLESSED_PROPERTY, 1)
   optimized = _optimized(f"{root}/optimized", blessed=("onnx",))
   pushed = standard_artifacts.PushedModel()
   pushed.uri = f"{root}/pushed"

@@ -23,8 +23,7 @@ from components.distributed_trainer import (
   tfjob_lib,
   tfjob_manifest,
 )
-from components.distributed_trainer import distributed_trainer_lib as lib
-from tests.support import example_files
+from tests.support import example_files, trainer_progress
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes
 
@@ -82,7 +81,9 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
     # A real SIGKILL from outside, as when a node goes away, once the chief has trained.
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline and not killed:
-      ends = [e for e in lib.read_progress(run_dir, "chief", 0) if e["event"] == "epoch_end"]
+      ends = [
+        e for e in trainer_progress.read_progress(run_dir, "chief", 0) if e["event"] == "epoch_end"
+      ]
       pid = fake.pod_pid(worker_1)
       if ends and pid:
         os.killpg(pid, signal.SIGKILL)
@@ -112,7 +113,9 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
   assert f"{worker_1}:137" in [d for _, k, d in fake.events if k == "container-exited"]
   assert len(fake.times("container-started", worker_1)) == 2
   assert [p["metadata"]["name"] for p in fake.pod_history].count(worker_1) == 1
-  chief_starts = [e for e in lib.read_progress(run_dir, "chief", 0) if e["event"] == "epoch_begin"]
+  chief_starts = [
+    e for e in trainer_progress.read_progress(run_dir, "chief", 0) if e["event"] == "epoch_begin"
+  ]
   assert len(chief_starts) == 5 and {e["attempt"] for e in chief_starts} == {0}
   assert not fake.jobs and not fake.pods
 

@@ -15,7 +15,7 @@ from tfx.utils import json_utils, proto_utils
 from components import defaults
 from components.distributed_trainer import constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
-from tests.support import example_files
+from tests.support import example_files, trainer_progress
 
 STEPS = 300
 BATCH = 64
@@ -136,7 +136,9 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
     pids_file = lib.run_state_dir(run_dir, "cluster_logs", "attempt-0", "pids.json")
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline and not killed:
-      ends = [e for e in lib.read_progress(run_dir, "worker", 0) if e["event"] == "epoch_end"]
+      ends = [
+        e for e in trainer_progress.read_progress(run_dir, "worker", 0) if e["event"] == "epoch_end"
+      ]
       if len(ends) >= 2 and os.path.exists(pids_file):
         with open(pids_file) as f:
           pid = json.load(f)["worker-1"]
@@ -162,7 +164,7 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
   killer.join(timeout=5)
   assert killed, "the worker was never killed"
 
-  events = lib.read_progress(run_dir, "worker", 0)
+  events = trainer_progress.read_progress(run_dir, "worker", 0)
   first_ends = [e["epoch"] for e in events if e["attempt"] == 0 and e["event"] == "epoch_end"]
   resumed = [e["epoch"] for e in events if e["attempt"] == 1 and e["event"] == "epoch_begin"]
   assert len(first_ends) >= 2

@@ -9,6 +9,7 @@ from tfx.types import standard_component_specs as sc
 
 from components import defaults
 from components.distributed_trainer import DistributedTrainer, constants, executor
+from components.distributed_trainer import distributed_trainer_lib as lib
 
 
 def _channels():
@@ -101,6 +102,6 @@ def test_user_module_file_is_packaged_like_the_stock_trainer(monkeypatch):
     ({"run_fn": "pkg.mod.run_fn"}, "not both"),
   ],
 )
-def test_nonsense_arguments_raise_value_error(kwargs, message):
-  with pytest.raises(ValueError, match=message):
+def test_nonsense_arguments_raise_a_trainer_input_error(kwargs, message):
+  with pytest.raises(lib.TrainerInputError, match=message):
     _trainer(**kwargs)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from components.errors import UserInputError
 from components.example_gen import example_gen_lib
 from components.example_gen import executor as fast_executor
-from components.example_gen.component_spec import (
+from components.example_gen.spec import (
   ALLOW_NON_FINITE_KEY,
   BLOCK_SIZE_KEY,
   LABEL_KEY_KEY,

@@ -7,8 +7,9 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components import properties
 from pipeline.cli import kubeflow as run_kubeflow
-from pipeline.definition import kubeflow_lib
+from pipeline.definition import kubeflow_lib, kubeflow_night
 from pipeline.definition.config import DEFAULT_IMAGE
 from tests.support import kfp_launcher
 from tests.support.cli_runs import REPO_ROOT, project_env
@@ -89,8 +90,8 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   # The open-source API server accepts 2.1.0 only.
   assert spec.schema_version == "2.1.0"
   # Every step runs in the exit handler's sub-DAG; NightEnd runs after it, however it ended.
-  assert set(spec.root.dag.tasks) == {kubeflow_lib.NIGHT_DAG, kubeflow_lib.NIGHT_END}
-  tasks = spec.components[kubeflow_lib.NIGHT_DAG].dag.tasks
+  assert set(spec.root.dag.tasks) == {kubeflow_night.NIGHT_DAG, kubeflow_night.NIGHT_END}
+  tasks = spec.components[kubeflow_night.NIGHT_DAG].dag.tasks
   assert {
     "CsvExampleGen_span",
     "CsvExampleGen",
@@ -119,17 +120,17 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   assert "DataGate" in deps["DistributedTrainer"] and "DataGate" in deps["Transform"]
   assert {"Evaluator", "Optimizer", "DistributedTrainer"} <= deps["Pusher"]
   order = kfp_launcher.topological_order(doc["pipelineSpec"])
-  assert order[0] == "CsvExampleGen_span" and order[-1] == kubeflow_lib.NIGHT_END
+  assert order[0] == "CsvExampleGen_span" and order[-1] == kubeflow_night.NIGHT_END
 
 
 def test_kfp_caching_pusher_and_key_tasks_never_cached(kfp_compiled):
   tasks = kubeflow_lib.tasks(_spec(kfp_compiled))
   caching = {name: t["cachingOptions"]["enableCache"] for name, t in tasks.items()}
-  for name in ("Pusher", "CsvExampleGen_span", "LiveModel_key", kubeflow_lib.NIGHT_END):
+  for name in ("Pusher", "CsvExampleGen_span", "LiveModel_key", kubeflow_night.NIGHT_END):
     assert caching.pop(name) is False, name
   assert all(caching.values()), caching
   # LiveModel's cache key holds what the serving folder serves.
-  live_key = tasks["LiveModel"]["inputs"]["parameters"][kubeflow_lib.LIVE_KEY]
+  live_key = tasks["LiveModel"]["inputs"]["parameters"][properties.LIVE_KEY_KEY]
   assert live_key["taskOutputParameter"]["producerTask"] == "LiveModel_key"
   # The ExampleGen's cache key holds the resolved span, not TFX's span driver hook.
   span_key = tasks["CsvExampleGen"]["inputs"]["parameters"][kubeflow_lib.SPAN_KEY]
@@ -146,22 +147,22 @@ def test_every_step_runs_our_entrypoint_on_an_importable_executor(kfp_compiled, 
     text = compiled[0].read_text()
     assert kubeflow_lib.STOCK_ENTRYPOINT not in text
     spec = json.loads(text)["pipelineSpec"]
-    paths = kubeflow_lib.executor_class_paths(spec)
+    paths = kfp_launcher.executor_class_paths(spec)
     for name in kubeflow_lib.tasks(spec):
       command = kubeflow_lib.executor(spec, name)["container"]["command"]
       assert command[:3] == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
       key_task = name.endswith((kubeflow_lib.SPAN_RESOLVER_SUFFIX, kubeflow_lib.LIVE_KEY_SUFFIX))
-      assert name in paths or key_task or name == kubeflow_lib.NIGHT_END
+      assert name in paths or key_task or name == kubeflow_night.NIGHT_END
     for path in paths.values():
       assert "__main__" not in path
       import_utils.import_class_by_path(path)
     for title in _artifact_titles(spec):
       import_utils.import_class_by_path(compiler_utils.TITLE_TO_CLASS_PATH.get(title, title))
-  paths = kubeflow_lib.executor_class_paths(_spec(kfp_compiled))
+  paths = kfp_launcher.executor_class_paths(_spec(kfp_compiled))
   assert paths["CsvExampleGen"] == "components.example_gen.executor.Executor"
   assert paths["LiveModel"] == "components.live_model.executor.Executor"
   assert paths["Pusher"] == "components.pusher.executor.Executor"
-  assert kubeflow_lib.executor_class_paths(_spec(vertex_compiled))["Tuner"] == (
+  assert kfp_launcher.executor_class_paths(_spec(vertex_compiled))["Tuner"] == (
     "components.distributed_trainer.tuner.TunerExecutor"
   )
 
@@ -183,7 +184,7 @@ def test_dockerfile_imports_every_class_the_packages_name(kfp_compiled, vertex_c
   named = set()
   for compiled in (kfp_compiled, vertex_compiled):
     spec = _spec(compiled)
-    named |= set(kubeflow_lib.executor_class_paths(spec).values())
+    named |= set(kfp_launcher.executor_class_paths(spec).values())
     named |= {t for t in _artifact_titles(spec) if not t.startswith("tfx.")}
   assert listed == named
   assert "RUN python -m pipeline.definition.kfp_entrypoint check-imports $CLASS_PATHS" in text
@@ -265,19 +266,19 @@ def test_both_packages_close_each_night_in_an_exit_handler(kfp_compiled, vertex_
   ):
     spec = _spec(compiled)
     root = spec["root"]["dag"]["tasks"]
-    assert set(root) == {kubeflow_lib.NIGHT_DAG, kubeflow_lib.NIGHT_END}
-    end = root[kubeflow_lib.NIGHT_END]
-    assert end["dependentTasks"] == [kubeflow_lib.NIGHT_DAG]
+    assert set(root) == {kubeflow_night.NIGHT_DAG, kubeflow_night.NIGHT_END}
+    end = root[kubeflow_night.NIGHT_END]
+    assert end["dependentTasks"] == [kubeflow_night.NIGHT_DAG]
     assert end["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
     # Open-source KFP up to 2.5 refuses a package whose exit task takes a final status.
     assert ("status" in end["inputs"]["parameters"]) == (target == kubeflow_lib.VERTEX)
     assert end["inputs"]["parameters"]["night_id"] == {
       "runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}
     }
-    container = kubeflow_lib.executor(spec, kubeflow_lib.NIGHT_END)["container"]
+    container = kubeflow_lib.executor(spec, kubeflow_night.NIGHT_END)["container"]
     assert container["image"] == kubeflow_lib.executor(spec, "Pusher")["container"]["image"]
     # The run's id is an argument of every TFX step, a parameter of NightEnd alone.
-    for name, path in kubeflow_lib.executor_class_paths(spec).items():
+    for name, path in kfp_launcher.executor_class_paths(spec).items():
       args = kubeflow_lib.executor(spec, name)["container"]["args"]
       assert args[-2:] == ["--night_id", "{{$.pipeline_job_uuid}}"], (name, path)
     steps = kubeflow_lib.tasks(spec)
@@ -294,7 +295,7 @@ def test_both_packages_close_each_night_in_an_exit_handler(kfp_compiled, vertex_
     assert [dict(e) for e in config["fieldPathAsEnv"]] == [
       {"name": "TFXKIT_NIGHT_ID", "fieldPath": "metadata.labels['pipeline/runid']"}
     ]
-  end_config = executors[kubeflow_lib.NIGHT_END + "_executor"]
+  end_config = executors[kubeflow_night.NIGHT_END + "_executor"]
   assert end_config["pvcMount"][0]["mountPath"] == "/mnt/serving"
   assert end_config["secretAsEnv"][0]["secretName"] == "minio-creds"
 

@@ -10,11 +10,14 @@ import time
 import pytest
 import yaml
 
+from components import properties
+from components.arguments import flag_value
 from components.nights import nights_lib
 from components.serving import nights
 from pipeline.cli import kubeflow as run_kubeflow
-from pipeline.definition import kfp_entrypoint, kubeflow_lib
+from pipeline.definition import kfp_entrypoint, kubeflow_lib, kubeflow_night, kubeflow_package
 from pipeline.definition.config import DEFAULT_IMAGE, PipelineConfig
+from tests.support import kfp_launcher
 
 STOCK = ["python", "-m", kubeflow_lib.STOCK_ENTRYPOINT]
 EXAMPLES_SCHEMA = "title: tfx.Examples\ntype: object\n"
@@ -128,7 +131,7 @@ def _package(without_pusher=False):
 
 
 def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
-  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
+  doc = kubeflow_package.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
   spec = doc["pipelineSpec"]
   tasks = kubeflow_lib.tasks(spec)
   resolver = "Gen" + kubeflow_lib.SPAN_RESOLVER_SUFFIX
@@ -145,7 +148,7 @@ def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
   assert tasks["Gen"]["cachingOptions"] == {"enableCache": True}
   gen = spec["deploymentSpec"]["executors"]["Gen_executor"]["container"]
   assert "lifecycle" not in gen
-  declared = json.loads(kubeflow_lib.flag_value(gen["args"], kubeflow_lib.INPUTS_SPEC_FLAG))
+  declared = json.loads(flag_value(gen["args"], kubeflow_lib.INPUTS_SPEC_FLAG))
   assert declared["parameters"][kubeflow_lib.SPAN_KEY] == {"parameterType": "STRING"}
   assert spec["components"]["Gen"]["inputDefinitions"]["parameters"][kubeflow_lib.SPAN_KEY]
   out = spec["components"][resolver]["outputDefinitions"]["parameters"]
@@ -156,14 +159,14 @@ def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
 
 def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entrypoint():
   for target in kubeflow_lib.TARGETS:
-    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
+    spec = kubeflow_package.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
     tasks = kubeflow_lib.tasks(spec)
     assert tasks["LiveModel"]["cachingOptions"] == {"enableCache": True}
     assert tasks["Pusher"]["cachingOptions"] == {"enableCache": False}
     for name in ("Gen", "LiveModel", "Pusher"):
       command = kubeflow_lib.executor(spec, name)["container"]["command"]
       assert command == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE]
-    assert kubeflow_lib.executor_class_paths(spec) == {
+    assert kfp_launcher.executor_class_paths(spec) == {
       "Gen": "a.Gen",
       "LiveModel": "a.Live",
       "Pusher": "a.Push",
@@ -172,7 +175,7 @@ def test_both_targets_disable_the_cache_of_never_cached_tasks_and_use_our_entryp
 
 def test_both_targets_key_live_model_by_an_uncached_task_that_reads_the_serving_folder():
   for target in kubeflow_lib.TARGETS:
-    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
+    spec = kubeflow_package.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
     tasks = kubeflow_lib.tasks(spec)
     key_task = "LiveModel" + kubeflow_lib.LIVE_KEY_SUFFIX
     assert tasks[key_task]["cachingOptions"] == {"enableCache": False}
@@ -185,12 +188,12 @@ def test_both_targets_key_live_model_by_an_uncached_task_that_reads_the_serving_
     assert command == ["python", "-m", kubeflow_lib.ENTRYPOINT_MODULE, "live-key"]
     # LiveModel is cached by the key; the Pusher records it in the manifest.
     for name in ("LiveModel", "Pusher"):
-      assert tasks[name]["inputs"]["parameters"][kubeflow_lib.LIVE_KEY] == {
+      assert tasks[name]["inputs"]["parameters"][properties.LIVE_KEY_KEY] == {
         "taskOutputParameter": {"producerTask": key_task, "outputParameterKey": "live_key"}
       }
       assert key_task in tasks[name]["dependentTasks"]
       args = kubeflow_lib.executor(spec, name)["container"]["args"]
-      declared = json.loads(kubeflow_lib.flag_value(args, kubeflow_lib.INPUTS_SPEC_FLAG))
+      declared = json.loads(flag_value(args, kubeflow_lib.INPUTS_SPEC_FLAG))
       assert declared["parameters"]["live_key"] == {"parameterType": "STRING"}
 
 
@@ -218,13 +221,13 @@ def test_live_key_task_writes_the_key_of_what_is_live(tmp_path):
 
 def test_unknown_target_task_or_non_container_task_is_refused():
   with pytest.raises(ValueError, match="unknown target"):
-    kubeflow_lib.postprocess(_package(), "argo", [])
+    kubeflow_package.postprocess(_package(), "argo", [])
   with pytest.raises(kubeflow_lib.PackageError, match="'Missing' is not in the compiled"):
-    kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Missing"])
+    kubeflow_package.postprocess(_package(), kubeflow_lib.KFP, ["Missing"])
   doc = _package()
   doc["pipelineSpec"]["deploymentSpec"]["executors"]["Pusher_executor"] = {"resolver": {}}
   with pytest.raises(kubeflow_lib.PackageError, match="'Pusher' is not a container task"):
-    kubeflow_lib.postprocess(doc, kubeflow_lib.KFP, [])
+    kubeflow_package.postprocess(doc, kubeflow_lib.KFP, [])
 
 
 def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
@@ -234,14 +237,14 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
   for bad in ("serving-pvc", ":/mnt", "pvc:relative"):
     with pytest.raises(ValueError, match="PVC_NAME:/mount/path"):
       kubeflow_lib.parse_volume(bad)
-  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
+  doc = kubeflow_package.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
   path = tmp_path / "toy.kfp.yaml"
   secret = ("minio-creds", "accesskey", "AWS_ACCESS_KEY_ID")
-  path.write_text(kubeflow_lib.kfp_package(doc, [("serving-pvc", "/mnt/serving")], [secret]))
+  path.write_text(kubeflow_package.kfp_package(doc, [("serving-pvc", "/mnt/serving")], [secret]))
   # The kfp 2.5 client's own reader: pipeline spec first, platform spec second.
   parsed = kfp_client._extract_pipeline_yaml(str(path))
   assert parsed.pipeline_spec.schema_version == "2.1.0"
-  assert "Gen_span" in parsed.pipeline_spec.components[kubeflow_lib.NIGHT_DAG].dag.tasks
+  assert "Gen_span" in parsed.pipeline_spec.components[kubeflow_night.NIGHT_DAG].dag.tasks
   executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
   assert set(executors) == {
     "Gen_executor",
@@ -266,8 +269,8 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
     "NightEnd",
   }
   # Without volumes and a night, the package is the spec alone.
-  bare = kubeflow_lib.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
-  assert "---" not in kubeflow_lib.kfp_package(bare)
+  bare = kubeflow_package.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
+  assert "---" not in kubeflow_package.kfp_package(bare)
 
 
 def _kfp_executor_input(artifact_type):
@@ -416,7 +419,7 @@ def test_step_env_is_plain_values_only_and_secret_env_names_a_secret_key():
 
 # The night: the run's id in every TFX step, and the exit handler that closes it.
 
-NIGHT_DAG, NIGHT_END = kubeflow_lib.NIGHT_DAG, kubeflow_lib.NIGHT_END
+NIGHT_DAG, NIGHT_END = kubeflow_night.NIGHT_DAG, kubeflow_night.NIGHT_END
 
 
 def _kfp_exit_handler_spec(tmp_path):
@@ -445,7 +448,7 @@ def _kfp_exit_handler_spec(tmp_path):
 
 def _add_exit_handler(spec, **overrides):
   settings = {"serving_dir": "/mnt/serving", "model_name": "toy", "notify": ["env:HOOK"]}
-  return kubeflow_lib.add_exit_handler(spec, **{"every_night": False, **settings, **overrides})
+  return kubeflow_night.add_exit_handler(spec, **{"every_night": False, **settings, **overrides})
 
 
 def test_exit_handler_has_the_shape_kfp_compiles_for_dsl_exit_handler(tmp_path):
@@ -509,22 +512,22 @@ def test_postprocess_gives_a_package_with_a_pusher_its_night_on_both_targets():
     notify_every_night=True,
   )
   for target in kubeflow_lib.TARGETS:
-    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"], config)["pipelineSpec"]
+    spec = kubeflow_package.postprocess(_package(), target, ["Pusher"], config)["pipelineSpec"]
     params = kubeflow_lib.tasks(spec)[NIGHT_END]["inputs"]["parameters"]
     # Open-source KFP up to 2.5 refuses a run whose package has a final-status input.
-    assert ("status" in params) == (target in kubeflow_lib.FINAL_STATUS_TARGETS)
+    assert ("status" in params) == (target in kubeflow_night.FINAL_STATUS_TARGETS)
     assert params["notify"] == _const('["json://127.0.0.1:1/night"]')
     assert params["every_night"] == _const("true")
-  assert kubeflow_lib.FINAL_STATUS_TARGETS == (kubeflow_lib.VERTEX,)
+  assert kubeflow_night.FINAL_STATUS_TARGETS == (kubeflow_lib.VERTEX,)
   # Without a config: the Pusher's serving folder and model, and no notices.
-  spec = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])["pipelineSpec"]
+  spec = kubeflow_package.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])["pipelineSpec"]
   params = kubeflow_lib.tasks(spec)[NIGHT_END]["inputs"]["parameters"]
   assert params["serving_dir"] == _const("/mnt/serving") and params["model_name"] == _const("toy")
   assert params["notify"] == _const("[]")
   # Without a Pusher there is no night.
-  bare = kubeflow_lib.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
-  assert not kubeflow_lib.has_exit_handler(bare["pipelineSpec"])
-  assert kubeflow_lib.NIGHT_ID_FLAG not in json.dumps(bare)
+  bare = kubeflow_package.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
+  assert not kubeflow_night.has_exit_handler(bare["pipelineSpec"])
+  assert kubeflow_night.NIGHT_ID_FLAG not in json.dumps(bare)
 
 
 def _without_night(target):
@@ -540,7 +543,7 @@ def _without_night(target):
 
 def test_night_id_is_an_argument_of_every_tfx_step_and_changes_no_cache_key_input():
   for target in kubeflow_lib.TARGETS:
-    spec = kubeflow_lib.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
+    spec = kubeflow_package.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
     plain = _without_night(target)
     for name, task in kubeflow_lib.tasks(plain).items():
       # Parameters and inputs, which KFP's cache key holds resolved, are as they were ...
@@ -548,7 +551,7 @@ def test_night_id_is_an_argument_of_every_tfx_step_and_changes_no_cache_key_inpu
       args = kubeflow_lib.executor(spec, name)["container"]["args"]
       before = kubeflow_lib.executor(plain, name)["container"]["args"]
       # ... and the run's id is a placeholder in the arguments, which the key holds unresolved.
-      if kubeflow_lib.flag_value(before, kubeflow_lib.CLASS_PATH_FLAG):
+      if flag_value(before, kubeflow_lib.CLASS_PATH_FLAG):
         assert args == [*before, "--night_id", "{{$.pipeline_job_uuid}}"], name
       else:
         assert args == before, name
@@ -557,18 +560,18 @@ def test_night_id_is_an_argument_of_every_tfx_step_and_changes_no_cache_key_inpu
 
 
 def test_a_second_exit_handler_is_refused_and_the_night_id_is_added_once():
-  spec = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])["pipelineSpec"]
+  spec = kubeflow_package.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])["pipelineSpec"]
   snapshot = copy.deepcopy(spec)
   with pytest.raises(kubeflow_lib.PackageError, match="has an exit handler"):
     _add_exit_handler(spec)
-  assert kubeflow_lib.add_night_id(spec) == 0
+  assert kubeflow_night.add_night_id(spec) == 0
   assert spec == snapshot
   with pytest.raises(kubeflow_lib.PackageError, match="has no Pusher"):
     _add_exit_handler(_package(without_pusher=True)["pipelineSpec"])
 
 
 def test_every_helper_finds_the_steps_inside_the_exit_handler():
-  doc = kubeflow_lib.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
+  doc = kubeflow_package.postprocess(_package(), kubeflow_lib.KFP, ["Pusher"])
   spec = doc["pipelineSpec"]
   steps = {"Gen_span", "Gen", "LiveModel_key", "LiveModel", "Pusher"}
   assert set(spec["components"][NIGHT_DAG]["dag"]["tasks"]) == steps
@@ -577,7 +580,7 @@ def test_every_helper_finds_the_steps_inside_the_exit_handler():
   kubeflow_lib.disable_cache(spec, ["LiveModel"])
   live = spec["components"][NIGHT_DAG]["dag"]["tasks"]["LiveModel"]
   assert live["cachingOptions"] == {"enableCache": False}
-  assert kubeflow_lib.executor_class_paths(spec) == {
+  assert kfp_launcher.executor_class_paths(spec) == {
     "Gen": "a.Gen",
     "LiveModel": "a.Live",
     "Pusher": "a.Push",
@@ -589,7 +592,7 @@ def test_every_helper_finds_the_steps_inside_the_exit_handler():
   ]
   # Every step, NightEnd too, gets the volumes, the secrets and the run's id from its label.
   secret = ("hooks", "url", "HOOK")
-  platform = kubeflow_lib.platform_spec(spec, [("serving-pvc", "/mnt/serving")], [secret])
+  platform = kubeflow_package.platform_spec(spec, [("serving-pvc", "/mnt/serving")], [secret])
   executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
   assert set(executors) == {f"{name}_executor" for name in (*steps, NIGHT_END)}
   for config in executors.values():
@@ -627,7 +630,7 @@ def test_entrypoint_takes_the_night_id_out_of_tfx_arguments(monkeypatch):
 
 
 def test_night_outcome_comes_from_the_final_status_or_else_from_the_facts():
-  from components.data_gate import gate_lib
+  from components.data_gate import report as gate_report
   from components.data_gate.executor import how_to_accept
 
   outcome = kfp_entrypoint.night_outcome
@@ -641,12 +644,12 @@ def test_night_outcome_comes_from_the_final_status_or_else_from_the_facts():
   assert outcome(None, pushed, "/s", "toy") == (True, "")
   assert outcome({"state": "RUNNING"}, {}, "/s", "toy") == (False, "")
   # A night the data gate stopped ends with the gate's own line, as on run_local.py.
-  finding = gate_lib.Finding("label", "label", gate_lib.STOP, "the label 'label' flipped")
-  report = gate_lib.GateReport(live_version=1, findings=(finding,))
+  finding = gate_report.Finding("label", "label", gate_report.STOP, "the label 'label' flipped")
+  report = gate_report.GateReport(live_version=1, findings=(finding,))
   stopped = {nights_lib.GATE_STEP: {"report": report.to_json()}}
   succeeded, line = outcome({"state": "FAILED", "error": {}}, stopped, "/s", "toy")
   assert not succeeded
-  assert line == gate_lib.stop_message(report, how_to_accept("/s", "toy"))
+  assert line == gate_report.stop_message(report, how_to_accept("/s", "toy"))
   assert "the label 'label' flipped" in line and "--accept-changes label" in line
 
 

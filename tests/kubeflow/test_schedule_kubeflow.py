@@ -214,7 +214,7 @@ def test_recurring_run_request_carries_kfp_cron_concurrency_catchup_and_package(
   assert body["experiment_id"] == experiment["experiment_id"]
   assert body["display_name"] == "digits-nightly"
   compiled = json.loads(tfx_package.read_text())
-  # The package kubeflow_lib.kfp_package writes: the spec, with the root as its default root.
+  # The package kubeflow_package.kfp_package writes: the spec, with the root as its default root.
   assert body["pipeline_spec"] == {
     **compiled["pipelineSpec"],
     "defaultPipelineRoot": "gs://bucket/root",

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from components.distributed_trainer import constants, tfjob_manifest
+from components.distributed_trainer import constants, distributed_trainer_lib, tfjob_manifest
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib
 from tests.support import fake_kubernetes, kfp_launcher
@@ -122,7 +122,7 @@ def test_without_tfjob_settings_the_trainer_has_no_tfjob_parameter():
     DistributedTrainer(examples=examples, tfjob=settings).exec_properties[constants.TFJOB_KEY]
     == settings
   )
-  with pytest.raises(ValueError, match="pass local_workers=0"):
+  with pytest.raises(distributed_trainer_lib.TrainerInputError, match="pass local_workers=0"):
     DistributedTrainer(examples=examples, tfjob=settings, local_workers=2)
 
 

@@ -6,7 +6,7 @@ cacheutils/cache.go, compiler/argocompiler/dag.go; 2.5.0 unless said otherwise),
 folders for the object store:
 
 - runs each DAG's tasks in dependency order; a DAG task (its component is a `dag`, as
-  `dsl.ExitHandler` and `kubeflow_lib.add_exit_handler` write) runs its own tasks the same
+  `dsl.ExitHandler` and `kubeflow_night.add_exit_handler` write) runs its own tasks the same
   way, with the DAG task's inputs as their component inputs. Once a task fails, no other task
   of its DAG starts (Argo's fail-fast DAGs), and the DAG fails; a task whose trigger policy is
   `ALL_UPSTREAM_TASKS_COMPLETED` (an exit task) runs once its upstream tasks ended, failed or
@@ -61,6 +61,9 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.local import executor_input_utils, placeholder_utils
 from kfp.pipeline_spec import pipeline_spec_pb2
+
+from components.arguments import flag_value
+from pipeline.definition import kubeflow_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 RAN = "ran"
@@ -599,6 +602,17 @@ def compile_package(
     cwd=REPO_ROOT,
     check=False,
   )
+
+
+def executor_class_paths(spec: Mapping[str, Any]) -> dict[str, str]:
+  """The TFX executor class each task runs, by task name (tasks without one are left out)."""
+  out = {}
+  for name in kubeflow_lib.tasks(spec):
+    container = kubeflow_lib.executor(spec, name).get("container") or {}
+    path = flag_value(container.get("args") or [], kubeflow_lib.CLASS_PATH_FLAG)
+    if path:
+      out[name] = path
+  return out
 
 
 def states(results: Mapping[str, TaskResult]) -> dict[str, str]:

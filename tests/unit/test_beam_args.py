@@ -2,7 +2,7 @@
 
 import pytest
 
-from components import beam_args
+from components import arguments, beam_args
 from components.example_gen import example_gen_lib
 
 
@@ -25,10 +25,12 @@ def test_distributed_runner(args, expected):
 
 
 def test_flag_value_reads_both_spellings_and_ignores_a_missing_value():
-  assert beam_args.flag_value(["--direct_num_workers", "4"], "direct_num_workers") == "4"
-  assert beam_args.flag_value(["--direct_num_workers=2"], "direct_num_workers") == "2"
-  assert beam_args.flag_value(["--direct_num_workers"], "direct_num_workers") is None
-  assert beam_args.flag_value(["--direct_num_workers_x=2"], "direct_num_workers") is None
+  assert arguments.flag_value(["--direct_num_workers", "4"], "--direct_num_workers") == "4"
+  assert arguments.flag_value(["--direct_num_workers=2"], "--direct_num_workers") == "2"
+  assert arguments.flag_value(["--direct_num_workers"], "--direct_num_workers") is None
+  assert arguments.flag_value(["--direct_num_workers_x=2"], "--direct_num_workers") is None
+  # The last one wins, as in argparse; a container's arguments are read the same way.
+  assert arguments.flag_value(["--night_id", "a", "--night_id=b"], "--night_id") == "b"
 
 
 @pytest.mark.parametrize(

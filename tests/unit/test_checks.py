@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from components import errors
+from components import defaults, errors
 from pipeline.cli import checks, flags, resolve
 
 MODULE = textwrap.dedent(
@@ -235,7 +235,7 @@ def test_decide_label_regression_ceiling_from_the_variance(tmp_path):
   mean = sum(values) / len(values)
   variance = sum((v - mean) ** 2 for v in values) / len(values)
   assert decision.task == "regression" and decision.min_accuracy == 0.0
-  assert decision.max_mse == pytest.approx(checks.AUTO_MSE_SHARE * variance, rel=0.02)
+  assert decision.max_mse == pytest.approx(defaults.AUTO_MSE_SHARE * variance, rel=0.02)
 
 
 def test_decide_label_class_cap_is_one_line_naming_column_and_count(tmp_path):

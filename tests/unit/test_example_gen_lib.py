@@ -25,16 +25,17 @@ from components.example_gen import (
   csv_split,
   example_gen_lib,
   io_lib,
+  tfexample_lib,
 )
 from tests.support.example_gen_runs import BEYOND_INT64, LATE_LINE, write_messy_csv
 
 _STOCK_KIND = {
-  csv_decoder.ColumnType.UNKNOWN: csv_infer.UNKNOWN,
-  csv_decoder.ColumnType.INT: csv_infer.INT,
-  csv_decoder.ColumnType.FLOAT: csv_infer.FLOAT,
-  csv_decoder.ColumnType.STRING: csv_infer.STRING,
+  csv_decoder.ColumnType.UNKNOWN: tfexample_lib.UNKNOWN,
+  csv_decoder.ColumnType.INT: tfexample_lib.INT,
+  csv_decoder.ColumnType.FLOAT: tfexample_lib.FLOAT,
+  csv_decoder.ColumnType.STRING: tfexample_lib.STRING,
 }
-_RANK = [csv_infer.UNKNOWN, csv_infer.INT, csv_infer.FLOAT, csv_infer.STRING]
+_RANK = [tfexample_lib.UNKNOWN, tfexample_lib.INT, tfexample_lib.FLOAT, tfexample_lib.STRING]
 EDGE_CELLS = [
   "12", " 12", "12 ", "\t8\n", "+5", "-5", "-0", "007", "1_000", "1__0", "_1", "1e5", "1E3",
   "1e+5", "1e-5", "1.5e3", "1.5", ".5", "5.", ".", "1e", "e5", "nan", "NaN", "-nan", "+nan",
@@ -51,7 +52,7 @@ def _stock_kind(cell: str) -> str:
 
 def _column_kind(cell: str) -> str:
   """A cell's part in its column's type: stock's, except that missing tokens are empty cells."""
-  return csv_infer.UNKNOWN if cell.strip() in csv_infer.MISSING_TOKENS else _stock_kind(cell)
+  return tfexample_lib.UNKNOWN if cell.strip() in csv_infer.MISSING_TOKENS else _stock_kind(cell)
 
 
 def _write(path, text: str | bytes, compress: bool = False):
@@ -424,14 +425,14 @@ class TestPlanning:
     assert ("--direct_running_mode=multi_processing" in out) == parallel
     assert out[: len(args)] == args
 
-  def test_check_columns(self):
-    example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "label", "a")
+  def test_check_named_columns(self):
+    example_gen_lib.check_named_columns("f.csv", ["a", "label"], ",", "label", "a")
     with pytest.raises(csv_errors.CsvInputError, match=r"pass one of 'a', 'label' as --label-key"):
-      example_gen_lib.check_columns("f.csv", ["a", "label"], ",", "y")
+      example_gen_lib.check_named_columns("f.csv", ["a", "label"], ",", "y")
     with pytest.raises(csv_errors.CsvInputError, match="looks ';'-delimited"):
-      example_gen_lib.check_columns("f.csv", ["a;label"], ",", "label")
+      example_gen_lib.check_named_columns("f.csv", ["a;label"], ",", "label")
     with pytest.raises(csv_errors.CsvInputError, match="partition_feature_name 'p'"):
-      example_gen_lib.check_columns("f.csv", ["a"], ",", None, "p")
+      example_gen_lib.check_named_columns("f.csv", ["a"], ",", None, "p")
 
   def test_is_unresolved(self):
     assert example_gen_lib.is_unresolved("span-{SPAN}/*")

@@ -196,3 +196,103 @@ def test_the_serving_names_check_sees_literals_and_constants(tmp_path):
     '  return open(d + "/manifest.json"), layout.OPEN_DIR, f"{d}/.nights"\n'
   )
   assert sorted(_serving_names(module)) == ["HISTORY", "OPEN_DIR", "manifest.json"]
+
+
+def _alias_constants(path: pathlib.Path) -> list[str]:
+  """Module-level constants bound to another module's constant (`NAME = module.OTHER`)."""
+  found = []
+  for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    if (
+      isinstance(node, ast.Assign)
+      and len(node.targets) == 1
+      and isinstance(node.targets[0], ast.Name)
+      and node.targets[0].id.isupper()
+      and isinstance(node.value, ast.Attribute)
+      and node.value.attr.isupper()
+      and isinstance(node.value.value, ast.Name | ast.Attribute)
+    ):
+      found.append(f"{node.targets[0].id} = {ast.unparse(node.value)}")
+  return found
+
+
+def _split_literals(path: pathlib.Path) -> list[str]:
+  """The split names "train" and "eval" as string literals (docstrings aside)."""
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  docstrings = _docstrings(tree)
+  return [
+    f"line {node.lineno}: {node.value!r}"
+    for node in ast.walk(tree)
+    if isinstance(node, ast.Constant)
+    and node.value in ("train", "eval")
+    and id(node) not in docstrings
+  ]
+
+
+def _offending_files(rule: str, check, skip: tuple[str, ...] = ()) -> list[str]:
+  return [
+    f"{path.relative_to(REPO_ROOT)}: {found}"
+    for folder in ("components", "pipeline")
+    for path in _files(folder)
+    if path.relative_to(REPO_ROOT).as_posix() not in skip
+    for found in check(path)
+  ]
+
+
+def test_no_constant_is_bound_under_a_second_name():
+  assert _offending_files("alias", _alias_constants) == []
+
+
+def test_the_split_names_are_spelt_only_in_properties():
+  from components import properties
+
+  assert (properties.TRAIN_SPLIT, properties.EVAL_SPLIT) == ("train", "eval")
+  assert _offending_files("split", _split_literals, skip=("components/properties.py",)) == []
+
+
+def _absl_logging(path: pathlib.Path) -> list[str]:
+  """`from absl import logging` (the CLI may configure absl's handler, as `absl_logging`)."""
+  return [
+    "from absl import logging"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    if isinstance(node, ast.ImportFrom)
+    and node.module == "absl"
+    and any(a.name == "logging" and a.asname is None for a in node.names)
+  ]
+
+
+def test_components_log_through_std_logging():
+  assert _offending_files("absl", _absl_logging) == []
+
+
+def _declares_a_spec(path: pathlib.Path) -> list[str]:
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  return [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Spec")]
+
+
+def test_each_component_declares_its_spec_in_spec_py():
+  offending = [
+    f"{path.relative_to(REPO_ROOT)}: {name}"
+    for path in _files("components")
+    if path.name != "spec.py"
+    for name in _declares_a_spec(path)
+  ]
+  assert offending == []
+
+
+def test_the_name_checks_see_what_they_look_for(tmp_path):
+  module = tmp_path / "m.py"
+  module.write_text(
+    '"""Reads the "train" split."""\n'
+    "from absl import logging\n"
+    "from absl import logging as absl_logging\n"
+    "from components import properties\n\n"
+    "KEY = properties.SERVING_DIR_KEY\n"
+    "OWN = 'own'\n"
+    "SPLITS = ('train', 'eval')\n\n"
+    "class ThingSpec:\n"
+    "  pass\n"
+  )
+  assert _alias_constants(module) == ["KEY = properties.SERVING_DIR_KEY"]
+  assert _split_literals(module) == ["line 8: 'train'", "line 8: 'eval'"]
+  assert _absl_logging(module) == ["from absl import logging"]
+  assert _declares_a_spec(module) == ["ThingSpec"]

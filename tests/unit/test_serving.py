@@ -7,7 +7,16 @@ import shutil
 
 import pytest
 
-from components.serving import history, live, manifest, paths, publish, rollback, versions
+from components.serving import (
+  history,
+  live,
+  manifest,
+  paths,
+  publish,
+  rollback,
+  store,
+  versions,
+)
 
 
 def _fake_saved_model(root: pathlib.Path, payload: str) -> str:
@@ -136,6 +145,13 @@ def test_version_numbers_are_never_reused_after_manual_delete(tmp_path):
   assert _push(tmp_path, serving, "c").version == 3
 
 
+def _prune(serving, keep_versions):
+  """Retention on its own, outside a push: what a push does after publishing (publish.retire)."""
+  with store.LocalFolder(paths.model_dir(str(serving), "digits")) as folder:
+    current = live.live_in(folder)
+    return publish.retire(folder, keep_versions, current.version if current else None)
+
+
 def test_retention_keeps_newest_and_never_the_live_version(tmp_path):
   serving = tmp_path / "serving"
   removed = []
@@ -146,9 +162,9 @@ def test_retention_keeps_newest_and_never_the_live_version(tmp_path):
   assert removed == [1, 2, 3]
   assert live.live_version(str(serving), "digits").version == 5
   # keep_versions=1 still keeps the live version.
-  assert publish.prune_versions(str(serving), "digits", 1) == [4]
+  assert _prune(serving, 1) == [4]
   assert versions.list_versions(str(serving), "digits") == [5]
-  assert publish.prune_versions(str(serving), "digits", 1) == []
+  assert _prune(serving, 1) == []
   assert versions.list_versions(str(serving), "digits") == [5]
   prunes = [h for h in history.read_history(str(serving), "digits") if h["event"] == "prune"]
   assert [p["versions"] for p in prunes] == [[1], [2], [3], [4]]

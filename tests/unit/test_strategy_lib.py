@@ -4,6 +4,15 @@ import json
 
 import pytest
 
+from components.defaults import (
+  AUTO,
+  MIRRORED,
+  MULTI_WORKER_MIRRORED,
+  ONE_DEVICE,
+  PARAMETER_SERVER,
+  STRATEGY_NAMES,
+  TPU,
+)
 from components.distributed_trainer import strategy_lib as sl
 
 
@@ -20,24 +29,24 @@ def _tf_config(workers=0, ps=0, chief=0, task=("worker", 0)):
 
 # (requested, tf_config, num_gpus, tpu_available, expected strategy, words in the reason)
 CHOICES = [
-  ("auto", None, 0, False, sl.ONE_DEVICE, "/cpu:0"),
-  ("auto", None, 1, False, sl.ONE_DEVICE, "/gpu:0"),
-  ("auto", None, 2, False, sl.MIRRORED, "2 GPUs"),
-  ("auto", None, 8, True, sl.TPU, "TPU"),
-  ("auto", _tf_config(workers=2), 0, False, sl.MULTI_WORKER_MIRRORED, "2 workers"),
-  ("auto", _tf_config(workers=1, chief=1), 0, False, sl.MULTI_WORKER_MIRRORED, "2 workers"),
-  ("auto", _tf_config(workers=2), 4, True, sl.MULTI_WORKER_MIRRORED, "2 workers"),
-  ("auto", _tf_config(workers=2, ps=1, chief=1), 0, False, sl.PARAMETER_SERVER, "1 ps task(s)"),
-  ("auto", _tf_config(workers=2, ps=1, chief=1), 0, False, sl.PARAMETER_SERVER, "and 2 worker"),
-  ("auto", _tf_config(workers=1), 0, False, sl.ONE_DEVICE, "OneDevice"),
-  ("auto", json.dumps(_tf_config(workers=3)), 0, False, sl.MULTI_WORKER_MIRRORED, "3 workers"),
-  ("one_device", None, 2, False, sl.ONE_DEVICE, "requested"),
-  ("mirrored", None, 0, False, sl.MIRRORED, "logical CPU"),
-  ("mirrored", None, 4, False, sl.MIRRORED, "4 GPUs"),
-  ("multi_worker_mirrored", _tf_config(workers=1), 0, False, sl.MULTI_WORKER_MIRRORED, "1 work"),
-  ("multi_worker_mirrored", _tf_config(workers=2), 0, False, sl.MULTI_WORKER_MIRRORED, "2 work"),
-  ("parameter_server", _tf_config(workers=2, ps=2, chief=1), 0, False, sl.PARAMETER_SERVER, "2 ps"),
-  ("tpu", None, 0, True, sl.TPU, "TPU"),
+  ("auto", None, 0, False, ONE_DEVICE, "/cpu:0"),
+  ("auto", None, 1, False, ONE_DEVICE, "/gpu:0"),
+  ("auto", None, 2, False, MIRRORED, "2 GPUs"),
+  ("auto", None, 8, True, TPU, "TPU"),
+  ("auto", _tf_config(workers=2), 0, False, MULTI_WORKER_MIRRORED, "2 workers"),
+  ("auto", _tf_config(workers=1, chief=1), 0, False, MULTI_WORKER_MIRRORED, "2 workers"),
+  ("auto", _tf_config(workers=2), 4, True, MULTI_WORKER_MIRRORED, "2 workers"),
+  ("auto", _tf_config(workers=2, ps=1, chief=1), 0, False, PARAMETER_SERVER, "1 ps task(s)"),
+  ("auto", _tf_config(workers=2, ps=1, chief=1), 0, False, PARAMETER_SERVER, "and 2 worker"),
+  ("auto", _tf_config(workers=1), 0, False, ONE_DEVICE, "OneDevice"),
+  ("auto", json.dumps(_tf_config(workers=3)), 0, False, MULTI_WORKER_MIRRORED, "3 workers"),
+  ("one_device", None, 2, False, ONE_DEVICE, "requested"),
+  ("mirrored", None, 0, False, MIRRORED, "logical CPU"),
+  ("mirrored", None, 4, False, MIRRORED, "4 GPUs"),
+  ("multi_worker_mirrored", _tf_config(workers=1), 0, False, MULTI_WORKER_MIRRORED, "1 work"),
+  ("multi_worker_mirrored", _tf_config(workers=2), 0, False, MULTI_WORKER_MIRRORED, "2 work"),
+  ("parameter_server", _tf_config(workers=2, ps=2, chief=1), 0, False, PARAMETER_SERVER, "2 ps"),
+  ("tpu", None, 0, True, TPU, "TPU"),
 ]
 
 
@@ -75,7 +84,7 @@ def test_choose_strategy_refuses_what_cannot_run(requested, tf_config, gpus, tpu
 
 
 def test_every_concrete_strategy_has_a_rule_and_a_builder():
-  concrete = set(sl.STRATEGY_NAMES) - {sl.AUTO}
+  concrete = set(STRATEGY_NAMES) - {AUTO}
   assert {rule.name for rule in sl._RULES} == concrete
   assert set(sl._BUILDERS) == concrete
   assert sl._RULES[-1].auto_when(sl.ClusterEnv(0, 0, 0, False, 0, False))
@@ -116,7 +125,7 @@ def test_build_strategy_one_device_and_mirrored_on_cpu(monkeypatch):
   assert built.is_chief and built.cluster_coordinator is None
   mirrored = sl.build_strategy("mirrored")
   assert type(mirrored.strategy).__name__ == "MirroredStrategy"
-  assert mirrored.choice.name == sl.MIRRORED
+  assert mirrored.choice.name == MIRRORED
 
 
 def test_build_strategy_tpu_without_tpu_raises_before_touching_tf(monkeypatch):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import textwrap
 import time
 
@@ -110,16 +111,21 @@ def _body(settings, name="trainer-test", commands=None, **kw):
   return body
 
 
+def _is_valid_job_name(name):
+  """Whether the operator accepts `name` (a DNS-1035 label) with room for its longest pod
+  suffix, -evaluator-NNNNN."""
+  dns_1035 = re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name)
+  return bool(dns_1035) and len(name) + len("-evaluator-") + 5 <= 63
+
+
 def test_job_name_is_a_dns_1035_label_with_room_for_the_operators_pod_names():
   uri = "s3://bucket/root/digits/run-1/DistributedTrainer/model"
   name = tfjob_manifest.job_name(uri)
   assert name == tfjob_manifest.job_name(uri + "/")  # the same task, however the URI is spelt
   assert name != tfjob_manifest.job_name(uri.replace("run-1", "run-2"))
-  assert tfjob_manifest.is_valid_job_name(name)
+  assert _is_valid_job_name(name)
   assert len(f"{name}-evaluator-99999") <= 63
-  assert not tfjob_manifest.is_valid_job_name("1abc") and not tfjob_manifest.is_valid_job_name(
-    "a" * 60
-  )
+  assert not _is_valid_job_name("1abc") and not _is_valid_job_name("a" * 60)
 
 
 def test_parse_resources_takes_kubernetes_quantities_and_names_the_bad_part():

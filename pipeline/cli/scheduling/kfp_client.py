@@ -20,7 +20,7 @@ from pipeline.cli.scheduling.cron import (
   reject_control_chars,
   validate_job_name,
 )
-from pipeline.definition import kubeflow_lib
+from pipeline.definition import kubeflow_package
 
 # ----------------------------------------------------------------------------- KFP
 
@@ -32,7 +32,7 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   ``runtimeConfig``), while ``kfp.Client.create_recurring_run`` only reads ``.yaml``,
   ``.zip`` or ``.tar.gz`` packages holding a bare PipelineSpec. run_kubeflow.py writes that
   package beside the JSON (``<name>.kfp.yaml``, with its platform spec); it is used when it is
-  there, else ``kubeflow_lib.kfp_package`` writes one to ``<out_dir>/<name>.kfp.yaml``
+  there, else ``kubeflow_package.kfp_package`` writes one to ``<out_dir>/<name>.kfp.yaml``
   (without a platform spec, which the JSON cannot hold). Either way the run-time settings
   come from the JSON.
 
@@ -95,7 +95,7 @@ def kfp_package_from_tfx(compiled_path: str, out_dir: str) -> tuple[str, dict[st
   os.makedirs(out_dir, exist_ok=True)
   out = os.path.join(out_dir, f"{os.path.basename(stem)}.kfp.yaml")
   with open(out, "w", encoding="utf-8") as f:
-    f.write(kubeflow_lib.kfp_package({**doc, "pipelineSpec": spec}))
+    f.write(kubeflow_package.kfp_package({**doc, "pipelineSpec": spec}))
   return out, settings
 
 

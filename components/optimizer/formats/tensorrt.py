@@ -1,15 +1,22 @@
-"""TensorRT FP16 engine building and execution; `tensorrt` and `pycuda` are imported lazily."""
+"""The `tensorrt_fp16` format: an FP16 TensorRT engine built from the checked ONNX export."""
+
+from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 
 import numpy as np
 
+from components import defaults
 from components.errors import UserInputError
-from components.optimizer import runtimes
+from components.optimizer import formats, runtime_base
+from components.optimizer.formats import onnx as onnx_format
+from components.optimizer.variant_base import Conversion, ConversionContext, Variant
 
-INSTALL_HINT = "tensorrt Python package not installed: pip install .[tensorrt]"
-PYCUDA_HINT = "pycuda not installed: pip install .[tensorrt]"
+INSTALL = ".[tensorrt]"
+INSTALL_HINT = f"tensorrt Python package not installed: pip install {INSTALL}"
+PYCUDA_HINT = f"pycuda not installed: pip install {INSTALL}"
 WORKSPACE_BYTES = 1 << 30
 
 
@@ -58,7 +65,22 @@ def unavailable_reason() -> str | None:
   return "; ".join(problems) or None
 
 
-def build_fp16_engine(onnx_path: str, plan_path: str, max_batch: int = runtimes.MAX_BATCH) -> dict:
+def check_required() -> None:
+  """Fails before any work when tensorrt='required' on a host that cannot build engines.
+
+  Raises:
+    TensorRTUnavailableError: saying what is missing and what to pass instead.
+  """
+  reason = unavailable_reason()
+  if reason:
+    raise TensorRTUnavailableError(
+      f"tensorrt='required' but {reason}; run on a CUDA host with TensorRT or pass tensorrt='auto'."
+    )
+
+
+def build_fp16_engine(
+  onnx_path: str, plan_path: str, max_batch: int = runtime_base.MAX_BATCH
+) -> dict:
   """Builds a serialized TensorRT engine from an ONNX model with the FP16 builder flag.
 
   Args:
@@ -72,8 +94,7 @@ def build_fp16_engine(onnx_path: str, plan_path: str, max_batch: int = runtimes.
   Raises:
     RuntimeError: if TensorRT cannot parse the model or the build fails.
   """
-  import tensorrt as trt
-
+  trt = formats.backend("tensorrt", INSTALL)
   logger = trt.Logger(trt.Logger.WARNING)
   builder = trt.Builder(logger)
   flags = 0
@@ -103,15 +124,14 @@ def build_fp16_engine(onnx_path: str, plan_path: str, max_batch: int = runtimes.
   return {"tensorrt_version": trt.__version__, "profile_batch": [1, 1, max_batch]}
 
 
-class TensorRTRuntime(runtimes.Runtime):
+class TensorRTRuntime(runtime_base.Runtime):
   """A serialized TensorRT engine run on GPU 0 with pycuda buffers (TensorRT 10 tensor API)."""
 
   name = "tensorrt"
 
-  def __init__(self, plan_path: str, max_batch: int = runtimes.MAX_BATCH):
-    import pycuda.driver as cuda
-    import tensorrt as trt
-
+  def __init__(self, plan_path: str, max_batch: int = runtime_base.MAX_BATCH):
+    cuda = formats.backend("pycuda.driver", INSTALL)
+    trt = formats.backend("tensorrt", INSTALL)
     self._cuda = cuda
     cuda.init()
     # The primary context is shared with other CUDA users in the process (TensorFlow,
@@ -125,26 +145,30 @@ class TensorRTRuntime(runtimes.Runtime):
       if self._engine is None:
         raise RuntimeError(f"TensorRT could not deserialize the engine {plan_path}.")
       self._context = self._engine.create_execution_context()
-      names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
       self._max_batch = max_batch
       self._stream = cuda.Stream()
-      self._buffers = {}
-      self._inputs, self._outputs = [], []
-      for name in names:
-        is_input = self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
-        (self._inputs if is_input else self._outputs).append(name)
-        dtype = np.dtype(trt.nptype(self._engine.get_tensor_dtype(name)))
-        row = tuple(int(d) for d in self._engine.get_tensor_shape(name)[1:])
-        # Page-locked host buffers make the async copies truly asynchronous on the stream.
-        host = cuda.pagelocked_empty((max_batch, *row), dtype)
-        device = cuda.mem_alloc(host.nbytes)
-        self._context.set_tensor_address(name, int(device))
-        self._buffers[name] = (host, device, row)
+      self._allocate(trt, max_batch)
     finally:
       self._context_cuda.pop()
 
-  def predict(self, batch: runtimes.Inputs) -> np.ndarray:
-    rows = runtimes.rows(batch)
+  def _allocate(self, trt, max_batch: int) -> None:
+    """One page-locked host buffer and one device buffer of `max_batch` rows per I/O tensor."""
+    names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
+    self._buffers = {}
+    self._inputs, self._outputs = [], []
+    for name in names:
+      is_input = self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+      (self._inputs if is_input else self._outputs).append(name)
+      dtype = np.dtype(trt.nptype(self._engine.get_tensor_dtype(name)))
+      row = tuple(int(d) for d in self._engine.get_tensor_shape(name)[1:])
+      # Page-locked host buffers make the async copies truly asynchronous on the stream.
+      host = self._cuda.pagelocked_empty((max_batch, *row), dtype)
+      device = self._cuda.mem_alloc(host.nbytes)
+      self._context.set_tensor_address(name, int(device))
+      self._buffers[name] = (host, device, row)
+
+  def predict(self, batch: runtime_base.Inputs) -> np.ndarray:
+    rows = runtime_base.rows(batch)
     if rows > self._max_batch:
       raise ValueError(f"TensorRT engine accepts at most {self._max_batch} rows, got {rows}.")
     self._context_cuda.push()
@@ -187,3 +211,29 @@ class TensorRTRuntime(runtimes.Runtime):
     finally:
       self._context_cuda.pop()
       self._context_cuda.detach()
+
+
+@formats.register
+class TensorRTFp16Variant(Variant):
+  """The checked ONNX export built into a TensorRT engine with FP16 enabled."""
+
+  name = defaults.TENSORRT_FP16
+  runtime = TensorRTRuntime.name
+
+  def skip_reason(self, context: ConversionContext) -> str | None:
+    text = [k for k, v in context.eval_inputs.items() if v.dtype == object]
+    if text:
+      dates = onnx_format.date_columns(context)
+      serve = "a tflite variant" if dates else "the onnx or tflite variant"
+      return (
+        f"TensorRT takes numeric tensors only, and the model has text inputs {text}; serve {serve}"
+      )
+    return unavailable_reason()
+
+  def convert(self, context: ConversionContext, out_dir: str) -> Conversion:
+    path, details = onnx_format.checked_onnx(context)
+    build = build_fp16_engine(path, os.path.join(out_dir, "model.plan"))
+    return Conversion(["model.plan"], {"precision": "fp16", **details, **build})
+
+  def load(self, out_dir: str, conversion: Conversion) -> runtime_base.Runtime:
+    return TensorRTRuntime(os.path.join(out_dir, conversion.model_files[0]))

@@ -1,0 +1,31 @@
+"""What a run's report page reads: the roles of the artifacts run_summary.json points at.
+
+`pipeline/cli/summary.py` fills `run_summary.json["artifacts"]` with one entry per role below
+({"uri", "properties"}); the page reads them by these names only, so it knows no node ids.
+"""
+
+# The key of run_summary.json that holds the pointers.
+ARTIFACTS = "artifacts"
+
+EXAMPLES = "examples"  # CsvExampleGen's Examples: row counts, the quarantine file.
+STATISTICS = "statistics"  # StatisticsGen's ExampleStatistics: tonight's columns.
+REFERENCE_STATISTICS = "reference_statistics"  # LiveModel's: the live version's training data.
+GATE = "gate"  # DataGate's result (gate.json).
+MODEL_RUN = "model_run"  # The trainer's ModelRun: the per-epoch progress.
+EVALUATION = "evaluation"  # The Evaluator's ModelEvaluation: TFMA's files and predictions.
+OPTIMIZED_MODEL = "optimized_model"  # The Optimizer's variants (variants.json).
+
+ROLES = (
+  EXAMPLES,
+  STATISTICS,
+  REFERENCE_STATISTICS,
+  GATE,
+  MODEL_RUN,
+  EVALUATION,
+  OPTIMIZED_MODEL,
+)
+
+# A model module may leave its per-epoch metrics in its ModelRun folder under this name, as
+# {"epochs": [{"epoch": 0-based, "loss": ..., "val_loss": ..., <metric>: ...}, ...]}; the page
+# draws them (the default model, models/tabular, writes it).
+EPOCH_HISTORY_FILE = "epoch_history.json"
