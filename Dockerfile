@@ -28,6 +28,7 @@ RUN python -m pip install --no-cache-dir --no-deps .
 # a nightly run: the executors of every task `run_kubeflow.py` can emit and the custom artifact
 # types. tests/kubeflow/test_kubeflow_compile.py keeps this list equal to what the compiled packages name.
 ARG CLASS_PATHS="\
+components.HtmlReport \
 components.OptimizationReport \
 components.OptimizedModel \
 components.data_gate.executor.Executor \
@@ -38,6 +39,7 @@ components.example_gen.executor.Executor \
 components.live_model.executor.Executor \
 components.optimizer.executor.Executor \
 components.pusher.executor.Executor \
+components.report.executor.Executor \
 components.statistics_gen.executor.Executor \
 tfx.components.example_validator.executor.Executor \
 tfx.components.schema_gen.executor.Executor \

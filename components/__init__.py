@@ -12,11 +12,15 @@ from typing import Any
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-__all__ = ["OptimizationReport", "OptimizedModel"]
+__all__ = ["HtmlReport", "OptimizationReport", "OptimizedModel"]
 
 
 def __getattr__(name: str) -> Any:
   # Lazy, so that importing a plain library module does not import TFX.
+  if name == "HtmlReport":
+    from components.report import spec
+
+    return spec.HtmlReport
   if name in __all__:
     from components.optimizer import artifacts
 

@@ -52,7 +52,7 @@ def run_section(summary: Mapping[str, Any]) -> Html:
   if rows:
     parts.append(table(["component", "state", "seconds", "execution"], rows))
   else:
-    parts.append(note("no component ran."))
+    parts.append(note(summary.get("components_note") or "no component ran."))
   for notice in summary.get("notifications") or []:
     ok = "notified" if notice.get("ok") else f"could not notify ({notice.get('error')})"
     parts.append(note(f"{ok}: {notice.get('target')}"))

@@ -275,8 +275,7 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
   """
   every = profile.holdout_every if plan.holdout_rows else 0
   streamed = (
-    built.choice.name == defaults.PARAMETER_SERVER
-    or memory_estimate(profile) > IN_MEMORY_MAX_BYTES
+    built.choice.name == defaults.PARAMETER_SERVER or memory_estimate(profile) > IN_MEMORY_MAX_BYTES
   )
   if not streamed:
     fit_rows, held_rows = load_arrays(train_files, profile, every)

@@ -74,7 +74,10 @@ def compile_pipeline(
 
   absl_logging.set_verbosity(absl_logging.WARNING)
   pipeline = create_pipeline(
-    config, metadata_connection_config=None, beam_pipeline_args=beam_pipeline_args
+    config,
+    metadata_connection_config=None,
+    beam_pipeline_args=beam_pipeline_args,
+    report_step=True,
   )
   runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
     config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(

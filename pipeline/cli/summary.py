@@ -9,18 +9,16 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types import standard_component_specs
 
-from components import defaults, properties
+from components import properties
 from components.data_gate import executor as gate_executor
 from components.data_gate import spec as gate_spec
 from components.distributed_trainer import constants as model_props
-from components.evaluator import floor_lib
-from components.evaluator import spec as evaluator_spec
 from components.live_model import executor as live_model
 from components.live_model import spec as live_model_spec
 from components.optimizer import spec as optimizer_spec
 from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
-from components.report import sources
+from components.report import facts, sources
 from pipeline.definition import nodes
 
 _STATES = {
@@ -114,19 +112,30 @@ def build_summary(
     "optimizer": None,
   }
   trainer = by_name.get(nodes.TRAINER)
-  if trainer:
-    _add_trainer_part(summary, store, trainer)
+  model = trainer and _output_of_type(store, trainer["execution_id"], "Model")
+  if model:
+    trainer_facts = facts.trainer_facts(lambda k: _prop(model, k))
+    summary["eval_metrics"].update(trainer_facts.pop("trainer_metrics"))
+    summary.update(trainer_facts)
   evaluator = by_name.get(nodes.EVALUATOR)
   if evaluator:
-    _add_evaluator_part(summary, store, evaluator)
+    blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
+    if blessing is not None:
+      summary.update(facts.blessing_facts(lambda k: _prop(blessing, k)))
+    evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
+    if evaluation is not None:
+      summary["eval_metrics"].update(facts.read_tfma_metrics(evaluation.uri))
+      summary["validation"] = facts.read_tfma_validation(evaluation.uri)
   optimizer = by_name.get(nodes.OPTIMIZER)
   if optimizer:
     report = _output_of_type(store, optimizer["execution_id"], "components.OptimizationReport")
     if report is not None:
-      summary["optimizer"] = read_optimizer_report(report.uri)
+      summary["optimizer"] = facts.read_optimizer_report(report.uri)
   pusher = by_name.get(nodes.PUSHER)
-  if pusher:
-    summary["pushed"] = _pushed_part(summary, store, pusher)
+  pushed = pusher and _output_of_type(store, pusher["execution_id"], "PushedModel")
+  if pushed:
+    cached = pusher["state"] == "cached"
+    summary["pushed"] = facts.pushed_facts(lambda k: _prop(pushed, k), cached, summary)
   examples_gen = by_name.get(nodes.CSV_EXAMPLE_GEN)
   if examples_gen:
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
@@ -172,110 +181,6 @@ def artifact_pointers(store, runs: list[dict[str, Any]]) -> dict[str, dict[str, 
         "properties": {k: _prop(artifact, k) for k in artifact.custom_properties},
       }
   return out
-
-
-def _add_trainer_part(summary: dict[str, Any], store, trainer: dict[str, Any]) -> None:
-  """The strategy, task, classes, plan, hyperparameters, metrics and a profile not taken."""
-  model = _output_of_type(store, trainer["execution_id"], "Model")
-  if model is None:
-    return
-  summary["strategy"] = {
-    k: _prop(model, k)
-    for k in (
-      model_props.STRATEGY_PROPERTY,
-      model_props.NUM_REPLICAS_PROPERTY,
-      model_props.STRATEGY_REASON_PROPERTY,
-      model_props.STRATEGY_CHOSEN_BY_PROPERTY,
-    )
-  }
-  summary["task"] = _prop(model, model_props.TASK_PROPERTY)
-  classes = _prop(model, model_props.LABEL_CLASSES_PROPERTY)
-  summary["label_classes"] = json.loads(classes) if classes else None
-  plan = _prop(model, model_props.TRAINING_PLAN_PROPERTY)
-  summary["training_plan"] = json.loads(plan) if plan else None
-  hparams = _prop(model, model_props.HPARAMS_PROPERTY)
-  summary["hparams"] = json.loads(hparams) if hparams else None
-  skipped = _prop(model, model_props.PROFILE_SKIPPED_PROPERTY)
-  if skipped:
-    summary["profile_skipped"] = skipped
-  for key, value in json.loads(_prop(model, model_props.EVAL_METRICS_PROPERTY) or "{}").items():
-    if key != "examples":
-      summary["eval_metrics"][f"trainer_{key}"] = value
-
-
-def _add_evaluator_part(summary: dict[str, Any], store, evaluator: dict[str, Any]) -> None:
-  """The blessing, the floor it was judged by, TFMA's metrics and its validation result."""
-  blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
-  evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
-  if blessing is not None:
-    summary["blessed"] = bool(_prop(blessing, "blessed"))
-    skipped = _prop(blessing, evaluator_spec.BASELINE_SKIPPED_PROPERTY)
-    if skipped:
-      summary["baseline_skipped"] = skipped
-    if _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY):
-      summary["floor"] = {
-        "value": _prop(blessing, floor_lib.FLOOR_PROPERTY),
-        "reason": _prop(blessing, floor_lib.FLOOR_REASON_PROPERTY),
-      }
-  if evaluation is not None:
-    summary["eval_metrics"].update(read_tfma_metrics(evaluation.uri))
-    summary["validation"] = read_tfma_validation(evaluation.uri)
-
-
-def _pushed_part(summary: dict[str, Any], store, pusher: dict[str, Any]) -> dict | None:
-  """What the Pusher did, and why not when it did not (the Evaluator's reason first)."""
-  pushed = _output_of_type(store, pusher["execution_id"], "PushedModel")
-  if pushed is None:
-    return None
-  if pusher["state"] == "cached":
-    # Same model, same blessing, same variants as a run that already pushed (or declined).
-    was = (
-      _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY))
-      if _prop(pushed, pusher_spec.PUSHED_PROPERTY)
-      else None
-    )
-    return {
-      "pushed": False,
-      "version": None,
-      "path": None,
-      "reason": "nothing new to push: the Pusher's inputs are unchanged since an earlier run"
-      + (f" (which pushed version {was})" if was else ""),
-    }
-  result = {
-    "pushed": bool(_prop(pushed, pusher_spec.PUSHED_PROPERTY)),
-    "version": _version(_prop(pushed, pusher_spec.PUSHED_VERSION_PROPERTY)),
-    "path": _prop(pushed, pusher_spec.PUSHED_DESTINATION_PROPERTY),
-    "reason": _prop(pushed, pusher_spec.PUSHED_REASON_PROPERTY),
-  }
-  failures = (summary["validation"] or {}).get("failures")
-  if not result["pushed"] and summary["blessed"] is False and failures:
-    # The Pusher only sees the blessing; the Evaluator's validation result says why.
-    result["pusher_reason"] = result["reason"]
-    result["reason"] = "the Evaluator did not bless the model: " + "; ".join(failures)
-    result["reason"] += _imbalance_hint(summary)
-  return result
-
-
-# A binary eval split this much one class leaves accuracy little room above always answering it.
-IMBALANCED_SHARE = 0.9
-
-
-def _imbalance_hint(summary: dict[str, Any]) -> str:
-  """Why an automatic accuracy floor may be the wrong test for a binary label of rare events."""
-  floor = summary.get("floor") or {}
-  auc = summary["eval_metrics"].get("auc")
-  if summary.get("task") != "binary" or auc is None or floor.get("value") is None:
-    return ""
-  if not str(floor.get("reason", "")).startswith(floor_lib.AUTO_ACCURACY):
-    return ""
-  majority = float(floor["value"]) - defaults.AUTO_FLOOR_MARGIN
-  if majority < IMBALANCED_SHARE:
-    return ""
-  return (
-    f". About {majority:.0%} of the eval rows are one class, so accuracy can hardly beat always "
-    f"answering it; if the model's scores are what you use (AUC {auc:.3g}), set the floor "
-    "with --min-accuracy"
-  )
 
 
 def _examples_line(a) -> str:
@@ -341,97 +246,3 @@ def result_line(
   type_name, line = _RESULT_LINES[node]
   artifact = _output_of_type(store, run["execution_id"], type_name)
   return line(artifact) if artifact is not None else ""
-
-
-def _version(value):
-  """Pushed versions are numeric folder names; report them as integers."""
-  return int(value) if isinstance(value, str) and value.isdigit() else value
-
-
-def read_tfma_metrics(uri: str) -> dict[str, float]:
-  """Overall-slice metrics of the candidate model in a TFMA evaluation folder (the diffs
-  against the baseline as `<name>_diff_vs_baseline`)."""
-  from components.evaluator import evaluation_lib
-
-  metrics = evaluation_lib.read_overall_metrics(uri)
-  out = dict(metrics[evaluation_lib.CANDIDATE])
-  out.update({f"{k}_{evaluation_lib.DIFF}": v for k, v in metrics[evaluation_lib.DIFF].items()})
-  return out
-
-
-def read_tfma_validation(uri: str) -> dict[str, Any] | None:
-  """Whether the candidate passed the Evaluator's thresholds and, if not, why.
-
-  Args:
-    uri: The ModelEvaluation artifact folder.
-
-  Returns:
-    ``{"ok": bool, "failures": [one sentence per failed check]}``, or None when the
-    evaluation holds no validation result.
-  """
-  import os
-
-  import tensorflow as tf
-  import tensorflow_model_analysis as tfma
-  from google.protobuf import text_format
-
-  if not tf.io.gfile.glob(os.path.join(uri, "validations*")):
-    return None
-  result = tfma.load_validation_result(uri)
-  failures = []
-  for per_slice in result.metric_validations_per_slice:
-    columns = [
-      f"{k.column}={getattr(k, k.WhichOneof('kind'))}"
-      for k in per_slice.slice_key.single_slice_keys
-    ]
-    where = f" (slice {', '.join(columns)})" if columns else ""
-    failures.extend(_failure_text(f) + where for f in per_slice.failures)
-  failures.extend(
-    f"no examples in slice {text_format.MessageToString(m, as_one_line=True) or 'overall'}"
-    for m in result.missing_slices
-  )
-  if not result.validation_ok and not failures:
-    failures.append("TFMA validation failed without a metric failure; see validations.tfrecord")
-  return {"ok": bool(result.validation_ok), "failures": failures}
-
-
-def _failure_text(failure) -> str:
-  """One sentence for a failed TFMA threshold, naming the metric, its value and the bound."""
-  import tensorflow_model_analysis as tfma
-
-  name = failure.metric_key.name
-  value = failure.metric_value.double_value.value
-  threshold = failure.metric_threshold
-  if threshold.HasField("value_threshold"):
-    bounds = threshold.value_threshold
-    parts = []
-    if bounds.HasField("lower_bound"):
-      parts.append(f"lower bound {bounds.lower_bound.value:.4g}")
-    if bounds.HasField("upper_bound"):
-      parts.append(f"upper bound {bounds.upper_bound.value:.4g}")
-    return f"{name} = {value:.4g} is outside the value threshold ({', '.join(parts)})"
-  change = threshold.change_threshold
-  higher = change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
-  parts = []
-  if change.HasField("absolute"):
-    parts.append(f"absolute {change.absolute.value:+.4g}")
-  if change.HasField("relative"):
-    parts.append(f"relative {change.relative.value:+.4g}")
-  better = "higher" if higher else "lower"
-  return (
-    f"{name} changed by {value:+.4g} against the last blessed model, beyond the change "
-    f"threshold ({', '.join(parts)}; {better} is better)"
-  )
-
-
-def read_optimizer_report(uri: str) -> dict[str, Any] | None:
-  """The Optimizer's report.json, or None if it is not there."""
-  import os
-
-  import tensorflow as tf
-
-  path = os.path.join(uri, "report.json")
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)

@@ -8,8 +8,10 @@ import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
+from tfx.types import standard_component_specs
 
 from components import defaults, model_contract, properties, tasks
+from components.data_gate import spec as gate_spec
 from components.data_gate import thresholds as gate_thresholds
 from components.data_gate.component import DataGate
 from components.distributed_trainer import DistributedTrainer, constants
@@ -17,9 +19,14 @@ from components.distributed_trainer.tuner import Tuner
 from components.evaluator import floor_lib
 from components.evaluator.component import BaselineAwareEvaluator
 from components.example_gen import CsvExampleGen
+from components.live_model import spec as live_model_spec
 from components.live_model.component import LiveModel
 from components.optimizer import Optimizer
+from components.optimizer import spec as optimizer_spec
 from components.pusher import Pusher
+from components.report import sources
+from components.report import spec as report_spec
+from components.report.component import RunReport
 from components.statistics_gen import StatisticsGen
 from pipeline.definition import nodes
 from pipeline.definition.config import PipelineConfig
@@ -97,6 +104,7 @@ def create_pipeline(
   metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
   beam_pipeline_args: Sequence[str] = (),
   live_key: str | None = None,
+  report_step: bool = False,
 ) -> tfx.dsl.Pipeline:
   """Builds ExampleGen -> validation -> [Transform] -> [Tuner] -> DistributedTrainer ->
   Evaluator (against LiveModel) -> Optimizer -> Pusher.
@@ -112,6 +120,8 @@ def create_pipeline(
       a runner before the run; it keys LiveModel's cache and the Pusher records it. None where
       the runner cannot read the folder first (Kubeflow, where a task in the package reads it:
       `kubeflow_lib.add_live_key_task`).
+    report_step: end with RunReport, the report page as an HTML artifact (Kubeflow, where no
+      runner writes it beside a run summary).
 
   Returns:
     The pipeline, not yet run or compiled.
@@ -150,6 +160,8 @@ def create_pipeline(
   release = _release(config, examples, statistics, schema, transform, trainer, live, live_key)
   parts = [example_gen, statistics_gen, schema_gen, example_validator, transform, tuner, live]
   parts.append(gate)
+  if report_step:
+    release = (*release, _report(config, examples, statistics, live, gate, trainer, release))
   return tfx.dsl.Pipeline(
     pipeline_name=config.pipeline_name,
     pipeline_root=config.pipeline_root,
@@ -315,6 +327,41 @@ def _release(
     evaluation=evaluator.outputs["evaluation"],
   ).with_id(nodes.PUSHER)
   return evaluator, optimizer, pusher
+
+
+def _report(
+  config: PipelineConfig, examples, statistics, live, gate, trainer, release
+) -> RunReport:
+  """The report page of the run, after the Pusher, from the artifacts it shows."""
+  evaluator, optimizer, pusher = release
+  run_config = {
+    k: getattr(config, k)
+    for k in (
+      "pipeline_name",
+      "pipeline_root",
+      "data_root",
+      "label_key",
+      "task",
+      "model_name",
+      "serving_dir",
+    )
+  }
+  return RunReport(
+    run_config=run_config,
+    **{
+      sources.EXAMPLES: examples,
+      sources.STATISTICS: statistics,
+      sources.REFERENCE_STATISTICS: live.outputs[live_model_spec.REFERENCE_STATISTICS_KEY],
+      sources.GATE: gate.outputs[gate_spec.RESULT_KEY] if gate is not None else None,
+      report_spec.MODEL_KEY: trainer.outputs[standard_component_specs.MODEL_KEY],
+      sources.MODEL_RUN: trainer.outputs[standard_component_specs.MODEL_RUN_KEY],
+      sources.EVALUATION: evaluator.outputs[standard_component_specs.EVALUATION_KEY],
+      report_spec.BLESSING_KEY: evaluator.outputs[standard_component_specs.BLESSING_KEY],
+      sources.OPTIMIZED_MODEL: optimizer.outputs[optimizer_spec.OPTIMIZED_MODEL_KEY],
+      report_spec.OPTIMIZATION_REPORT_KEY: optimizer.outputs[optimizer_spec.REPORT_KEY],
+      report_spec.PUSHED_MODEL_KEY: pusher.outputs[standard_component_specs.PUSHED_MODEL_KEY],
+    },
+  ).with_id(nodes.RUN_REPORT)
 
 
 def local_ir(pipeline: tfx.dsl.Pipeline):

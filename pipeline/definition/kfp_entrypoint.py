@@ -106,8 +106,28 @@ def patch_args(argv: Sequence[str]) -> list[str]:
     return args
   executor_input = json.loads(invocation)
   fill_input_artifact_types(executor_input, json.loads(inputs_spec))
+  type_html_outputs(executor_input)
   _replace_flag(args, INVOCATION_FLAG, json.dumps(executor_input))
   return args
+
+
+def type_html_outputs(executor_input: dict[str, Any]) -> list[str]:
+  """Gives outputs the package declares as KFP's `system.HTML` the kit's page type, in place,
+  so that TFX finds the artifact class (`kubeflow_lib.declare_html_outputs`).
+
+  Returns:
+    The output keys retyped.
+  """
+  retyped = []
+  for key, artifact_list in (executor_input.get("outputs", {}).get("artifacts") or {}).items():
+    for artifact in artifact_list.get("artifacts") or []:
+      if (artifact.get("type") or {}).get("schemaTitle") == kubeflow_lib.KFP_HTML_TYPE[
+        "schemaTitle"
+      ]:
+        schema = f"title: {kubeflow_lib.HTML_REPORT_TITLE}\ntype: object\n"
+        artifact["type"] = {"instanceSchema": schema}
+        retyped.append(key)
+  return retyped
 
 
 def _resolved(value: str | None) -> bool:

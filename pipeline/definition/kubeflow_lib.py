@@ -58,6 +58,10 @@ PIPELINE_NAME_PARAMETER = "pipeline_name"
 # The live key task: its subcommand, name suffix and output, which LiveModel and Pusher get.
 LIVE_KEY_COMMAND = "live-key"
 LIVE_KEY_SUFFIX = "_key"
+# The type KFP 2.x (and Vertex) render as a page in the run's UI, and the kit's type of a page
+# (`components.report.spec.HtmlReport`), whose title TFX's compiler writes in its schema.
+KFP_HTML_TYPE = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
+HTML_REPORT_TITLE = "components.HtmlReport"
 # Names of environment variables that hold credentials: never written into a package.
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY", "CREDENTIAL", "API_KEY")
 
@@ -157,6 +161,28 @@ def disable_cache(spec: Mapping[str, Any], task_names: Iterable[str]) -> None:
     if name not in dag:
       raise PackageError(f"task {name!r} is not in the compiled package ({sorted(dag)})")
     dag[name]["cachingOptions"] = {"enableCache": False}
+
+
+def declare_html_outputs(spec: Mapping[str, Any]) -> list[str]:
+  """Declares every report page output (`HtmlReport`) as KFP's `system.HTML`, in place.
+
+  TFX's compiler types a custom artifact as a generic `Artifact` schema titled with its type
+  name, which the KFP UI shows as a bare link; typed `system.HTML`, the UI draws the file at
+  the artifact's uri as the run's visualization. `kfp_entrypoint` gives the step its own type
+  back before TFX reads its outputs.
+
+  Returns:
+    "<component>.<output>" for each output declared.
+  """
+  declared = []
+  for name, comp in spec.get("components", {}).items():
+    outputs = (comp.get("outputDefinitions") or {}).get("artifacts") or {}
+    for key, definition in outputs.items():
+      schema = (definition.get("artifactType") or {}).get("instanceSchema") or ""
+      if re.search(rf"^title: {re.escape(HTML_REPORT_TITLE)}$", schema, re.MULTILINE):
+        definition["artifactType"] = dict(KFP_HTML_TYPE)
+        declared.append(f"{name}.{key}")
+  return declared
 
 
 def use_entrypoint(spec: Mapping[str, Any]) -> int:

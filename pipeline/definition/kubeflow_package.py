@@ -112,6 +112,7 @@ def postprocess(
     kubeflow_lib.add_span_resolvers(spec)
   kubeflow_lib.add_live_key_task(spec)
   kubeflow_lib.use_entrypoint(spec)
+  kubeflow_lib.declare_html_outputs(spec)
   if nodes.PUSHER in kubeflow_lib.tasks(spec):
     if config:
       serving_dir, model_name = config.serving_dir, config.model_name

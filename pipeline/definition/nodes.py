@@ -16,6 +16,8 @@ TRAINER = "DistributedTrainer"
 EVALUATOR = "Evaluator"
 OPTIMIZER = "Optimizer"
 PUSHER = "Pusher"
+# Kubeflow only: the report page as the run's HTML artifact (locally, run_local.py writes it).
+RUN_REPORT = "RunReport"
 
 RUN_ORDER = (
   CSV_EXAMPLE_GEN,
@@ -30,4 +32,5 @@ RUN_ORDER = (
   EVALUATOR,
   OPTIMIZER,
   PUSHER,
+  RUN_REPORT,
 )

@@ -8,8 +8,9 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components import properties
+from components.report import spec as report_spec
 from pipeline.cli import kubeflow as run_kubeflow
-from pipeline.definition import kubeflow_lib, kubeflow_night
+from pipeline.definition import kubeflow_lib, kubeflow_night, nodes
 from pipeline.definition.config import DEFAULT_IMAGE
 from tests.support import kfp_launcher
 from tests.support.cli_runs import REPO_ROOT, project_env
@@ -106,6 +107,7 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
     "Evaluator",
     "Optimizer",
     "Pusher",
+    "RunReport",
   } == set(tasks)
   for name in tasks:
     assert kfp_launcher.container_of(doc["pipelineSpec"], name)["image"] == IMAGE
@@ -174,6 +176,8 @@ def _artifact_titles(spec) -> set[str]:
       for artifact in (comp.get(side, {}).get("artifacts") or {}).values():
         schema = artifact["artifactType"].get("instanceSchema", "")
         titles.update(re.findall(r"^title: (\S+)$", schema, re.M))
+        if artifact["artifactType"] == kubeflow_lib.KFP_HTML_TYPE:
+          titles.add(kubeflow_lib.HTML_REPORT_TITLE)  # The entrypoint types the page back.
   return titles
 
 
@@ -372,3 +376,33 @@ def test_the_bundled_data_compiles_without_task(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = out.read_text()
   assert '"/pipeline/data/digits"' in text and '"multiclass"' in text
+
+
+def test_both_packages_end_with_the_report_page_as_an_html_artifact(kfp_compiled, vertex_compiled):
+  from kfp.client import client as kfp_client
+
+  for compiled in (kfp_compiled, vertex_compiled):
+    spec = _spec(compiled)
+    steps = kubeflow_lib.tasks(spec)
+    report = steps[nodes.RUN_REPORT]
+    # After the Pusher, and fed by it: the page shows what was pushed.
+    assert nodes.PUSHER in report["dependentTasks"]
+    assert report["inputs"]["artifacts"][report_spec.PUSHED_MODEL_KEY] == {
+      "taskOutputArtifact": {"outputArtifactKey": "pushed_model", "producerTask": nodes.PUSHER}
+    }
+    outputs = kubeflow_lib.component(spec, nodes.RUN_REPORT)["outputDefinitions"]["artifacts"]
+    assert outputs == {report_spec.PAGE_KEY: {"artifactType": kubeflow_lib.KFP_HTML_TYPE}}
+    # The only HTML output, and no other output lost its TFX type.
+    html = [
+      (name, key)
+      for name, comp in spec["components"].items()
+      for key, d in ((comp.get("outputDefinitions") or {}).get("artifacts") or {}).items()
+      if "schemaTitle" in d["artifactType"]
+    ]
+    assert html == [(report["componentRef"]["name"], report_spec.PAGE_KEY)]
+  # KFP's own client reads the upload package, types included.
+  package = kfp_compiled[0].parent / "pipeline.kfp.yaml"
+  parsed = kfp_client._extract_pipeline_yaml(str(package))
+  comp_name = kubeflow_lib.tasks(_spec(kfp_compiled))[nodes.RUN_REPORT]["componentRef"]["name"]
+  page = parsed.pipeline_spec.components[comp_name].output_definitions.artifacts["page"]
+  assert page.artifact_type.schema_title == "system.HTML"

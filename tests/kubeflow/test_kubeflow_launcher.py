@@ -9,8 +9,9 @@ import time
 
 import pytest
 
+from components.report import executor as report_executor
 from components.serving import nights
-from tests.support import kfp_launcher, notify_servers
+from tests.support import browser, kfp_launcher, notify_servers
 from tests.support.cli_runs import REPO_ROOT, moto_s3, project_env, run_script
 from tests.support.kfp_launcher import CACHED, FAILED, RAN
 
@@ -346,6 +347,12 @@ def _four_nights(tmp_path, store, env) -> None:
   assert _pushed(first) and store.versions() == ["1"]
   assert json.loads(first["CsvExampleGen_span"].parameters["span_key"])["span"] == 1
   assert _trained_on(first) == 1
+  # The run's page is RunReport's HTML artifact (system.HTML in the package), its figures those
+  # of the run: the version pushed and the metrics the Evaluator wrote.
+  page = report_executor.read_page(first["RunReport"].artifacts["page"].uri)
+  facts = {k: json.loads(v) for k, v in browser.facts(page).items()}
+  assert facts["pushed.version"] == 1 and facts["pushed.pushed"] is True
+  assert facts["status"] == "succeeded" and "<svg" in page
 
   # Same data: the span resolver and the live key task run (never cached) and find what they
   # found last night (the live version carries the key night 1's LiveModel had), so everything
@@ -355,6 +362,7 @@ def _four_nights(tmp_path, store, env) -> None:
     "CsvExampleGen_span",
     "LiveModel_key",
     "Pusher",
+    "RunReport",
     "NightEnd",
   }
   assert (
@@ -395,6 +403,7 @@ def _four_nights(tmp_path, store, env) -> None:
     "DataGate",
     "Evaluator",
     "Pusher",
+    "RunReport",
     "NightEnd",
   }
   assert fourth["LiveModel"].artifacts["baseline"].value("live_version") == 3

@@ -692,3 +692,62 @@ def test_night_end_records_a_failed_night_notifies_and_exits_0(tmp_path, monkeyp
   assert "night run-1: failed: Trainer ran out of memory" in out
   assert f"notified json://127.0.0.1:{hook.server_address[1]}/night" in out
   assert json.loads(output_file.read_text()) == {}
+
+
+def test_an_html_output_gets_the_kits_page_type_back_so_tfx_can_read_it():
+  from google.protobuf import json_format
+  from kfp.pipeline_spec import pipeline_spec_pb2
+  from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
+
+  from components.report import spec as report_spec
+
+  def parse(executor_input):
+    message = pipeline_spec_pb2.ExecutorInput()
+    json_format.ParseDict(executor_input, message)
+    return utils.parse_raw_artifact_dict(message.outputs.artifacts)
+
+  executor_input = {
+    "outputs": {
+      "artifacts": {
+        "page": {
+          "artifacts": [{"name": "p", "uri": "/r/page", "type": kubeflow_lib.KFP_HTML_TYPE}]
+        },
+        "model": {
+          "artifacts": [{"name": "m", "uri": "/r/m", "type": {"schemaTitle": "tfx.Model"}}]
+        },
+      },
+      "outputFile": "/tmp/out.json",
+    }
+  }
+  # As KFP hands it over, TFX cannot find a class for system.HTML.
+  with pytest.raises((ImportError, AttributeError, ValueError)):
+    parse(executor_input)
+  assert kfp_entrypoint.type_html_outputs(executor_input) == ["page"]
+  outputs = parse(executor_input)
+  assert isinstance(outputs["page"][0], report_spec.HtmlReport)
+  assert outputs["page"][0].uri == "/r/page" and outputs["model"][0].type_name == "Model"
+
+
+def test_only_report_page_outputs_are_declared_html():
+  page_schema = "title: components.HtmlReport\ntype: object\n"
+  spec = {
+    "components": {
+      "comp-RunReport": {
+        "outputDefinitions": {
+          "artifacts": {"page": {"artifactType": {"instanceSchema": page_schema}}}
+        }
+      },
+      "comp-Pusher": {
+        "outputDefinitions": {
+          "artifacts": {
+            "pushed_model": {"artifactType": {"instanceSchema": "title: tfx.PushedModel\n"}}
+          }
+        }
+      },
+    }
+  }
+  assert kubeflow_lib.declare_html_outputs(spec) == ["comp-RunReport.page"]
+  page = spec["components"]["comp-RunReport"]["outputDefinitions"]["artifacts"]["page"]
+  assert page["artifactType"] == kubeflow_lib.KFP_HTML_TYPE
+  pushed = spec["components"]["comp-Pusher"]["outputDefinitions"]["artifacts"]["pushed_model"]
+  assert pushed["artifactType"] == {"instanceSchema": "title: tfx.PushedModel\n"}

@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.proto import validation_result_pb2
 
-from pipeline.cli import summary
+from components.report import facts
 
 
 def _failure(name, value, threshold, is_diff=False):
@@ -43,7 +43,7 @@ def test_validation_failures_name_metric_value_and_threshold(tmp_path):
   result.missing_slices.add(feature_keys=["label"])
   _write_validation(tmp_path / "bad", result)
 
-  report = summary.read_tfma_validation(str(tmp_path / "bad"))
+  report = facts.read_tfma_validation(str(tmp_path / "bad"))
   assert report == {
     "ok": False,
     "failures": [
@@ -58,10 +58,10 @@ def test_validation_failures_name_metric_value_and_threshold(tmp_path):
 @pytest.mark.parametrize("ok", [True, False])
 def test_validation_without_metric_failures(tmp_path, ok):
   _write_validation(tmp_path, validation_result_pb2.ValidationResult(validation_ok=ok))
-  report = summary.read_tfma_validation(str(tmp_path))
+  report = facts.read_tfma_validation(str(tmp_path))
   assert report["ok"] is ok
   assert bool(report["failures"]) is not ok
-  assert summary.read_tfma_validation(str(tmp_path / "missing")) is None
+  assert facts.read_tfma_validation(str(tmp_path / "missing")) is None
 
 
 def _summary(task="binary", floor=0.9369, reason="auto: accuracy at least 0.9369, i.e. ..."):
@@ -74,10 +74,10 @@ def _summary(task="binary", floor=0.9369, reason="auto: accuracy at least 0.9369
 
 def test_a_rare_event_labels_refusal_says_accuracy_is_the_wrong_test():
   # ISLR's Caravan: 6% buy, so the automatic floor (the majority's 0.927 + 0.01) is out of reach.
-  assert summary._imbalance_hint(_summary()) == (
+  assert facts.imbalance_hint(_summary()) == (
     ". About 93% of the eval rows are one class, so accuracy can hardly beat always answering "
     "it; if the model's scores are what you use (AUC 0.749), set the floor with --min-accuracy"
   )
-  assert summary._imbalance_hint(_summary(floor=0.76)) == ""  # Not rare: accuracy can show it.
-  assert summary._imbalance_hint(_summary(task="multiclass")) == ""
-  assert summary._imbalance_hint(_summary(reason="--min-accuracy 0.95")) == ""
+  assert facts.imbalance_hint(_summary(floor=0.76)) == ""  # Not rare: accuracy can show it.
+  assert facts.imbalance_hint(_summary(task="multiclass")) == ""
+  assert facts.imbalance_hint(_summary(reason="--min-accuracy 0.95")) == ""

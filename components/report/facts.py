@@ -1,0 +1,227 @@
+"""What a run's artifacts say, as the plain values run_summary.json and the report page hold.
+
+Each function takes what one artifact offers: a property getter (`name -> value or None`, from
+an ML Metadata artifact or a TFX one) and, where files are read, the artifact's folder. The
+local summary (`pipeline/cli/summary.py`, from ML Metadata) and the Kubeflow report step
+(`components.report.executor`, from its input artifacts) share them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from components import defaults
+from components.distributed_trainer import constants as model_props
+from components.evaluator import floor_lib
+from components.evaluator import spec as evaluator_spec
+from components.pusher import spec as pusher_spec
+
+Getter = Callable[[str], Any]
+# A binary eval split this much one class leaves accuracy little room above always answering it.
+IMBALANCED_SHARE = 0.9
+
+
+def tfx_getter(artifact) -> Getter:
+  """The property getter of a TFX artifact: custom properties as Python values."""
+
+  def get(name: str) -> Any:
+    if not artifact.has_custom_property(name):
+      return None
+    value = artifact.get_custom_property(name)
+    return value.to_dict() if hasattr(value, "to_dict") else value
+
+  return get
+
+
+def trainer_facts(prop: Getter) -> dict[str, Any]:
+  """From the trainer's Model: strategy, task, classes, plan, hyper-parameters, metrics."""
+  out: dict[str, Any] = {
+    "strategy": {
+      k: prop(k)
+      for k in (
+        model_props.STRATEGY_PROPERTY,
+        model_props.NUM_REPLICAS_PROPERTY,
+        model_props.STRATEGY_REASON_PROPERTY,
+        model_props.STRATEGY_CHOSEN_BY_PROPERTY,
+      )
+    },
+    "task": prop(model_props.TASK_PROPERTY),
+  }
+  for key, name in (
+    ("label_classes", model_props.LABEL_CLASSES_PROPERTY),
+    ("training_plan", model_props.TRAINING_PLAN_PROPERTY),
+    ("hparams", model_props.HPARAMS_PROPERTY),
+  ):
+    raw = prop(name)
+    out[key] = json.loads(raw) if raw else None
+  skipped = prop(model_props.PROFILE_SKIPPED_PROPERTY)
+  if skipped:
+    out["profile_skipped"] = skipped
+  metrics = json.loads(prop(model_props.EVAL_METRICS_PROPERTY) or "{}")
+  out["trainer_metrics"] = {f"trainer_{k}": v for k, v in metrics.items() if k != "examples"}
+  return out
+
+
+def blessing_facts(prop: Getter) -> dict[str, Any]:
+  """From the Evaluator's ModelBlessing: blessed, the floor it was judged by, a skipped baseline."""
+  out: dict[str, Any] = {"blessed": bool(prop("blessed"))}
+  skipped = prop(evaluator_spec.BASELINE_SKIPPED_PROPERTY)
+  if skipped:
+    out["baseline_skipped"] = skipped
+  if prop(floor_lib.FLOOR_REASON_PROPERTY):
+    out["floor"] = {
+      "value": prop(floor_lib.FLOOR_PROPERTY),
+      "reason": prop(floor_lib.FLOOR_REASON_PROPERTY),
+    }
+  return out
+
+
+def pushed_facts(prop: Getter, cached: bool, summary: dict[str, Any]) -> dict[str, Any]:
+  """What the Pusher did, and why not when it did not (the Evaluator's reason first).
+
+  Args:
+    prop: the PushedModel's property getter.
+    cached: whether the Pusher's execution was cached (an earlier run's push).
+    summary: the summary so far (its blessing, validation and metrics explain a refusal).
+  """
+  if cached:
+    # Same model, same blessing, same variants as a run that already pushed (or declined).
+    was = (
+      _version(prop(pusher_spec.PUSHED_VERSION_PROPERTY))
+      if prop(pusher_spec.PUSHED_PROPERTY)
+      else None
+    )
+    return {
+      "pushed": False,
+      "version": None,
+      "path": None,
+      "reason": "nothing new to push: the Pusher's inputs are unchanged since an earlier run"
+      + (f" (which pushed version {was})" if was else ""),
+    }
+  result = {
+    "pushed": bool(prop(pusher_spec.PUSHED_PROPERTY)),
+    "version": _version(prop(pusher_spec.PUSHED_VERSION_PROPERTY)),
+    "path": prop(pusher_spec.PUSHED_DESTINATION_PROPERTY),
+    "reason": prop(pusher_spec.PUSHED_REASON_PROPERTY),
+  }
+  failures = (summary.get("validation") or {}).get("failures")
+  if not result["pushed"] and summary.get("blessed") is False and failures:
+    # The Pusher only sees the blessing; the Evaluator's validation result says why.
+    result["pusher_reason"] = result["reason"]
+    result["reason"] = "the Evaluator did not bless the model: " + "; ".join(failures)
+    result["reason"] += imbalance_hint(summary)
+  return result
+
+
+def imbalance_hint(summary: dict[str, Any]) -> str:
+  """Why an automatic accuracy floor may be the wrong test for a binary label of rare events."""
+  floor = summary.get("floor") or {}
+  auc = (summary.get("eval_metrics") or {}).get("auc")
+  if summary.get("task") != "binary" or auc is None or floor.get("value") is None:
+    return ""
+  if not str(floor.get("reason", "")).startswith(floor_lib.AUTO_ACCURACY):
+    return ""
+  majority = float(floor["value"]) - defaults.AUTO_FLOOR_MARGIN
+  if majority < IMBALANCED_SHARE:
+    return ""
+  return (
+    f". About {majority:.0%} of the eval rows are one class, so accuracy can hardly beat always "
+    f"answering it; if the model's scores are what you use (AUC {auc:.3g}), set the floor "
+    "with --min-accuracy"
+  )
+
+
+def _version(value):
+  """Pushed versions are numeric folder names; report them as integers."""
+  return int(value) if isinstance(value, str) and value.isdigit() else value
+
+
+def read_tfma_metrics(uri: str) -> dict[str, float]:
+  """Overall-slice metrics of the candidate model in a TFMA evaluation folder (the diffs
+  against the baseline as `<name>_diff_vs_baseline`)."""
+  from components.evaluator import evaluation_lib
+
+  metrics = evaluation_lib.read_overall_metrics(uri)
+  out = dict(metrics[evaluation_lib.CANDIDATE])
+  out.update({f"{k}_{evaluation_lib.DIFF}": v for k, v in metrics[evaluation_lib.DIFF].items()})
+  return out
+
+
+def read_tfma_validation(uri: str) -> dict[str, Any] | None:
+  """Whether the candidate passed the Evaluator's thresholds and, if not, why.
+
+  Args:
+    uri: The ModelEvaluation artifact folder.
+
+  Returns:
+    ``{"ok": bool, "failures": [one sentence per failed check]}``, or None when the
+    evaluation holds no validation result.
+  """
+  import os
+
+  import tensorflow as tf
+  import tensorflow_model_analysis as tfma
+  from google.protobuf import text_format
+
+  if not tf.io.gfile.glob(os.path.join(uri, "validations*")):
+    return None
+  result = tfma.load_validation_result(uri)
+  failures = []
+  for per_slice in result.metric_validations_per_slice:
+    columns = [
+      f"{k.column}={getattr(k, k.WhichOneof('kind'))}"
+      for k in per_slice.slice_key.single_slice_keys
+    ]
+    where = f" (slice {', '.join(columns)})" if columns else ""
+    failures.extend(_failure_text(f) + where for f in per_slice.failures)
+  failures.extend(
+    f"no examples in slice {text_format.MessageToString(m, as_one_line=True) or 'overall'}"
+    for m in result.missing_slices
+  )
+  if not result.validation_ok and not failures:
+    failures.append("TFMA validation failed without a metric failure; see validations.tfrecord")
+  return {"ok": bool(result.validation_ok), "failures": failures}
+
+
+def _failure_text(failure) -> str:
+  """One sentence for a failed TFMA threshold, naming the metric, its value and the bound."""
+  import tensorflow_model_analysis as tfma
+
+  name = failure.metric_key.name
+  value = failure.metric_value.double_value.value
+  threshold = failure.metric_threshold
+  if threshold.HasField("value_threshold"):
+    bounds = threshold.value_threshold
+    parts = []
+    if bounds.HasField("lower_bound"):
+      parts.append(f"lower bound {bounds.lower_bound.value:.4g}")
+    if bounds.HasField("upper_bound"):
+      parts.append(f"upper bound {bounds.upper_bound.value:.4g}")
+    return f"{name} = {value:.4g} is outside the value threshold ({', '.join(parts)})"
+  change = threshold.change_threshold
+  higher = change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
+  parts = []
+  if change.HasField("absolute"):
+    parts.append(f"absolute {change.absolute.value:+.4g}")
+  if change.HasField("relative"):
+    parts.append(f"relative {change.relative.value:+.4g}")
+  better = "higher" if higher else "lower"
+  return (
+    f"{name} changed by {value:+.4g} against the last blessed model, beyond the change "
+    f"threshold ({', '.join(parts)}; {better} is better)"
+  )
+
+
+def read_optimizer_report(uri: str) -> dict[str, Any] | None:
+  """The Optimizer's report.json, or None if it is not there."""
+  import os
+
+  import tensorflow as tf
+
+  path = os.path.join(uri, "report.json")
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)

@@ -1,0 +1,56 @@
+"""RunReport's spec and its output type: the run's report page as one HTML file."""
+
+from tfx import types
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.optimizer import artifacts as optimizer_artifacts
+from components.report import sources
+
+# The page's inputs are the roles run_summary.json points at (`sources`), plus the artifacts the
+# local summary reads its facts from (the trained model, the blessing, the Optimizer's report,
+# the push).
+MODEL_KEY = "model"
+BLESSING_KEY = "blessing"
+OPTIMIZATION_REPORT_KEY = "optimization_report"
+PUSHED_MODEL_KEY = "pushed_model"
+PAGE_KEY = "page"
+# Run facts the page shows (JSON: pipeline name, data, label, task, serving folder, ...).
+RUN_CONFIG_KEY = "run_config"
+
+
+class HtmlReport(types.Artifact):
+  """A report page: its uri is the HTML file itself (as KFP's `system.HTML` artifacts are), or a
+  folder holding `index.html` where the orchestrator made the uri a folder (LocalDagRunner)."""
+
+  TYPE_NAME = "components.HtmlReport"
+
+
+class RunReportSpec(ComponentSpec):
+  """Spec of RunReport: every input optional, so a pipeline without a step still has a page."""
+
+  PARAMETERS = {
+    RUN_CONFIG_KEY: ExecutionParameter(type=str),
+  }
+  INPUTS = {
+    sources.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    sources.STATISTICS: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    sources.REFERENCE_STATISTICS: ChannelParameter(
+      type=standard_artifacts.ExampleStatistics, optional=True
+    ),
+    sources.GATE: ChannelParameter(type=standard_artifacts.ExampleAnomalies, optional=True),
+    MODEL_KEY: ChannelParameter(type=standard_artifacts.Model, optional=True),
+    sources.MODEL_RUN: ChannelParameter(type=standard_artifacts.ModelRun, optional=True),
+    sources.EVALUATION: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
+    BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing, optional=True),
+    sources.OPTIMIZED_MODEL: ChannelParameter(
+      type=optimizer_artifacts.OptimizedModel, optional=True
+    ),
+    OPTIMIZATION_REPORT_KEY: ChannelParameter(
+      type=optimizer_artifacts.OptimizationReport, optional=True
+    ),
+    PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel, optional=True),
+  }
+  OUTPUTS = {
+    PAGE_KEY: ChannelParameter(type=HtmlReport),
+  }
