@@ -113,6 +113,11 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
   for name, column in columns.items():
     kind = options.column_types[name]
     if kind == STRING:
+      if name == options.label_key:
+        # A text label written as a missing token (NA, ?) is a missing label, as a number's is:
+        # the row is left out and counted, never learned as a class of its own.
+        absent = missing_tokens(column.cast(pa.string()))
+        reject(absent, f"{MISSING_LABEL} {name!r}")
       typed[name] = column
     elif kind == UNKNOWN:
       typed[name] = None

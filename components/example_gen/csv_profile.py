@@ -131,8 +131,9 @@ class ColumnProfile:
 
 
 def _missing_cells(cells: Sequence[bytes], kind: str) -> set[bytes]:
-  """The cells that are empty in a numeric column by csv_infer's rule (its missing tokens)."""
-  if kind not in (INT, FLOAT) or not cells:
+  """The cells that are empty by csv_infer's rule (its missing tokens): in a label of any kind,
+  the only column profiled (the ExampleGen leaves such rows out, text labels included)."""
+  if kind == UNKNOWN or not cells:
     return set()
   mask = missing_tokens(pa.array(cells, pa.binary()).cast(pa.string()))
   return {c for c, m in zip(cells, mask, strict=True) if m}

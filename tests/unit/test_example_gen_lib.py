@@ -202,6 +202,15 @@ class TestConvertBatch:
     assert verdict.bad_index.tolist() == [1]
     assert verdict.bad_reason == ["missing label 'y'"]
 
+  def test_a_text_label_written_as_a_missing_token_is_a_missing_label(self):
+    # penguins' `sex`: NA is no third sex; a text feature keeps its NA cells (the test above).
+    raw = _raw_batch(x=["1", "2", "3", "4"], sex=["male", "NA", "female", " ? "])
+    options = csv_batch.ConvertOptions(column_types={"x": "int", "sex": "string"}, label_key="sex")
+    verdict = csv_batch.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == [1, 3]
+    assert verdict.bad_reason == ["missing label 'sex'"] * 2
+    assert all(csv_batch.is_missing_label(r) for r in verdict.bad_reason)
+
   def test_empty_cells_are_empty_lists_and_unknown_columns_have_no_kind(self):
     raw = _raw_batch(i=["1", ""], s=["", "a"], u=["", ""])
     options = csv_batch.ConvertOptions(column_types={"i": "int", "s": "string", "u": "unknown"})
@@ -295,6 +304,16 @@ class TestProfileColumn:
       [_write(tmp_path / "b.csv", "x,y\n" + many)], "y", max_distinct=10
     )
     assert truncated.kind == "int" and truncated.distinct_count_at_least == 50
+
+  def test_missing_tokens_of_a_text_label_count_as_empty(self, tmp_path):
+    path = _write(tmp_path / "a.csv", "x,sex\n1,male\n2,NA\n3,female\n4,male\n5,N/A\n")
+    p = csv_profile.profile_column([path], "sex")
+    assert (p.kind, p.values, p.value_counts) == (
+      "string",
+      ("female", "male"),
+      {"female": 1, "male": 2},
+    )
+    assert (p.num_rows, p.num_empty) == (5, 2)
 
   def test_ragged_rows_do_not_count(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
