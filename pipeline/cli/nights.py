@@ -150,7 +150,17 @@ def write_html(
   if last:
     records = records[-last:]
   path = os.path.abspath(path)
-  return nights_page.write_nights_page(path, records, model_name, serving_dir, output_dir)
+  if os.path.isdir(path):
+    raise UserInputError(
+      f"--html {path} is a folder; pass the page's file, e.g. {os.path.join(path, 'nights.html')}."
+    )
+  try:
+    return nights_page.write_nights_page(path, records, model_name, serving_dir, output_dir)
+  except OSError as e:
+    raise UserInputError(
+      f"cannot write the nights page to {path} ({e.strerror or e}); pass --html a path in a "
+      "folder you can write to."
+    ) from None
 
 
 def accept(serving_dir: str, model_name: str, columns: Sequence[str], reason: str) -> int:

@@ -101,3 +101,24 @@ def test_every_chart_is_an_inline_svg_element():
   assert charts.is_svg(svg) and "<?xml" not in svg
   assert charts.is_svg(charts.confusion([[1, 0], [0, 1]], ["a", "b"]))
   assert charts.is_svg(charts.predicted_vs_actual([1.0, 2.0], [1.1, 1.9]))
+
+
+def test_history_html_naming_a_folder_or_an_unwritable_place_is_one_line(tmp_path):
+  import pytest
+
+  from components.errors import UserInputError
+  from pipeline.cli import nights as nights_cli
+
+  serving = tmp_path / "serving"
+  (serving / "churn").mkdir(parents=True)
+  with pytest.raises(
+    UserInputError, match=r"is a folder; pass the page's file, e\.g\. .*nights\.html"
+  ):
+    nights_cli.write_html(str(serving), "churn", str(tmp_path))
+  blocker = tmp_path / "a-file"
+  blocker.write_text("not a folder")
+  with pytest.raises(UserInputError, match=r"cannot write the nights page .* --html a path"):
+    nights_cli.write_html(str(serving), "churn", str(blocker / "nights.html"))
+  assert blocker.read_text() == "not a folder"
+  written = nights_cli.write_html(str(serving), "churn", str(tmp_path / "pages" / "nights.html"))
+  assert pathlib.Path(written).read_text().startswith("<!DOCTYPE html>")
