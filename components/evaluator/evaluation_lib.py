@@ -326,11 +326,17 @@ def write_evaluation(
   output_uri: str,
   model_locations: dict[str, str],
   data_location: str,
+  failures: Sequence[tuple[str, float, float]] = (),
 ) -> Any:
   """Writes TFMA's output files for the overall slice and returns the ValidationResult.
 
   metrics-00000-of-00001.tfrecord, plots-... and attributions-... (one record each, as TFMA
   writes for a slice with no plots), validations.tfrecord and eval_config.json.
+
+  Args:
+    failures: checks of this kit's own that failed, as (metric name, value, upper bound): each
+      joins the overall slice's failures, as a value threshold TFMA's would, and the
+      validation fails.
   """
   import tensorflow as tf
   import tensorflow_model_analysis as tfma
@@ -355,6 +361,8 @@ def write_evaluation(
   validation = metrics_validator.validate_metrics((overall, metrics), eval_config)
   combine = writer.CombineValidations(eval_config, rubber_stamp=False)
   result = combine.extract_output(combine.add_input(combine.create_accumulator(), validation))
+  for name, value, bound in failures:
+    _add_failure(result, name, value, bound)
   records["validations.tfrecord"] = result
   for name, proto in records.items():
     with tf.io.TFRecordWriter(os.path.join(output_uri, name)) as f:
@@ -369,6 +377,27 @@ def write_evaluation(
   with tf.io.gfile.GFile(os.path.join(output_uri, "eval_config.json"), "w") as f:
     f.write(json_format.MessageToJson(run))
   return result
+
+
+def _add_failure(result: Any, name: str, value: float, bound: float) -> None:
+  """One failed upper-bound check on the overall slice of a ValidationResult, in place."""
+  from tensorflow_model_analysis.proto import config_pb2, metrics_for_slice_pb2
+
+  overall = next(
+    (m for m in result.metric_validations_per_slice if not m.slice_key.single_slice_keys), None
+  )
+  if overall is None:
+    overall = result.metric_validations_per_slice.add()
+    overall.slice_key.SetInParent()
+  failure = overall.failures.add()
+  failure.metric_key.CopyFrom(metrics_for_slice_pb2.MetricKey(name=name))
+  failure.metric_value.double_value.value = value
+  failure.metric_threshold.CopyFrom(
+    config_pb2.MetricThreshold(
+      value_threshold=config_pb2.GenericValueThreshold(upper_bound={"value": bound})
+    )
+  )
+  result.validation_ok = False
 
 
 # ----------------------------------------------------------------------------- predictions summary

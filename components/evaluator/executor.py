@@ -14,7 +14,8 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
-from components import memory, model_contract, properties, tf_compat
+from components import memory, model_contract, properties, tasks, tf_compat
+from components.distributed_trainer import constants as model_props
 from components.evaluator import conform_lib, evaluation_lib, floor_lib
 from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, BASELINE_SKIPPED_PROPERTY
 from components.live_model import executor as live_executor
@@ -125,33 +126,10 @@ class Executor(stock_evaluator.Executor):
       logging.info("Evaluator on TFMA's Beam pipeline: %s.", decision.reason)
       return False
     self._log_startup(input_dict, output_dict, exec_properties)
-    files = []
-    for uri in artifact_utils.get_split_uris(
-      input_dict[standard_component_specs.EXAMPLES_KEY], properties.EVAL_SPLIT
-    ):
-      files += sorted(fileio.glob(io_utils.all_files_pattern(uri)))
-    models = {}
-    outputs = {}
-    for spec in eval_config.model_specs:
-      key = (
-        standard_component_specs.BASELINE_MODEL_KEY
-        if spec.is_baseline
-        else standard_component_specs.MODEL_KEY
-      )
-      artifact = artifact_utils.get_single_instance(input_dict[key])
-      path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
-      models[spec.name] = path
-      try:
-        outputs[spec.name] = evaluation_lib.model_outputs(
-          path, spec, files, conform if spec.is_baseline else None
-        )
-      except Exception as e:  # A model this path cannot read (a module's own signatures): TFMA can.
-        if spec.is_baseline and _type_mismatch(e):
-          raise _BaselineUnreadable(str(e).strip().splitlines()[0][:200]) from e
-        logging.warning(
-          "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
-        )
-        return False
+    read = _read_models(eval_config, input_dict, conform)
+    if read is None:
+      return False
+    models, outputs = read
     try:
       metrics = evaluation_lib.compute_metrics(eval_config, outputs)
     except ValueError as e:  # A prediction shape these formulas do not cover.
@@ -159,8 +137,17 @@ class Executor(stock_evaluator.Executor):
       return False
     memory.release()
     output_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY])
+    check = _quantity_check(input_dict, exec_properties, eval_config, outputs)
+    failures = []
+    if check is not None:
+      logging.info("Evaluator: %s.", check.reason)
+      artifact_utils.get_single_instance(
+        output_dict[standard_component_specs.BLESSING_KEY]
+      ).set_string_custom_property(floor_lib.QUANTITY_CHECK_PROPERTY, check.reason)
+      if not check.passed:
+        failures.append((floor_lib.EXPECTED_VALUE_RMSE, check.rmse, check.bound))
     result = evaluation_lib.write_evaluation(
-      eval_config, metrics, output_uri, models, "<user provided PCollection>"
+      eval_config, metrics, output_uri, models, "<user provided PCollection>", failures
     )
     _keep_predictions(output_dict, eval_config, outputs)
     logging.info(
@@ -174,6 +161,67 @@ class Executor(stock_evaluator.Executor):
     if thresholds:
       _write_blessing(input_dict, output_dict, exec_properties, result.validation_ok)
     return True
+
+
+def _read_models(eval_config, input_dict, conform):
+  """Each model's outputs on the eval split, or None where this path cannot read one (TFMA can).
+
+  Returns:
+    (spec name -> SavedModel path, spec name -> evaluation_lib.ModelOutputs), or None.
+
+  Raises:
+    _BaselineUnreadable: when the live version cannot read tonight's examples.
+  """
+  files = []
+  for uri in artifact_utils.get_split_uris(
+    input_dict[standard_component_specs.EXAMPLES_KEY], properties.EVAL_SPLIT
+  ):
+    files += sorted(fileio.glob(io_utils.all_files_pattern(uri)))
+  models = {}
+  outputs = {}
+  for spec in eval_config.model_specs:
+    key = (
+      standard_component_specs.BASELINE_MODEL_KEY
+      if spec.is_baseline
+      else standard_component_specs.MODEL_KEY
+    )
+    artifact = artifact_utils.get_single_instance(input_dict[key])
+    path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
+    models[spec.name] = path
+    try:
+      outputs[spec.name] = evaluation_lib.model_outputs(
+        path, spec, files, conform if spec.is_baseline else None
+      )
+    except Exception as e:  # A model this path cannot read (a module's own signatures): TFMA can.
+      if spec.is_baseline and _type_mismatch(e):
+        raise _BaselineUnreadable(str(e).strip().splitlines()[0][:200]) from e
+      logging.warning(
+        "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
+      )
+      return None
+  return models, outputs
+
+
+def _quantity_check(input_dict, exec_properties, eval_config, outputs):
+  """Under the automatic floor, a multiclass model of number classes against the train mean
+  (`floor_lib.quantity_check`), or None where it does not apply."""
+  raw = exec_properties.get(AUTO_FLOOR_KEY)
+  if not raw or json.loads(raw)["task"] != tasks.MULTICLASS:
+    return None
+  model = input_dict[standard_component_specs.MODEL_KEY][0]
+  examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+  if not model.has_custom_property(model_props.LABEL_CLASSES_PROPERTY) or len(examples) != 1:
+    return None
+  if not examples[0].has_custom_property(properties.EXAMPLES_LABEL_STATS):
+    return None
+  classes = floor_lib.number_classes(
+    json.loads(model.get_string_custom_property(model_props.LABEL_CLASSES_PROPERTY))
+  )
+  if classes is None:
+    return None
+  stats = json.loads(examples[0].get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
+  candidate = outputs[next(s.name for s in eval_config.model_specs if not s.is_baseline)]
+  return floor_lib.quantity_check(candidate.predictions, candidate.labels, classes, stats)
 
 
 def _keep_predictions(output_dict, eval_config, outputs) -> None:

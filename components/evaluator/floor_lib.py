@@ -120,3 +120,82 @@ def with_floor(eval_config_json: str, task: str, value: float) -> str:
 def auto_floor_spec(task: str) -> str:
   """The Evaluator's `auto_floor` parameter for a task (JSON)."""
   return json.dumps({"task": task})
+
+
+# ----------------------------------------------------------------------------- classes or quantity
+
+# The check a multiclass model of number classes also passes under the automatic floor: the
+# expected value of its class probabilities must err less than always answering the train
+# split's mean label. A count read as classes (spell lengths 1..28) fails it; codes (digits
+# 0..9) pass it by far, since a right class is a right value.
+EXPECTED_VALUE_RMSE = "expected_value_rmse"
+# The ModelBlessing property that says how the check went.
+QUANTITY_CHECK_PROPERTY = "quantity_check"
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantityCheck:
+  """The classes' expected value against the mean, on the eval split.
+
+  Attributes:
+    rmse: the root mean squared error of the expected value (sum of probability x class).
+    bound: that of always answering the train split's mean label.
+    reason: one sentence for the summary.
+  """
+
+  rmse: float
+  bound: float
+  reason: str
+
+  @property
+  def passed(self) -> bool:
+    return self.rmse < self.bound
+
+
+def number_classes(classes: Any) -> list[float] | None:
+  """The class values as numbers, when there are three or more and every one is a number."""
+  values = []
+  for c in classes or ():
+    if isinstance(c, bool) or not isinstance(c, (int, float)):
+      return None
+    values.append(float(c))
+  return values if len(values) >= 3 else None
+
+
+def quantity_check(
+  probabilities: Any, label_index: Any, classes: list[float], stats: dict[str, Any]
+) -> QuantityCheck | None:
+  """How the model's expected value compares with the train mean, or None without a mean.
+
+  Args:
+    probabilities: the model's class scores on the eval split, one row per example.
+    label_index: each example's class index (into `classes`).
+    classes: the class values (`number_classes`).
+    stats: the Examples' `label_stats`, whose train counts give the mean.
+  """
+  import numpy as np
+
+  counts = (stats.get(properties.TRAIN_SPLIT) or {}).get("counts") or {}
+  try:
+    pairs = [(float(value), int(n)) for value, n in counts.items()]
+  except (TypeError, ValueError):
+    return None
+  rows = sum(n for _, n in pairs)
+  p = np.asarray(probabilities, dtype=np.float64)
+  y = np.asarray(label_index, dtype=np.float64)
+  keep = ~np.isnan(y)
+  if not rows or p.ndim != 2 or p.shape[1] != len(classes) or not keep.any():
+    return None
+  mean = sum(v * n for v, n in pairs) / rows
+  values = np.asarray(classes)
+  truth = values[y[keep].astype(int)]
+  scores = p[keep] / np.clip(p[keep].sum(axis=1, keepdims=True), 1e-12, None)
+  rmse = float(np.sqrt(np.mean((scores @ values - truth) ** 2)))
+  bound = float(np.sqrt(np.mean((mean - truth) ** 2)))
+  verdict = "errs less" if rmse < bound else "errs no less"
+  return QuantityCheck(
+    rmse,
+    bound,
+    f"read as {len(classes)} classes of numbers; their expected value {verdict} than always "
+    f"answering the train mean {mean:.4g} (RMSE {rmse:.4g} against {bound:.4g} on the eval split)",
+  )

@@ -70,6 +70,9 @@ def blessing_facts(prop: Getter) -> dict[str, Any]:
   skipped = prop(evaluator_spec.BASELINE_SKIPPED_PROPERTY)
   if skipped:
     out["baseline_skipped"] = skipped
+  check = prop(floor_lib.QUANTITY_CHECK_PROPERTY)
+  if check:
+    out["quantity_check"] = check
   if prop(floor_lib.FLOOR_REASON_PROPERTY):
     out["floor"] = {
       "value": prop(floor_lib.FLOOR_PROPERTY),
@@ -192,6 +195,13 @@ def _failure_text(failure) -> str:
   name = failure.metric_key.name
   value = failure.metric_value.double_value.value
   threshold = failure.metric_threshold
+  if name == floor_lib.EXPECTED_VALUE_RMSE:
+    return (
+      f"the label's classes are numbers, and the expected value of the model's class scores errs "
+      f"more than always answering the train mean (RMSE {value:.4g} against "
+      f"{threshold.value_threshold.upper_bound.value:.4g}): the label reads as a quantity; pass "
+      "--task regression"
+    )
   if threshold.HasField("value_threshold"):
     bounds = threshold.value_threshold
     parts = []

@@ -280,6 +280,10 @@ def describe_summary(
       f"task: {task} on label {config.get('label_key')!r}; floor: "
       f"{(summary.get('floor') or {}).get('reason') or config.get('floor_reason')}"
     )
+  if summary.get("quantity_check"):
+    lines.append(
+      f"classes or quantity: {summary['quantity_check']} (--task regression reads a quantity)"
+    )
   tuned_here = any(c["name"] == nodes.TUNER for c in summary.get("components", []))
   if summary.get("hparams") and tuned_here:
     tuned = {
