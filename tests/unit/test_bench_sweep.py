@@ -1,0 +1,42 @@
+"""The sweep's noise band (bench/sweep.py): a paired bootstrap of the eval rows."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from tests.support.cli_runs import REPO_ROOT
+
+
+@pytest.fixture
+def sweep(monkeypatch):
+  # The bench scripts import each other by name, as `python bench/quality.py` runs them.
+  monkeypatch.syspath_prepend(str(REPO_ROOT / "bench"))
+  return importlib.import_module("sweep")
+
+
+def test_a_gap_inside_the_noise_is_not_flagged_and_one_outside_it_is(sweep):
+  rng = np.random.default_rng(1)
+  y = rng.normal(10, 3, 400)
+  base = y + rng.normal(0, 1.0, 400)
+  close = y + rng.normal(0, 1.02, 400)  # 2% worse by design: within a 400-row split's noise
+  far = y + rng.normal(0, 1.5, 400)  # 50% worse
+  gap, band = sweep.gap_and_noise("regression", y, close, base)
+  assert abs(gap) < band and not sweep.behind("regression", gap, band)
+  gap, band = sweep.gap_and_noise("regression", y, far, base)
+  assert gap > 30 and band < 15 and sweep.behind("regression", gap, band)
+
+
+def test_classification_gaps_are_accuracy_points_and_the_band_shrinks_with_rows(sweep):
+  rng = np.random.default_rng(2)
+  for rows in (100, 10_000):
+    y = rng.integers(0, 3, rows)
+    right = np.eye(3)[y]
+    wrong = np.eye(3)[(y + 1) % 3]
+    ours = np.where(rng.random((rows, 1)) < 0.80, right, wrong)
+    best = np.where(rng.random((rows, 1)) < 0.85, right, wrong)
+    gap, band = sweep.gap_and_noise("binary", y, ours, best)
+    assert -9 < gap < -1  # about 5 points behind
+    if rows == 100:
+      wide = band
+  assert band < wide / 5 and sweep.behind("binary", gap, band)
