@@ -25,6 +25,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
   _parsed: argparse.Namespace | None = None
 
+  def __init__(self, *args, **kwargs):
+    # A prefix of a flag is a typo, not the flag: subcommands' parsers are made here too.
+    kwargs.setdefault("allow_abbrev", False)
+    super().__init__(*args, **kwargs)
+
   def parse_known_args(self, args=None, namespace=None):
     parsed, extras = super().parse_known_args(args, namespace)
     self._parsed = parsed  # which subcommand ran, for the flags a typo is compared with

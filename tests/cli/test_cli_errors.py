@@ -208,6 +208,12 @@ KUBEFLOW = ("kubeflow", "--cron", "@daily", "--experiment", "e", "--job-name", "
       ("--serving-dir", "{tmp}", "--model-name", "m", "--list", "--jsn"),
       "unrecognized arguments: --jsn; did you mean --json? (see --help)",
     ),
+    # A flag's prefix is a typo too, in a subcommand as well: it wrote the page to x.html.
+    (
+      "schedule.py",
+      ("local", "history", "--serving-dir", "{tmp}", "--model-name", "m", "--htm", "x.html"),
+      "unrecognized arguments: --htm x.html; did you mean --html? (see --help)",
+    ),
   ],
   ids=lambda v: v if isinstance(v, str) else None,
 )
