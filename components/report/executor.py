@@ -69,37 +69,29 @@ def summary_from_inputs(
   The step runs after the Pusher, so every step before it succeeded; their states and times are
   the orchestrator's (the KFP run graph), not the page's.
   """
-  summary: dict[str, Any] = {
-    "status": "succeeded",
-    "error": None,
-    "components": [],
-    "components_note": "the steps' states and times are in the Kubeflow run's graph",
-    "eval_metrics": {},
-    "blessed": None,
-    "validation": None,
-    "pushed": None,
-    "optimizer": None,
-    "config": run_config,
-    "night": {"night": nights_lib.night_id()} if nights_lib.night_id() else None,
-  }
-  model = _one(input_dict, s.MODEL_KEY)
-  if model is not None:
-    trainer = facts.trainer_facts(facts.tfx_getter(model))
-    summary["eval_metrics"].update(trainer.pop("trainer_metrics"))
-    summary.update(trainer)
-  blessing = _one(input_dict, s.BLESSING_KEY)
-  if blessing is not None:
-    summary.update(facts.blessing_facts(facts.tfx_getter(blessing)))
-  evaluation = _one(input_dict, sources.EVALUATION)
-  if evaluation is not None:
-    summary["eval_metrics"].update(facts.read_tfma_metrics(evaluation.uri))
-    summary["validation"] = facts.read_tfma_validation(evaluation.uri)
-  report = _one(input_dict, s.OPTIMIZATION_REPORT_KEY)
-  if report is not None:
-    summary["optimizer"] = facts.read_optimizer_report(report.uri)
-  pushed = _one(input_dict, s.PUSHED_MODEL_KEY)
-  if pushed is not None:
-    summary["pushed"] = facts.pushed_facts(facts.tfx_getter(pushed), False, summary)
+
+  def getter(key: str) -> facts.Getter | None:
+    artifact = _one(input_dict, key)
+    return None if artifact is None else facts.tfx_getter(artifact)
+
+  def uri(key: str) -> str | None:
+    artifact = _one(input_dict, key)
+    return None if artifact is None else artifact.uri
+
+  summary = facts.summary_of(
+    status="succeeded",
+    error=None,
+    components=[],
+    model=getter(s.MODEL_KEY),
+    blessing=getter(s.BLESSING_KEY),
+    evaluation_uri=uri(sources.EVALUATION),
+    report_uri=uri(s.OPTIMIZATION_REPORT_KEY),
+    pushed=getter(s.PUSHED_MODEL_KEY),
+  )
+  summary["components_note"] = "the steps' states and times are in the Kubeflow run's graph"
+  summary["config"] = run_config
+  night = nights_lib.night_id()
+  summary["night"] = {"night": night} if night else None
   summary[sources.ARTIFACTS] = {
     role: {
       "uri": artifact.uri,

@@ -35,6 +35,55 @@ def tfx_getter(artifact) -> Getter:
   return get
 
 
+def summary_of(
+  *,
+  status: str,
+  error: str | None,
+  components: list[dict[str, Any]],
+  model: Getter | None,
+  blessing: Getter | None,
+  evaluation_uri: str | None,
+  report_uri: str | None,
+  pushed: Getter | None,
+  pushed_cached: bool = False,
+) -> dict[str, Any]:
+  """The summary's facts from the artifacts a run left, each None where its step did not run.
+
+  Args:
+    status, error, components: how the run went, by the caller's lights.
+    model: the trainer's Model's property getter.
+    blessing: the Evaluator's ModelBlessing's.
+    evaluation_uri: the Evaluator's ModelEvaluation folder.
+    report_uri: the Optimizer's OptimizationReport folder.
+    pushed: the Pusher's PushedModel's.
+    pushed_cached: whether the Pusher's execution was an earlier run's (cached).
+  """
+  summary: dict[str, Any] = {
+    "status": status,
+    "error": error,
+    "components": components,
+    "eval_metrics": {},
+    "blessed": None,
+    "validation": None,
+    "pushed": None,
+    "optimizer": None,
+  }
+  if model is not None:
+    trainer = trainer_facts(model)
+    summary["eval_metrics"].update(trainer.pop("trainer_metrics"))
+    summary.update(trainer)
+  if blessing is not None:
+    summary.update(blessing_facts(blessing))
+  if evaluation_uri is not None:
+    summary["eval_metrics"].update(read_tfma_metrics(evaluation_uri))
+    summary["validation"] = read_tfma_validation(evaluation_uri)
+  if report_uri is not None:
+    summary["optimizer"] = read_optimizer_report(report_uri)
+  if pushed is not None:
+    summary["pushed"] = pushed_facts(pushed, pushed_cached, summary)
+  return summary
+
+
 def trainer_facts(prop: Getter) -> dict[str, Any]:
   """From the trainer's Model: strategy, task, classes, plan, hyper-parameters, metrics."""
   out: dict[str, Any] = {

@@ -101,41 +101,27 @@ def build_summary(
   """Assembles status, per-component states, eval metrics and the push result."""
   runs = component_runs(store, pipeline_name, since_ms)
   by_name = {r["name"]: r for r in runs}
-  summary: dict[str, Any] = {
-    "status": "failed" if error or any(r["state"] == "failed" for r in runs) else "succeeded",
-    "error": error,
-    "components": runs,
-    "eval_metrics": {},
-    "blessed": None,
-    "validation": None,
-    "pushed": None,
-    "optimizer": None,
-  }
-  trainer = by_name.get(nodes.TRAINER)
-  model = trainer and _output_of_type(store, trainer["execution_id"], "Model")
-  if model:
-    trainer_facts = facts.trainer_facts(lambda k: _prop(model, k))
-    summary["eval_metrics"].update(trainer_facts.pop("trainer_metrics"))
-    summary.update(trainer_facts)
-  evaluator = by_name.get(nodes.EVALUATOR)
-  if evaluator:
-    blessing = _output_of_type(store, evaluator["execution_id"], "ModelBlessing")
-    if blessing is not None:
-      summary.update(facts.blessing_facts(lambda k: _prop(blessing, k)))
-    evaluation = _output_of_type(store, evaluator["execution_id"], "ModelEvaluation")
-    if evaluation is not None:
-      summary["eval_metrics"].update(facts.read_tfma_metrics(evaluation.uri))
-      summary["validation"] = facts.read_tfma_validation(evaluation.uri)
-  optimizer = by_name.get(nodes.OPTIMIZER)
-  if optimizer:
-    report = _output_of_type(store, optimizer["execution_id"], "components.OptimizationReport")
-    if report is not None:
-      summary["optimizer"] = facts.read_optimizer_report(report.uri)
-  pusher = by_name.get(nodes.PUSHER)
-  pushed = pusher and _output_of_type(store, pusher["execution_id"], "PushedModel")
-  if pushed:
-    cached = pusher["state"] == "cached"
-    summary["pushed"] = facts.pushed_facts(lambda k: _prop(pushed, k), cached, summary)
+
+  def output(node: str, type_name: str):
+    run = by_name.get(node)
+    return _output_of_type(store, run["execution_id"], type_name) if run else None
+
+  def getter(artifact):
+    return None if artifact is None else (lambda k: _prop(artifact, k))
+
+  evaluation = output(nodes.EVALUATOR, "ModelEvaluation")
+  report = output(nodes.OPTIMIZER, "components.OptimizationReport")
+  summary = facts.summary_of(
+    status="failed" if error or any(r["state"] == "failed" for r in runs) else "succeeded",
+    error=error,
+    components=runs,
+    model=getter(output(nodes.TRAINER, "Model")),
+    blessing=getter(output(nodes.EVALUATOR, "ModelBlessing")),
+    evaluation_uri=evaluation.uri if evaluation is not None else None,
+    report_uri=report.uri if report is not None else None,
+    pushed=getter(output(nodes.PUSHER, "PushedModel")),
+    pushed_cached=(by_name.get(nodes.PUSHER) or {}).get("state") == "cached",
+  )
   examples_gen = by_name.get(nodes.CSV_EXAMPLE_GEN)
   if examples_gen:
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
