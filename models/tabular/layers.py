@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from models.tabular.profile import WORD_SEPARATORS
+
 # Saved models store the registered names (`tfx_pipeline_kit>NumericBins`), so they stay the same
 # wherever this module lives: models saved before it moved into models/ still load.
 _PACKAGE = "tfx_pipeline_kit"
@@ -123,6 +125,61 @@ class CategoryOneHot(tf.keras.layers.Layer):
 
 
 @tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class WordsMultiHot(tf.keras.layers.Layer):
+  """Multi-hot encodes free text by its words against a word vocabulary.
+
+  Input: tf.string [batch, 1]. Output: float32 [batch, V + 1 (+ 1)]: 1 for each vocabulary word
+  the cell holds, 1 in the next slot when it holds any other word, and, when `missing_slot` is
+  set, 1 in the last for an empty cell. A job title "Registered Nurse, ICU" and "nurse" share
+  the word "nurse", which a whole-value vocabulary would keep apart. Splitting text needs
+  TensorFlow string ops, so TFLite runs this layer with Select TF ops and ONNX cannot convert
+  it.
+  """
+
+  def __init__(self, vocabulary: Sequence[str], missing_slot: bool = False, **kwargs):
+    kwargs.setdefault("dtype", "float32")
+    super().__init__(**kwargs)
+    self.vocabulary = [str(v) for v in vocabulary]
+    self.missing_slot = bool(missing_slot)
+    self._other = len(self.vocabulary)
+    self._depth = len(self.vocabulary) + 1
+    # Padding ("") looks up to a slot past the encoded ones, so it sets none of them.
+    keys = [*self.vocabulary, ""]
+    values = [*range(len(self.vocabulary)), self._depth]
+    self._table = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+        tf.constant(keys, tf.string), tf.constant(values, tf.int64)
+      ),
+      default_value=self._other,
+    )
+
+  def call(self, inputs):
+    text = tf.reshape(inputs, [-1])
+    spaced = tf.strings.regex_replace(tf.strings.lower(text), WORD_SEPARATORS, " ")
+    # Leading and trailing separators leave empty words, which look up as padding.
+    words = tf.strings.split(spaced, sep=" ").to_tensor(default_value="")
+    # One padding column, so a batch of empty cells still has a word axis to reduce.
+    words = tf.concat([words, tf.fill([tf.shape(text)[0], 1], "")], axis=1)
+    index = tf.expand_dims(self._table.lookup(words), -1)
+    hits = tf.cast(tf.equal(index, tf.range(self._depth, dtype=tf.int64)), tf.float32)
+    encoded = tf.reduce_max(hits, axis=1)
+    if not self.missing_slot:
+      return encoded
+    empty = tf.cast(tf.equal(text, ""), tf.float32)
+    return tf.concat([encoded, tf.expand_dims(empty, 1)], axis=1)
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0], self._depth + int(self.missing_slot)])
+
+  def get_config(self):
+    return {
+      **super().get_config(),
+      "vocabulary": self.vocabulary,
+      "missing_slot": self.missing_slot,
+    }
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
 class NumericBins(tf.keras.layers.Layer):
   """Piecewise-linear encoding of numbers over quantile bins (a quantile transform).
 
@@ -173,21 +230,31 @@ DATE_PATTERN = r"\d{4}[-/.]\d{2}[-/.]\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d*)?)?.*)?"
 class DateFeatures(tf.keras.layers.Layer):
   """Expands a date (or date-time) text column into numbers a network can use.
 
-  Input: tf.string [batch, 1] in DATE_PATTERN's layout. Output: float32 [batch, 8 or 10]: the
-  date as days since `day_mean`, scaled by `day_scale` and clipped (the trend); month, day of
-  week and day of year as (sin, cos) pairs (the seasons, without a jump at new year); the hour
-  as (sin, cos) when `with_time`; and a 0/1 indicator for an empty or unparsable cell, which
-  otherwise reads as `day_mean`. The calendar arithmetic is integer-exact (Howard Hinnant's
-  days_from_civil). Parsing text needs TensorFlow string ops, so TFLite runs this layer with
-  Select TF ops and ONNX cannot convert it.
+  Input: tf.string [batch, 1] in DATE_PATTERN's layout. Output: float32 [batch, 8 or 10, plus
+  one per bin]: the date as days since `day_mean`, scaled by `day_scale` and clipped (the
+  trend); month, day of week and day of year as (sin, cos) pairs (the seasons, without a jump at
+  new year); the hour as (sin, cos) when `with_time`; with `edges` (increasing, in the trend's
+  scaled days), the trend's piecewise-linear encoding over those bins, as NumericBins encodes a
+  number, so a series can bend where its rows say; and a 0/1 indicator for an empty or
+  unparsable cell, which otherwise reads as `day_mean`. The calendar arithmetic is
+  integer-exact (Howard Hinnant's days_from_civil). Parsing text needs TensorFlow string ops,
+  so TFLite runs this layer with Select TF ops and ONNX cannot convert it.
   """
 
-  def __init__(self, day_mean: float, day_scale: float, with_time: bool, **kwargs):
+  def __init__(
+    self,
+    day_mean: float,
+    day_scale: float,
+    with_time: bool,
+    edges: Sequence[float] = (),
+    **kwargs,
+  ):
     kwargs.setdefault("dtype", "float32")
     super().__init__(**kwargs)
     self.day_mean = float(day_mean)
     self.day_scale = float(day_scale) if day_scale > 0 else 1.0
     self.with_time = bool(with_time)
+    self.edges = [float(e) for e in edges] if len(edges) >= 2 else []
 
   @staticmethod
   def _days_from_civil(y, m, d):
@@ -221,8 +288,9 @@ class DateFeatures(tf.keras.layers.Layer):
     whole = math.floor(self.day_mean)
     since = tf.cast(days - whole, tf.float32) - (self.day_mean - whole)
     turn = 2.0 * np.pi
+    trend = tf.clip_by_value(since / self.day_scale, -CLIP_SIGMA, CLIP_SIGMA)
     parts = [
-      tf.clip_by_value(since / self.day_scale, -CLIP_SIGMA, CLIP_SIGMA),
+      trend,
       tf.sin(turn * (month - 1.0) / 12.0),
       tf.cos(turn * (month - 1.0) / 12.0),
       tf.sin(turn * weekday / 7.0),
@@ -233,12 +301,18 @@ class DateFeatures(tf.keras.layers.Layer):
     if self.with_time:
       hour = number(11, 2, tf.float32) + number(14, 2, tf.float32) / 60.0
       parts += [tf.sin(turn * hour / 24.0), tf.cos(turn * hour / 24.0)]
+    if self.edges:
+      lo = np.asarray(self.edges[:-1], np.float32)
+      inv = 1.0 / np.diff(np.asarray(self.edges, np.float64)).astype(np.float32)
+      binned = (tf.expand_dims(trend, -1) - tf.constant(lo)) * tf.constant(inv)
+      parts += tf.unstack(tf.minimum(tf.maximum(binned, 0.0), 1.0), axis=1)
     valid_f = tf.cast(valid, tf.float32)
     parts = [p * valid_f for p in parts]
     return tf.stack([*parts, 1.0 - valid_f], axis=1)
 
   def compute_output_shape(self, input_shape):
-    return tf.TensorShape([input_shape[0], 10 if self.with_time else 8])
+    bins = max(len(self.edges) - 1, 0)
+    return tf.TensorShape([input_shape[0], (10 if self.with_time else 8) + bins])
 
   def get_config(self):
     return {
@@ -246,4 +320,5 @@ class DateFeatures(tf.keras.layers.Layer):
       "day_mean": self.day_mean,
       "day_scale": self.day_scale,
       "with_time": self.with_time,
+      "edges": self.edges,
     }

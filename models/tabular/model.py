@@ -21,6 +21,9 @@ from models.tabular.profile import ColumnStats, Profile, TabularInputError
 
 Body = Callable[[Any, dict[str, Any]], Any]
 
+# The contract's kind of a free-text column (read as words); dates are "date".
+FREE_TEXT = "free_text"
+
 
 def _head_size(label: tasks.LabelInfo) -> int:
   return len(label.classes) if label.task == tasks.MULTICLASS else 1
@@ -89,9 +92,14 @@ def _text_part(s: ColumnStats, inputs, hp: dict[str, Any]):
   name = s.column.input_name
   if s.date is not None:
     return layers.DateFeatures(
-      s.date.day_mean, s.date.day_scale, s.date.with_time, name=f"date_{name}"
+      s.date.day_mean, s.date.day_scale, s.date.with_time, s.date.edges, name=f"date_{name}"
     )(inputs)
-  one_hot = layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(inputs)
+  if s.free_text:
+    one_hot = layers.WordsMultiHot(s.vocabulary, s.may_be_missing, name=f"words_{name}")(inputs)
+  else:
+    one_hot = layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(
+      inputs
+    )
   if len(s.vocabulary) <= int(hp["one_hot_max"]):
     return one_hot
   # An embedding, as a linear layer on the one-hot: the same function as a lookup, but
@@ -106,7 +114,8 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
 
   Numbers: imputed, standardized and clipped, with missing indicators, plus piecewise-linear
   quantile bins. Text: one-hot over its vocabulary, or an embedding when it has more than
-  `one_hot_max` values. Dates: trend and seasons (DateFeatures).
+  `one_hot_max` values; free text the same over its words (WordsMultiHot). Dates: trend,
+  seasons and quantile bins of the days (DateFeatures).
 
   Args:
     profile: statistics and label of the training data.
@@ -259,7 +268,7 @@ def contract_of(profile: Profile) -> model_contract.ModelContract:
   def column(s: ColumnStats) -> dict[str, Any]:
     entry = {
       "column": s.column.name,
-      "kind": "date" if s.date is not None else s.column.kind,
+      "kind": "date" if s.date is not None else FREE_TEXT if s.free_text else s.column.kind,
       "stored_as": s.column.dtype,
       "may_be_missing": s.may_be_missing,
       "rows_input": model_contract.rows_key(s.column.name),

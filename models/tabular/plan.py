@@ -23,6 +23,10 @@ MAX_EPOCHS = 200
 # rows) the held-out loss is noise: on statsmodels' 51-row statecrime table, 3 held-out rows
 # kept the weights of epoch 1, whose RMSE was worse than always predicting the mean.
 MIN_HOLDOUT_ROWS = 10
+# Under this many held-out rows, stopping and the epoch kept follow the mean held-out loss of
+# SMOOTH_EPOCHS epochs (components/distributed_trainer/early_stopping.py), not one epoch's.
+SMOOTH_BELOW_ROWS = 100
+SMOOTH_EPOCHS = 5
 
 
 # ----------------------------------------------------------------------------- plan
@@ -37,6 +41,7 @@ class TrainingPlan:
     epochs: the most epochs fit runs.
     steps_per_epoch: steps per epoch.
     patience: epochs without a better held-out loss before stopping (0: no early stopping).
+    smooth_epochs: epochs whose held-out losses are averaged for stopping and the epoch kept.
     fit_rows: training rows the model fits on (all but the held-out slice).
     holdout_rows: training rows held out for early stopping (0 without it).
     reason: one sentence for the summary.
@@ -49,6 +54,7 @@ class TrainingPlan:
   fit_rows: int
   holdout_rows: int
   reason: str
+  smooth_epochs: int = 1
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -104,11 +110,14 @@ def plan_training(
   # budget, at most 20) lets the learning-rate cuts act before training stops.
   patience = max(10, min(20, epochs // 5)) if holdout else 0
   reason = f"up to {epochs} epochs of {per_epoch} steps of {batch} on {fit_rows} rows"
+  smooth = SMOOTH_EPOCHS if patience and holdout < SMOOTH_BELOW_ROWS else 1
   if patience:
     reason += f", stopping after {patience} epochs without a better loss on {holdout} held-out rows"
+    if smooth > 1:
+      reason += f" (the mean of {smooth} epochs' losses: under {SMOOTH_BELOW_ROWS} rows)"
   elif early_stopping and holdout_rows:
     reason += f" (no early stopping: {holdout_rows} held-out rows are too few to judge by)"
-  return TrainingPlan(batch, epochs, per_epoch, patience, fit_rows, holdout, reason)
+  return TrainingPlan(batch, epochs, per_epoch, patience, fit_rows, holdout, reason, smooth)
 
 
 # ----------------------------------------------------------------------------- settings
@@ -212,10 +221,12 @@ def prepare(settings: RunSettings) -> tuple[Profile, list[str], list[str]]:
     train_files, columns, settings.label_key, dtype, settings.task, settings.hparams, settings.seed
   )
   _LOG.info(
-    "Tabular model: task=%s, %d columns (%d dates, %d embedded), %d training rows, classes=%s",
+    "Tabular model: task=%s, %d columns (%d dates, %d free text, %d embedded), %d training rows, "
+    "classes=%s",
     profile.label.task,
     len(columns),
     sum(1 for s in profile.columns if s.date),
+    sum(1 for s in profile.columns if s.free_text),
     sum(1 for s in profile.columns if len(s.vocabulary) > int(settings.hparams["one_hot_max"])),
     profile.rows,
     list(profile.label.classes)[:20],

@@ -28,6 +28,16 @@ SAMPLE_ROWS = 20_000
 DATE_SHARE = 0.95
 # Text values counted per column before rare ones are dropped from the running counts.
 _MAX_COUNTED = 200_000
+# A text column is free text (job titles, names, model lines) when its distinct values exceed
+# this share of its cells, i.e. a value repeats fewer than 5 times on average. Such a column is
+# read as words, and keeps only the words seen in `free_text_min_count` cells: an embedding of
+# values seen twice learns the rows they were seen in (openintro's loans: job titles as values
+# put the RMSE 5.6% behind HistGradientBoosting's, 1.7% with only the titles seen 20 times).
+FREE_TEXT_SHARE = 0.2
+# Words are cut at ASCII white space and punctuation after ASCII lower-casing (letters beyond
+# ASCII stay inside words); layers.WordsMultiHot cuts the same way.
+WORD_SEPARATORS = r"[\t-\r !-/:-@\[-`{-~]+"
+_WORD_SPLIT = re.compile(WORD_SEPARATORS.encode())
 
 
 class TabularInputError(tasks.LabelError):
@@ -36,11 +46,16 @@ class TabularInputError(tasks.LabelError):
 
 @dataclasses.dataclass(frozen=True)
 class DateStats:
-  """A date column: the mean and spread of its days since 1970-01-01, and whether it has times."""
+  """A date column: the mean and spread of its days since 1970-01-01, and whether it has times.
+
+  `edges` are quantile bin edges of the standardized days ((day - day_mean) / day_scale), for a
+  piecewise-linear trend; () where the column has one day or bins are off.
+  """
 
   day_mean: float
   day_scale: float
   with_time: bool
+  edges: tuple[float, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +69,11 @@ class ColumnStats:
     mean: mean of the values (numeric columns).
     std: standard deviation of the values (numeric columns).
     edges: quantile bin edges, increasing (numeric columns; () when it has one value).
-    vocabulary: most frequent values, most frequent first (text columns).
+    vocabulary: most frequent values, most frequent first (text columns); for free text, its
+      most frequent words.
     distinct: distinct values seen (text columns; a lower bound past _MAX_COUNTED).
     date: set when the text column holds dates.
+    free_text: the text column's values mostly do not repeat (see FREE_TEXT_SHARE).
   """
 
   column: Column
@@ -68,6 +85,7 @@ class ColumnStats:
   vocabulary: tuple[str, ...] = ()
   distinct: int = 0
   date: DateStats | None = None
+  free_text: bool = False
 
   @property
   def may_be_missing(self) -> bool:
@@ -295,22 +313,26 @@ class _Tally:
         edges = quantile_edges(self.sample.column(c.name), bins)
         stats.append(ColumnStats(c, present, self.missing[c.name], mean, std or 1.0, edges=edges))
         continue
-      date = date_stats(self.sample.column(c.name))
+      date = date_stats(self.sample.column(c.name), date_bins(int(hp.get("numeric_bins", 16))))
       vocab = ()
+      distinct = len(self.counts[c.name])
+      free_text = date is None and is_free_text(distinct, present)
       if date is None:
-        vocab = vocabulary(
-          self.counts[c.name],
-          int(hp.get("max_vocabulary", 1000)),
-          int(hp.get("min_category_count", 2)),
-        )
+        min_count = int(hp.get("min_category_count", 2))
+        counts = self.counts[c.name]
+        if free_text:
+          min_count = max(min_count, int(hp.get("free_text_min_count", 20)))
+          counts = word_counts(counts)
+        vocab = vocabulary(counts, int(hp.get("max_vocabulary", 1000)), min_count)
       stats.append(
         ColumnStats(
           c,
           present,
           self.missing[c.name],
           vocabulary=vocab,
-          distinct=len(self.counts[c.name]),
+          distinct=distinct,
           date=date,
+          free_text=free_text,
         )
       )
     return tuple(stats)
@@ -348,6 +370,25 @@ def quantile_edges(values: np.ndarray, bins: int) -> tuple[float, ...]:
   return tuple(float(e) for e in edges) if edges.size >= 2 else ()
 
 
+def is_free_text(distinct: int, present: int) -> bool:
+  """Whether a text column with `distinct` values over `present` cells is free text."""
+  return present > 0 and distinct > FREE_TEXT_SHARE * present
+
+
+def words(value: bytes) -> list[bytes]:
+  """The words of a free-text cell, as layers.WordsMultiHot cuts them."""
+  return [w for w in _WORD_SPLIT.sub(b" ", value.lower()).split(b" ") if w]
+
+
+def word_counts(counts: Counter) -> Counter:
+  """Cells holding each word, from the counts of whole cells."""
+  out: Counter = Counter()
+  for value, n in counts.items():
+    for word in set(words(value)):
+      out[word] += n
+  return out
+
+
 def vocabulary(counts: Counter, max_size: int, min_count: int) -> tuple[str, ...]:
   """The most frequent values seen at least `min_count` times, most frequent first."""
   # Ties broken by value so that reruns build identical models.
@@ -372,8 +413,24 @@ def parse_date(text: str) -> tuple[datetime.date, bool] | None:
   return day, match[4] is not None
 
 
-def date_stats(values: np.ndarray) -> DateStats | None:
-  """DateStats when DATE_SHARE of the sampled non-empty cells parse as dates, else None."""
+# A date column gets this many times the bins of a number: where rows are a series (a month, a
+# day each), the date is the axis everything else moves along. On ggplot2's economics (574
+# months) the trend as one scaled value and 16 bins of its other columns left the RMSE 62%
+# behind HistGradientBoosting's.
+DATE_BINS_PER_NUMERIC_BIN = 4
+
+
+def date_bins(numeric_bins: int) -> int:
+  """Quantile bins of a date column for `numeric_bins` bins per number (0: none)."""
+  return DATE_BINS_PER_NUMERIC_BIN * max(numeric_bins, 0)
+
+
+def date_stats(values: np.ndarray, bins: int = 0) -> DateStats | None:
+  """DateStats when DATE_SHARE of the sampled non-empty cells parse as dates, else None.
+
+  With `bins`, the days get quantile edges as a number would (`quantile_edges`): one edge per
+  distinct day where there are few of them.
+  """
   present = [v.decode("utf-8", "replace") for v in values.tolist() if v]
   if not present:
     return None
@@ -382,8 +439,10 @@ def date_stats(values: np.ndarray) -> DateStats | None:
     return None
   epoch = datetime.date(1970, 1, 1)
   days = np.array([(d - epoch).days for d, _ in parsed], np.float64)
+  day_mean, day_scale = float(days.mean()), float(days.std()) or 1.0
   return DateStats(
-    day_mean=float(days.mean()),
-    day_scale=float(days.std()) or 1.0,
+    day_mean=day_mean,
+    day_scale=day_scale,
     with_time=any(t for _, t in parsed),
+    edges=quantile_edges((days - day_mean) / day_scale, bins),
   )

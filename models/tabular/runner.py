@@ -235,6 +235,7 @@ def _fit_config(
     validation=validation,
     validation_steps=math.ceil(plan.holdout_rows / plan.batch_size) if validation else 0,
     patience=plan.patience,
+    smooth_epochs=plan.smooth_epochs,
   )
 
 

@@ -330,7 +330,11 @@ def test_a_model_with_a_date_column_skips_onnx_with_the_reason():
   contract = types.SimpleNamespace(inputs=[{"columns": [number]}, {"columns": [date]}])
   with_date = types.SimpleNamespace(contract=contract)
   reason = onnx_format.OnnxVariant().skip_reason(with_date)
-  assert reason.startswith("the model parses the date column(s) ['date'] from text")
+  assert reason.startswith("the model parses the column(s) ['date'] from text")
+  words = {"column": "title", "kind": "free_text"}
+  contract.inputs.append({"columns": [words]})
+  reason = onnx_format.OnnxVariant().skip_reason(with_date)
+  assert reason.startswith("the model parses the column(s) ['date', 'title'] from text")
   plain = types.SimpleNamespace(contract=types.SimpleNamespace(inputs=[{"columns": [number]}]))
   assert onnx_format.OnnxVariant().skip_reason(plain) is None
   assert onnx_format.OnnxVariant().skip_reason(types.SimpleNamespace(contract=None)) is None

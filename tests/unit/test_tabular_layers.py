@@ -103,7 +103,8 @@ def test_date_features_survive_tflite_float16():
   """float16 conversion stores float constants as float16; the calendar must not use any
   beyond its range (719468 and 146097 became infinity, and every output went wrong)."""
   inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
-  model = tf.keras.Model(inputs, layers.DateFeatures(20123.9, 3650.0, True)(inputs))
+  edges = (-2.0, -0.5, 0.0, 0.7, 3.0)
+  model = tf.keras.Model(inputs, layers.DateFeatures(20123.9, 3650.0, True, edges)(inputs))
   converter = tf.lite.TFLiteConverter.from_keras_model(model)
   converter.optimizations = [tf.lite.Optimize.DEFAULT]
   converter.target_spec.supported_types = [tf.float16]
@@ -117,3 +118,22 @@ def test_date_features_survive_tflite_float16():
   [got] = runner(**{name: np.array([[t.encode()] for t in texts], dtype=object)}).values()
   expected = model(tf.constant([[t] for t in texts])).numpy()
   np.testing.assert_allclose(got, expected, atol=0.01)
+
+
+def test_words_multi_hot_survives_tflite_with_select_ops():
+  """Free text is cut into words with TF string ops: TFLite runs them as Select TF ops."""
+  inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
+  words = layers.WordsMultiHot(["nurse", "owner", "teacher"], missing_slot=True)(inputs)
+  model = tf.keras.Model(inputs, tf.keras.layers.Dense(2)(words))
+  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+  converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  converter.target_spec.supported_ops = [
+    tf.lite.OpsSet.TFLITE_BUILTINS,
+    tf.lite.OpsSet.SELECT_TF_OPS,
+  ]
+  runner = tf.lite.Interpreter(model_content=converter.convert()).get_signature_runner()
+  texts = ["Registered Nurse", "owner, teacher", "", "clerk"]
+  [name] = runner.get_input_details()
+  [got] = runner(**{name: np.array([[t.encode()] for t in texts], dtype=object)}).values()
+  expected = model(tf.constant([[t] for t in texts])).numpy()
+  np.testing.assert_allclose(got, expected, atol=0.02)

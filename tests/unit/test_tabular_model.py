@@ -324,6 +324,104 @@ def test_date_columns_are_recognised_from_their_values():
   assert tabular_profile.date_stats(np.array([b"2012-01-01", b"red", b"blue"], object)) is None
 
 
+def test_a_date_column_gets_quantile_bins_of_its_days():
+  days = np.array([b"2001-%02d-01" % m for m in range(1, 13)] * 3 + [b""], dtype=object)
+  stats = tabular_profile.date_stats(days, bins=64)
+  # Twelve distinct days, fewer than the bins: an edge at each of them.
+  assert len(stats.edges) == 12
+  assert list(stats.edges) == sorted(stats.edges)
+  assert tabular_profile.date_stats(days).edges == ()  # bins off
+  assert tabular_profile.date_bins(16) == 64 and tabular_profile.date_bins(0) == 0
+
+
+def test_date_bins_encode_where_a_day_ranks_in_the_trend():
+  from models.tabular import layers
+
+  # Days since day_mean, in units of day_scale (100 days): edges at -1, 0 and +2.
+  layer = layers.DateFeatures(day_mean=15000.0, day_scale=100.0, with_time=False, edges=(-1, 0, 2))
+  texts = ["2011-01-26", "2011-01-01", "2011-02-20", "2011-07-01", "", "nope"]
+  out = layer(tf.constant([[t] for t in texts])).numpy()
+  assert out.shape == (6, 8 + 2)
+  trend, bins, missing = out[:, 0], out[:, 7:9], out[:, 9]
+  # 2011-01-26 is day 15000 (the mean), 2011-01-01 day 14975, 2011-02-20 day 15025.
+  np.testing.assert_allclose(trend[:3], [0.0, -0.25, 0.25], atol=1e-5)
+  np.testing.assert_allclose(bins[0], [1.0, 0.0], atol=1e-5)
+  np.testing.assert_allclose(bins[1], [0.75, 0.0], atol=1e-5)
+  np.testing.assert_allclose(bins[2], [1.0, 0.125], atol=1e-5)
+  np.testing.assert_allclose(bins[3], [1.0, 0.78], atol=1e-5)  # day 15156: trend 1.56
+  # An empty or unreadable cell sets only its indicator.
+  assert not out[4:, :-1].any() and missing.tolist() == [0, 0, 0, 0, 1, 1]
+  again = layers.DateFeatures.from_config(layer.get_config())
+  np.testing.assert_allclose(again(tf.constant([[t] for t in texts])).numpy(), out)
+
+
+def _text_tally(cells: dict[str, list[bytes]]) -> tabular_profile._Tally:
+  columns = [model_contract.Column(name, model_contract.STRING) for name in cells]
+  tally = tabular_profile._Tally(columns, model_contract.FLOAT32, 20, seed=0)
+  rows = len(next(iter(cells.values())))
+  features = {
+    model_contract.TEXT_PREFIX + name: np.array(values, object).reshape(-1, 1)
+    for name, values in cells.items()
+  }
+  tally.add(features, np.zeros(rows, np.float32))
+  return tally
+
+
+def test_free_text_keeps_only_words_seen_often():
+  # 800 job titles: a few common ones and 480 seen once or twice.
+  titles = [b"Registered Nurse"] * 100 + [b"nurse"] * 50 + [b"teacher"] * 150 + [b"Owner"] * 30
+  titles += [b"clerk%d" % (i // 2) for i in range(80)] + [b"solo%d" % i for i in range(390)]
+  # A column of 5 values in the same rows: not free text.
+  colors = [b"red", b"green", b"blue", b"black", b"white"] * 160
+  tally = _text_tally({"title": titles, "color": colors})
+  title, color = tally.column_stats({})
+  assert title.free_text and not color.free_text
+  # Words in at least 20 cells, most frequent first ("nurse" is in 150 cells, two spellings).
+  assert title.vocabulary == ("nurse", "teacher", "registered", "owner")
+  assert len(color.vocabulary) == 5
+  # The count is a hyper-parameter: at the plain minimum the words of pairs are kept too.
+  low = tally.column_stats({"free_text_min_count": 2})[0]
+  assert len(low.vocabulary) == 4 + 40
+  assert tabular_profile.is_free_text(distinct=21, present=100)
+  assert not tabular_profile.is_free_text(distinct=20, present=100)
+
+
+CELLS = [
+  "Registered Nurse, ICU",
+  "  nurse ",
+  "Sr. Software-Engineer/II",
+  "",
+  "--",
+  "Café\tOwner",
+  "TEACHER",
+  "a_b[c]d{e}f~g",
+]
+
+
+def test_words_are_cut_alike_in_the_profile_and_the_model():
+  from models.tabular import layers
+
+  assert tabular_profile.words(b"Registered Nurse, ICU") == [b"registered", b"nurse", b"icu"]
+  assert tabular_profile.words("Café\tOwner".encode()) == ["café".encode(), b"owner"]
+  vocabulary = ["nurse", "owner", "teacher", "engineer", "café", "b"]
+  layer = layers.WordsMultiHot(vocabulary, missing_slot=True)
+  out = layer(tf.constant([[c] for c in CELLS])).numpy()
+  assert out.shape == (len(CELLS), len(vocabulary) + 2)
+  for cell, row in zip(CELLS, out, strict=True):
+    cut = [w.decode() for w in tabular_profile.words(cell.encode())]
+    expected = np.zeros(len(vocabulary) + 2, np.float32)
+    for word in cut:
+      expected[vocabulary.index(word) if word in vocabulary else len(vocabulary)] = 1.0
+    expected[-1] = float(cell == "")
+    np.testing.assert_array_equal(row, expected, err_msg=cell)
+  # A batch of empty cells only.
+  empty = layer(tf.constant([[""], [""]])).numpy()
+  np.testing.assert_array_equal(empty[:, -1], [1.0, 1.0])
+  assert not empty[:, :-1].any()
+  again = layers.WordsMultiHot.from_config(layer.get_config())
+  np.testing.assert_array_equal(again(tf.constant([[c] for c in CELLS])).numpy(), out)
+
+
 def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
   profile = _profile(examples["multiclass"])
   model = tabular_model.build_model(profile, {"one_hot_max": 3})
@@ -363,14 +461,18 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   small = tabular_plan.plan_training(300, 30, None, None, 5)
   assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
   assert small.fit_rows == 270 and small.steps_per_epoch == 5
+  # 30 held-out rows: stopping follows the mean of 5 epochs' losses; 80,000 rows: each epoch's.
+  assert small.smooth_epochs == 5 and "the mean of 5 epochs' losses" in small.reason
   large = tabular_plan.plan_training(800_000, 80_000, None, None, 5)
   assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 10
+  assert large.smooth_epochs == 1 and "mean" not in large.reason
   fixed = tabular_plan.plan_training(800_000, 80_000, 1000, None, 5)
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
   stopped = tabular_plan.plan_training(5000, 500, None, None, 5, early_stopping=False)
   assert stopped.patience == 0 and stopped.fit_rows == 5000
   tiny = tabular_plan.plan_training(33, 3, None, None, 5)
   assert (tiny.patience, tiny.holdout_rows, tiny.fit_rows, tiny.epochs) == (0, 0, 33, 200)
+  assert tiny.smooth_epochs == 1
   assert "3 held-out rows are too few" in tiny.reason
 
 

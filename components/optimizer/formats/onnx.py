@@ -138,18 +138,28 @@ def checked_onnx(context: ConversionContext) -> tuple[str, dict]:
   return path, {**details, "onnx_parity": parity}
 
 
-def date_columns(context: ConversionContext) -> list[str]:
-  """The default model's date columns, which it parses from text with TensorFlow string ops.
+# Contract kinds of the default model's columns it reads with TensorFlow string ops: dates it
+# parses, free text it cuts into words.
+PARSED_TEXT_KINDS = ("date", "free_text")
+
+
+def parsed_text_columns(context: ConversionContext) -> list[str]:
+  """The default model's columns it parses from text with TensorFlow string ops.
 
   Args:
     context: the run's conversion context (its model contract, if any).
 
   Returns:
-    The date columns' names; [] for a model without a contract.
+    The columns' names; [] for a model without a contract.
   """
   if context.contract is None:
     return []
-  return [c["column"] for i in context.contract.inputs for c in i["columns"] if c["kind"] == "date"]
+  return [
+    c["column"]
+    for i in context.contract.inputs
+    for c in i["columns"]
+    if c["kind"] in PARSED_TEXT_KINDS
+  ]
 
 
 @formats.register
@@ -160,11 +170,11 @@ class OnnxVariant(Variant):
   runtime = OnnxRuntime.name
 
   def skip_reason(self, context: ConversionContext) -> str | None:
-    dates = date_columns(context)
-    if dates:
+    parsed = parsed_text_columns(context)
+    if parsed:
       return (
-        f"the model parses the date column(s) {dates} from text, and ONNX has no ops for "
-        "that; serve a tflite variant"
+        f"the model parses the column(s) {parsed} from text (dates, words), and ONNX has no "
+        "ops for that; serve a tflite variant"
       )
     return None
 

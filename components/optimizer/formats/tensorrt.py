@@ -223,8 +223,8 @@ class TensorRTFp16Variant(Variant):
   def skip_reason(self, context: ConversionContext) -> str | None:
     text = [k for k, v in context.eval_inputs.items() if v.dtype == object]
     if text:
-      dates = onnx_format.date_columns(context)
-      serve = "a tflite variant" if dates else "the onnx or tflite variant"
+      parsed = onnx_format.parsed_text_columns(context)
+      serve = "a tflite variant" if parsed else "the onnx or tflite variant"
       return (
         f"TensorRT takes numeric tensors only, and the model has text inputs {text}; serve {serve}"
       )

@@ -1,0 +1,61 @@
+"""Early stopping on a held-out slice: each epoch's loss, or the mean of the last few."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.distributed_trainer import early_stopping
+
+
+def _fit(window: int, patience: int = 4, epochs: int = 40):
+  """Fits a tiny regression on noisy held-out rows; returns (model, History, weights by epoch)."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 3)).astype("float32")
+  y = (x @ np.array([1.0, -2.0, 0.5], "float32"))[:, None]
+  x_val = rng.normal(size=(8, 3)).astype("float32")
+  y_val = (x_val @ np.array([1.0, -2.0, 0.5], "float32"))[:, None] + rng.normal(size=(8, 1))
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+  model.compile(tf.keras.optimizers.Adam(0.05), "mse")
+  weights = {}
+  keep = tf.keras.callbacks.LambdaCallback(
+    on_epoch_end=lambda epoch, logs: weights.update({epoch: model.get_weights()})
+  )
+  history = model.fit(
+    x,
+    y,
+    validation_data=(x_val, y_val.astype("float32")),
+    epochs=epochs,
+    batch_size=16,
+    verbose=0,
+    callbacks=[*early_stopping.callbacks(patience, window), keep],
+  )
+  return model, history, weights
+
+
+@pytest.mark.parametrize("window", [1, 5])
+def test_the_kept_weights_are_those_of_the_epoch_reported(window):
+  model, history, weights = _fit(window)
+  kept = early_stopping.kept_epoch(history.epoch, history.history, window)
+  assert kept is not None and kept >= window
+  for got, expected in zip(model.get_weights(), weights[kept - 1], strict=True):
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_window_judges_the_mean_of_the_last_epochs():
+  _, history, _ = _fit(window=5)
+  losses = history.history[early_stopping.VAL_LOSS]
+  means = history.history[early_stopping.VAL_LOSS_MEAN]
+  expected = [np.mean(losses[max(0, i - 4) : i + 1]) for i in range(len(losses))]
+  np.testing.assert_allclose(means, expected, rtol=1e-6)
+
+
+def test_kept_epoch_skips_epochs_before_the_first_full_window():
+  history = {early_stopping.VAL_LOSS_MEAN: [0.1, 0.2, 0.5, 0.4, 0.3, 0.35]}
+  # Epoch 1's mean (0.1) is lowest but averages one loss; from the third epoch on (window 3),
+  # the fifth is best.
+  assert early_stopping.kept_epoch(list(range(6)), history, window=3) == 5
+  assert early_stopping.kept_epoch(list(range(6)), {"val_loss": [3.0, 1.0, 1.0]}) == 2
+  assert early_stopping.kept_epoch([], history, window=3) is None
+  # After a restore from a backup the history starts late, and every epoch is judged.
+  assert early_stopping.kept_epoch([50, 51], {"val_loss_mean": [0.2, 0.1]}, window=3) == 52
