@@ -1,10 +1,9 @@
 """Early stopping on the held-out slice: when to stop, which epoch's weights to keep.
 
 Training stops once the held-out loss has not improved for `patience` epochs, and keeps the
-weights of the best epoch. On a small held-out slice one epoch's loss is mostly noise (on 19
-held-out rows of ggplot2's mpg the best single epoch moved with the seed), so there the
-decision is made on the mean loss of the last `window` epochs: a minimum that lasts, not a
-lucky epoch.
+weights of the best epoch. With a window (the default model's `stopping_window`), both follow
+the mean loss of the last `window` epochs instead, for held-out slices so small that one
+epoch's loss is mostly noise: a minimum that lasts, not a lucky epoch.
 """
 
 from __future__ import annotations

@@ -97,9 +97,7 @@ def _text_part(s: ColumnStats, inputs, hp: dict[str, Any]):
   if s.free_text:
     one_hot = layers.WordsMultiHot(s.vocabulary, s.may_be_missing, name=f"words_{name}")(inputs)
   else:
-    one_hot = layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(
-      inputs
-    )
+    one_hot = layers.CategoryOneHot(s.vocabulary, s.may_be_missing, name=f"one_hot_{name}")(inputs)
   if len(s.vocabulary) <= int(hp["one_hot_max"]):
     return one_hot
   # An embedding, as a linear layer on the one-hot: the same function as a lookup, but

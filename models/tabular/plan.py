@@ -23,10 +23,6 @@ MAX_EPOCHS = 200
 # rows) the held-out loss is noise: on statsmodels' 51-row statecrime table, 3 held-out rows
 # kept the weights of epoch 1, whose RMSE was worse than always predicting the mean.
 MIN_HOLDOUT_ROWS = 10
-# Under this many held-out rows, stopping and the epoch kept follow the mean held-out loss of
-# SMOOTH_EPOCHS epochs (components/distributed_trainer/early_stopping.py), not one epoch's.
-SMOOTH_BELOW_ROWS = 100
-SMOOTH_EPOCHS = 5
 
 
 # ----------------------------------------------------------------------------- plan
@@ -76,6 +72,7 @@ def plan_training(
   num_epochs: int,
   max_epochs: int | None = None,
   early_stopping: bool = True,
+  stopping_window: int = 1,
 ) -> TrainingPlan:
   """Sizes the training to the data, or follows `--train-steps`.
 
@@ -92,6 +89,8 @@ def plan_training(
     num_epochs: epochs a fixed step count is split into.
     max_epochs: hparams max_epochs, or None for the budget.
     early_stopping: False where it cannot run (ParameterServerStrategy).
+    stopping_window: hparams stopping_window: epochs whose held-out losses are averaged for
+      stopping and the epoch kept (1: each epoch's own).
 
   Returns:
     The TrainingPlan.
@@ -110,11 +109,11 @@ def plan_training(
   # budget, at most 20) lets the learning-rate cuts act before training stops.
   patience = max(10, min(20, epochs // 5)) if holdout else 0
   reason = f"up to {epochs} epochs of {per_epoch} steps of {batch} on {fit_rows} rows"
-  smooth = SMOOTH_EPOCHS if patience and holdout < SMOOTH_BELOW_ROWS else 1
+  smooth = max(1, int(stopping_window)) if patience else 1
   if patience:
     reason += f", stopping after {patience} epochs without a better loss on {holdout} held-out rows"
     if smooth > 1:
-      reason += f" (the mean of {smooth} epochs' losses: under {SMOOTH_BELOW_ROWS} rows)"
+      reason += f" (the mean loss of {smooth} epochs)"
   elif early_stopping and holdout_rows:
     reason += f" (no early stopping: {holdout_rows} held-out rows are too few to judge by)"
   return TrainingPlan(batch, epochs, per_epoch, patience, fit_rows, holdout, reason, smooth)

@@ -204,6 +204,7 @@ def _plan(settings: RunSettings, built, profile: Profile) -> TrainingPlan:
     hparams.get("max_epochs"),
     # Keras cannot run validation under ParameterServerStrategy.
     early_stopping=built.choice.name != defaults.PARAMETER_SERVER,
+    stopping_window=int(hparams.get("stopping_window", 1)),
   )
   _LOG.info("Training plan: %s", plan.reason)
   steps_lib.check_profile_steps(settings.profile_steps, plan.epochs * plan.steps_per_epoch)

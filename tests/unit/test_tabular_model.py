@@ -461,11 +461,11 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   small = tabular_plan.plan_training(300, 30, None, None, 5)
   assert (small.batch_size, small.epochs, small.patience) == (64, 200, 20)
   assert small.fit_rows == 270 and small.steps_per_epoch == 5
-  # 30 held-out rows: stopping follows the mean of 5 epochs' losses; 80,000 rows: each epoch's.
-  assert small.smooth_epochs == 5 and "the mean of 5 epochs' losses" in small.reason
+  assert small.smooth_epochs == 1 and "mean" not in small.reason
+  averaged = tabular_plan.plan_training(300, 30, None, None, 5, stopping_window=5)
+  assert averaged.smooth_epochs == 5 and "the mean loss of 5 epochs" in averaged.reason
   large = tabular_plan.plan_training(800_000, 80_000, None, None, 5)
   assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 10
-  assert large.smooth_epochs == 1 and "mean" not in large.reason
   fixed = tabular_plan.plan_training(800_000, 80_000, 1000, None, 5)
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
   stopped = tabular_plan.plan_training(5000, 500, None, None, 5, early_stopping=False)
