@@ -22,10 +22,11 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   # Text values seen fewer times than this in training go to the out-of-vocabulary slot.
   "min_category_count": 2,
   "max_vocabulary": 1000,
-  # Free text (a column whose values mostly do not repeat: job titles, names) keeps only the
-  # values seen at least this many times (as many rows as a gradient-boosted tree's default
-  # smallest leaf, scikit-learn's min_samples_leaf); the rest share one slot.
-  "free_text_min_count": 20,
+  # Free text (a column whose values mostly do not repeat: job titles, names) is read as words
+  # and keeps only the words found in at least this many cells; the rest share one slot. None:
+  # 0.2 x the square root of the column's cells (`profile.free_text_min_count`), e.g. 4 in a
+  # table of 400 rows and 19 in one of 9,000.
+  "free_text_min_count": None,
   # Text columns with more values than this are embedded instead of one-hot encoded.
   "one_hot_max": 32,
   "max_classes": tasks.DEFAULT_MAX_CLASSES,
@@ -58,7 +59,8 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
     if out[name] is not None or name != "hidden_units":
       _check_number(name, out[name], int, 1)
   for name in ("numeric_bins", "min_category_count", "free_text_min_count", "one_hot_max"):
-    _check_number(name, out[name], int, 0)
+    if out[name] is not None or name != "free_text_min_count":
+      _check_number(name, out[name], int, 0)
   for name in ("batch_size", "max_epochs"):
     if name in out:
       _check_number(name, out[name], int, 1)

@@ -1,5 +1,6 @@
 """The default model on tiny generated Examples: profile, build per task, train, export."""
 
+import datetime
 import json
 import math
 
@@ -326,11 +327,17 @@ def test_date_columns_are_recognised_from_their_values():
 
 def test_a_date_column_gets_quantile_bins_of_its_days():
   days = np.array([b"2001-%02d-01" % m for m in range(1, 13)] * 3 + [b""], dtype=object)
-  stats = tabular_profile.date_stats(days, bins=64)
+  stats = tabular_profile.date_stats(days, numeric_bins=16)
   # Twelve distinct days, fewer than the bins: an edge at each of them.
   assert len(stats.edges) == 12
   assert list(stats.edges) == sorted(stats.edges)
   assert tabular_profile.date_stats(days).edges == ()  # bins off
+  # 300 days: each in three rows, 64 bins (4 x a number's 16); each in one row, a series, 128.
+  epoch = datetime.date(2001, 1, 1)
+  spread = [str(epoch + datetime.timedelta(days=d)).encode() for d in range(300)]
+  shared = tabular_profile.date_stats(np.array(spread * 3, object), numeric_bins=16)
+  series = tabular_profile.date_stats(np.array(spread, object), numeric_bins=16)
+  assert (len(shared.edges), len(series.edges)) == (65, 129)
   assert tabular_profile.date_bins(16) == 64 and tabular_profile.date_bins(0) == 0
 
 
@@ -376,12 +383,14 @@ def test_free_text_keeps_only_words_seen_often():
   tally = _text_tally({"title": titles, "color": colors})
   title, color = tally.column_stats({})
   assert title.free_text and not color.free_text
-  # Words in at least 20 cells, most frequent first ("nurse" is in 150 cells, two spellings).
+  # Words in at least 6 cells, most frequent first ("nurse" is in 150 cells, two spellings).
   assert title.vocabulary == ("nurse", "teacher", "registered", "owner")
   assert len(color.vocabulary) == 5
   # The count is a hyper-parameter: at the plain minimum the words of pairs are kept too.
   low = tally.column_stats({"free_text_min_count": 2})[0]
   assert len(low.vocabulary) == 4 + 40
+  # By default a word needs 0.2 x sqrt(cells) cells: 6 of these 800.
+  assert [tabular_profile.free_text_min_count(n) for n in (0, 324, 800, 9167)] == [2, 4, 6, 19]
   assert tabular_profile.is_free_text(distinct=21, present=100)
   assert not tabular_profile.is_free_text(distinct=20, present=100)
 
