@@ -5,6 +5,7 @@ Plain Python: `pipeline/cli/resolve.py` checks --hparams with it before TensorFl
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -48,11 +49,13 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
   Raises:
     TabularInputError: for an unknown name or a value of the wrong kind or range.
   """
-  unknown = sorted(set(hparams) - set(DEFAULT_HPARAMS) - {"batch_size", "max_epochs"})
+  known = sorted([*DEFAULT_HPARAMS, "batch_size", "max_epochs"])
+  unknown = sorted(set(hparams) - set(known))
   if unknown and not allow_extra:
+    close = [m for name in unknown for m in difflib.get_close_matches(name, known, n=1)]
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise TabularInputError(
-      f"unknown hyper-parameter(s) {', '.join(unknown)}; use "
-      f"{', '.join(sorted([*DEFAULT_HPARAMS, 'batch_size', 'max_epochs']))}."
+      f"unknown hyper-parameter(s) {', '.join(unknown)}{hint}; use {', '.join(known)}."
     )
   out = {**DEFAULT_HPARAMS, **hparams}
   for name in ("hidden_units", "num_layers", "max_vocabulary", "max_classes", "stopping_window"):
@@ -74,7 +77,14 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
 
 
 # Values shown in messages as the expected form, where the default is not a good example.
-_EXAMPLES = {"hidden_units": 128, "batch_size": 256, "max_epochs": 100, "dropout": 0.1}
+_EXAMPLES = {
+  "hidden_units": 128,
+  "batch_size": 256,
+  "max_epochs": 100,
+  "dropout": 0.1,
+  "free_text_min_count": 20,
+  "stopping_window": 5,
+}
 
 
 def _example(name: str) -> str:

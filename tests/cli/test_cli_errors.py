@@ -98,7 +98,7 @@ def data(tmp_path):
     (("--max-mse", "nan"), "--max-mse must be at least 0, got nan."),
     (("--variant-max-drop", "-1"), "--variant-max-drop must be at least 0, got -1."),
     (("--max-error-increase", "nan"), "--max-error-increase must be at least 0, got nan."),
-    (("--hparams", "hiden_units=256"), "unknown hyper-parameter(s) hiden_units; use"),
+    (("--hparams", "hiden_units=256"), "unknown hyper-parameter(s) hiden_units (did you mean"),
     (
       ("--hparams", "num_layers=-3"),
       "hyper-parameter num_layers=-3 must be at least 1, e.g. --hparams num_layers=2.",

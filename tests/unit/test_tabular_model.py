@@ -445,7 +445,12 @@ def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
 @pytest.mark.parametrize(
   ("hparams", "message"),
   [
-    ({"hiden_units": 256}, "unknown hyper-parameter(s) hiden_units; use "),
+    (
+      {"hiden_units": 256},
+      "unknown hyper-parameter(s) hiden_units (did you mean hidden_units?); use ",
+    ),
+    ({"free_text_min_count": -1}, "must be at least 0, e.g. --hparams free_text_min_count=20."),
+    ({"stopping_window": 0}, "must be at least 1, e.g. --hparams stopping_window=5."),
     (
       {"hidden_units": "abc"},
       "hidden_units='abc' is not an integer; pass a whole number of at least 1, e.g. --hparams "
