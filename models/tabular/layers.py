@@ -156,8 +156,11 @@ class WordsMultiHot(tf.keras.layers.Layer):
   def call(self, inputs):
     text = tf.reshape(inputs, [-1])
     spaced = tf.strings.regex_replace(tf.strings.lower(text), WORD_SEPARATORS, " ")
-    # Leading and trailing separators leave empty words, which look up as padding.
-    words = tf.strings.split(spaced, sep=" ").to_tensor(default_value="")
+    # Leading and trailing separators leave empty words, which look up as padding. The split's
+    # sparse form, not tf.strings.split's ragged one: building row partitions adds a
+    # DenseBincount, which TFLite's int8 converter cannot take (tflite.INT8_CRASHING_OPS).
+    indices, values, shape = tf.raw_ops.StringSplitV2(input=spaced, sep=" ")
+    words = tf.sparse.to_dense(tf.sparse.SparseTensor(indices, values, shape), default_value="")
     # One padding column, so a batch of empty cells still has a word axis to reduce.
     words = tf.concat([words, tf.fill([tf.shape(text)[0], 1], "")], axis=1)
     index = tf.expand_dims(self._table.lookup(words), -1)

@@ -122,9 +122,14 @@ def test_date_features_survive_tflite_float16():
 
 def test_words_multi_hot_survives_tflite_with_select_ops():
   """Free text is cut into words with TF string ops: TFLite runs them as Select TF ops."""
+  from components.optimizer.formats import tflite as tflite_format
+
   inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
   words = layers.WordsMultiHot(["nurse", "owner", "teacher"], missing_slot=True)(inputs)
   model = tf.keras.Model(inputs, tf.keras.layers.Dense(2)(words))
+  graph = tf.function(model).get_concrete_function(tf.TensorSpec([None, 1], tf.string)).graph
+  # None of the ops that make the Optimizer skip its int8 variants.
+  assert not {op.type for op in graph.get_operations()} & set(tflite_format.INT8_CRASHING_OPS)
   converter = tf.lite.TFLiteConverter.from_keras_model(model)
   converter.optimizations = [tf.lite.Optimize.DEFAULT]
   converter.target_spec.supported_ops = [
