@@ -280,6 +280,15 @@ def _scores(task: str, y: np.ndarray, predicted: np.ndarray, classes: int) -> di
   return {"accuracy": accuracy, "auc": float(auc)}
 
 
+def _trivial(task: str, y_train: np.ndarray, y_eval: np.ndarray) -> dict:
+  """The obvious baseline's score on the eval split: always the train split's most frequent
+  class (its accuracy), or always its mean (its RMSE)."""
+  if task == "regression":
+    return {"rmse": float(np.sqrt(np.mean((y_eval - np.mean(y_train)) ** 2)))}
+  values, counts = np.unique(y_train, return_counts=True)
+  return {"accuracy": float(np.mean(y_eval == values[np.argmax(counts)]))}
+
+
 def _default_model(pipeline_root: str, records: list[bytes]) -> tuple[np.ndarray, np.ndarray, dict]:
   """(targets, predictions, contract) of the trained default model on serialized Examples."""
   import tensorflow as tf
@@ -374,6 +383,8 @@ def run_table(table: Table, workdir: str, extra: tuple[str, ...] = ()) -> dict:
     "note": table.note,
     "models": results,
     "plan": plan,
+    "pushed": bool((summary.get("pushed") or {}).get("pushed")),
+    "trivial": _trivial(task, y_train, y_eval),
     "pipeline_process_s": run["wall_s"],
     "_eval": {"y": y_eval, **predictions},
   }

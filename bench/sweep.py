@@ -172,30 +172,37 @@ def behind(task: str, gap: float, band: float) -> bool:
 def markdown(results: list[dict]) -> str:
   """One row per table: the gap to the better baseline, its noise band, and the flag."""
   lines = [
-    "| table | source | task | rows tr/ev | ours | better baseline | gap | noise (95%) | flag |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| table | source | task | rows tr/ev | ours | pushed | trivial | better baseline | gap "
+    "| noise (95%) | flag |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
   ]
-  flagged = 0
+  flagged = worse = 0
   for r in results:
     if "error" in r:
       lines.append(
-        f"| {r['table']} | {r['source']} | - | - | - | - | - | - | ERROR: {r['error']} |"
+        f"| {r['table']} | {r['source']} | - | - | - | - | - | - | - | - | ERROR: {r['error']} |"
       )
       continue
     s = r["sweep"]
     unit = "% RMSE" if r["task"] == "regression" else " pts"
     flag = "**behind**" if s["behind"] else ""
+    if s["pushed_worse_than_trivial"]:
+      flag = " ".join([flag, "**pushed, worse than trivial**"]).strip()
     flagged += s["behind"]
+    worse += s["pushed_worse_than_trivial"]
     lines.append(
       f"| {r['table']} | {r['source']} | {r['task']} | {r['rows']['train']}/{r['rows']['eval']} "
-      f"| {s['ours']:.4g} | {s['baseline']} {s['best']:.4g} | {s['gap']:+.2f}{unit} "
-      f"| ±{s['band']:.2f}{unit} | {flag} |"
+      f"| {s['ours']:.4g} | {'yes' if s['pushed'] else 'no'} | {s['trivial']:.4g} "
+      f"| {s['baseline']} {s['best']:.4g} | {s['gap']:+.2f}{unit} | ±{s['band']:.2f}{unit} "
+      f"| {flag} |"
     )
   return (
     "\n".join(lines)
     + f"\n\nBehind the better baseline by more than the noise of the eval split: **{flagged} of "
     f"{len(results)}** tables. Noise: a paired bootstrap of the eval rows ({BOOTSTRAPS} "
-    "resamples), 1.96 x the standard deviation of the gap.\n"
+    "resamples), 1.96 x the standard deviation of the gap. Pushed with a primary metric worse "
+    f"than the trivial baseline's (always the train split's most frequent class, or its mean): "
+    f"**{worse}**.\n"
   )
 
 
@@ -219,8 +226,15 @@ def run(tables: str, pipeline_args: str) -> dict:
       pick = min if key == "rmse" else max
       best = pick(others, key=lambda n: result["models"][n][key])
       gap, band = gap_and_noise(result["task"], rows["y"], rows["default model"], rows[best])
+      ours = result["models"]["default model"][key]
+      trivial = result["trivial"][key]
       result["sweep"] = {
-        "ours": result["models"]["default model"][key],
+        "ours": ours,
+        "trivial": trivial,
+        "pushed": result["pushed"],
+        # A pushed model whose primary metric is worse than always answering the obvious.
+        "pushed_worse_than_trivial": result["pushed"]
+        and (ours > trivial if key == "rmse" else ours < trivial),
         "baseline": "HGB" if best == others[0] else "linear",
         "best": result["models"][best][key],
         "gap": gap,

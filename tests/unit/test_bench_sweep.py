@@ -40,3 +40,30 @@ def test_classification_gaps_are_accuracy_points_and_the_band_shrinks_with_rows(
     if rows == 100:
       wide = band
   assert band < wide / 5 and sweep.behind("binary", gap, band)
+
+
+def test_the_trivial_baseline_and_a_push_worse_than_it_are_in_the_table(sweep):
+  quality = importlib.import_module("quality")
+  y_train, y_eval = np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0])
+  assert quality._trivial("regression", y_train, y_eval)["rmse"] == pytest.approx(np.sqrt(2))
+  assert quality._trivial("multiclass", np.array([0, 2, 2]), np.array([2, 1]))["accuracy"] == 0.5
+  row = {
+    "source": "x/y",
+    "task": "regression",
+    "rows": {"train": 3, "eval": 2},
+    "sweep": {
+      "ours": 1.6,
+      "trivial": 1.41,
+      "pushed": True,
+      "pushed_worse_than_trivial": True,
+      "baseline": "HGB",
+      "best": 1.2,
+      "gap": 33.3,
+      "band": 50.0,
+      "behind": False,
+    },
+  }
+  text = sweep.markdown([{**row, "table": "worse"}])
+  assert "| worse | x/y | regression | 3/2 | 1.6 | yes | 1.41 |" in text
+  assert "**pushed, worse than trivial**" in text and "trivial baseline's" in text
+  assert "**1**" in text
