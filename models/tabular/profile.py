@@ -148,6 +148,39 @@ class _Moments:
     return mean, math.sqrt(var)
 
 
+def describe_inputs(columns: Sequence[ColumnStats], shown: int = 4) -> str:
+  """How the model reads its columns, in one line for the summary and the report.
+
+  e.g. "6 numbers; text: state (50 values), homeownership (3); free text as words: emp_title
+  (37 words); dates: issue_d (64 bins)".
+  """
+
+  def listed(entries: list[str]) -> str:
+    more = f", and {len(entries) - shown} more" if len(entries) > shown else ""
+    return ", ".join(entries[:shown]) + more
+
+  def count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+  numbers = sum(1 for s in columns if s.column.kind == NUMERIC)
+  text = [
+    f"{s.column.name} ({count(len(s.vocabulary), 'value')})" for s in columns if _plain_text(s)
+  ]
+  words = [f"{s.column.name} ({count(len(s.vocabulary), 'word')})" for s in columns if s.free_text]
+  dates = [
+    f"{s.column.name} ({count(max(len(s.date.edges) - 1, 0), 'bin')})" for s in columns if s.date
+  ]
+  parts = [count(numbers, "number")] if numbers else []
+  for name, entries in (("text", text), ("free text as words", words), ("dates", dates)):
+    if entries:
+      parts.append(f"{name}: {listed(entries)}")
+  return "; ".join(parts)
+
+
+def _plain_text(s: ColumnStats) -> bool:
+  return s.column.kind == CATEGORICAL and s.date is None and not s.free_text
+
+
 class _RowSample:
   """A uniform sample of rows without replacement: the rows with the smallest random keys."""
 

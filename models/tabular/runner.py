@@ -46,7 +46,7 @@ from models.tabular.plan import (
   prepare,
   settings_from_fn_args,
 )
-from models.tabular.profile import Profile, TabularInputError
+from models.tabular.profile import Profile, TabularInputError, describe_inputs
 
 _LOG = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def train(
         "hidden_units": int(hparams["hidden_units"] or hidden_units_for(profile.rows)),
       },
       warm_started_layers=warm,
-      plan=plan.to_json(),
+      plan={**plan.to_json(), "inputs": describe_inputs(profile.columns)},
       **fit,
     )
     if built.is_chief:

@@ -300,6 +300,8 @@ def describe_summary(
       f"chosen by the {by}"
     )
   plan = summary.get("training_plan")
+  if plan and plan.get("inputs"):
+    lines.append(f"inputs: {plan['inputs']}")
   if plan:
     line = f"training: {plan['reason']}"
     if plan.get("epochs_run"):

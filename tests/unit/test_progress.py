@@ -49,3 +49,33 @@ def test_the_summary_says_when_early_stopping_left_the_profile_range_unreached()
       {"status": "succeeded", "seconds": 1.0}, pathlib.Path("/out"), "log"
     )
   )
+
+
+def test_the_summary_says_how_the_model_read_its_columns():
+  from components import model_contract
+  from models.tabular import profile
+
+  def stats(name, dtype, **kw):
+    return profile.ColumnStats(model_contract.Column(name, dtype), 10, 0, **kw)
+
+  text, num = model_contract.STRING, model_contract.FLOAT32
+  columns = [
+    stats("amount", num),
+    stats("rate", num),
+    stats("state", text, vocabulary=("CA", "TX", "NY")),
+    stats("emp_title", text, vocabulary=("nurse", "manager"), free_text=True),
+    stats("issued", text, date=profile.DateStats(0.0, 1.0, False, edges=(-1.0, 0.0, 1.0))),
+  ]
+  inputs = profile.describe_inputs(columns)
+  assert inputs == (
+    "2 numbers; text: state (3 values); free text as words: emp_title (2 words); "
+    "dates: issued (2 bins)"
+  )
+  many = [stats(f"c{i}", text, vocabulary=("a",)) for i in range(6)]
+  assert profile.describe_inputs(many) == (
+    "text: c0 (1 value), c1 (1 value), c2 (1 value), c3 (1 value), and 2 more"
+  )
+  summary = {"status": "succeeded", "training_plan": {"reason": "up to 3 epochs", "inputs": inputs}}
+  lines = progress.describe_summary(summary, pathlib.Path("/out"), "log")
+  assert f"inputs: {inputs}" in lines
+  assert lines.index(f"inputs: {inputs}") < lines.index("training: up to 3 epochs")
