@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from models.tabular.profile import WORD_SEPARATORS
+from models.tabular.text_columns import WORD_SEPARATORS
 
 # Saved models store the registered names (`tfx_pipeline_kit>NumericBins`), so they stay the same
 # wherever this module lives: models saved before it moved into models/ still load.

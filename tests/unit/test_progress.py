@@ -53,7 +53,7 @@ def test_the_summary_says_when_early_stopping_left_the_profile_range_unreached()
 
 def test_the_summary_says_how_the_model_read_its_columns():
   from components import model_contract
-  from models.tabular import profile
+  from models.tabular import profile, text_columns
 
   def stats(name, dtype, **kw):
     return profile.ColumnStats(model_contract.Column(name, dtype), 10, 0, **kw)
@@ -64,7 +64,7 @@ def test_the_summary_says_how_the_model_read_its_columns():
     stats("rate", num),
     stats("state", text, vocabulary=("CA", "TX", "NY")),
     stats("emp_title", text, vocabulary=("nurse", "manager"), free_text=True),
-    stats("issued", text, date=profile.DateStats(0.0, 1.0, False, edges=(-1.0, 0.0, 1.0))),
+    stats("issued", text, date=text_columns.DateStats(0.0, 1.0, False, edges=(-1.0, 0.0, 1.0))),
   ]
   inputs = profile.describe_inputs(columns)
   assert inputs == (

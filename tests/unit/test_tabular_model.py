@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from components import errors, model_contract, tasks
-from models.tabular import custom_network
+from models.tabular import custom_network, quantiles, text_columns
 from models.tabular import hparams as tabular_hparams
 from models.tabular import inputs as tabular_input
 from models.tabular import model as tabular_model
@@ -262,17 +262,17 @@ def test_the_keras_model_behind_the_export_matches_it(tabular_model):
 def test_quantile_edges_follow_the_data():
   rng = np.random.default_rng(0)
   skewed = rng.lognormal(size=5000)
-  edges = tabular_profile.quantile_edges(skewed, 8)
+  edges = quantiles.quantile_edges(skewed, 8)
   assert len(edges) == 9 and list(edges) == sorted(edges)
   # Each bin holds about an eighth of the rows, however long the tail.
   counts = np.histogram(skewed, bins=edges)[0]
   assert counts.min() > 0.1 * len(skewed) and counts.max() < 0.15 * len(skewed)
-  assert tabular_profile.bins_per_column(16, 6) == 16
-  assert tabular_profile.bins_per_column(16, 64) == 4  # Within MAX_BIN_FEATURES.
-  assert tabular_profile.bins_per_column(16, 300) == 0
+  assert quantiles.bins_per_column(16, 6) == 16
+  assert quantiles.bins_per_column(16, 64) == 4  # Within MAX_BIN_FEATURES.
+  assert quantiles.bins_per_column(16, 300) == 0
   # Few distinct values: one edge per value; one value or none: no bins.
-  assert tabular_profile.quantile_edges(np.array([0.0, 1, 1, 2, np.nan]), 16) == (0.0, 1.0, 2.0)
-  assert tabular_profile.quantile_edges(np.array([3.0, 3.0]), 16) == ()
+  assert quantiles.quantile_edges(np.array([0.0, 1, 1, 2, np.nan]), 16) == (0.0, 1.0, 2.0)
+  assert quantiles.quantile_edges(np.array([3.0, 3.0]), 16) == ()
 
 
 def test_numeric_bins_encode_where_a_value_ranks():
@@ -319,26 +319,26 @@ def test_date_features_read_month_weekday_and_missing(text, month, weekday, miss
 
 def test_date_columns_are_recognised_from_their_values():
   dates = np.array([b"2012-01-%02d" % d for d in range(1, 29)] + [b""], dtype=object)
-  stats = tabular_profile.date_stats(dates)
+  stats = text_columns.date_stats(dates)
   assert stats is not None and not stats.with_time
   assert stats.day_mean == pytest.approx(15340 + 13.5)  # 2012-01-01 is day 15340.
-  assert tabular_profile.date_stats(np.array([b"2012-01-01", b"red", b"blue"], object)) is None
+  assert text_columns.date_stats(np.array([b"2012-01-01", b"red", b"blue"], object)) is None
 
 
 def test_a_date_column_gets_quantile_bins_of_its_days():
   days = np.array([b"2001-%02d-01" % m for m in range(1, 13)] * 3 + [b""], dtype=object)
-  stats = tabular_profile.date_stats(days, numeric_bins=16)
+  stats = text_columns.date_stats(days, numeric_bins=16)
   # Twelve distinct days, fewer than the bins: an edge at each of them.
   assert len(stats.edges) == 12
   assert list(stats.edges) == sorted(stats.edges)
-  assert tabular_profile.date_stats(days).edges == ()  # bins off
+  assert text_columns.date_stats(days).edges == ()  # bins off
   # 300 days: each in three rows, 64 bins (4 x a number's 16); each in one row, a series, 128.
   epoch = datetime.date(2001, 1, 1)
   spread = [str(epoch + datetime.timedelta(days=d)).encode() for d in range(300)]
-  shared = tabular_profile.date_stats(np.array(spread * 3, object), numeric_bins=16)
-  series = tabular_profile.date_stats(np.array(spread, object), numeric_bins=16)
+  shared = text_columns.date_stats(np.array(spread * 3, object), numeric_bins=16)
+  series = text_columns.date_stats(np.array(spread, object), numeric_bins=16)
   assert (len(shared.edges), len(series.edges)) == (65, 129)
-  assert tabular_profile.date_bins(16) == 64 and tabular_profile.date_bins(0) == 0
+  assert text_columns.date_bins(16) == 64 and text_columns.date_bins(0) == 0
 
 
 def test_date_bins_encode_where_a_day_ranks_in_the_trend():
@@ -390,9 +390,9 @@ def test_free_text_keeps_only_words_seen_often():
   low = tally.column_stats({"free_text_min_count": 2})[0]
   assert len(low.vocabulary) == 4 + 40
   # By default a word needs 0.2 x sqrt(cells) cells: 6 of these 800.
-  assert [tabular_profile.free_text_min_count(n) for n in (0, 324, 800, 9167)] == [2, 4, 6, 19]
-  assert tabular_profile.is_free_text(distinct=21, present=100)
-  assert not tabular_profile.is_free_text(distinct=20, present=100)
+  assert [text_columns.free_text_min_count(n) for n in (0, 324, 800, 9167)] == [2, 4, 6, 19]
+  assert text_columns.is_free_text(distinct=21, present=100)
+  assert not text_columns.is_free_text(distinct=20, present=100)
 
 
 CELLS = [
@@ -410,14 +410,14 @@ CELLS = [
 def test_words_are_cut_alike_in_the_profile_and_the_model():
   from models.tabular import layers
 
-  assert tabular_profile.words(b"Registered Nurse, ICU") == [b"registered", b"nurse", b"icu"]
-  assert tabular_profile.words("Café\tOwner".encode()) == ["café".encode(), b"owner"]
+  assert text_columns.words(b"Registered Nurse, ICU") == [b"registered", b"nurse", b"icu"]
+  assert text_columns.words("Café\tOwner".encode()) == ["café".encode(), b"owner"]
   vocabulary = ["nurse", "owner", "teacher", "engineer", "café", "b"]
   layer = layers.WordsMultiHot(vocabulary, missing_slot=True)
   out = layer(tf.constant([[c] for c in CELLS])).numpy()
   assert out.shape == (len(CELLS), len(vocabulary) + 2)
   for cell, row in zip(CELLS, out, strict=True):
-    cut = [w.decode() for w in tabular_profile.words(cell.encode())]
+    cut = [w.decode() for w in text_columns.words(cell.encode())]
     expected = np.zeros(len(vocabulary) + 2, np.float32)
     for word in cut:
       expected[vocabulary.index(word) if word in vocabulary else len(vocabulary)] = 1.0

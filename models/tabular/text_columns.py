@@ -1,0 +1,139 @@
+"""How the default model reads a text column: a date, free text (words), or categories.
+
+Plain Python and numpy, like profile.py, which calls it for each text column of the training
+split; layers.py reads the same way inside the model (DateFeatures, WordsMultiHot,
+CategoryOneHot).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import re
+from collections import Counter
+
+import numpy as np
+
+from models.tabular.quantiles import quantile_edges
+
+# A text column is a date column when this share of its sampled values parse as dates.
+DATE_SHARE = 0.95
+# A text column is free text (job titles, names, model lines) when its distinct values exceed
+# this share of its cells, i.e. a value repeats fewer than 5 times on average. Such a column is
+# read as words, and keeps only the words found in `free_text_min_count(cells)` cells: an
+# embedding of values seen twice learns the rows they were seen in (openintro's loans: job
+# titles as values put the RMSE 5.6% behind HistGradientBoosting's, 1.7% with only the titles
+# seen 20 times).
+FREE_TEXT_SHARE = 0.2
+# Words are cut at ASCII white space and punctuation after ASCII lower-casing (letters beyond
+# ASCII stay inside words); layers.WordsMultiHot cuts the same way.
+WORD_SEPARATORS = r"[\t-\r !-/:-@\[-`{-~]+"
+_WORD_SPLIT = re.compile(WORD_SEPARATORS.encode())
+
+
+@dataclasses.dataclass(frozen=True)
+class DateStats:
+  """A date column: the mean and spread of its days since 1970-01-01, and whether it has times.
+
+  `edges` are quantile bin edges of the standardized days ((day - day_mean) / day_scale), for a
+  piecewise-linear trend; () where the column has one day or bins are off.
+  """
+
+  day_mean: float
+  day_scale: float
+  with_time: bool
+  edges: tuple[float, ...] = ()
+
+
+def free_text_min_count(cells: int) -> int:
+  """Cells a word of free text is found in at least, to keep a slot: 0.2 x sqrt(cells), at least 2.
+
+  A word needs more cells in a larger table: on openintro's loans (9,167 job titles) words
+  found in 5 cells put the RMSE 6.0% behind HistGradientBoosting's, in 20 cells 1.7%; on
+  vega_datasets' cars (324 training rows) words found in 5 cells (car makes and lines) made
+  the accuracy 0.927 against 0.805 with 20.
+  """
+  return max(2, round(0.2 * math.sqrt(max(cells, 0))))
+
+
+def is_free_text(distinct: int, present: int) -> bool:
+  """Whether a text column with `distinct` values over `present` cells is free text."""
+  return present > 0 and distinct > FREE_TEXT_SHARE * present
+
+
+def words(value: bytes) -> list[bytes]:
+  """The words of a free-text cell, as layers.WordsMultiHot cuts them."""
+  return [w for w in _WORD_SPLIT.sub(b" ", value.lower()).split(b" ") if w]
+
+
+def word_counts(counts: Counter) -> Counter:
+  """Cells holding each word, from the counts of whole cells."""
+  out: Counter = Counter()
+  for value, n in counts.items():
+    for word in set(words(value)):
+      out[word] += n
+  return out
+
+
+def vocabulary(counts: Counter, max_size: int, min_count: int) -> tuple[str, ...]:
+  """The most frequent values seen at least `min_count` times, most frequent first."""
+  # Ties broken by value so that reruns build identical models.
+  ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+  return tuple(v.decode("utf-8", "replace") for v, n in ranked[:max_size] if n >= min_count)
+
+
+_DATE = re.compile(
+  r"(\d{4})[-/.](\d{2})[-/.](\d{2})(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d*)?)?.*)?"
+)
+
+
+def parse_date(text: str) -> tuple[datetime.date, bool] | None:
+  """(date, has a time) for a cell in the layout DateFeatures reads, else None."""
+  match = _DATE.fullmatch(text)
+  if not match:
+    return None
+  try:
+    day = datetime.date(int(match[1]), int(match[2]), int(match[3]))
+  except ValueError:
+    return None
+  return day, match[4] is not None
+
+
+# A date column gets this many times the bins of a number (64 by default), and a series twice
+# as many: a column where most rows have a day of their own (SERIES_SHARE of the sampled cells
+# are distinct days: a month or a day per row) is the axis everything else moves along. On
+# ggplot2's economics (574 months) the trend as one scaled value left the RMSE 62% behind
+# HistGradientBoosting's, 64 bins 14% behind, 128 bins 17% ahead; on openintro's email (3,921
+# messages over a year) 128 bins of its time stamp cost 1.0 accuracy point against 64.
+DATE_BINS_PER_NUMERIC_BIN = 4
+SERIES_SHARE = 0.5
+
+
+def date_bins(numeric_bins: int, series: bool = False) -> int:
+  """Quantile bins of a date column for `numeric_bins` bins per number (0: none)."""
+  return DATE_BINS_PER_NUMERIC_BIN * (2 if series else 1) * max(numeric_bins, 0)
+
+
+def date_stats(values: np.ndarray, numeric_bins: int = 0) -> DateStats | None:
+  """DateStats when DATE_SHARE of the sampled non-empty cells parse as dates, else None.
+
+  With `numeric_bins`, the days get `date_bins` quantile edges as a number would
+  (`quantile_edges`): one edge per distinct day where there are few of them.
+  """
+  present = [v.decode("utf-8", "replace") for v in values.tolist() if v]
+  if not present:
+    return None
+  parsed = [p for p in map(parse_date, present) if p is not None]
+  if len(parsed) < DATE_SHARE * len(present):
+    return None
+  epoch = datetime.date(1970, 1, 1)
+  days = np.array([(d - epoch).days for d, _ in parsed], np.float64)
+  day_mean, day_scale = float(days.mean()), float(days.std()) or 1.0
+  series = np.unique(days).size >= SERIES_SHARE * days.size
+  return DateStats(
+    day_mean=day_mean,
+    day_scale=day_scale,
+    with_time=any(t for _, t in parsed),
+    edges=quantile_edges((days - day_mean) / day_scale, date_bins(numeric_bins, series)),
+  )
