@@ -93,12 +93,9 @@ def summary_from_inputs(
   night = nights_lib.night_id()
   summary["night"] = {"night": night} if night else None
   summary[sources.ARTIFACTS] = {
-    role: {
-      "uri": artifact.uri,
-      "properties": {
-        k: facts.tfx_getter(artifact)(k) for k in artifact.mlmd_artifact.custom_properties
-      },
-    }
+    role: sources.pointer(
+      artifact.uri, artifact.mlmd_artifact.custom_properties, facts.tfx_getter(artifact)
+    )
     for role in sources.ROLES
     if (artifact := _one(input_dict, role)) is not None
   }

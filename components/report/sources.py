@@ -1,8 +1,12 @@
 """What a run's report page reads: the roles of the artifacts run_summary.json points at.
 
-`pipeline/cli/summary.py` fills `run_summary.json["artifacts"]` with one entry per role below
-({"uri", "properties"}); the page reads them by these names only, so it knows no node ids.
+`pipeline/cli/summary.py` (from ML Metadata) and the Kubeflow RunReport step (from its inputs)
+fill `run_summary.json["artifacts"]` with one `pointer` per role below; the page reads them by
+these names only, so it knows no node ids.
 """
+
+from collections.abc import Callable, Iterable
+from typing import Any
 
 # The key of run_summary.json that holds the pointers.
 ARTIFACTS = "artifacts"
@@ -24,6 +28,12 @@ ROLES = (
   EVALUATION,
   OPTIMIZED_MODEL,
 )
+
+
+def pointer(uri: str, names: Iterable[str], get: Callable[[str], Any]) -> dict[str, Any]:
+  """One role's entry: the artifact's uri and its custom properties (`names`, read by `get`)."""
+  return {"uri": uri, "properties": {k: get(k) for k in names}}
+
 
 # A model module may leave its per-epoch metrics in its ModelRun folder under this name, as
 # {"epochs": [{"epoch": 0-based, "loss": ..., "val_loss": ..., <metric>: ...}, ...]}; the page

@@ -58,12 +58,15 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
       f"unknown hyper-parameter(s) {', '.join(unknown)}{hint}; use {', '.join(known)}."
     )
   out = {**DEFAULT_HPARAMS, **hparams}
-  for name in ("hidden_units", "num_layers", "max_vocabulary", "max_classes", "stopping_window"):
-    if out[name] is not None or name != "hidden_units":
-      _check_number(name, out[name], int, 1)
-  for name in ("numeric_bins", "min_category_count", "free_text_min_count", "one_hot_max"):
-    if out[name] is not None or name != "free_text_min_count":
-      _check_number(name, out[name], int, 0)
+  for low, names in (
+    (1, ("hidden_units", "num_layers", "max_vocabulary", "max_classes", "stopping_window")),
+    (0, ("numeric_bins", "min_category_count", "free_text_min_count", "one_hot_max")),
+  ):
+    for name in names:
+      # None stays "sized to the data" where that is the default (hidden_units, the free-text
+      # word count).
+      if out[name] is not None or DEFAULT_HPARAMS[name] is not None:
+        _check_number(name, out[name], int, low)
   for name in ("batch_size", "max_epochs"):
     if name in out:
       _check_number(name, out[name], int, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -162,10 +163,9 @@ def artifact_pointers(store, runs: list[dict[str, Any]]) -> dict[str, dict[str, 
       if e.type in (e.OUTPUT, e.DECLARED_OUTPUT) and any(s.key == key for s in e.path.steps)
     ]
     for artifact in store.get_artifacts_by_id(ids[:1]) if ids else []:
-      out[role] = {
-        "uri": artifact.uri,
-        "properties": {k: _prop(artifact, k) for k in artifact.custom_properties},
-      }
+      out[role] = sources.pointer(
+        artifact.uri, artifact.custom_properties, functools.partial(_prop, artifact)
+      )
   return out
 
 
