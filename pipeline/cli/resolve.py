@@ -77,6 +77,7 @@ def config_from_args(
     module_file=module_file,
     transform_module=transform_module,
     transform=plan.transform,
+    network_module=plan.style == defaults.BUILD_MODEL_FN,
     input_pattern=pattern,
     schema_path=schema,
     task=task,

@@ -32,6 +32,9 @@ class PipelineConfig:
   transform_module: str | None = None
   # Whether a Transform runs (the module, or transform_module, defines preprocessing_fn).
   transform: bool = False
+  # The module defines build_model(hparams) and no run_fn: the default model trains its network
+  # and exports the default model's signatures (transform_features among them).
+  network_module: bool = False
   label_key: str = defaults.LABEL_KEY
   # The label as the model sees it (e.g. 'species_xf' after Transform); None: label_key.
   eval_label_key: str | None = None

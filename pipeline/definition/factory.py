@@ -99,6 +99,21 @@ def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalCo
   )
 
 
+def label_through_model(config: PipelineConfig) -> bool:
+  """Whether TFMA reads the label through the model's `transform_features` signature.
+
+  The default model (with the bundled module, or around a build_model module's network) gives
+  the label as it learns it there (a text label as its class index), and so do modules whose
+  label is made by their Transform (--eval-label-key). Other run_fn modules' labels are read
+  from the examples as they are.
+  """
+  return (
+    config.module_file is None
+    or config.network_module
+    or config.model_label_key != config.label_key
+  )
+
+
 def create_pipeline(
   config: PipelineConfig,
   metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
@@ -289,9 +304,7 @@ def _release(
   """The Evaluator (against what is live), the Optimizer and the Pusher of the trained model."""
   transform_graph = transform.outputs["transform_graph"] if transform else None
   model = trainer.outputs["model"]
-  # The default module's models, and modules whose label is transformed (--eval-label-key),
-  # give TFMA the label as the model sees it through their `transform_features` signature.
-  preprocessing = config.module_file is None or config.model_label_key != config.label_key
+  preprocessing = label_through_model(config)
   evaluator = BaselineAwareEvaluator(
     examples=examples,
     model=model,

@@ -173,6 +173,24 @@ def test_tfx_component_testdata_trainer_module_on_taxi(tmp_path, taxi_data):
   assert not [v for v in variants.values() if v["status"] == "failed"], variants
 
 
+def test_network_module_on_a_text_label(tmp_path):
+  # A build_model(hparams) module inside the default model, on the raw Palmer penguins (the
+  # species as text, empty cells): the Evaluator reads the label as the model's class index
+  # through the default model's transform_features signature, as for the bundled module.
+  data = tmp_path / "penguins"
+  data.mkdir()
+  shutil.copy(importlib.resources.files("palmerpenguins") / "data" / "penguins.csv", data)
+  summary = _run(
+    tmp_path / "out",
+    *("--data-root", data, "--label-key", "species"),
+    *("--module-file", MODULES / "network_module.py", "--hparams", "width=24"),
+  )
+  assert summary["status"] == "succeeded", summary.get("error")
+  assert summary["pushed"]["pushed"], summary["pushed"]
+  assert summary["eval_metrics"]["sparse_categorical_accuracy"] >= 0.9
+  assert _model_properties(summary) == {"strategy": "one_device", "strategy_chosen_by": "trainer"}
+
+
 @pytest.mark.parametrize(
   ("module", "chosen_by", "extra"),
   [

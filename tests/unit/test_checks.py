@@ -9,6 +9,7 @@ import pytest
 
 from components import defaults, errors
 from pipeline.cli import checks, flags, resolve
+from tests.support.cli_runs import REPO_ROOT
 
 MODULE = textwrap.dedent(
   """
@@ -305,6 +306,34 @@ def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
   assert config.input_pattern == "*.csv"
   assert config.data_root == str(data)
   assert config.pipeline_root == str(tmp_path / "root")
+
+
+@pytest.mark.parametrize(
+  ("module", "network", "through_model"),
+  [
+    (None, False, True),
+    ("network_module.py", True, True),
+    ("simple_keras_module.py", False, False),
+  ],
+)
+def test_the_evaluator_reads_the_label_through_the_default_models_signature(
+  tmp_path, module, network, through_model
+):
+  # A build_model module's model is the default model's: a text label reaches TFMA as the
+  # class index its transform_features signature gives, as for the bundled module.
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("x,kind\n" + "".join(f"{i},{'ab'[i % 2]}\n" for i in range(300)))
+  flags = ["--data-root", data, "--label-key", "kind"]
+  if module:
+    flags += ["--module-file", REPO_ROOT / "tests" / "data" / "modules" / module]
+  config = resolve.config_from_args(
+    _args(tmp_path, *flags), str(tmp_path / "root"), str(tmp_path / "serving")
+  )
+  assert config.network_module is network
+  from pipeline.definition import factory  # TFX: imported by this test alone
+
+  assert factory.label_through_model(config) is through_model
 
 
 @pytest.mark.parametrize(
