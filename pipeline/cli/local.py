@@ -1,5 +1,6 @@
 """Runs the pipeline on LocalDagRunner with SQLite ML Metadata; defaults use the bundled digits."""
 
+import logging
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -187,6 +188,9 @@ def _run(args, config, out: pathlib.Path) -> int:
     run = _start(args, config, out)
     with progress.live_table(run.table, terminal, args.quiet):
       failure, error = _execute(run, config, out)
+    if failure is not None and error is None:
+      # A bug of ours: its traceback goes to the log here, and to the terminal below.
+      logging.getLogger(__name__).error("The run failed in the project's code.", exc_info=failure)
     summary = _summarize(run, config, log, failure, error)
     _write_summary(out, summary)
     report = _write_pages(out, summary, config)

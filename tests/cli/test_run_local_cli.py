@@ -1,9 +1,13 @@
 """run_local.py as a user meets it: help, flag errors, bad data and a busy output folder."""
 
+import pathlib
+import subprocess
+import sys
+
 import pytest
 from filelock import FileLock
 
-from tests.support.cli_runs import load_summary, run_script
+from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script
 
 
 def test_help_lists_every_option_with_defaults():
@@ -39,6 +43,37 @@ def test_bad_flags_fail_in_one_line_before_running(tmp_path, args, message):
   assert message in proc.stderr
   assert "Traceback" not in proc.stderr
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(300)
+def test_a_bug_of_ours_keeps_its_traceback_in_the_log_and_on_the_terminal(tmp_path):
+  # A stand-in for a bug of ours: building the runner's IR raises. The summary points at the
+  # log, so the log must hold the traceback (the terminal gets it too).
+  out = tmp_path / "out"
+  script = (
+    "import runpy, sys\n"
+    "from pipeline.definition import factory\n"
+    "def broken(pipeline):\n"
+    "  raise RuntimeError('stand-in bug 1234')\n"
+    "factory.local_ir = broken\n"
+    f"sys.argv = ['run_local.py', '--output-dir', {str(out)!r}]\n"
+    f"runpy.run_path({str(REPO_ROOT / 'pipeline' / 'run_local.py')!r}, run_name='__main__')\n"
+  )
+  proc = subprocess.run(
+    [sys.executable, "-c", script],
+    capture_output=True,
+    text=True,
+    timeout=240,
+    env=project_env(),
+    cwd=REPO_ROOT,
+    check=False,
+  )
+  assert proc.returncode == 1
+  assert "RuntimeError: stand-in bug 1234" in proc.stderr and "Traceback" in proc.stderr
+  summary = load_summary(out)
+  assert summary["error"] == "internal error, see the traceback in the log"
+  log = pathlib.Path(summary["log"]).read_text()
+  assert "Traceback" in log and "RuntimeError: stand-in bug 1234" in log
 
 
 @pytest.mark.timeout(300)
