@@ -30,6 +30,10 @@ CONTRACT_FORMAT = "tfx-pipeline-kit.model-contract/1"
 SERVING_INPUT = "examples"
 SERVING_OUTPUT = "outputs"
 TRANSFORM_SIGNATURE = "transform_features"
+# The concatenation a model's preprocessing ends in; each member of an ensemble has its own,
+# named with its suffix (`preprocessed_m0`, ...). The Optimizer keeps what feeds it in float
+# under int8.
+PREPROCESSED_LAYER = "preprocessed"
 # A signature taking one named value per raw column (TF Serving's JSON `instances`).
 ROWS_SIGNATURE = "rows"
 # A signature taking the Keras model's own inputs by name (what the Optimizer measures).

@@ -406,7 +406,7 @@ def fit(model, built, dataset_fn: Callable[[Any], Any], config: FitConfig) -> di
     "train_examples_per_sec": _examples_per_sec(
       epoch_times, config.steps_per_epoch, config.global_batch_size
     ),
-    "weights_sha256": _weights_digest(model.get_weights()),
+    "weights_sha256": weights_digest(model.get_weights()),
     "profile_dir": os.path.join(logs, "plugins", "profile")
     if config.profile_steps and not skipped
     else None,
@@ -461,7 +461,7 @@ def _backup_every(built, config: FitConfig):
   return max(1, BACKUP_STEPS // max(1, config.steps_per_execution))
 
 
-def _weights_digest(weights: Sequence[Any]) -> str:
+def weights_digest(weights: Sequence[Any]) -> str:
   digest = hashlib.sha256()
   for w in weights:
     digest.update(w.tobytes())

@@ -7,6 +7,7 @@ built a model (the Optimizer, by the Model's trainer_module) loads it as this Ke
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -42,12 +43,13 @@ def model_hparams(profile: Profile, hparams: dict[str, Any], width: int) -> dict
   }
 
 
-def default_body(x, hparams: dict[str, Any]):
+def default_body(x, hparams: dict[str, Any], suffix: str = ""):
   """The default network on the preprocessed vector: ReLU layers with dropout, then the head.
 
   Args:
     x: the preprocessed float32 [batch, num_features] KerasTensor.
     hparams: hidden_units, num_layers, dropout, num_outputs.
+    suffix: appended to the layer names (an ensemble member's, see `build_model`).
 
   Returns:
     The head's KerasTensor before the task's activation: logits, or a standardized value.
@@ -55,15 +57,14 @@ def default_body(x, hparams: dict[str, Any]):
   import tensorflow as tf
 
   for i in range(int(hparams["num_layers"])):
-    x = tf.keras.layers.Dense(int(hparams["hidden_units"]), activation="relu", name=f"hidden_{i}")(
-      x
-    )
+    units = int(hparams["hidden_units"])
+    x = tf.keras.layers.Dense(units, activation="relu", name=f"hidden_{i}{suffix}")(x)
     if float(hparams["dropout"]) > 0:
-      x = tf.keras.layers.Dropout(float(hparams["dropout"]), name=f"dropout_{i}")(x)
-  return tf.keras.layers.Dense(int(hparams["num_outputs"]), name="head")(x)
+      x = tf.keras.layers.Dropout(float(hparams["dropout"]), name=f"dropout_{i}{suffix}")(x)
+  return tf.keras.layers.Dense(int(hparams["num_outputs"]), name=f"head{suffix}")(x)
 
 
-def _task_output(x, profile: Profile):
+def _task_output(x, profile: Profile, suffix: str = ""):
   """The task's output on the head: probabilities, a probability, or a value in label units.
 
   It runs in float32 so probabilities stay exact under mixed precision policies. A regression
@@ -73,11 +74,11 @@ def _task_output(x, profile: Profile):
 
   task = profile.label.task
   if task == tasks.MULTICLASS:
-    return tf.keras.layers.Activation("softmax", dtype="float32", name="probabilities")(x)
+    return tf.keras.layers.Activation("softmax", dtype="float32", name=f"probabilities{suffix}")(x)
   if task == tasks.BINARY:
-    return tf.keras.layers.Activation("sigmoid", dtype="float32", name="probability")(x)
+    return tf.keras.layers.Activation("sigmoid", dtype="float32", name=f"probability{suffix}")(x)
   return tf.keras.layers.Rescaling(
-    scale=profile.label_std, offset=profile.label_mean, dtype="float32", name="value"
+    scale=profile.label_std, offset=profile.label_mean, dtype="float32", name=f"value{suffix}"
   )(x)
 
 
@@ -86,10 +87,10 @@ def embedding_size(vocabulary_size: int) -> int:
   return int(min(32, max(4, round(1.6 * (vocabulary_size + 2) ** 0.56))))
 
 
-def _text_part(s: ColumnStats, inputs, hp: dict[str, Any]):
+def _text_part(s: ColumnStats, inputs, hp: dict[str, Any], suffix: str = ""):
   import tensorflow as tf
 
-  name = s.column.input_name
+  name = f"{s.column.input_name}{suffix}"
   if s.date is not None:
     return layers.DateFeatures(
       s.date.day_mean, s.date.day_scale, s.date.with_time, s.date.edges, name=f"date_{name}"
@@ -107,7 +108,21 @@ def _text_part(s: ColumnStats, inputs, hp: dict[str, Any]):
   )(one_hot)
 
 
-def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = None):
+# The layer that averages an ensemble's members (`build_model`), and each member's name suffix.
+ENSEMBLE_LAYER = "ensemble"
+
+
+def member_suffix(index: int) -> str:
+  return f"_m{index}"
+
+
+def build_model(
+  profile: Profile,
+  hparams: dict[str, Any],
+  body: Body | None = None,
+  members: int = 1,
+  seed: int | None = None,
+):
   """Builds the whole model: raw inputs -> preprocessing layers -> body -> the task's output.
 
   Numbers: imputed, standardized and clipped, with missing indicators, plus piecewise-linear
@@ -115,49 +130,105 @@ def build_model(profile: Profile, hparams: dict[str, Any], body: Body | None = N
   `one_hot_max` values; free text the same over its words (WordsMultiHot). Dates: trend,
   seasons and quantile bins of the days (DateFeatures).
 
+  With `members` > 1 (a body that `names_members`) the model is an ensemble: that many copies of
+  the preprocessing and network on the same inputs, their layers named with `member_suffix`,
+  each initialized from `seed` + its index, and their outputs (probabilities or values)
+  averaged by the ENSEMBLE_LAYER. Each member is trained on its own (`ensemble_members`).
+
   Args:
     profile: statistics and label of the training data.
     hparams: user hyper-parameters (see DEFAULT_HPARAMS).
     body: builds the head's output from the preprocessed vector and the model hparams; None
       for `default_body`.
+    members: networks averaged (1: a single network).
+    seed: the first member's initialization seed (None: the global random state as it is).
 
   Returns:
     An uncompiled functional tf.keras.Model taking a dict of inputs (model_contract's).
   """
   import tensorflow as tf
 
+  if members > 1 and not names_members(body):
+    raise ValueError("an ensemble's network must take a `suffix` for its layer names")
   hp = {**DEFAULT_HPARAMS, **hparams}
   if hp["hidden_units"] is None:
     hp["hidden_units"] = hidden_units_for(profile.rows)
-  inputs = {}
-  parts = []
   numeric = [s for s in profile.columns if s.column.kind == NUMERIC]
+  inputs = {}
   if numeric:
     name = model_contract.NUMERIC_INPUT
     inputs[name] = tf.keras.Input(shape=(len(numeric),), dtype=tf.float32, name=name)
+  for s in profile.columns:
+    if s.column.kind == CATEGORICAL:
+      name = s.column.input_name
+      inputs[name] = tf.keras.Input(shape=(1,), dtype=tf.string, name=name)
+  if members == 1:
+    outputs = _network(profile, hp, inputs, body, "")
+  else:
+    per_member = []
+    for i in range(members):
+      if seed is not None:
+        tf.keras.utils.set_random_seed(seed + i)
+      per_member.append(_network(profile, hp, inputs, body, member_suffix(i)))
+    outputs = tf.keras.layers.Average(dtype="float32", name=ENSEMBLE_LAYER)(per_member)
+  return tf.keras.Model(inputs=inputs, outputs=outputs, name="tabular_model")
+
+
+def _network(profile: Profile, hp: dict[str, Any], inputs: dict[str, Any], body, suffix: str):
+  """One network on the model's inputs: preprocessing, body and the task's output."""
+  import tensorflow as tf
+
+  parts = []
+  numeric = [s for s in profile.columns if s.column.kind == NUMERIC]
+  if numeric:
+    values = inputs[model_contract.NUMERIC_INPUT]
     parts.append(
       layers.NumericPreprocessing(
         [s.mean for s in numeric],
         [s.std for s in numeric],
         [s.may_be_missing for s in numeric],
-        name="numeric_preprocessing",
-      )(inputs[name])
+        name=f"numeric_preprocessing{suffix}",
+      )(values)
     )
     if int(hp["numeric_bins"]) and any(s.edges for s in numeric):
       parts.append(
-        layers.NumericBins([s.edges for s in numeric], [s.mean for s in numeric], name="bins")(
-          inputs[name]
-        )
+        layers.NumericBins(
+          [s.edges for s in numeric], [s.mean for s in numeric], name=f"bins{suffix}"
+        )(values)
       )
   for s in profile.columns:
     if s.column.kind == CATEGORICAL:
-      name = s.column.input_name
-      inputs[name] = tf.keras.Input(shape=(1,), dtype=tf.string, name=name)
-      parts.append(_text_part(s, inputs[name], hp))
-  x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate(name="preprocessed")(parts)
+      parts.append(_text_part(s, inputs[s.column.input_name], hp, suffix))
+  if len(parts) == 1:
+    x = parts[0]
+  else:
+    x = tf.keras.layers.Concatenate(name=f"{model_contract.PREPROCESSED_LAYER}{suffix}")(parts)
   full = model_hparams(profile, hp, x.shape[-1])
-  outputs = _task_output((body or default_body)(x, full), profile)
-  return tf.keras.Model(inputs=inputs, outputs=outputs, name="tabular_model")
+  if body is None:
+    head = default_body(x, full, suffix)
+  else:
+    head = body(x, full, suffix) if suffix else body(x, full)
+  return _task_output(head, profile, suffix)
+
+
+def names_members(body: Body | None) -> bool:
+  """Whether copies of a network can sit in one model: the default network, or a body that
+  takes the `suffix` its layer names get (the bundled module's `_body` does)."""
+  return body is None or "suffix" in inspect.signature(body).parameters
+
+
+def ensemble_members(model) -> list:
+  """The members of a `build_model` ensemble as models of their own, sharing its layers (so
+  fitting one trains the ensemble's weights); [model] for a single network."""
+  import tensorflow as tf
+
+  names = {layer.name for layer in model.layers}
+  if ENSEMBLE_LAYER not in names:
+    return [model]
+  return [
+    tf.keras.Model(inputs=model.inputs, outputs=output, name=f"tabular_model{member_suffix(i)}")
+    for i, output in enumerate(model.get_layer(ENSEMBLE_LAYER).input)
+  ]
 
 
 def compile_model(model, profile: Profile, learning_rate: float, steps_per_execution: int) -> None:

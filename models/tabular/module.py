@@ -9,7 +9,10 @@ preprocessing is `_body`; change it, and keep its inputs and outputs:
     or embedded; dates as trend and seasons; see models.tabular.model.build_model);
   - out: [batch, hparams['num_outputs']] logits (classification) or the standardized value
     (regression), as `model.default_body` returns them; the model adds the softmax, the
-    sigmoid, or the rescaling to the label's units.
+    sigmoid, or the rescaling to the label's units;
+  - `suffix`: appended to the names of the layers it names. On small tables the model averages
+    several copies of the network (`--hparams ensemble_size`), each named with its own suffix;
+    a `_body` without this parameter is trained as one network.
 
 Hyper-parameters come from the pipeline's `--hparams key=value,...` (custom_config['hparams'])
 and, with `--tune`, from the Tuner's best trial. Importing this module registers the model's
@@ -22,8 +25,8 @@ from components.distributed_trainer.module_marks import manages_strategy, plans_
 from models.tabular import model, runner
 
 
-def _body(x, hparams: dict[str, Any]):
-  return model.default_body(x, hparams)
+def _body(x, hparams: dict[str, Any], suffix: str = ""):
+  return model.default_body(x, hparams, suffix)
 
 
 # TFX Trainer (and the DistributedTrainer) will call this function.

@@ -38,6 +38,8 @@ class TrainingPlan:
     steps_per_epoch: steps per epoch.
     patience: epochs without a better held-out loss before stopping (0: no early stopping).
     smooth_epochs: epochs whose held-out losses are averaged for stopping and the epoch kept.
+    ensemble: networks trained one after another from different seeds and averaged (1: one).
+    members: after training, each ensemble member's epochs_run and best_epoch.
     fit_rows: training rows the model fits on (all but the held-out slice).
     holdout_rows: training rows held out for early stopping (0 without it).
     reason: one sentence for the summary.
@@ -51,9 +53,16 @@ class TrainingPlan:
   holdout_rows: int
   reason: str
   smooth_epochs: int = 1
+  ensemble: int = 1
+  members: tuple[dict[str, Any], ...] = ()
 
   def to_json(self) -> dict[str, Any]:
-    return dataclasses.asdict(self)
+    out = dataclasses.asdict(self)
+    if self.ensemble == 1:  # A single network's plan reads as before ensembles existed.
+      del out["ensemble"], out["members"]
+    else:
+      out["members"] = list(self.members)
+    return out
 
 
 def auto_batch_size(rows: int) -> int:
@@ -73,6 +82,7 @@ def plan_training(
   max_epochs: int | None = None,
   early_stopping: bool = True,
   stopping_window: int = 1,
+  members: int = 1,
 ) -> TrainingPlan:
   """Sizes the training to the data, or follows `--train-steps`.
 
@@ -91,6 +101,7 @@ def plan_training(
     early_stopping: False where it cannot run (ParameterServerStrategy).
     stopping_window: hparams stopping_window: epochs whose held-out losses are averaged for
       stopping and the epoch kept (1: each epoch's own).
+    members: networks of the ensemble, each trained to this plan (`hparams.ensemble_size_for`).
 
   Returns:
     The TrainingPlan.
@@ -100,7 +111,9 @@ def plan_training(
     epochs = max(1, min(num_epochs, train_steps))
     per_epoch = math.ceil(train_steps / epochs)
     reason = f"--train-steps {train_steps}: {epochs} epochs of {per_epoch} steps of {batch}"
-    return TrainingPlan(batch, epochs, per_epoch, 0, rows, 0, reason)
+    if members > 1:
+      reason += f", for each of {members} networks from different seeds, averaged"
+    return TrainingPlan(batch, epochs, per_epoch, 0, rows, 0, reason, ensemble=members)
   holdout = holdout_rows if early_stopping and holdout_rows >= MIN_HOLDOUT_ROWS else 0
   fit_rows = rows - holdout
   epochs = int(max_epochs or min(MAX_EPOCHS, max(MIN_EPOCHS, math.ceil(EXAMPLE_BUDGET / rows))))
@@ -116,7 +129,11 @@ def plan_training(
       reason += f" (the mean loss of {smooth} epochs)"
   elif early_stopping and holdout_rows:
     reason += f" (no early stopping: {holdout_rows} held-out rows are too few to judge by)"
-  return TrainingPlan(batch, epochs, per_epoch, patience, fit_rows, holdout, reason, smooth)
+  if members > 1:
+    reason += f"; {members} networks trained so from different seeds, their outputs averaged"
+  return TrainingPlan(
+    batch, epochs, per_epoch, patience, fit_rows, holdout, reason, smooth, ensemble=members
+  )
 
 
 # ----------------------------------------------------------------------------- settings

@@ -23,7 +23,7 @@ from components import defaults, memory, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
 from models.tabular import history as epoch_history
-from models.tabular.hparams import check_hparams, hidden_units_for
+from models.tabular.hparams import check_hparams, ensemble_size_for, hidden_units_for
 from models.tabular.inputs import (
   IN_MEMORY_MAX_BYTES,
   arrays_dataset,
@@ -36,8 +36,10 @@ from models.tabular.model import (
   Body,
   build_model,
   compile_model,
+  ensemble_members,
   evaluate,
   export_saved_model,
+  names_members,
 )
 from models.tabular.plan import (
   RunSettings,
@@ -154,7 +156,12 @@ def train(
   hparams = check_hparams(settings.hparams, module_style == defaults.BUILD_MODEL_FN)
   settings = dataclasses.replace(settings, hparams=hparams)
   profile, train_files, eval_files = prepare(settings)
-  plan = _plan(settings, built, profile)
+  # An ensemble needs a network that names its layers per member (a build_model module's
+  # network, or a copied module's older `_body`, is trained as one).
+  members = 1
+  if names_members(body):
+    members = ensemble_size_for(hparams, profile.rows, fixed_steps=bool(settings.train_steps))
+  plan = _plan(settings, built, profile, members)
   previous_policy = tf.keras.mixed_precision.global_policy()
   if settings.mixed_precision:
     tf.keras.mixed_precision.set_global_policy(settings.mixed_precision)
@@ -162,12 +169,30 @@ def train(
     # Same initial weights in every process and run, so runs differ only by the strategy.
     tf.keras.utils.set_random_seed(settings.seed)
     with built.strategy.scope():
-      model = build_model(profile, hparams, body)
+      model = build_model(profile, hparams, body, members, settings.seed)
       warm = warm_start(model, settings.base_model) if settings.base_model else []
-      compile_model(model, profile, float(hparams["learning_rate"]), settings.steps_per_execution)
+      networks = ensemble_members(model)
+      for network in networks:
+        compile_model(
+          network, profile, float(hparams["learning_rate"]), settings.steps_per_execution
+        )
     dataset_fn, validation = _training_data(settings, built, profile, plan, train_files)
-    config = _fit_config(settings, plan, attempt, validation)
-    fit = train_lib.fit(model, built, dataset_fn, config)
+    # Each member fits on its own, from its own seed's initial weights and shuffle.
+    fits = [
+      train_lib.fit(
+        network,
+        built,
+        functools.partial(dataset_fn, seed=settings.seed + i),
+        _fit_config(settings, plan, attempt, validation, member=i if members > 1 else None),
+      )
+      for i, network in enumerate(networks)
+    ]
+    fit = _combined(fits, model)
+    if members > 1:
+      plan = dataclasses.replace(
+        plan,
+        members=tuple({"epochs_run": f["epochs_run"], "best_epoch": f["best_epoch"]} for f in fits),
+      )
     result = train_lib.TrainResult.under(
       built,
       module_style,
@@ -181,18 +206,38 @@ def train(
       **fit,
     )
     if built.is_chief:
-      epoch_history.write_history(settings.model_run_dir, getattr(model, "history", None))
+      # An ensemble's chart is its first member's.
+      epoch_history.write_history(settings.model_run_dir, getattr(networks[0], "history", None))
       _evaluate_and_publish(model, settings, profile, plan, body, eval_files, result)
   finally:
     tf.keras.mixed_precision.set_global_policy(previous_policy)
   train_lib.write_result(settings.model_run_dir, result)
   # The rows held in memory live as long as the datasets that gather from them.
-  del dataset_fn, validation, config
+  del dataset_fn, validation
   memory.release()
   return result
 
 
-def _plan(settings: RunSettings, built, profile: Profile) -> TrainingPlan:
+def _combined(fits: list[dict[str, Any]], model) -> dict[str, Any]:
+  """One TrainResult's fit fields for an ensemble's members: the first member's epochs (its
+  chart is the one kept), every member's steps and seconds, the digest of all the weights."""
+  if len(fits) == 1:
+    return fits[0]
+  seconds = sum(f["train_seconds"] for f in fits)
+  return {
+    **fits[0],
+    "steps_run": sum(f["steps_run"] for f in fits),
+    "train_seconds": seconds,
+    "train_examples_per_sec": (
+      sum(f["train_examples_per_sec"] * f["train_seconds"] for f in fits) / seconds
+      if seconds
+      else fits[0]["train_examples_per_sec"]
+    ),
+    "weights_sha256": train_lib.weights_digest(model.get_weights()),
+  }
+
+
+def _plan(settings: RunSettings, built, profile: Profile, members: int = 1) -> TrainingPlan:
   """The run's TrainingPlan, checked against the steps `profile_steps` asks to profile."""
   hparams = settings.hparams
   plan = plan_training(
@@ -205,6 +250,7 @@ def _plan(settings: RunSettings, built, profile: Profile) -> TrainingPlan:
     # Keras cannot run validation under ParameterServerStrategy.
     early_stopping=built.choice.name != defaults.PARAMETER_SERVER,
     stopping_window=int(hparams.get("stopping_window", 1)),
+    members=members,
   )
   _LOG.info("Training plan: %s", plan.reason)
   steps_lib.check_profile_steps(settings.profile_steps, plan.epochs * plan.steps_per_epoch)
@@ -212,9 +258,13 @@ def _plan(settings: RunSettings, built, profile: Profile) -> TrainingPlan:
 
 
 def _fit_config(
-  settings: RunSettings, plan: TrainingPlan, attempt: int, validation
+  settings: RunSettings, plan: TrainingPlan, attempt: int, validation, member: int | None = None
 ) -> train_lib.FitConfig:
-  """How train_lib.fit runs the plan, scoring `validation` (or nothing) after every epoch."""
+  """How train_lib.fit runs the plan, scoring `validation` (or nothing) after every epoch.
+
+  An ensemble's member (`member`) backs up into a folder of its own, so that a restarted run
+  resumes each member from its own state.
+  """
   import tensorflow as tf
 
   if validation is not None:
@@ -232,12 +282,20 @@ def _fit_config(
     attempt=attempt,
     profile_steps=settings.profile_steps,
     steps_per_execution=settings.steps_per_execution,
-    backup_dir=settings.backup_dir,
+    backup_dir=_member_backup_dir(settings, member),
     validation=validation,
     validation_steps=math.ceil(plan.holdout_rows / plan.batch_size) if validation else 0,
     patience=plan.patience,
     smooth_epochs=plan.smooth_epochs,
   )
+
+
+def _member_backup_dir(settings: RunSettings, member: int | None) -> str | None:
+  if member is None:
+    return settings.backup_dir
+  base = settings.backup_dir
+  base = base or train_lib.run_state_dir(settings.model_run_dir, train_lib.BACKUP_DIR)
+  return f"{base.rstrip('/')}/member_{member}"
 
 
 def _evaluate_and_publish(
@@ -253,7 +311,7 @@ def _evaluate_and_publish(
   # A fresh model outside the strategy scope: evaluation and export need no collectives
   # with the other workers and carry no distribution state.
   started = time.perf_counter()
-  plain = build_model(profile, settings.hparams, body)
+  plain = build_model(profile, settings.hparams, body, len(ensemble_members(model)))
   plain.set_weights(model.get_weights())
   eval_ds = make_dataset(eval_files, profile, plan.batch_size, training=False)
   if settings.eval_steps:
@@ -291,12 +349,12 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
     )
     held = _held_out_in_memory(train_files, profile, plan.batch_size) if every else None
 
-  def dataset_fn(input_context):
+  def dataset_fn(input_context, seed: int = settings.seed):
     # Each input pipeline reads its own shard, at its replicas' share of the global batch.
     return batches(
       input_context.get_per_replica_batch_size(plan.batch_size),
       training=True,
-      seed=settings.seed,
+      seed=seed,
       num_shards=input_context.num_input_pipelines,
       shard_index=input_context.input_pipeline_id,
     )

@@ -304,7 +304,12 @@ def describe_summary(
     lines.append(f"inputs: {plan['inputs']}")
   if plan:
     line = f"training: {plan['reason']}"
-    if plan.get("epochs_run"):
+    members = plan.get("members")
+    if members:
+      line += f"; ran {', '.join(str(m['epochs_run']) for m in members)} epochs"
+      if all(m.get("best_epoch") for m in members):
+        line += f", kept epochs {', '.join(str(m['best_epoch']) for m in members)}"
+    elif plan.get("epochs_run"):
       line += f"; ran {plan['epochs_run']} epochs"
       if plan.get("best_epoch"):
         line += f", kept epoch {plan['best_epoch']}"

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from components import errors, model_contract, tasks
-from models.tabular import custom_network, quantiles, text_columns
+from models.tabular import custom_network, module, quantiles, text_columns
 from models.tabular import hparams as tabular_hparams
 from models.tabular import inputs as tabular_input
 from models.tabular import model as tabular_model
@@ -117,6 +117,51 @@ def test_build_model_for_each_task(examples, task, width, activation):
     assert abs(float(np.mean(out)) - profile.label_mean) < profile.label_std
   layers = {type(layer).__name__ for layer in model.layers}
   assert {"NumericPreprocessing", "CategoryOneHot"} <= layers
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_an_ensemble_averages_members_that_train_on_their_own(examples, task):
+  profile = _profile(examples[task])
+  model = tabular_model.build_model(profile, tabular_hparams.DEFAULT_HPARAMS, members=3, seed=7)
+  members = tabular_model.ensemble_members(model)
+  assert len(members) == 3
+  names = {layer.name for layer in model.layers}
+  assert {"hidden_0_m0", "hidden_0_m1", "hidden_0_m2", "head_m2", "ensemble"} <= names
+  assert {"preprocessed_m0", "preprocessed_m1", "preprocessed_m2"} <= names
+  # Each member starts from its own seed's weights.
+  kernels = [model.get_layer(f"hidden_0_m{i}").kernel.numpy() for i in range(3)]
+  assert not np.allclose(kernels[0], kernels[1]) and not np.allclose(kernels[1], kernels[2])
+  # The ensemble's output is the mean of its members' (probabilities, or values in label units).
+  inputs = td.model_inputs(examples[task]["eval"], text=("city", "color"))
+  each = [m.predict(inputs, verbose=0) for m in members]
+  np.testing.assert_allclose(model.predict(inputs, verbose=0), np.mean(each, axis=0), rtol=1e-5)
+  # A member is a view of the ensemble's layers: fitting it moves the ensemble's weights only
+  # in that member.
+  tabular_model.compile_model(members[1], profile, 0.05, 1)
+  members[1].fit(inputs, td.label_targets(examples[task]["eval"], task), epochs=1, verbose=0)
+  assert np.allclose(model.get_layer("hidden_0_m0").kernel.numpy(), kernels[0])
+  assert not np.allclose(model.get_layer("hidden_0_m1").kernel.numpy(), kernels[1])
+  # A copy built the same way takes the trained weights, as the export does.
+  copy = tabular_model.build_model(profile, tabular_hparams.DEFAULT_HPARAMS, members=3)
+  copy.set_weights(model.get_weights())
+  np.testing.assert_allclose(copy.predict(inputs, verbose=0), model.predict(inputs, verbose=0))
+
+
+def test_only_a_network_that_names_its_layers_per_member_is_copied(examples):
+  profile = _profile(examples["binary"])
+
+  def plain(x, hparams):
+    return tabular_model.default_body(x, hparams)
+
+  assert tabular_model.names_members(None) and tabular_model.names_members(module._body)
+  assert not tabular_model.names_members(plain)
+  with pytest.raises(ValueError, match="must take a `suffix`"):
+    tabular_model.build_model(profile, {}, plain, members=2)
+  # The ensemble's size: given, or 3 under 2,000 training rows with training sized to the data.
+  size = tabular_hparams.ensemble_size_for
+  assert (size({}, 1_999, False), size({}, 2_000, False), size({}, 500, True)) == (3, 1, 1)
+  assert size({"ensemble_size": 1}, 500, False) == 1
+  assert size({"ensemble_size": 5}, 10**6, True) == 5
 
 
 def _body_model(inputs: int, outputs: int) -> tf.keras.Model:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
-from components import defaults
+from components import defaults, model_contract
 from components.optimizer import fine_tuning, formats, keras_model, runtime_base
 from components.optimizer.formats import savedmodel_pruning
 from components.optimizer.variant_base import (
@@ -51,8 +52,7 @@ FLOAT_OPS_IN_INT8 = (
 # CategoryEncoding, as in TFX's taxi example model.
 INT8_CRASHING_OPS = ("DenseBincount",)
 
-# The layer a model's preprocessing ends in (the default model's concat of its parts).
-PREPROCESSED_LAYER = "preprocessed"
+_PREPROCESSED_NAME = re.compile(rf"{model_contract.PREPROCESSED_LAYER}(_m\d+)?")
 
 RepresentativeDataset = Callable[[], Iterator[dict[str, np.ndarray]]]
 
@@ -82,7 +82,8 @@ def representative_dataset(inputs: runtime_base.Inputs, rows: int) -> Representa
 
 
 def preprocessing_layers(model: tf.keras.Model) -> list[str]:
-  """Names of the layers that feed the model's PREPROCESSED_LAYER, and that layer ([] without).
+  """Names of the layers that feed the model's PREPROCESSED_LAYER (each ensemble member's), and
+  those layers ([] without).
 
   int8 keeps them in float: the preprocessing maps raw columns on different scales to bins,
   one-hots, embeddings and date features, and its outputs meet in one concat, whose inputs
@@ -94,10 +95,8 @@ def preprocessing_layers(model: tf.keras.Model) -> list[str]:
   Returns:
     The layer names, sorted.
   """
-  names = {layer.name for layer in model.layers}
-  if PREPROCESSED_LAYER not in names:
-    return []
-  found, todo = set(), [model.get_layer(PREPROCESSED_LAYER)]
+  found = set()
+  todo = [layer for layer in model.layers if _PREPROCESSED_NAME.fullmatch(layer.name)]
   while todo:
     layer = todo.pop()
     if layer.name in found or isinstance(layer, tf.keras.layers.InputLayer):
