@@ -43,9 +43,9 @@ DEFAULT_HPARAMS: dict[str, Any] = {
 
 # Training rows under which a table is small: a narrower network, and an ensemble.
 SMALL_TABLE_ROWS = 2_000
-# The members of a small table's ensemble. On the sweep's small tables, the average of 3 seeds'
-# predictions was closer to the better baseline than the seeds alone on 12 of 12 (see
-# docs/your-data.md).
+# The members of a small table's ensemble. On 12 of the sweep's small tables, the average of 3
+# seeds' predictions was closer to the better baseline than the mean of the seeds' own scores on
+# 11 (see docs/your-data.md).
 ENSEMBLE_MEMBERS = 3
 
 
