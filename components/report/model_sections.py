@@ -13,6 +13,14 @@ from components.report.page import Html, code, esc, fact, figure, note, pairs, s
 _EPOCH_KEYS = {"event", "epoch", "epochs", "attempt", "loss", "lr", "learning_rate"}
 
 
+def _member_rows(members: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+  """An ensemble's row: each network's epochs run and kept (the rows above are the first's)."""
+  if not members:
+    return []
+  each = ", ".join(f"{m.get('epochs_run', '-')} / {m.get('best_epoch') or '-'}" for m in members)
+  return [(f"each of {len(members)} networks: epochs run / kept", each)]
+
+
 def training_section(summary: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> Html:
   """The strategy and why, the plan, the epochs run and kept, and loss and metric per epoch."""
   strategy = summary.get("strategy") or {}
@@ -34,6 +42,7 @@ def training_section(summary: Mapping[str, Any], history: Sequence[Mapping[str, 
         ("rows fit / held out", f"{plan.get('fit_rows', '-')} / {plan.get('holdout_rows', '-')}"),
         ("epochs run", fact("training.epochs_run", plan.get("epochs_run"))),
         ("epoch kept", fact("training.best_epoch", plan.get("best_epoch"))),
+        *_member_rows(plan.get("members") or []),
       ]
     )
   ]
@@ -44,7 +53,10 @@ def training_section(summary: Mapping[str, Any], history: Sequence[Mapping[str, 
       (k for k in history[-1] if k not in _EPOCH_KEYS and not k.startswith("val_")), None
     )
     svg = charts.epochs(history, metric, plan.get("best_epoch"))
-    parts.append(figure("epochs", svg, "per epoch: training batches and the held-out rows"))
+    caption = "per epoch: training batches and the held-out rows"
+    if plan.get("members"):
+      caption += f" (the first of {len(plan['members'])} networks)"
+    parts.append(figure("epochs", svg, caption))
   else:
     parts.append(note("no per-epoch log (the trainer keeps it only in a local model run folder)."))
   if summary.get("hparams"):

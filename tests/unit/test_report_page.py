@@ -42,6 +42,17 @@ def test_a_succeeded_run_shows_every_section_with_its_figures(tmp_path):
   assert "<script" not in html and "<link" not in html and "http://" not in html.split("<main>")[0]
 
 
+def test_an_ensembles_training_section_lists_each_network_and_names_the_chart(tmp_path):
+  summary = report_inputs.write_run(tmp_path)
+  summary["training_plan"]["members"] = [
+    {"epochs_run": 5, "best_epoch": 3},
+    {"epochs_run": 7, "best_epoch": None},
+  ]
+  html = run_page.render_run_page(summary)
+  assert "<th>each of 2 networks: epochs run / kept</th><td>5 / 3, 7 / -</td>" in html
+  assert "(the first of 2 networks)" in html
+
+
 def test_a_failed_run_gets_a_page_that_says_what_did_not_run(tmp_path):
   html = run_page.render_run_page(report_inputs.failed_run())
   assert "<script>" not in html
