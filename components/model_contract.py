@@ -34,6 +34,9 @@ TRANSFORM_SIGNATURE = "transform_features"
 # named with its suffix (`preprocessed_m0`, ...). The Optimizer keeps what feeds it in float
 # under int8.
 PREPROCESSED_LAYER = "preprocessed"
+# How an ensemble member's layers are named: the layer's own name, then this suffix.
+MEMBER_SUFFIX = "_m{index}"
+MEMBER_SUFFIX_PATTERN = r"_m\d+"
 # A signature taking one named value per raw column (TF Serving's JSON `instances`).
 ROWS_SIGNATURE = "rows"
 # A signature taking the Keras model's own inputs by name (what the Optimizer measures).

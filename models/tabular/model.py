@@ -113,7 +113,7 @@ ENSEMBLE_LAYER = "ensemble"
 
 
 def member_suffix(index: int) -> str:
-  return f"_m{index}"
+  return model_contract.MEMBER_SUFFIX.format(index=index)
 
 
 def build_model(
@@ -163,23 +163,23 @@ def build_model(
       name = s.column.input_name
       inputs[name] = tf.keras.Input(shape=(1,), dtype=tf.string, name=name)
   if members == 1:
-    outputs = _network(profile, hp, inputs, body, "")
+    outputs = _network(profile, hp, inputs, numeric, body, "")
   else:
     per_member = []
     for i in range(members):
       if seed is not None:
         tf.keras.utils.set_random_seed(seed + i)
-      per_member.append(_network(profile, hp, inputs, body, member_suffix(i)))
+      per_member.append(_network(profile, hp, inputs, numeric, body, member_suffix(i)))
     outputs = tf.keras.layers.Average(dtype="float32", name=ENSEMBLE_LAYER)(per_member)
   return tf.keras.Model(inputs=inputs, outputs=outputs, name="tabular_model")
 
 
-def _network(profile: Profile, hp: dict[str, Any], inputs: dict[str, Any], body, suffix: str):
-  """One network on the model's inputs: preprocessing, body and the task's output."""
+def _network(profile: Profile, hp: dict[str, Any], inputs: dict[str, Any], numeric, body, suffix):
+  """One network on the model's inputs (`numeric`: the profile's number columns, in input
+  order): preprocessing, body and the task's output."""
   import tensorflow as tf
 
   parts = []
-  numeric = [s for s in profile.columns if s.column.kind == NUMERIC]
   if numeric:
     values = inputs[model_contract.NUMERIC_INPUT]
     parts.append(

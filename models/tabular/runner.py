@@ -311,7 +311,7 @@ def _evaluate_and_publish(
   # A fresh model outside the strategy scope: evaluation and export need no collectives
   # with the other workers and carry no distribution state.
   started = time.perf_counter()
-  plain = build_model(profile, settings.hparams, body, len(ensemble_members(model)))
+  plain = build_model(profile, settings.hparams, body, plan.ensemble)
   plain.set_weights(model.get_weights())
   eval_ds = make_dataset(eval_files, profile, plan.batch_size, training=False)
   if settings.eval_steps:

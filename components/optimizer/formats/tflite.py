@@ -52,7 +52,9 @@ FLOAT_OPS_IN_INT8 = (
 # CategoryEncoding, as in TFX's taxi example model.
 INT8_CRASHING_OPS = ("DenseBincount",)
 
-_PREPROCESSED_NAME = re.compile(rf"{model_contract.PREPROCESSED_LAYER}(_m\d+)?")
+_PREPROCESSED_NAME = re.compile(
+  f"{model_contract.PREPROCESSED_LAYER}({model_contract.MEMBER_SUFFIX_PATTERN})?"
+)
 
 RepresentativeDataset = Callable[[], Iterator[dict[str, np.ndarray]]]
 
