@@ -91,6 +91,13 @@ def _hparams(text: str) -> dict:
   return out
 
 
+class _MergeHparams(argparse.Action):
+  """Each --hparams adds its keys to those of the flags before it (a later value wins)."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    setattr(namespace, self.dest, {**(getattr(namespace, self.dest, None) or {}), **values})
+
+
 def _steps(text: str) -> tuple[int, int]:
   start, sep, end = text.partition(",")
   try:
@@ -196,8 +203,10 @@ def _add_training_args(g) -> None:
   g.add_argument(
     "--hparams",
     type=_hparams,
+    action=_MergeHparams,
     default={},
-    help="key=value,... for the model, e.g. hidden_units=128,num_layers=2,learning_rate=0.01",
+    help="key=value,... for the model, e.g. hidden_units=128,num_layers=2,learning_rate=0.01; "
+    "repeat the flag to add more",
   )
   g.add_argument(
     "--train-steps",

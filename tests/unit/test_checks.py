@@ -279,6 +279,21 @@ def _args(tmp_path, *argv):
   return parser.parse_args([str(a) for a in argv])
 
 
+def test_repeated_hparams_flags_add_up_and_a_later_value_wins(tmp_path):
+  args = _args(
+    tmp_path,
+    "--hparams",
+    "learning_rate=0.01,num_layers=2",
+    "--hparams",
+    "numeric_bins=0",
+    "--hparams",
+    "num_layers=3",
+  )
+  assert args.hparams == {"learning_rate": 0.01, "num_layers": 3, "numeric_bins": 0}
+  # The default is not shared between parses.
+  assert _args(tmp_path).hparams == {}
+
+
 def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
   rows = [f"{i},{i % 7},{'yes' if i % 3 == 0 else 'no'}" for i in range(300)]
   data = tmp_path / "data"
