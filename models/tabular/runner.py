@@ -14,12 +14,13 @@ import dataclasses
 import functools
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from components import defaults, memory, tasks
+from components import defaults, memory, model_contract, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
 from models.tabular import history as epoch_history
@@ -39,6 +40,7 @@ from models.tabular.model import (
   ensemble_members,
   evaluate,
   export_saved_model,
+  member_suffix,
   names_members,
 )
 from models.tabular.plan import (
@@ -77,7 +79,10 @@ def publish(export: Callable[[str], None], serving_model_dir: str) -> None:
 def warm_start(model, base_model_dir: str) -> list[str]:
   """Copies the weights of same-named, same-shaped layers from a base SavedModel.
 
-  Layers whose shapes changed (a new vocabulary, a new class) keep their fresh weights.
+  Layers whose shapes changed (a new vocabulary, a new class) keep their fresh weights. A table
+  that crossed SMALL_TABLE_ROWS between the base's training and this one changes between one
+  network and an ensemble (`build_model`): each member then starts from the base's single
+  network, and a single network from the base ensemble's first member.
 
   Returns:
     Names of the layers that were copied.
@@ -88,7 +93,7 @@ def warm_start(model, base_model_dir: str) -> list[str]:
   base_layers = {layer.name: layer for layer in base.layers}
   copied = []
   for layer in model.layers:
-    source = base_layers.get(layer.name)
+    source = _base_layer(layer.name, base_layers)
     if source is None or not layer.weights:
       continue
     weights = source.get_weights()
@@ -97,6 +102,16 @@ def warm_start(model, base_model_dir: str) -> list[str]:
       copied.append(layer.name)
   _LOG.info("Warm start from %s: copied %s", base_model_dir, copied)
   return copied
+
+
+def _base_layer(name: str, base_layers: dict):
+  """The base model's layer for this model's layer `name`: the same name, else the same layer
+  of the base's single network (`name` is an ensemble member's) or of its first member."""
+  stem = re.sub(f"{model_contract.MEMBER_SUFFIX_PATTERN}$", "", name)
+  for candidate in (name, stem, stem + member_suffix(0)):
+    if candidate in base_layers:
+      return base_layers[candidate]
+  return None
 
 
 # ----------------------------------------------------------------------------- run

@@ -147,6 +147,34 @@ def test_an_ensemble_averages_members_that_train_on_their_own(examples, task):
   np.testing.assert_allclose(copy.predict(inputs, verbose=0), model.predict(inputs, verbose=0))
 
 
+def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_path):
+  # A nightly table that grew past (or fell under) SMALL_TABLE_ROWS changes between one network
+  # and an ensemble; the warm start still carries the base's weights over.
+  from models.tabular import runner
+
+  profile = _profile(examples["binary"])
+  hp = tabular_hparams.DEFAULT_HPARAMS
+  single = tabular_model.build_model(profile, hp, members=1, seed=1)
+  tabular_model.export_saved_model(single, profile, str(tmp_path / "single"))
+  ensemble = tabular_model.build_model(profile, hp, members=3, seed=2)
+  copied = runner.warm_start(ensemble, str(tmp_path / "single"))
+  assert {"hidden_0_m0", "hidden_0_m2", "head_m1"} <= set(copied)
+  for i in range(3):  # the members' own initial weights differ (seed + i)
+    np.testing.assert_array_equal(
+      ensemble.get_layer(f"hidden_0_m{i}").kernel.numpy(),
+      single.get_layer("hidden_0").kernel.numpy(),
+    )
+  # Back to one network: it starts from the base ensemble's first member.
+  ensemble.get_layer("hidden_0_m0").kernel.assign(ensemble.get_layer("hidden_0_m1").kernel)
+  tabular_model.export_saved_model(ensemble, profile, str(tmp_path / "ensemble"))
+  fresh = tabular_model.build_model(profile, hp, members=1, seed=3)
+  copied = runner.warm_start(fresh, str(tmp_path / "ensemble"))
+  assert {"hidden_0", "head"} <= set(copied)
+  np.testing.assert_array_equal(
+    fresh.get_layer("hidden_0").kernel.numpy(), ensemble.get_layer("hidden_0_m0").kernel.numpy()
+  )
+
+
 def test_only_a_network_that_names_its_layers_per_member_is_copied(examples):
   profile = _profile(examples["binary"])
 
