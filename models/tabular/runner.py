@@ -76,32 +76,44 @@ def publish(export: Callable[[str], None], serving_model_dir: str) -> None:
       tf.io.gfile.rmtree(staging)
 
 
-def warm_start(model, base_model_dir: str) -> list[str]:
+def warm_start(model, base_model_dir: str) -> tuple[list[str], str]:
   """Copies the weights of same-named, same-shaped layers from a base SavedModel.
 
-  Layers whose shapes changed (a new vocabulary, a new class) keep their fresh weights. A table
-  that crossed SMALL_TABLE_ROWS between the base's training and this one changes between one
-  network and an ensemble (`build_model`): each member then starts from the base's single
-  network, and a single network from the base ensemble's first member.
+  Layers whose shapes changed (a new vocabulary, a new class, another width) keep their fresh
+  weights. A table that crossed SMALL_TABLE_ROWS between the base's training and this one
+  changes between one network and an ensemble (`build_model`): each member then starts from
+  the base's single network, and a single network from the base ensemble's first member.
 
   Returns:
-    Names of the layers that were copied.
+    The names of the layers that were copied, and a sentence for the run summary saying how
+    many of the model's weighted layers that is (and, where hidden layers changed width, that
+    they did).
   """
   import tensorflow as tf
 
   base = tf.keras.models.load_model(base_model_dir, compile=False)
   base_layers = {layer.name: layer for layer in base.layers}
-  copied = []
-  for layer in model.layers:
+  weighted = [layer for layer in model.layers if layer.weights]
+  copied, widths = [], set()
+  for layer in weighted:
     source = _base_layer(layer.name, base_layers)
-    if source is None or not layer.weights:
+    if source is None:
       continue
     weights = source.get_weights()
     if [w.shape for w in weights] == [tuple(w.shape) for w in layer.weights]:
       layer.set_weights(weights)
       copied.append(layer.name)
+    elif re.fullmatch(rf"hidden_\d+({model_contract.MEMBER_SUFFIX_PATTERN})?", layer.name):
+      widths.add((weights[0].shape[-1], layer.weights[0].shape[-1]))
   _LOG.info("Warm start from %s: copied %s", base_model_dir, copied)
-  return copied
+  note = f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
+  if widths:
+    was, now = (", ".join(str(w) for w in sorted({pair[i] for pair in widths})) for i in (0, 1))
+    note += (
+      f"; its hidden layers were {was} units wide and are {now} now (the width follows the "
+      "training rows: --hparams hidden_units=N keeps it)"
+    )
+  return copied, note
 
 
 def _base_layer(name: str, base_layers: dict):
@@ -185,7 +197,7 @@ def train(
     tf.keras.utils.set_random_seed(settings.seed)
     with built.strategy.scope():
       model = build_model(profile, hparams, body, members, settings.seed)
-      warm = warm_start(model, settings.base_model) if settings.base_model else []
+      warm, warm_note = warm_start(model, settings.base_model) if settings.base_model else ([], "")
       networks = ensemble_members(model)
       for network in networks:
         compile_model(
@@ -217,7 +229,11 @@ def train(
         "hidden_units": int(hparams["hidden_units"] or hidden_units_for(profile.rows)),
       },
       warm_started_layers=warm,
-      plan={**plan.to_json(), "inputs": describe_inputs(profile.columns)},
+      plan={
+        **plan.to_json(),
+        "inputs": describe_inputs(profile.columns),
+        **({"warm_start": warm_note} if warm_note else {}),
+      },
       **fit,
     )
     if built.is_chief:

@@ -314,6 +314,8 @@ def describe_summary(
       if plan.get("best_epoch"):
         line += f", kept epoch {plan['best_epoch']}"
     lines.append(line)
+    if plan.get("warm_start"):
+      lines.append(f"warm start: {plan['warm_start']}")
   if summary.get("profile_skipped"):
     lines.append(f"no profile: {summary['profile_skipped']}")
   lines += _gate_lines((summary.get("night") or {}).get("gate"))

@@ -79,3 +79,19 @@ def test_the_summary_says_how_the_model_read_its_columns():
   lines = progress.describe_summary(summary, pathlib.Path("/out"), "log")
   assert f"inputs: {inputs}" in lines
   assert lines.index(f"inputs: {inputs}") < lines.index("training: up to 3 epochs")
+
+
+def test_the_summary_says_what_a_warm_start_copied():
+  note = "0 of 5 layers with weights copied from the base model; its hidden layers ..."
+  plan = {"reason": "up to 3 epochs", "epochs_run": 3, "warm_start": note}
+  lines = progress.describe_summary(
+    {"status": "succeeded", "training_plan": plan}, pathlib.Path("/out"), "log"
+  )
+  assert lines.index("training: up to 3 epochs; ran 3 epochs") + 1 == lines.index(
+    f"warm start: {note}"
+  )
+  plan.pop("warm_start")
+  lines = progress.describe_summary(
+    {"status": "succeeded", "training_plan": plan}, pathlib.Path("/out"), "log"
+  )
+  assert not any(line.startswith("warm start") for line in lines)

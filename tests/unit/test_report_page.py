@@ -51,6 +51,10 @@ def test_an_ensembles_training_section_lists_each_network_and_names_the_chart(tm
   html = run_page.render_run_page(summary)
   assert "<th>each of 2 networks: epochs run / kept</th><td>5 / 3, 7 / -</td>" in html
   assert "(the first of 2 networks)" in html
+  assert "<th>warm start</th>" not in html
+  summary["training_plan"]["warm_start"] = "4 of 9 layers with weights copied"
+  html = run_page.render_run_page(summary)
+  assert "<th>warm start</th><td>4 of 9 layers with weights copied</td>" in html
 
 
 def test_a_failed_run_gets_a_page_that_says_what_did_not_run(tmp_path):
