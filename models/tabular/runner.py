@@ -76,8 +76,25 @@ def publish(export: Callable[[str], None], serving_model_dir: str) -> None:
       tf.io.gfile.rmtree(staging)
 
 
-def warm_start(model, base_model_dir: str) -> tuple[list[str], str]:
-  """Copies the weights of same-named, same-shaped layers from a base SavedModel.
+def load_base(base_model_dir: str):
+  """The Keras model of a base SavedModel (the live version) to warm-start from."""
+  import tensorflow as tf
+
+  base = tf.keras.models.load_model(base_model_dir, compile=False)
+  _LOG.info("Warm start from %s", base_model_dir)
+  return base
+
+
+def base_width(base) -> int | None:
+  """The width of a base default model's hidden layers (its first member's in an ensemble);
+  None for a network without them (a build_model module's)."""
+  names = {layer.name: layer for layer in base.layers}
+  layer = names.get("hidden_0") or names.get("hidden_0" + member_suffix(0))
+  return int(layer.units) if layer is not None else None
+
+
+def warm_start(model, base) -> tuple[list[str], str]:
+  """Copies the weights of same-named, same-shaped layers from a base model (`load_base`).
 
   Layers whose shapes changed (a new vocabulary, a new class, another width) keep their fresh
   weights. A table that crossed SMALL_TABLE_ROWS between the base's training and this one
@@ -89,9 +106,6 @@ def warm_start(model, base_model_dir: str) -> tuple[list[str], str]:
     many of the model's weighted layers that is (and, where hidden layers changed width, that
     they did).
   """
-  import tensorflow as tf
-
-  base = tf.keras.models.load_model(base_model_dir, compile=False)
   base_layers = {layer.name: layer for layer in base.layers}
   weighted = [layer for layer in model.layers if layer.weights]
   copied, widths = [], set()
@@ -105,14 +119,11 @@ def warm_start(model, base_model_dir: str) -> tuple[list[str], str]:
       copied.append(layer.name)
     elif re.fullmatch(rf"hidden_\d+({model_contract.MEMBER_SUFFIX_PATTERN})?", layer.name):
       widths.add((weights[0].shape[-1], layer.weights[0].shape[-1]))
-  _LOG.info("Warm start from %s: copied %s", base_model_dir, copied)
+  _LOG.info("Warm start: copied %s", copied)
   note = f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
   if widths:
     was, now = (", ".join(str(w) for w in sorted({pair[i] for pair in widths})) for i in (0, 1))
-    note += (
-      f"; its hidden layers were {was} units wide and are {now} now (the width follows the "
-      "training rows: --hparams hidden_units=N keeps it)"
-    )
+    note += f"; its hidden layers were {was} units wide and are {now} now (--hparams hidden_units)"
   return copied, note
 
 
@@ -188,6 +199,19 @@ def train(
   members = 1
   if names_members(body):
     members = ensemble_size_for(hparams, profile.rows, fixed_steps=bool(settings.train_steps))
+  base, kept_width = None, ""
+  if settings.base_model:
+    base = load_base(settings.base_model)
+    width, sized = base_width(base), hidden_units_for(profile.rows)
+    # A warm start keeps the live network's width where the rows would size it otherwise, so
+    # that its hidden layers carry over as the table grows (or shrinks) past a size.
+    if hparams["hidden_units"] is None and width and width != sized:
+      hparams = {**hparams, "hidden_units": width}
+      settings = dataclasses.replace(settings, hparams=hparams)
+      kept_width = (
+        f"; kept the base model's width of {width} units, where {profile.rows:,} training rows "
+        f"would size it {sized} (--hparams hidden_units={sized} resizes it)"
+      )
   plan = _plan(settings, built, profile, members)
   previous_policy = tf.keras.mixed_precision.global_policy()
   if settings.mixed_precision:
@@ -197,7 +221,7 @@ def train(
     tf.keras.utils.set_random_seed(settings.seed)
     with built.strategy.scope():
       model = build_model(profile, hparams, body, members, settings.seed)
-      warm, warm_note = warm_start(model, settings.base_model) if settings.base_model else ([], "")
+      warm, warm_note = warm_start(model, base) if base is not None else ([], "")
       networks = ensemble_members(model)
       for network in networks:
         compile_model(
@@ -232,7 +256,7 @@ def train(
       plan={
         **plan.to_json(),
         "inputs": describe_inputs(profile.columns),
-        **({"warm_start": warm_note} if warm_note else {}),
+        **({"warm_start": warm_note + kept_width} if warm_note else {}),
       },
       **fit,
     )

@@ -146,3 +146,23 @@ def test_stock_run_fn_module_gets_the_base_model_serving_path(tmp_path, digits_c
   assert _accuracy(warm, warm_inputs) >= base_accuracy - 0.03
   cold_inputs, cold = _train(tmp_path / "cold", digits_csv, one_step)
   assert _accuracy(cold, cold_inputs) < 0.5
+
+
+def test_default_module_warm_start_keeps_the_base_models_width(tmp_path, digits_csv):
+  # The width follows the training rows; a base of another width (here one set by hparams, as
+  # a table grown past 2,000 rows would size it) is kept, so that its hidden layers carry over.
+  props = _props(steps=50, module_path=defaults.DEFAULT_MODULE_PATH)
+  props[sc.CUSTOM_CONFIG_KEY] = json_utils.dumps({"hparams": {"hidden_units": 32}})
+  _, base = _train(tmp_path / "base", digits_csv, props)
+  _, warm = _train(
+    tmp_path / "warm", digits_csv, _props(1, module_path=defaults.DEFAULT_MODULE_PATH), base=base
+  )
+  from models.tabular import layers  # noqa: F401  (registers the layers)
+
+  keras = tf.keras.models.load_model(os.path.join(warm.uri, "Format-Serving"), compile=False)
+  assert keras.get_layer("hidden_0").units == 32
+  plan = json.loads(warm.get_string_custom_property(constants.TRAINING_PLAN_PROPERTY))
+  assert plan["warm_start"] == (
+    "3 of 3 layers with weights copied from the base model; kept the base model's width of 32 "
+    "units, where 1,438 training rows would size it 64 (--hparams hidden_units=64 resizes it)"
+  )

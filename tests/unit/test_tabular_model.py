@@ -157,7 +157,7 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   single = tabular_model.build_model(profile, hp, members=1, seed=1)
   tabular_model.export_saved_model(single, profile, str(tmp_path / "single"))
   ensemble = tabular_model.build_model(profile, hp, members=3, seed=2)
-  copied, note = runner.warm_start(ensemble, str(tmp_path / "single"))
+  copied, note = runner.warm_start(ensemble, runner.load_base(str(tmp_path / "single")))
   assert {"hidden_0_m0", "hidden_0_m2", "head_m1"} <= set(copied)
   weighted = [layer.name for layer in ensemble.layers if layer.weights]
   assert note == (
@@ -172,18 +172,20 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   ensemble.get_layer("hidden_0_m0").kernel.assign(ensemble.get_layer("hidden_0_m1").kernel)
   tabular_model.export_saved_model(ensemble, profile, str(tmp_path / "ensemble"))
   fresh = tabular_model.build_model(profile, hp, members=1, seed=3)
-  copied, _ = runner.warm_start(fresh, str(tmp_path / "ensemble"))
+  copied, _ = runner.warm_start(fresh, runner.load_base(str(tmp_path / "ensemble")))
   assert {"hidden_0", "head"} <= set(copied)
   np.testing.assert_array_equal(
     fresh.get_layer("hidden_0").kernel.numpy(), ensemble.get_layer("hidden_0_m0").kernel.numpy()
   )
-  # Another width (the default's follows the training rows) copies no hidden layer, and says so.
+  # Another width copies no hidden layer, and says so.
+  # (The run keeps the base's width unless --hparams hidden_units asks for another: base_width.)
+  assert runner.base_width(runner.load_base(str(tmp_path / "single"))) == 64
+  assert runner.base_width(runner.load_base(str(tmp_path / "ensemble"))) == 64
   wide = tabular_model.build_model(profile, {**hp, "hidden_units": 128}, members=3, seed=4)
-  copied, note = runner.warm_start(wide, str(tmp_path / "single"))
+  copied, note = runner.warm_start(wide, runner.load_base(str(tmp_path / "single")))
   assert not any(name.startswith(("hidden_", "head")) for name in copied)
   assert note.endswith(
-    "; its hidden layers were 64 units wide and are 128 now (the width follows the training "
-    "rows: --hparams hidden_units=N keeps it)"
+    "; its hidden layers were 64 units wide and are 128 now (--hparams hidden_units)"
   )
 
 
