@@ -36,7 +36,7 @@ TRANSFORM_SIGNATURE = "transform_features"
 PREPROCESSED_LAYER = "preprocessed"
 # How an ensemble member's layers are named: the layer's own name, then this suffix.
 MEMBER_SUFFIX = "_m{index}"
-MEMBER_SUFFIX_PATTERN = r"_m\d+"
+MEMBER_SUFFIX_PATTERN = r"_m(\d+)"  # group 1: the member's index
 # A signature taking one named value per raw column (TF Serving's JSON `instances`).
 ROWS_SIGNATURE = "rows"
 # A signature taking the Keras model's own inputs by name (what the Optimizer measures).

@@ -116,6 +116,21 @@ def member_suffix(index: int) -> str:
   return model_contract.MEMBER_SUFFIX.format(index=index)
 
 
+def is_plain_member(index: int) -> bool:
+  """Whether an ensemble's member `index` is built as a single network is (`member_hparams`)."""
+  return index % 2 == 0
+
+
+def member_hparams(hp: dict[str, Any], index: int) -> dict[str, Any]:
+  """The hyper-parameters of an ensemble's member `index`: every other member (the second, the
+  fourth, ...) is the simpler network, with one hidden layer fewer (at least one) and its
+  numbers without their quantile bins, which tables a linear model wins need (see
+  docs/your-data.md). Dates keep theirs."""
+  if is_plain_member(index):
+    return hp
+  return {**hp, "num_layers": max(1, int(hp["num_layers"]) - 1), "numeric_bins": 0}
+
+
 def build_model(
   profile: Profile,
   hparams: dict[str, Any],
@@ -130,10 +145,11 @@ def build_model(
   `one_hot_max` values; free text the same over its words (WordsMultiHot). Dates: trend,
   seasons and quantile bins of the days (DateFeatures).
 
-  With `members` > 1 (a body that `names_members`) the model is an ensemble: that many copies of
-  the preprocessing and network on the same inputs, their layers named with `member_suffix`,
-  each initialized from `seed` + its index, and their outputs (probabilities or values)
-  averaged by the ENSEMBLE_LAYER. Each member is trained on its own (`ensemble_members`).
+  With `members` > 1 (a body that `names_members`) the model is an ensemble: that many networks
+  with their own preprocessing on the same inputs, every other one simpler (`member_hparams`),
+  their layers named with `member_suffix`, each initialized from `seed` + its index, and their
+  outputs (probabilities or values) averaged by the ENSEMBLE_LAYER. Each member is trained on
+  its own (`ensemble_members`).
 
   Args:
     profile: statistics and label of the training data.
@@ -169,7 +185,8 @@ def build_model(
     for i in range(members):
       if seed is not None:
         tf.keras.utils.set_random_seed(seed + i)
-      per_member.append(_network(profile, hp, inputs, numeric, body, member_suffix(i)))
+      member = member_hparams(hp, i)
+      per_member.append(_network(profile, member, inputs, numeric, body, member_suffix(i)))
     outputs = tf.keras.layers.Average(dtype="float32", name=ENSEMBLE_LAYER)(per_member)
   return tf.keras.Model(inputs=inputs, outputs=outputs, name="tabular_model")
 

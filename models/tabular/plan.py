@@ -130,7 +130,10 @@ def plan_training(
   elif early_stopping and holdout_rows:
     reason += f" (no early stopping: {holdout_rows} held-out rows are too few to judge by)"
   if members > 1:
-    reason += f"; {members} such networks from different seeds, their outputs averaged"
+    reason += (
+      f"; {members} networks from different seeds, every other one with a hidden layer fewer "
+      "and no quantile bins on numbers, their outputs averaged"
+    )
   return TrainingPlan(
     batch, epochs, per_epoch, patience, fit_rows, holdout, reason, smooth, ensemble=members
   )

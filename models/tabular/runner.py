@@ -40,6 +40,7 @@ from models.tabular.model import (
   ensemble_members,
   evaluate,
   export_saved_model,
+  is_plain_member,
   member_suffix,
   names_members,
 )
@@ -129,11 +130,15 @@ def warm_start(model, base) -> tuple[list[str], str]:
 
 def _base_layer(name: str, base_layers: dict):
   """The base model's layer for this model's layer `name`: the same name, else the same layer
-  of the base's single network (`name` is an ensemble member's) or of its first member."""
-  stem = re.sub(f"{model_contract.MEMBER_SUFFIX_PATTERN}$", "", name)
-  for candidate in (name, stem, stem + member_suffix(0)):
-    if candidate in base_layers:
-      return base_layers[candidate]
+  of the base's single network (for the members built like it, `member_hparams`'s even ones) or
+  of its first member (for a single network)."""
+  if name in base_layers:
+    return base_layers[name]
+  member = re.search(f"{model_contract.MEMBER_SUFFIX_PATTERN}$", name)
+  if member is None:
+    return base_layers.get(name + member_suffix(0))
+  if is_plain_member(int(member.group(1))):
+    return base_layers.get(name[: member.start()])
   return None
 
 

@@ -128,9 +128,14 @@ def test_an_ensemble_averages_members_that_train_on_their_own(examples, task):
   names = {layer.name for layer in model.layers}
   assert {"hidden_0_m0", "hidden_0_m1", "hidden_0_m2", "head_m2", "ensemble"} <= names
   assert {"preprocessed_m0", "preprocessed_m1", "preprocessed_m2"} <= names
+  # The second member is the simpler network: one hidden layer, numbers without their bins.
+  assert {"hidden_1_m0", "hidden_1_m2", "bins_m0", "bins_m2"} <= names
+  assert not {"hidden_1_m1", "bins_m1"} & names
+  assert [tabular_model.is_plain_member(i) for i in range(4)] == [True, False, True, False]
   # Each member starts from its own seed's weights.
   kernels = [model.get_layer(f"hidden_0_m{i}").kernel.numpy() for i in range(3)]
-  assert not np.allclose(kernels[0], kernels[1]) and not np.allclose(kernels[1], kernels[2])
+  assert not np.allclose(kernels[0], kernels[2])
+  assert kernels[1].shape[0] < kernels[0].shape[0] == kernels[2].shape[0]
   # The ensemble's output is the mean of its members' (probabilities, or values in label units).
   inputs = td.model_inputs(examples[task]["eval"], text=("city", "color"))
   each = [m.predict(inputs, verbose=0) for m in members]
@@ -158,18 +163,19 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   tabular_model.export_saved_model(single, profile, str(tmp_path / "single"))
   ensemble = tabular_model.build_model(profile, hp, members=3, seed=2)
   copied, note = runner.warm_start(ensemble, runner.load_base(str(tmp_path / "single")))
-  assert {"hidden_0_m0", "hidden_0_m2", "head_m1"} <= set(copied)
+  # The members built like the single network start from it; the simpler one starts fresh.
+  assert {"hidden_0_m0", "hidden_1_m0", "head_m0", "hidden_0_m2", "head_m2"} <= set(copied)
+  assert not any(name.endswith("_m1") for name in copied)
   weighted = [layer.name for layer in ensemble.layers if layer.weights]
   assert note == (
     f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
   )
-  for i in range(3):  # the members' own initial weights differ (seed + i)
+  for i in (0, 2):  # the members' own initial weights differ (seed + i)
     np.testing.assert_array_equal(
       ensemble.get_layer(f"hidden_0_m{i}").kernel.numpy(),
       single.get_layer("hidden_0").kernel.numpy(),
     )
   # Back to one network: it starts from the base ensemble's first member.
-  ensemble.get_layer("hidden_0_m0").kernel.assign(ensemble.get_layer("hidden_0_m1").kernel)
   tabular_model.export_saved_model(ensemble, profile, str(tmp_path / "ensemble"))
   fresh = tabular_model.build_model(profile, hp, members=1, seed=3)
   copied, _ = runner.warm_start(fresh, runner.load_base(str(tmp_path / "ensemble")))
