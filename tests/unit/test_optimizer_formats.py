@@ -338,3 +338,26 @@ def test_a_model_with_a_date_column_skips_onnx_with_the_reason():
   plain = types.SimpleNamespace(contract=types.SimpleNamespace(inputs=[{"columns": [number]}]))
   assert onnx_format.OnnxVariant().skip_reason(plain) is None
   assert onnx_format.OnnxVariant().skip_reason(types.SimpleNamespace(contract=None)) is None
+
+
+def test_the_savedmodel_runtime_feeds_inputs_whose_names_tensorflow_renames(tmp_path):
+  # A column `W.Hnd` (MASS survey) is the model input `text_W.Hnd`; the loaded signature takes
+  # it as the argument `text_W_Hnd`, while TF Serving and the batches know `text_W.Hnd`.
+  from components import model_contract
+  from components.optimizer.formats import savedmodel_pruning
+
+  numbers = tf.keras.Input((2,), name="numeric")
+  text = tf.keras.Input((1,), name="text_W.Hnd", dtype=tf.string)
+  is_left = tf.cast(tf.equal(text, "Left"), tf.float32)
+  output = tf.keras.layers.Concatenate()([numbers, is_left])
+  model = tf.keras.Model({"numeric": numbers, "text_W.Hnd": text}, output)
+  signature = model_contract.model_inputs_signature(model)
+  tf.saved_model.save(model, str(tmp_path), signatures={"model_inputs": signature})
+  runtime = savedmodel_pruning.SavedModelRuntime(str(tmp_path), "model_inputs")
+  batch = {
+    "numeric": np.array([[1.0, 2.0], [3.0, 4.0]], np.float32),
+    "text_W.Hnd": np.array([[b"Left"], [b"Right"]], object),
+  }
+  np.testing.assert_allclose(runtime.predict(batch), [[1, 2, 1], [3, 4, 0]])
+  names = [i["name"] for i in runtime.signature()["inputs"]]
+  assert names == ["numeric", "text_W.Hnd"]

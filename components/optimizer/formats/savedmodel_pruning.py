@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.function.polymorphism.function_type import sanitize_arg_name
+from tensorflow.core.protobuf import saved_model_pb2
 
 from components import defaults, model_contract
 from components.optimizer import fine_tuning, formats, runtime_base
@@ -26,11 +28,18 @@ class SavedModelRuntime(runtime_base.Runtime):
     self._loaded = tf.saved_model.load(path)
     self._key = signature_key
     self._fn = self._loaded.signatures[signature_key]
-    self._specs = dict(self._fn.structured_input_signature[1])
+    # The inputs go by their SignatureDef names (TF Serving's, and the Keras model's input
+    # names); the loaded function takes each as TensorFlow renames it into a Python argument
+    # (`text_W.Hnd`, a column `W.Hnd`, as `text_W_Hnd`).
+    args = dict(self._fn.structured_input_signature[1])
+    self._specs = {
+      name: (sanitize_arg_name(name), args[sanitize_arg_name(name)])
+      for name in _signature_input_names(path, signature_key)
+    }
     self._output = sorted(self._fn.structured_outputs)[0]
 
   def predict(self, batch: runtime_base.Inputs) -> np.ndarray:
-    feed = {k: tf.constant(batch[k], dtype=s.dtype) for k, s in self._specs.items()}
+    feed = {arg: tf.constant(batch[name], dtype=s.dtype) for name, (arg, s) in self._specs.items()}
     return self._fn(**feed)[self._output].numpy()
 
   def signature(self) -> dict[str, Any]:
@@ -38,7 +47,7 @@ class SavedModelRuntime(runtime_base.Runtime):
       "signature_key": self._key,
       "inputs": [
         {"name": k, "dtype": s.dtype.name, "shape": [-1 if d is None else d for d in s.shape]}
-        for k, s in self._specs.items()
+        for k, (_, s) in self._specs.items()
       ],
       "outputs": [{"name": self._output, "dtype": "float32"}],
     }
@@ -46,6 +55,14 @@ class SavedModelRuntime(runtime_base.Runtime):
   def close(self) -> None:
     self._fn = None
     self._loaded = None
+
+
+def _signature_input_names(path: str, signature_key: str) -> list[str]:
+  """The input names of a SavedModel signature, as its SignatureDef (and TF Serving) has them."""
+  saved = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+    saved.ParseFromString(f.read())
+  return sorted(saved.meta_graphs[0].signature_def[signature_key].inputs)
 
 
 def _pruned_h5(context: ConversionContext) -> tuple[str, dict]:
