@@ -91,7 +91,8 @@ def base_width(base) -> int | None:
   None for a network without them (a build_model module's)."""
   names = {layer.name: layer for layer in base.layers}
   layer = names.get("hidden_0") or names.get("hidden_0" + member_suffix(0))
-  return int(layer.units) if layer is not None else None
+  units = getattr(layer, "units", None)
+  return int(units) if units else None
 
 
 def warm_start(model, base) -> tuple[list[str], str]:
@@ -99,8 +100,9 @@ def warm_start(model, base) -> tuple[list[str], str]:
 
   Layers whose shapes changed (a new vocabulary, a new class, another width) keep their fresh
   weights. A table that crossed SMALL_TABLE_ROWS between the base's training and this one
-  changes between one network and an ensemble (`build_model`): each member then starts from
-  the base's single network, and a single network from the base ensemble's first member.
+  changes between one network and an ensemble (`build_model`): the members built like one
+  network then start from the base's network (the simpler ones fresh), and one network from the
+  base ensemble's first member.
 
   Returns:
     The names of the layers that were copied, and a sentence for the run summary saying how
