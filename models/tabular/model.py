@@ -43,6 +43,11 @@ def model_hparams(profile: Profile, hparams: dict[str, Any], width: int) -> dict
   }
 
 
+def hidden_layer_name(index: int, suffix: str = "") -> str:
+  """The name of the default network's hidden layer `index` (`suffix`: an ensemble member's)."""
+  return f"hidden_{index}{suffix}"
+
+
 def default_body(x, hparams: dict[str, Any], suffix: str = ""):
   """The default network on the preprocessed vector: ReLU layers with dropout, then the head.
 
@@ -58,7 +63,7 @@ def default_body(x, hparams: dict[str, Any], suffix: str = ""):
 
   for i in range(int(hparams["num_layers"])):
     units = int(hparams["hidden_units"])
-    x = tf.keras.layers.Dense(units, activation="relu", name=f"hidden_{i}{suffix}")(x)
+    x = tf.keras.layers.Dense(units, activation="relu", name=hidden_layer_name(i, suffix))(x)
     if float(hparams["dropout"]) > 0:
       x = tf.keras.layers.Dropout(float(hparams["dropout"]), name=f"dropout_{i}{suffix}")(x)
   return tf.keras.layers.Dense(int(hparams["num_outputs"]), name=f"head{suffix}")(x)
@@ -117,7 +122,7 @@ def member_suffix(index: int) -> str:
 
 
 def is_plain_member(index: int) -> bool:
-  """Whether an ensemble's member `index` is built as a single network is (`member_hparams`)."""
+  """Whether an ensemble's member `index` is built like a single network (`member_hparams`)."""
   return index % 2 == 0
 
 

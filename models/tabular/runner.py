@@ -40,6 +40,7 @@ from models.tabular.model import (
   ensemble_members,
   evaluate,
   export_saved_model,
+  hidden_layer_name,
   is_plain_member,
   member_suffix,
   names_members,
@@ -86,11 +87,10 @@ def load_base(base_model_dir: str):
   return base
 
 
-def base_width(base) -> int | None:
-  """The width of a base default model's hidden layers (its first member's in an ensemble);
-  None for a network without them (a build_model module's)."""
-  names = {layer.name: layer for layer in base.layers}
-  layer = names.get("hidden_0") or names.get("hidden_0" + member_suffix(0))
+def hidden_width(model) -> int | None:
+  """The width of a default model's hidden layers (its first member's in an ensemble); None for
+  a network without them (a build_model module's)."""
+  layer = _base_layer(hidden_layer_name(0), {layer.name: layer for layer in model.layers})
   units = getattr(layer, "units", None)
   return int(units) if units else None
 
@@ -111,7 +111,7 @@ def warm_start(model, base) -> tuple[list[str], str]:
   """
   base_layers = {layer.name: layer for layer in base.layers}
   weighted = [layer for layer in model.layers if layer.weights]
-  copied, widths = [], set()
+  copied = []
   for layer in weighted:
     source = _base_layer(layer.name, base_layers)
     if source is None:
@@ -120,12 +120,10 @@ def warm_start(model, base) -> tuple[list[str], str]:
     if [w.shape for w in weights] == [tuple(w.shape) for w in layer.weights]:
       layer.set_weights(weights)
       copied.append(layer.name)
-    elif re.fullmatch(rf"hidden_\d+({model_contract.MEMBER_SUFFIX_PATTERN})?", layer.name):
-      widths.add((weights[0].shape[-1], layer.weights[0].shape[-1]))
   _LOG.info("Warm start: copied %s", copied)
   note = f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
-  if widths:
-    was, now = (", ".join(str(w) for w in sorted({pair[i] for pair in widths})) for i in (0, 1))
+  was, now = hidden_width(base), hidden_width(model)
+  if was and now and was != now:
     note += f"; its hidden layers were {was} units wide and are {now} now (--hparams hidden_units)"
   return copied, note
 
@@ -209,7 +207,7 @@ def train(
   base, kept_width = None, ""
   if settings.base_model:
     base = load_base(settings.base_model)
-    width, sized = base_width(base), hidden_units_for(profile.rows)
+    width, sized = hidden_width(base), hidden_units_for(profile.rows)
     # A warm start keeps the live network's width where the rows would size it otherwise, so
     # that its hidden layers carry over as the table grows (or shrinks) past a size.
     if hparams["hidden_units"] is None and width and width != sized:

@@ -184,9 +184,9 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
     fresh.get_layer("hidden_0").kernel.numpy(), ensemble.get_layer("hidden_0_m0").kernel.numpy()
   )
   # Another width copies no hidden layer, and says so.
-  # (The run keeps the base's width unless --hparams hidden_units asks for another: base_width.)
-  assert runner.base_width(runner.load_base(str(tmp_path / "single"))) == 64
-  assert runner.base_width(runner.load_base(str(tmp_path / "ensemble"))) == 64
+  # (The run keeps the base's width unless --hparams hidden_units asks for another: hidden_width.)
+  assert runner.hidden_width(runner.load_base(str(tmp_path / "single"))) == 64
+  assert runner.hidden_width(runner.load_base(str(tmp_path / "ensemble"))) == 64
   wide = tabular_model.build_model(profile, {**hp, "hidden_units": 128}, members=3, seed=4)
   copied, note = runner.warm_start(wide, runner.load_base(str(tmp_path / "single")))
   assert not any(name.startswith(("hidden_", "head")) for name in copied)

@@ -32,10 +32,10 @@ class SavedModelRuntime(runtime_base.Runtime):
     # names); the loaded function takes each as TensorFlow renames it into a Python argument
     # (`text_W.Hnd`, a column `W.Hnd`, as `text_W_Hnd`).
     args = dict(self._fn.structured_input_signature[1])
-    self._specs = {
-      name: (sanitize_arg_name(name), args[sanitize_arg_name(name)])
-      for name in _signature_input_names(path, signature_key)
+    renamed = {
+      name: sanitize_arg_name(name) for name in _signature_input_names(path, signature_key)
     }
+    self._specs = {name: (arg, args[arg]) for name, arg in renamed.items()}
     self._output = sorted(self._fn.structured_outputs)[0]
 
   def predict(self, batch: runtime_base.Inputs) -> np.ndarray:
