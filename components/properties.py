@@ -28,6 +28,9 @@ EXAMPLES_LABEL_STATS = "label_stats"
 EXAMPLES_BAD_ROWS = "num_bad_rows"
 # Examples: of those, rows left out only because their label cell is empty.
 EXAMPLES_UNLABELED_ROWS = "num_unlabeled_rows"
+# Examples: of those, the rows whose text label is a missing token, by token (JSON, e.g.
+# {"NA": 11}); absent when there are none. `--task multiclass` keeps them as classes.
+EXAMPLES_UNLABELED_TOKENS = "unlabeled_label_tokens"
 
 # TFX's blessing flag on a ModelBlessing (the Evaluator's, 0/1) and an ExampleAnomalies (the
 # ExampleValidator's, JSON by split).

@@ -56,6 +56,16 @@ class LabelInfo:
     return cls(data["key"], data["task"], tuple(data.get("classes") or ()))
 
 
+def keeps_label_tokens(requested: str) -> bool:
+  """Whether a text label's missing tokens (NA, None, ?) are classes of their own.
+
+  Only `--task multiclass` says so: MASS's `survey` writes 'None' for no exercise. Otherwise a
+  row whose label is a missing token is left out and counted, as a row with an empty label is
+  (penguins' `sex` writes NA). A number label's missing tokens are always missing values.
+  """
+  return requested == MULTICLASS
+
+
 def _quantity(distinct: Sequence, distinct_count: int) -> bool:
   """Whether whole-number label values read as a quantity rather than class codes."""
   if distinct_count <= MAX_UNCODED_CLASSES:

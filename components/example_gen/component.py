@@ -43,6 +43,7 @@ class CsvExampleGen(FileBasedExampleGen):
     delimiter: str = ",",
     block_size: int = 1 << 20,
     rolling_spans: int = 1,
+    keep_label_tokens: bool = False,
   ):
     """Wires the component.
 
@@ -60,6 +61,9 @@ class CsvExampleGen(FileBasedExampleGen):
       block_size: Bytes per read block to start with; it grows for longer rows.
       rolling_spans: With a `{SPAN}` pattern, read the newest span and the
         spans before it, this many in all.
+      keep_label_tokens: Learn a text label's missing tokens (NA, None, ?) as classes of
+        their own; by default a row whose label is one is left out and counted, as a row
+        with an empty label is.
 
     Raises:
       CsvInputError: for option values that cannot work.
@@ -100,6 +104,7 @@ class CsvExampleGen(FileBasedExampleGen):
       delimiter=delimiter,
       block_size=int(block_size),
       rolling_spans=int(rolling_spans),
+      keep_label_tokens=int(keep_label_tokens),
       unresolved_input_config=proto_utils.proto_to_json(input_config),
       examples=types.Channel(type=standard_artifacts.Examples),
     )

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.example_gen import csv_read, tfexample_lib
-from components.example_gen.csv_infer import missing_tokens, parse_numeric
+from components.example_gen.csv_infer import MISSING_TOKENS, missing_tokens, parse_numeric
 from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
 
 _MAX_CELL_IN_REASON = 60
@@ -27,6 +27,8 @@ class ConvertOptions:
     block_size: Bytes per Arrow read block to start with; it grows for longer rows.
     compression_level: zlib level of the gzipped TFRecords (1 fastest, 9 smallest).
     columnar_copy: Whether each shard also gets its columnar copy (components/columnar.py).
+    keep_label_tokens: Whether a text label's missing tokens (NA, None, ?) are classes of
+      their own (`--task multiclass`) instead of missing labels.
   """
 
   column_types: dict[str, str]
@@ -36,6 +38,7 @@ class ConvertOptions:
   block_size: int = csv_read.DEFAULT_BLOCK_BYTES
   compression_level: int = 1
   columnar_copy: bool = False
+  keep_label_tokens: bool = False
 
 
 @dataclasses.dataclass
@@ -70,11 +73,33 @@ def _short(cell: str) -> str:
 # The reason of a row whose label cell is empty: it cannot train or be scored, so it is left
 # out (quarantined) without counting against --max-bad-row-fraction.
 MISSING_LABEL = "missing label"
+# How the reason of a text label written as a missing token ends, before the token.
+_WRITTEN_AS = ", written as "
 
 
 def is_missing_label(reason: str) -> bool:
   """Whether a quarantined row's reason is an empty label (a row left out, not a bad one)."""
   return reason.startswith(MISSING_LABEL)
+
+
+def missing_label_token(reason: str) -> str | None:
+  """The missing token (e.g. 'NA') a row's text label was written as, from its reason; None
+  for any other reason, an empty label among them."""
+  if not is_missing_label(reason) or _WRITTEN_AS not in reason:
+    return None
+  token = reason.rsplit(_WRITTEN_AS, 1)[1]
+  return token if token in MISSING_TOKENS else None
+
+
+def label_tokens_note(tokens: dict[str, int]) -> str:
+  """What the summary and the report say of the rows left out for a text label written as a
+  missing token, e.g. "label NA in 11 rows; --task multiclass learns it as a class"."""
+  if not tokens:
+    return ""
+  counts = ", ".join(f"{t} in {n:,} row{'s' if n != 1 else ''}" for t, n in tokens.items())
+  pronoun = "it" if len(tokens) == 1 else "them"
+  noun = "a class" if len(tokens) == 1 else "classes"
+  return f"label {counts}; --task multiclass learns {pronoun} as {noun}"
 
 
 def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> BatchVerdict:
@@ -113,11 +138,14 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
   for name, column in columns.items():
     kind = options.column_types[name]
     if kind == STRING:
-      if name == options.label_key:
+      if name == options.label_key and not options.keep_label_tokens:
         # A text label written as a missing token (NA, ?) is a missing label, as a number's is:
-        # the row is left out and counted, never learned as a class of its own.
-        absent = missing_tokens(column.cast(pa.string()))
-        reject(absent, f"{MISSING_LABEL} {name!r}")
+        # the row is left out and counted, not learned as a class (unless --task multiclass).
+        written = pc.utf8_trim_whitespace(column.cast(pa.string()))
+        absent = missing_tokens(written)
+        for token in sorted(set(written.filter(pa.array(absent)).to_pylist())):
+          rows = np.asarray(pc.equal(written, token).fill_null(False), dtype=bool)
+          reject(rows, f"{MISSING_LABEL} {name!r}{_WRITTEN_AS}{token}")
       typed[name] = column
     elif kind == UNKNOWN:
       typed[name] = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import io
@@ -21,6 +22,7 @@ from components.example_gen.csv_batch import (
   ConvertOptions,
   convert_batch,
   is_missing_label,
+  missing_label_token,
 )
 from components.example_gen.csv_errors import MAX_QUOTED_TEXT, CsvInputError
 from components.example_gen.csv_profile import LabelCounts
@@ -56,6 +58,8 @@ class UnitResult:
   bad_rows: int = 0
   # Of the bad rows, those whose only fault found is an empty label.
   unlabeled_rows: int = 0
+  # Of those, the rows whose text label is a missing token, by token (e.g. {"NA": 11}).
+  unlabeled_tokens: dict[str, int] = dataclasses.field(default_factory=dict)
   rows_per_split: dict[str, int] = dataclasses.field(default_factory=dict)
   # Split name -> LabelCounts.to_json() of the label column's values in that split.
   label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
@@ -290,6 +294,8 @@ def _finished(
   """Commits the unit's shards and writes its bad rows; `result` with the counts filled in."""
   result.bad_rows = len(quarantined)
   result.unlabeled_rows = sum(is_missing_label(r["reason"]) for r in quarantined)
+  tokens = collections.Counter(missing_label_token(r["reason"]) for r in quarantined)
+  result.unlabeled_tokens = {t: n for t, n in sorted(tokens.items()) if t is not None}
   result.rows_per_split = shards.rows
   result.label_stats = {s: c.to_json() for s, c in shards.labels.items() if c.rows}
   result.shards = shards.commit()

@@ -20,7 +20,7 @@ from components.example_gen.csv_errors import (
   shown_names,
 )
 from components.example_gen.csv_infer import column_kind, missing_tokens, parse_numeric
-from components.example_gen.tfexample_lib import FLOAT, INT, UNKNOWN
+from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
 
 
 class LabelCounts:
@@ -130,10 +130,11 @@ class ColumnProfile:
   variance: float | None = None
 
 
-def _missing_cells(cells: Sequence[bytes], kind: str) -> set[bytes]:
+def _missing_cells(cells: Sequence[bytes], kind: str, keep_text_tokens: bool) -> set[bytes]:
   """The cells that are empty by csv_infer's rule (its missing tokens): in a label of any kind,
-  the only column profiled (the ExampleGen leaves such rows out, text labels included)."""
-  if kind == UNKNOWN or not cells:
+  the only column profiled (the ExampleGen leaves such rows out, text labels included, unless
+  `keep_text_tokens` makes a text label's tokens values, as `--task multiclass` does)."""
+  if kind == UNKNOWN or not cells or (kind == STRING and keep_text_tokens):
     return set()
   mask = missing_tokens(pa.array(cells, pa.binary()).cast(pa.string()))
   return {c for c, m in zip(cells, mask, strict=True) if m}
@@ -169,8 +170,9 @@ class _Moments:
 class _ColumnTally:
   """What `profile_column` learns of one column, batch by batch."""
 
-  def __init__(self, max_distinct: int):
+  def __init__(self, max_distinct: int, keep_text_tokens: bool):
     self.max_distinct = max_distinct
+    self.keep_text_tokens = keep_text_tokens
     self.kind = UNKNOWN
     self.rows = self.empty = 0
     # Cells as written -> rows; dropped once there are more than max_distinct of them.
@@ -197,7 +199,7 @@ class _ColumnTally:
     )
     if len(self.counts) > self.max_distinct:
       self.truncated = True
-      missing = _missing_cells(list(self.counts), self.kind)
+      missing = _missing_cells(list(self.counts), self.kind, self.keep_text_tokens)
       self.kept = len({_typed_value(c, self.kind) for c in self.counts if c not in missing})
       self.counts = collections.Counter()
 
@@ -212,7 +214,7 @@ class _ColumnTally:
       "variance": self.moments.m2 / self.moments.count if numeric else None,
     }
     typed: collections.Counter[Any] = collections.Counter()
-    missing = _missing_cells(list(self.counts), kind)
+    missing = _missing_cells(list(self.counts), kind, self.keep_text_tokens)
     for cell, n in self.counts.items():
       if cell in missing:
         empty += n
@@ -237,6 +239,7 @@ def profile_column(
   delimiter: str = ",",
   max_distinct: int = 1000,
   block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
+  keep_text_tokens: bool = False,
 ) -> ColumnProfile:
   """Profiles one column of CSV files: its type, counts, distinct values and spread.
 
@@ -253,6 +256,8 @@ def profile_column(
     max_distinct: Most distinct values to keep; beyond it `truncated` is set
       (cells are told apart as written, so '1' and '01' count twice here).
     block_size: Bytes per read block to start with.
+    keep_text_tokens: Count a text column's missing tokens (NA, None) as values, as the
+      ExampleGen's `keep_label_tokens` does, instead of as empty cells.
 
   Returns:
     The profile.
@@ -265,7 +270,7 @@ def profile_column(
     raise ValueError("max_distinct must be 0 or more.")
   if not paths:
     raise CsvInputError("no CSV files to profile; check the data root and the input pattern.")
-  tally = _ColumnTally(max_distinct)
+  tally = _ColumnTally(max_distinct, keep_text_tokens)
   for path in paths:
     names = csv_read.read_header(path, delimiter)
     if column not in names:

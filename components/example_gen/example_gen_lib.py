@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -249,6 +250,7 @@ def plan_job(
   schema_path: str | None = None,
   block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
   allow_non_finite: bool = False,
+  keep_label_tokens: bool = False,
 ) -> Job:
   """Plans one execution: lists the files, checks the header, types the columns, cuts units.
 
@@ -267,6 +269,7 @@ def plan_job(
     schema_path: A schema.pbtxt with the column types, or None to infer them.
     block_size: Bytes per Arrow read block to start with.
     allow_non_finite: Whether NaN and +-inf are accepted in float columns.
+    keep_label_tokens: Whether a text label's missing tokens are classes, not missing labels.
 
   Raises:
     CsvInputError: for input a user can fix, in one sentence naming the fix.
@@ -289,6 +292,7 @@ def plan_job(
     allow_non_finite=allow_non_finite,
     delimiter=delimiter,
     block_size=block_size,
+    keep_label_tokens=keep_label_tokens,
   )
   split_plan = csv_split.SplitPlan(
     names=tuple(split_names),
@@ -310,6 +314,7 @@ class Outcome:
     quarantine_uri: The merged bad-row file, or "" when every row was good.
     label_stats: split -> csv_profile.LabelCounts JSON of the label column, when there is one.
     unlabeled_rows: Of the quarantined rows, those left out only for an empty label.
+    unlabeled_tokens: Of those, the rows whose text label is a missing token, by token.
   """
 
   rows: int
@@ -318,6 +323,7 @@ class Outcome:
   quarantine_uri: str
   label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
   unlabeled_rows: int = 0
+  unlabeled_tokens: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def offset_line_numbers(results: Sequence[csv_convert.UnitResult], rows: list[dict]) -> list[dict]:
@@ -392,6 +398,10 @@ def merge_results(
   rows = sum(r.rows_read for r in results)
   bad = sum(r.bad_rows for r in results)
   unlabeled = sum(r.unlabeled_rows for r in results)
+  counted = collections.Counter()
+  for r in results:
+    counted.update(r.unlabeled_tokens)
+  tokens = dict(sorted(counted.items()))
   per_split = {s: sum(r.rows_per_split.get(s, 0) for r in results) for s in split_names}
   label_stats = _merged_label_stats(results, split_names)
   failing = rows == 0 or (bad - unlabeled) / rows > max_bad_row_fraction
@@ -436,7 +446,7 @@ def merge_results(
         f"split {split!r} received no rows from {rows - bad} good rows; add data or change "
         "the split ratio."
       )
-  return Outcome(rows, bad, per_split, quarantine_uri, label_stats, unlabeled)
+  return Outcome(rows, bad, per_split, quarantine_uri, label_stats, unlabeled, tokens)
 
 
 def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | None:

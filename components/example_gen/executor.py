@@ -23,6 +23,7 @@ from components.example_gen.spec import (
   ALLOW_NON_FINITE_KEY,
   BLOCK_SIZE_KEY,
   DELIMITER_KEY,
+  KEEP_LABEL_TOKENS_KEY,
   LABEL_KEY_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
   ROLLING_SPANS_KEY,
@@ -66,6 +67,7 @@ def _plan_job(exec_properties: dict[str, Any], unresolved_config: str) -> exampl
     schema_path=exec_properties.get(SCHEMA_PATH_KEY),
     block_size=int(exec_properties.get(BLOCK_SIZE_KEY) or csv_read.DEFAULT_BLOCK_BYTES),
     allow_non_finite=bool(exec_properties.get(ALLOW_NON_FINITE_KEY)),
+    keep_label_tokens=bool(exec_properties.get(KEEP_LABEL_TOKENS_KEY)),
   )
 
 
@@ -173,6 +175,10 @@ class Executor(BaseExampleGenExecutor):
       examples.set_int_custom_property(properties.EXAMPLES_ROWS_PREFIX + split, n)
     examples.set_int_custom_property(properties.EXAMPLES_BAD_ROWS, outcome.bad_rows)
     examples.set_int_custom_property(properties.EXAMPLES_UNLABELED_ROWS, outcome.unlabeled_rows)
+    if outcome.unlabeled_tokens:
+      examples.set_string_custom_property(
+        properties.EXAMPLES_UNLABELED_TOKENS, json.dumps(outcome.unlabeled_tokens)
+      )
     examples.set_string_custom_property(QUARANTINE_PROPERTY, outcome.quarantine_uri)
     examples.set_string_custom_property(
       COLUMN_TYPES_PROPERTY, json.dumps(column_types, sort_keys=True)

@@ -10,6 +10,7 @@ SCHEMA_PATH_KEY = "schema_path"
 DELIMITER_KEY = "delimiter"
 BLOCK_SIZE_KEY = "block_size"
 ROLLING_SPANS_KEY = "rolling_spans"
+KEEP_LABEL_TOKENS_KEY = "keep_label_tokens"
 UNRESOLVED_INPUT_CONFIG_KEY = "unresolved_input_config"
 
 
@@ -25,5 +26,6 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     DELIMITER_KEY: ExecutionParameter(type=str, optional=True),
     BLOCK_SIZE_KEY: ExecutionParameter(type=int, optional=True),
     ROLLING_SPANS_KEY: ExecutionParameter(type=int, optional=True),
+    KEEP_LABEL_TOKENS_KEY: ExecutionParameter(type=int, optional=True),
     UNRESOLVED_INPUT_CONFIG_KEY: ExecutionParameter(type=str, optional=True),
   }

@@ -120,6 +120,7 @@ def quarantine(examples: Mapping[str, Any]) -> dict[str, Any]:
   found = {
     "count": props.get(properties.EXAMPLES_BAD_ROWS),
     "unlabeled": props.get(properties.EXAMPLES_UNLABELED_ROWS),
+    "tokens": json.loads(props.get(properties.EXAMPLES_UNLABELED_TOKENS) or "{}"),
     "first": [],
   }
   from components.example_gen import executor as example_gen

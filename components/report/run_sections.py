@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components import properties
+from components.example_gen import csv_batch
 from components.report import charts, inputs, sources
 from components.report.page import Html, esc, fact, figure, join, note, pairs, section, table, tag
 
@@ -72,9 +73,12 @@ def data_section(
     (f"{split} rows", fact(f"rows.{split}", examples.get(properties.examples_rows(split))))
     for split in SPLITS
   ]
-  parts: list[Any] = [
-    pairs([*counts, ("quarantined rows", fact("quarantined", quarantined.get("count")))])
-  ]
+  left_out = [("quarantined rows", fact("quarantined", quarantined.get("count")))]
+  if quarantined.get("unlabeled"):
+    tokens = csv_batch.label_tokens_note(quarantined.get("tokens") or {})
+    shown = f"{quarantined['unlabeled']:,}" + (f" ({tokens})" if tokens else "")
+    left_out.append(("of them without a label", fact("unlabeled", quarantined["unlabeled"], shown)))
+  parts: list[Any] = [pairs([*counts, *left_out])]
   if quarantined.get("first"):
     parts.append(tag("h3", "Quarantined rows (first)"))
     rows = [[r["line"], r["reason"], r["row"]] for r in quarantined["first"]]

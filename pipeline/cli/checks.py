@@ -362,7 +362,13 @@ def decide_label(
   """
   from components.example_gen import csv_profile
 
-  profile = csv_profile.profile_column(files, label_key, delimiter, max_distinct=max_classes)
+  profile = csv_profile.profile_column(
+    files,
+    label_key,
+    delimiter,
+    max_distinct=max_classes,
+    keep_text_tokens=tasks.keeps_label_tokens(requested_task),
+  )
   # Rows with an empty label are left out by the ExampleGen: only the others train and score.
   present = profile.num_rows - profile.num_empty
   if model_label_key and model_label_key != label_key and requested_task != tasks.AUTO:

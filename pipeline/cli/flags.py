@@ -192,7 +192,8 @@ def _add_training_args(g) -> None:
     choices=(tasks.AUTO, *tasks.TASKS),
     default=tasks.AUTO,
     help="auto (default): two label values make binary, int or text classes multiclass, "
-    "floats regression",
+    "floats regression; multiclass also learns a text label's missing tokens (NA, None) as "
+    "classes, where other tasks leave those rows out",
   )
   g.add_argument(
     "--max-classes",

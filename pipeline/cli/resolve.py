@@ -105,6 +105,7 @@ def _fields_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     "exclude_columns": tuple(args.exclude_columns),
     "split_column": args.split_column,
     "max_classes": args.max_classes,
+    "keep_label_tokens": tasks.keeps_label_tokens(args.task),
     "hparams": dict(args.hparams),
     "train_steps": args.train_steps,
     "eval_steps": args.eval_steps,

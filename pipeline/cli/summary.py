@@ -14,6 +14,7 @@ from components import properties
 from components.data_gate import executor as gate_executor
 from components.data_gate import spec as gate_spec
 from components.distributed_trainer import constants as model_props
+from components.example_gen import csv_batch
 from components.live_model import executor as live_model
 from components.live_model import spec as live_model_spec
 from components.optimizer import spec as optimizer_spec
@@ -179,7 +180,13 @@ def _examples_line(a) -> str:
   )
   if unlabeled:
     malformed = f" and {bad - unlabeled} bad" if bad - unlabeled else ""
-    return f"{train} train / {evals} eval rows, {unlabeled} without a label{malformed} left out"
+    tokens = csv_batch.label_tokens_note(
+      json.loads(_prop(a, properties.EXAMPLES_UNLABELED_TOKENS) or "{}")
+    )
+    tokens = f" ({tokens})" if tokens else ""
+    return (
+      f"{train} train / {evals} eval rows, {unlabeled} without a label{malformed} left out{tokens}"
+    )
   return f"{train} train / {evals} eval rows" + (f", {bad} quarantined" if bad else "")
 
 

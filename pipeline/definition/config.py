@@ -52,6 +52,8 @@ class PipelineConfig:
   # Task: 'binary', 'multiclass' or 'regression' once resolved; 'auto' until then.
   task: str = defaults.TASK
   max_classes: int = defaults.MAX_CLASSES
+  # A text label's missing tokens (NA, None) are classes (--task multiclass), not missing.
+  keep_label_tokens: bool = False
   hparams: dict[str, Any] = dataclasses.field(default_factory=dict)
   # Training.
   # None: the default model sizes its training to the data; run_fn modules get TRAIN_STEPS.

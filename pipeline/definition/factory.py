@@ -214,6 +214,7 @@ def _example_gen(config: PipelineConfig) -> CsvExampleGen:
     schema_path=config.schema_path,
     delimiter=config.delimiter,
     rolling_spans=config.rolling_spans,
+    keep_label_tokens=config.keep_label_tokens,
   ).with_id(nodes.CSV_EXAMPLE_GEN)
 
 

@@ -17,11 +17,13 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
+from components import properties
 from components.example_gen import CsvExampleGen, csv_errors, csv_read, example_gen_lib
 from components.example_gen import executor as fast_executor
 from components.example_gen.spec import (
   BLOCK_SIZE_KEY,
   DELIMITER_KEY,
+  KEEP_LABEL_TOKENS_KEY,
   LABEL_KEY_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
   ROLLING_SPANS_KEY,
@@ -460,6 +462,32 @@ class TestBadInput:
       ("23", "missing label 'label'"),
       ("24", "missing label 'label'"),
     ]
+
+  def test_a_text_labels_missing_tokens_are_counted_by_token_or_kept_as_classes(self, tmp_path):
+    # R writes MASS's survey with Exer 'None' (no exercise); NA is a missing answer.
+    d = tmp_path / "in"
+    d.mkdir()
+    exer = ["Some", "Freq", "None", "Some", "NA", "Freq", "None", "Some", "Freq"] * 4
+    (d / "survey.csv").write_text(
+      "pulse,exer\n" + "".join(f"{70 + i},{e}\n" for i, e in enumerate(exer))
+    )
+    ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="exer"), tmp_path / "o")
+    assert len(read_examples(ex.uri)) == 24
+    assert ex.get_int_custom_property("num_unlabeled_rows") == 12
+    tokens = json.loads(ex.get_string_custom_property(properties.EXAMPLES_UNLABELED_TOKENS))
+    assert tokens == {"NA": 4, "None": 8}
+
+    kept = run_executor(
+      fast_executor.Executor,
+      exec_properties(d, label_key="exer", **{KEEP_LABEL_TOKENS_KEY: 1}),
+      tmp_path / "kept",
+    )
+    labels = collections.Counter(r["exer"][0] for r in read_examples(kept.uri))
+    assert labels == {b"Some": 12, b"Freq": 12, b"None": 8, b"NA": 4}
+    assert kept.get_int_custom_property("num_unlabeled_rows") == 0
+    assert properties.EXAMPLES_UNLABELED_TOKENS not in kept.mlmd_artifact.custom_properties
+    stats = json.loads(kept.get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
+    assert {v for split in stats.values() for v in split["counts"]} >= {"None", "NA"}
 
   def test_malformed_rows_still_count_beside_unlabeled_ones(self, tmp_path):
     d = _bad_csv(tmp_path, b"1,0.5,\n1,0.5\n3,0.75,\n")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import csv
 import glob
+import importlib.resources
 import io
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -205,6 +207,39 @@ def test_iris_with_class_names_is_multiclass_and_scores_080(iris_run):
   assert scored["task"] == "multiclass"
   assert scored["accuracy"] >= 0.8
   serving_clients.check_every_variant(version_dir, eval_records(out))
+
+
+# ------------------------------------------------- a text label's missing tokens
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+def test_a_text_labels_missing_token_is_left_out_or_with_task_multiclass_a_class(tmp_path):
+  # palmerpenguins' raw table writes NA for the sex of 11 penguins.
+  data = tmp_path / "penguins"
+  data.mkdir()
+  shutil.copy(importlib.resources.files("palmerpenguins") / "data" / "penguins.csv", data)
+  flags = ("--label-key", "sex", "--train-steps", "300", "--optimizer-variants", "none")
+  proc, out = run_pipeline(tmp_path / "auto", data, *flags)
+  pushed_version(out, proc)
+  summary = load_summary(out)
+  assert summary["label_classes"] == ["female", "male"]
+  examples = summary["artifacts"]["examples"]["properties"]
+  assert (examples["num_unlabeled_rows"], examples["unlabeled_label_tokens"]) == (11, '{"NA": 11}')
+  page = (out / "report.html").read_text()
+  assert "11 (label NA in 11 rows; --task multiclass learns it as a class)" in page
+
+  proc, out = run_pipeline(tmp_path / "classes", data, *flags, "--task", "multiclass", "--quiet")
+  version_dir = pushed_version(out, proc)
+  summary = load_summary(out)
+  assert (summary["task"], summary["label_classes"]) == ("multiclass", ["NA", "female", "male"])
+  records = eval_records(out)
+  sexes = {
+    tf.train.Example.FromString(r).features.feature["sex"].bytes_list.value[0] for r in records
+  }
+  assert b"NA" in sexes
+  # The pushed model maps the eval rows' NA to its own class (score_saved_model checks each).
+  assert score_saved_model(version_dir, records)["task"] == "multiclass"
 
 
 # ---------------------------------------------------------------- a messy CSV

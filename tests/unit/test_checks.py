@@ -227,6 +227,19 @@ def test_decide_label_floor_beats_the_majority_class(tmp_path):
   assert given.min_accuracy == 0.9 and given.floor_reason == "--min-accuracy 0.9"
 
 
+def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_as_classes(
+  tmp_path,
+):
+  # MASS's survey: Exer is Freq, Some or None (no exercise), which R writes as 'None'.
+  rows = [f"{i},{('Freq', 'Some', 'None', 'None')[i % 4]}" for i in range(200)]
+  path = _csv(tmp_path, "x,exer", rows)
+  auto = checks.decide_label([path], "exer", ",", "auto", 1000, None, None)
+  assert (auto.task, auto.rows) == ("binary", 100)
+  classes = checks.decide_label([path], "exer", ",", "multiclass", 1000, None, None)
+  assert (classes.task, classes.rows) == ("multiclass", 200)
+  assert classes.min_accuracy == pytest.approx(0.51)  # 'None' is half the rows
+
+
 def test_decide_label_regression_ceiling_from_the_variance(tmp_path):
   values = [0.5 * i for i in range(100)]
   rows = [f"{i},{v}" for i, v in enumerate(values)]

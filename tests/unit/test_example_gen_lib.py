@@ -208,8 +208,37 @@ class TestConvertBatch:
     options = csv_batch.ConvertOptions(column_types={"x": "int", "sex": "string"}, label_key="sex")
     verdict = csv_batch.convert_batch(raw, options)
     assert verdict.bad_index.tolist() == [1, 3]
-    assert verdict.bad_reason == ["missing label 'sex'"] * 2
+    assert verdict.bad_reason == [
+      "missing label 'sex', written as NA",
+      "missing label 'sex', written as ?",
+    ]
     assert all(csv_batch.is_missing_label(r) for r in verdict.bad_reason)
+    assert [csv_batch.missing_label_token(r) for r in verdict.bad_reason] == ["NA", "?"]
+    # An empty label, and a cell that merely ends like a token's reason, name no token.
+    assert csv_batch.missing_label_token("missing label 'sex'") is None
+    assert csv_batch.missing_label_token("column 'x': 'written as NA' is not a number") is None
+
+  def test_multiclass_keeps_a_text_labels_missing_tokens_as_classes(self):
+    # MASS's survey writes 'None' for no exercise: with --task multiclass it is a class.
+    raw = _raw_batch(x=["1", "2", "3", ""], exer=["Some", "None", "Freq", ""])
+    options = csv_batch.ConvertOptions(
+      column_types={"x": "int", "exer": "string"}, label_key="exer", keep_label_tokens=True
+    )
+    verdict = csv_batch.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == [3]  # An empty label is still no label.
+    assert verdict.bad_reason == ["missing label 'exer'"]
+    records = verdict.serialize().to_pylist()
+    labels = [tf.train.Example.FromString(r).features.feature["exer"] for r in records]
+    assert [list(f.bytes_list.value) for f in labels] == [[b"Some"], [b"None"], [b"Freq"]]
+
+  def test_the_note_on_label_tokens_names_each_token_and_the_flag(self):
+    assert csv_batch.label_tokens_note({}) == ""
+    assert csv_batch.label_tokens_note({"None": 24}) == (
+      "label None in 24 rows; --task multiclass learns it as a class"
+    )
+    assert csv_batch.label_tokens_note({"?": 1, "NA": 1200}) == (
+      "label ? in 1 row, NA in 1,200 rows; --task multiclass learns them as classes"
+    )
 
   def test_empty_cells_are_empty_lists_and_unknown_columns_have_no_kind(self):
     raw = _raw_batch(i=["1", ""], s=["", "a"], u=["", ""])
@@ -314,6 +343,15 @@ class TestProfileColumn:
       {"female": 1, "male": 2},
     )
     assert (p.num_rows, p.num_empty) == (5, 2)
+    kept = csv_profile.profile_column([path], "sex", keep_text_tokens=True)
+    assert (kept.values, kept.value_counts, kept.num_empty) == (
+      ("N/A", "NA", "female", "male"),
+      {"N/A": 1, "NA": 1, "female": 1, "male": 2},
+      0,
+    )
+    # A number label's tokens stay empty cells whatever the task.
+    numbers = _write(tmp_path / "b.csv", "x,y\n1,1\n2,NA\n3,2\n")
+    assert csv_profile.profile_column([numbers], "y", keep_text_tokens=True).num_empty == 1
 
   def test_ragged_rows_do_not_count(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")

@@ -23,7 +23,7 @@ def test_a_missing_artifact_reads_as_nothing(tmp_path):
   assert inputs.statistics(str(tmp_path / "absent")) == {}
   assert inputs.statistics(None) == {}
   assert inputs.epoch_history(str(tmp_path)) == []
-  assert inputs.quarantine({}) == {"count": None, "unlabeled": None, "first": []}
+  assert inputs.quarantine({}) == {"count": None, "unlabeled": None, "tokens": {}, "first": []}
 
 
 def test_quarantine_count_and_first_reasons(tmp_path):

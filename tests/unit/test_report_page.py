@@ -57,6 +57,19 @@ def test_an_ensembles_training_section_lists_each_network_and_names_the_chart(tm
   assert "<th>warm start</th><td>4 of 9 layers with weights copied</td>" in html
 
 
+def test_the_data_section_counts_rows_without_a_label_and_names_their_tokens(tmp_path):
+  summary = report_inputs.write_run(tmp_path)
+  assert "without a label" not in run_page.render_run_page(summary)
+  examples = summary["artifacts"]["examples"]["properties"]
+  examples.update(num_bad_rows=12, num_unlabeled_rows=11, unlabeled_label_tokens='{"NA": 11}')
+  html = run_page.render_run_page(summary)
+  assert browser.facts(html)["unlabeled"] == "11"
+  assert "<th>of them without a label</th><td>" in html.replace(
+    '<span class="fact" data-fact="unlabeled" data-value="11">', ""
+  )
+  assert "11 (label NA in 11 rows; --task multiclass learns it as a class)" in html
+
+
 def test_a_failed_run_gets_a_page_that_says_what_did_not_run(tmp_path):
   html = run_page.render_run_page(report_inputs.failed_run())
   assert "<script>" not in html
