@@ -83,10 +83,19 @@ class Column:
     return NUMERIC_INPUT if self.kind == NUMERIC else TEXT_PREFIX + safe_name(self.name)
 
 
+# Saving a SavedModel passes each signature input as a keyword argument to a method of
+# TensorFlow's (signature_serialization.canonicalize_signatures), so an input named `self`
+# fails with "got multiple values for argument 'self'". Ecdat's Hmda has a column `self`.
+_TAKEN_KEYS = frozenset({"self"})
+
+
 def rows_key(column: str) -> str:
-  """The column's input name in the SavedModel's `rows` signature (TF Serving's JSON key)."""
+  """The column's input name in the SavedModel's `rows` signature (TF Serving's JSON key): the
+  column's name where TensorFlow allows it; the contract records it as `rows_input`."""
   name = safe_name(column)
-  return name if name[:1].isalnum() else f"c{name}"
+  if not name[:1].isalnum():
+    return f"c{name}"
+  return f"{name}_" if name in _TAKEN_KEYS else name
 
 
 def safe_name(column: str) -> str:

@@ -153,3 +153,24 @@ def test_contract_file_round_trip(tmp_path):
   assert model_contract.read_contract(str(tmp_path)) == contract
   assert "'malignant' (label.classes[1])" in contract.output
   assert contract.to_json()["format"] == model_contract.CONTRACT_FORMAT
+
+
+def test_a_column_named_self_saves_and_serves_under_its_recorded_rows_key(tmp_path):
+  # Ecdat's Hmda has a column `self` (self-employed): as a signature input named `self`, saving
+  # the SavedModel failed with "got multiple values for argument 'self'".
+  columns = [Column("self", model_contract.INT64), Column("dir", model_contract.FLOAT32)]
+  assert [model_contract.rows_key(c.name) for c in columns] == ["self_", "dir"]
+  numbers = tf.keras.Input((2,), name=model_contract.NUMERIC_INPUT)
+  model = tf.keras.Model({model_contract.NUMERIC_INPUT: numbers}, tf.keras.layers.Dense(1)(numbers))
+  signatures = {
+    "serving_default": model_contract.examples_signature(model, columns),
+    model_contract.ROWS_SIGNATURE: model_contract.rows_signature(model, columns),
+  }
+  tf.saved_model.save(model, str(tmp_path), signatures=signatures)
+  loaded = tf.saved_model.load(str(tmp_path))
+  by_name = loaded.signatures[model_contract.ROWS_SIGNATURE](
+    self_=tf.constant([1.0, 0.0]), dir=tf.constant([0.25, 0.5])
+  )["outputs"]
+  examples = [_example(self=_ints(1), dir=_floats(0.25)), _example(self=_ints(0), dir=_floats(0.5))]
+  served = loaded.signatures["serving_default"](examples=tf.constant(examples))["outputs"]
+  np.testing.assert_allclose(by_name.numpy(), served.numpy(), atol=1e-6)
