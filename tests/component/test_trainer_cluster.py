@@ -126,6 +126,31 @@ def test_parameter_server_one_ps_two_workers(tmp_path, digits_csv):
 
 @pytest.mark.multiprocess
 @pytest.mark.timeout(300)
+def test_parameter_server_trains_a_small_tables_ensemble(tmp_path, digits_csv):
+  # A data-sized plan (no --train-steps) on a table under 2,000 rows averages 3 networks, under
+  # a ClusterCoordinator too; Keras runs no validation there, so each runs its epochs in full.
+  hparams = {constants.HPARAMS_CONFIG: {"max_epochs": 3}}
+  model, run_dir = _run(
+    tmp_path,
+    digits_csv,
+    steps=0,
+    **{
+      constants.LOCAL_WORKERS_KEY: 2,
+      constants.LOCAL_PS_KEY: 1,
+      sc.CUSTOM_CONFIG_KEY: json_utils.dumps(hparams),
+    },
+  )
+  props = _custom(model)
+  assert props[constants.STRATEGY_PROPERTY].string_value == "parameter_server"
+  plan = json.loads(props["training_plan"].string_value)
+  assert (plan["ensemble"], plan["holdout_rows"]) == (3, 0)
+  assert plan["members"] == [{"epochs_run": 3, "best_epoch": None}] * 3
+  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
+  assert os.listdir(lib.run_state_dir(run_dir, "results")) == ["chief-0.json"]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
 def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
   root = tmp_path / "ft"
   run_dir = str(root / "model_run")
