@@ -152,6 +152,55 @@ def infer_task(
   return task
 
 
+def task_reason(
+  kind: str | None,
+  distinct: Sequence,
+  distinct_count: int,
+  requested: str,
+  task: str,
+  max_classes: int = DEFAULT_MAX_CLASSES,
+) -> str:
+  """Why `infer_task` (given the same label values) decided `task`, for the run's summary.
+
+  A float label of a few whole values says so with the override: pandas writes integer codes
+  as 1.0, 2.0 once a column has an empty cell (mi's nlsyV `momrace`).
+  """
+  if requested != AUTO:
+    return f"--task {requested}"
+  if task == BINARY:
+    return "two label values"
+  if kind == STRING:
+    return f"{distinct_count:,} text values"
+  complete = len(distinct) == distinct_count
+  if kind == FLOAT:
+    whole = complete and all(float(v).is_integer() for v in distinct)
+    few = distinct_count <= MAX_UNCODED_CLASSES
+    return "numbers with a decimal point" + (
+      f", though its {distinct_count} values {_span(distinct)} are whole; --task multiclass "
+      "reads them as classes"
+      if whole and few
+      else ""
+    )
+  return _whole_number_reason(distinct, distinct_count, task, max_classes, complete)
+
+
+def _whole_number_reason(distinct, distinct_count, task, max_classes, complete) -> str:
+  if task == MULTICLASS:
+    if distinct_count <= MAX_UNCODED_CLASSES:
+      return f"{distinct_count} whole-number values"
+    return f"whole-number codes {_span(distinct)}"
+  if not complete or distinct_count > max_classes:
+    return f"more than {min(max_classes, len(distinct)):,} whole-number values"
+  return (
+    f"{distinct_count:,} whole-number values ({_span(distinct)}), more than "
+    f"{MAX_UNCODED_CLASSES} and not a run of codes from 0 or 1"
+  )
+
+
+def _span(values: Sequence) -> str:
+  return f"{min(values):g}..{max(values):g}"
+
+
 def label_info(label_key: str, task: str, distinct: Sequence) -> LabelInfo:
   """The LabelInfo for a decided task: classes are the sorted distinct values (none for
   regression)."""

@@ -324,6 +324,8 @@ class LabelDecision:
     max_mse: regression ceiling, or None.
     floor_reason: how the floor was chosen.
     rows: data rows with a label (the rest are left out).
+    auto: whether the floor is automatic (the Evaluator then takes it from the eval split).
+    task_reason: why the task is the one decided (tasks.task_reason).
   """
 
   task: str
@@ -331,8 +333,8 @@ class LabelDecision:
   max_mse: float | None
   floor_reason: str
   rows: int
-  # Whether the floor is automatic (the Evaluator then takes it from the eval split).
   auto: bool = False
+  task_reason: str = ""
 
 
 def decide_label(
@@ -380,18 +382,26 @@ def decide_label(
       f" (the model learns {model_label_key!r}, which the Transform computes, so the "
       f"column {label_key!r} sets no automatic one)"
     )
-    return LabelDecision(requested_task, min_accuracy or 0.0, max_mse, reason, present)
+    return LabelDecision(
+      requested_task,
+      min_accuracy or 0.0,
+      max_mse,
+      reason,
+      present,
+      task_reason=f"--task {requested_task}",
+    )
   if requested_task in (tasks.AUTO, tasks.REGRESSION):
     _check_decimal_commas(label_key, profile, delimiter)
   distinct = list(profile.values)
-  task = tasks.infer_task(
-    label_key,
-    profile.kind,
-    distinct,
-    profile.distinct_count_at_least + (1 if profile.truncated else 0),
-    requested_task,
-    max_classes,
-  )
+  count = profile.distinct_count_at_least + (1 if profile.truncated else 0)
+  task = tasks.infer_task(label_key, profile.kind, distinct, count, requested_task, max_classes)
+  decision = _floor(task, profile, present, distinct, min_accuracy, max_mse)
+  why = tasks.task_reason(profile.kind, distinct, count, requested_task, task, max_classes)
+  return dataclasses.replace(decision, task_reason=why)
+
+
+def _floor(task, profile, present, distinct, min_accuracy, max_mse) -> LabelDecision:
+  """The decision's floor: the flags', or the automatic one from the label's profile."""
   if task == tasks.REGRESSION:
     if max_mse is not None:
       return LabelDecision(task, 0.0, max_mse, f"--max-mse {max_mse:g}", present)

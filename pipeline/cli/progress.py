@@ -276,8 +276,9 @@ def describe_summary(
   config = summary.get("config") or {}
   task = summary.get("task") or config.get("task")
   if task:
+    why = f" ({config['task_reason']})" if config.get("task_reason") else ""
     lines.append(
-      f"task: {task} on label {config.get('label_key')!r}; floor: "
+      f"task: {task} on label {config.get('label_key')!r}{why}; floor: "
       f"{(summary.get('floor') or {}).get('reason') or config.get('floor_reason')}"
     )
   if summary.get("quantity_check"):

@@ -68,7 +68,7 @@ def config_from_args(
     local_modules = local_paths
   paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
   data_root, module_file, transform_module, schema, pattern, plan = paths
-  task, floor, max_mse, reason = _decide_from_data(args, data_root, pattern, local_paths)
+  decision = _decide_from_data(args, data_root, pattern, local_paths)
   return PipelineConfig(
     **_fields_from_flags(args),
     data_root=data_root,
@@ -80,11 +80,12 @@ def config_from_args(
     network_module=plan.style == defaults.BUILD_MODEL_FN,
     input_pattern=pattern,
     schema_path=schema,
-    task=task,
+    task=decision.task,
+    task_reason=decision.task_reason,
     tune=plan.tune,
-    min_accuracy=floor,
-    max_mse=max_mse,
-    floor_reason=reason,
+    min_accuracy=decision.min_accuracy,
+    max_mse=decision.max_mse,
+    floor_reason=decision.floor_reason,
     optimizer_variants=variants,
     # 'none' means no variant at all: TensorRT (and the ONNX it is built from) only if asked.
     tensorrt=args.tensorrt or (defaults.TENSORRT_OFF if not variants else _DEFAULTS.tensorrt),
@@ -275,10 +276,9 @@ def _resolve_paths(
 
 def _decide_from_data(
   args: argparse.Namespace, data_root: str, pattern: str, local_paths: bool
-) -> tuple[str, float, float | None, str]:
+) -> checks.LabelDecision:
   """Reads the data where this machine can: the columns the flags name, the task, the floor."""
   local_data = local_paths and not storage.is_remote(data_root)
-  task, floor, max_mse, reason = args.task, args.min_accuracy or 0.0, args.max_mse, ""
   eval_share = 1 / (_DEFAULTS.train_hash_buckets + _DEFAULTS.eval_hash_buckets)
   # Object-store data is read here too when this machine can reach it (run_local); the
   # Kubeflow compiler (local_paths=False) cannot assume that.
@@ -306,15 +306,12 @@ def _decide_from_data(
       model_label_key=args.eval_label_key,
     )
     checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples)
-    task, floor, max_mse, reason = (
-      decision.task,
-      decision.min_accuracy,
-      decision.max_mse,
-      decision.floor_reason,
-    )
-  elif task == tasks.AUTO:
+    return decision
+  if args.task == tasks.AUTO:
     raise checks.CheckError(
       f"--data-root {data_root} cannot be read here to tell the task from the label; pass "
       "--task binary, multiclass or regression."
     )
-  return task, floor, max_mse, reason
+  floor = args.min_accuracy or 0.0
+  given = f"--task {args.task}"
+  return checks.LabelDecision(args.task, floor, args.max_mse, "", 0, task_reason=given)

@@ -51,6 +51,8 @@ class PipelineConfig:
   exclude_columns: tuple[str, ...] = ()
   # Task: 'binary', 'multiclass' or 'regression' once resolved; 'auto' until then.
   task: str = defaults.TASK
+  # Why the task is the one resolved, for the summary (tasks.task_reason).
+  task_reason: str = ""
   max_classes: int = defaults.MAX_CLASSES
   # A text label's missing tokens (NA, None) are classes (--task multiclass), not missing.
   keep_label_tokens: bool = False

@@ -234,9 +234,10 @@ def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_a
   rows = [f"{i},{('Freq', 'Some', 'None', 'None')[i % 4]}" for i in range(200)]
   path = _csv(tmp_path, "x,exer", rows)
   auto = checks.decide_label([path], "exer", ",", "auto", 1000, None, None)
-  assert (auto.task, auto.rows) == ("binary", 100)
+  assert (auto.task, auto.rows, auto.task_reason) == ("binary", 100, "two label values")
   classes = checks.decide_label([path], "exer", ",", "multiclass", 1000, None, None)
   assert (classes.task, classes.rows) == ("multiclass", 200)
+  assert classes.task_reason == "--task multiclass"
   assert classes.min_accuracy == pytest.approx(0.51)  # 'None' is half the rows
 
 

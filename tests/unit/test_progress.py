@@ -95,3 +95,15 @@ def test_the_summary_says_what_a_warm_start_copied():
     {"status": "succeeded", "training_plan": plan}, pathlib.Path("/out"), "log"
   )
   assert not any(line.startswith("warm start") for line in lines)
+
+
+def test_the_summary_says_why_the_label_reads_as_its_task():
+  config = {"label_key": "momrace", "task": "regression", "floor_reason": "no ceiling"}
+  summary = {"status": "succeeded", "config": config}
+  lines = progress.describe_summary(summary, pathlib.Path("/out"), "log")
+  assert "task: regression on label 'momrace'; floor: no ceiling" in lines
+  config["task_reason"] = "numbers with a decimal point"
+  lines = progress.describe_summary(summary, pathlib.Path("/out"), "log")
+  assert (
+    "task: regression on label 'momrace' (numbers with a decimal point); floor: no ceiling" in lines
+  )

@@ -114,3 +114,37 @@ def test_label_info_sorts_classes_and_round_trips_json():
   assert info.classes == ("setosa", "versicolor", "virginica")
   assert tasks.LabelInfo.from_json(info.to_json()) == info
   assert tasks.label_info("price", tasks.REGRESSION, [1.0, 2.0]).classes == ()
+
+
+@pytest.mark.parametrize(
+  ("kind", "distinct", "count", "requested", "reason"),
+  [
+    (tasks.INT, list(range(10)), 10, tasks.AUTO, "10 whole-number values"),
+    (tasks.INT, list(range(1, 30)), 29, tasks.AUTO, "whole-number codes 1..29"),
+    (
+      tasks.INT,
+      [1, 2, 5, 9, 13, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 40],
+      22,
+      tasks.AUTO,
+      "22 whole-number values (1..40), more than 20 and not a run of codes from 0 or 1",
+    ),
+    (tasks.INT, list(range(1000)), 1001, tasks.AUTO, "more than 1,000 whole-number values"),
+    (tasks.STRING, ["a", "b", "c"], 3, tasks.AUTO, "3 text values"),
+    (tasks.STRING, ["female", "male"], 2, tasks.AUTO, "two label values"),
+    (tasks.FLOAT, [0.5, 1.25, 3.0], 3, tasks.AUTO, "numbers with a decimal point"),
+    # pandas writes integer codes with an empty cell among them as 1.0, 2.0 (mi's nlsyV).
+    (
+      tasks.FLOAT,
+      [1.0, 2.0, 3.0, 4.0],
+      4,
+      tasks.AUTO,
+      "numbers with a decimal point, though its 4 values 1..4 are whole; --task multiclass reads "
+      "them as classes",
+    ),
+    (tasks.FLOAT, [float(v) for v in range(30)], 30, tasks.AUTO, "numbers with a decimal point"),
+    (tasks.INT, list(range(10)), 10, tasks.REGRESSION, "--task regression"),
+  ],
+)
+def test_the_reason_for_the_task_names_what_decided_it(kind, distinct, count, requested, reason):
+  task = tasks.infer_task("y", kind, distinct, count, requested, 1000)
+  assert tasks.task_reason(kind, distinct, count, requested, task, 1000) == reason
