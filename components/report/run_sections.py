@@ -27,7 +27,7 @@ def run_section(summary: Mapping[str, Any]) -> Html:
         ("outcome", night.get("line") or night.get("outcome")),
         ("data", config.get("data_root")),
         ("label", config.get("label_key")),
-        ("task", summary.get("task") or config.get("task")),
+        ("task", _task(summary, config)),
         ("pipeline root", config.get("pipeline_root")),
         ("serving folder", config.get("serving_dir")),
         ("log", summary.get("log")),
@@ -58,6 +58,13 @@ def run_section(summary: Mapping[str, Any]) -> Html:
     ok = "notified" if notice.get("ok") else f"could not notify ({notice.get('error')})"
     parts.append(note(f"{ok}: {notice.get('target')}"))
   return section("run", "The run", *parts)
+
+
+def _task(summary: Mapping[str, Any], config: Mapping[str, Any]) -> str | None:
+  """The task, and why the label reads as it (the rule that decided, or --task)."""
+  task = summary.get("task") or config.get("task")
+  why = config.get("task_reason")
+  return f"{task} ({why})" if task and why else task
 
 
 def data_section(

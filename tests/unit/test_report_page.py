@@ -57,6 +57,13 @@ def test_an_ensembles_training_section_lists_each_network_and_names_the_chart(tm
   assert "<th>warm start</th><td>4 of 9 layers with weights copied</td>" in html
 
 
+def test_the_run_section_says_why_the_label_reads_as_its_task(tmp_path):
+  summary = report_inputs.write_run(tmp_path)
+  assert "<th>task</th><td>binary</td>" in run_page.render_run_page(summary)
+  summary["config"]["task_reason"] = "two label values"
+  assert "<th>task</th><td>binary (two label values)</td>" in run_page.render_run_page(summary)
+
+
 def test_the_data_section_counts_rows_without_a_label_and_names_their_tokens(tmp_path):
   summary = report_inputs.write_run(tmp_path)
   assert "without a label" not in run_page.render_run_page(summary)
