@@ -131,6 +131,7 @@ def _run(data_dir: str, out: str, serving: str, label: str) -> dict:
     "gate_passed": gate.get("passed"),
     "error": summary.get("error") or "",
     "pushed": (summary.get("pushed") or {}).get("version"),
+    "not_pushed": (summary.get("pushed") or {}).get("reason") or "",
     "seconds": round(time.perf_counter() - started, 1),
     "drift": gate.get("drift") or {},
   }
@@ -150,9 +151,14 @@ def run_table(name: str, load, label: str, workdir: str, seed: int) -> dict:
     "rows": len(frame),
     "night1": _run(os.path.join(night1, "data"), os.path.join(night1, "out"), serving, label),
   }
+  result["nights"] = {}
+  if not result["night1"]["pushed"]:
+    # Nothing is live to guard (e.g. carData's SLID: the language model does not beat the
+    # majority class by the floor's point), so no later night has a gate to pass.
+    print(f"{name:16} night 1 pushed nothing: {result['night1']['not_pushed']}", flush=True)
+    return result
   nights = {"normal": (second, ""), "shipped order": (frame.iloc[half:], "")}
   nights.update(faults(second, label))
-  result["nights"] = {}
   for night, (data, column) in nights.items():
     folder = os.path.join(base, night.replace(" ", "_").replace(".", "_"))
     gate_data.write_csv(data, os.path.join(folder, "data"))
@@ -175,6 +181,11 @@ def markdown(results: list[dict]) -> str:
     "|---|---|" + "---|" * (2 + len(FAULTS)),
   ]
   for r in results:
+    if not r["nights"]:
+      lines.append(
+        f"| {r['table']} | {r['rows']:,} | night 1 not pushed |" + " - |" * (1 + len(FAULTS))
+      )
+      continue
     cells = []
     for night in ("normal", "shipped order", *FAULTS):
       n = r["nights"].get(night)
