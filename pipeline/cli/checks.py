@@ -326,6 +326,7 @@ class LabelDecision:
     rows: data rows with a label (the rest are left out).
     auto: whether the floor is automatic (the Evaluator then takes it from the eval split).
     task_reason: why the task is the one decided (tasks.task_reason).
+    unlabeled: data rows whose label is empty (or a missing token), left out.
   """
 
   task: str
@@ -335,6 +336,7 @@ class LabelDecision:
   rows: int
   auto: bool = False
   task_reason: str = ""
+  unlabeled: int = 0
 
 
 def decide_label(
@@ -389,6 +391,7 @@ def decide_label(
       reason,
       present,
       task_reason=f"--task {requested_task}",
+      unlabeled=profile.num_empty,
     )
   if requested_task in (tasks.AUTO, tasks.REGRESSION):
     _check_decimal_commas(label_key, profile, delimiter)
@@ -397,7 +400,7 @@ def decide_label(
   task = tasks.infer_task(label_key, profile.kind, distinct, count, requested_task, max_classes)
   decision = _floor(task, profile, present, distinct, min_accuracy, max_mse)
   why = tasks.task_reason(profile.kind, distinct, count, requested_task, task, max_classes)
-  return dataclasses.replace(decision, task_reason=why)
+  return dataclasses.replace(decision, task_reason=why, unlabeled=profile.num_empty)
 
 
 def _floor(task, profile, present, distinct, min_accuracy, max_mse) -> LabelDecision:
@@ -484,12 +487,25 @@ def check_flag_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, st
       )
 
 
-def check_eval_size(rows: int, eval_share: float, min_eval_examples: int) -> None:
-  """Refuses data too small for an evaluation of at least `min_eval_examples` rows."""
+def check_eval_size(
+  rows: int, eval_share: float, min_eval_examples: int, unlabeled: int = 0
+) -> None:
+  """Refuses data too small for an evaluation of at least `min_eval_examples` rows.
+
+  Args:
+    rows: data rows with a label.
+    eval_share: the share of rows the eval split gets.
+    min_eval_examples: the fewest eval rows accepted.
+    unlabeled: data rows left out for an empty label, named in the message.
+  """
   expected = int(rows * eval_share)
   if expected < min_eval_examples:
+    counted, more = f"{rows} rows", "rows"
+    if unlabeled:
+      counted = f"{rows} rows with a label ({unlabeled:,} more have none)"
+      more = "rows with a label"
     raise CheckError(
-      f"the data has {rows} rows, so the eval split gets about {expected}, fewer than "
-      f"--min-eval-examples {min_eval_examples}; add rows (at least "
+      f"the data has {counted}, so the eval split gets about {expected}, fewer than "
+      f"--min-eval-examples {min_eval_examples}; add {more} (at least "
       f"{int(min_eval_examples / eval_share) + 1}) or lower --min-eval-examples."
     )

@@ -305,7 +305,7 @@ def _decide_from_data(
       args.max_mse,
       model_label_key=args.eval_label_key,
     )
-    checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples)
+    checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples, decision.unlabeled)
     return decision
   if args.task == tasks.AUTO:
     raise checks.CheckError(

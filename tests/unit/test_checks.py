@@ -148,6 +148,14 @@ def test_check_eval_size_message():
     "the data has 150 rows, so the eval split gets about 30, fewer than --min-eval-examples 50; "
     "add rows (at least 251) or lower --min-eval-examples."
   )
+  # dslabs' polls_us_election_2016: 4,208 polls, 30 of them with an adjpoll_mcmullin.
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_eval_size(rows=30, eval_share=0.2, min_eval_examples=20, unlabeled=4178)
+  assert str(raised.value) == (
+    "the data has 30 rows with a label (4,178 more have none), so the eval split gets about 6, "
+    "fewer than --min-eval-examples 20; add rows with a label (at least 101) or lower "
+    "--min-eval-examples."
+  )
 
 
 @pytest.mark.parametrize(
