@@ -111,7 +111,7 @@ def warm_start(model, base) -> tuple[list[str], str]:
   """
   base_layers = {layer.name: layer for layer in base.layers}
   weighted = [layer for layer in model.layers if layer.weights]
-  copied = []
+  copied, reshaped = [], []
   for layer in weighted:
     source = _base_layer(layer.name, base_layers)
     if source is None:
@@ -120,8 +120,18 @@ def warm_start(model, base) -> tuple[list[str], str]:
     if [w.shape for w in weights] == [tuple(w.shape) for w in layer.weights]:
       layer.set_weights(weights)
       copied.append(layer.name)
-  _LOG.info("Warm start: copied %s", copied)
+    else:
+      reshaped.append(layer.name)
+  _LOG.info("Warm start: copied %s; shapes changed: %s", copied, reshaped)
   note = f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
+  if reshaped:
+    shown = ", ".join(reshaped[:3]) + (
+      f" and {len(reshaped) - 3} more" if len(reshaped) > 3 else ""
+    )
+    note += (
+      f"; {len(reshaped)} changed shape and start fresh ({shown}): new values in a text column, "
+      "new classes or another width"
+    )
   was, now = hidden_width(base), hidden_width(model)
   if was and now and was != now:
     note += f"; its hidden layers were {was} units wide and are {now} now (--hparams hidden_units)"

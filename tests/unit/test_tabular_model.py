@@ -190,6 +190,10 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   wide = tabular_model.build_model(profile, {**hp, "hidden_units": 128}, members=3, seed=4)
   copied, note = runner.warm_start(wide, runner.load_base(str(tmp_path / "single")))
   assert not any(name.startswith(("hidden_", "head")) for name in copied)
+  assert (
+    "; 6 changed shape and start fresh (hidden_0_m0, hidden_0_m2, hidden_1_m0 and 3 more): new "
+    "values in a text column, new classes or another width; its hidden layers were 64"
+  ) in note
   assert note.endswith(
     "; its hidden layers were 64 units wide and are 128 now (--hparams hidden_units)"
   )
