@@ -111,10 +111,11 @@ def warm_start(model, base) -> tuple[list[str], str]:
   """
   base_layers = {layer.name: layer for layer in base.layers}
   weighted = [layer for layer in model.layers if layer.weights]
-  copied, reshaped = [], []
+  copied, reshaped, new = [], [], []
   for layer in weighted:
     source = _base_layer(layer.name, base_layers)
     if source is None:
+      new.append(layer.name)
       continue
     weights = source.get_weights()
     if [w.shape for w in weights] == [tuple(w.shape) for w in layer.weights]:
@@ -122,20 +123,23 @@ def warm_start(model, base) -> tuple[list[str], str]:
       copied.append(layer.name)
     else:
       reshaped.append(layer.name)
-  _LOG.info("Warm start: copied %s; shapes changed: %s", copied, reshaped)
+  _LOG.info("Warm start: copied %s; shapes changed: %s; new: %s", copied, reshaped, new)
   note = f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
+  fresh = [f"{len(reshaped)} changed shape ({_some(reshaped)})"] if reshaped else []
+  fresh += [f"{len(new)} are new ({_some(new)})"] if new else []
+  if fresh:
+    note += "; " + " and ".join(fresh) + ", and start fresh"
   if reshaped:
-    shown = ", ".join(reshaped[:3]) + (
-      f" and {len(reshaped) - 3} more" if len(reshaped) > 3 else ""
-    )
-    note += (
-      f"; {len(reshaped)} changed shape and start fresh ({shown}): new values in a text column, "
-      "new classes or another width"
-    )
+    note += " (new values in a text column, new classes or another width)"
   was, now = hidden_width(base), hidden_width(model)
   if was and now and was != now:
     note += f"; its hidden layers were {was} units wide and are {now} now (--hparams hidden_units)"
   return copied, note
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+  more = f" and {len(names) - shown} more" if len(names) > shown else ""
+  return ", ".join(names[:shown]) + more
 
 
 def _base_layer(name: str, base_layers: dict):

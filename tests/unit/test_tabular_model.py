@@ -168,7 +168,8 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   assert not any(name.endswith("_m1") for name in copied)
   weighted = [layer.name for layer in ensemble.layers if layer.weights]
   assert note == (
-    f"{len(copied)} of {len(weighted)} layers with weights copied from the base model"
+    f"{len(copied)} of {len(weighted)} layers with weights copied from the base model; 3 are new "
+    "(embedding_text_city_m1, hidden_0_m1, head_m1), and start fresh"
   )
   for i in (0, 2):  # the members' own initial weights differ (seed + i)
     np.testing.assert_array_equal(
@@ -191,8 +192,9 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   copied, note = runner.warm_start(wide, runner.load_base(str(tmp_path / "single")))
   assert not any(name.startswith(("hidden_", "head")) for name in copied)
   assert (
-    "; 6 changed shape and start fresh (hidden_0_m0, hidden_0_m2, hidden_1_m0 and 3 more): new "
-    "values in a text column, new classes or another width; its hidden layers were 64"
+    "; 6 changed shape (hidden_0_m0, hidden_0_m2, hidden_1_m0 and 3 more) and 3 are new "
+    "(embedding_text_city_m1, hidden_0_m1, head_m1), and start fresh (new values in a text "
+    "column, new classes or another width); its hidden layers were 64"
   ) in note
   assert note.endswith(
     "; its hidden layers were 64 units wide and are 128 now (--hparams hidden_units)"
