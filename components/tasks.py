@@ -189,8 +189,10 @@ def _whole_number_reason(distinct, distinct_count, task, max_classes, complete) 
     if distinct_count <= MAX_UNCODED_CLASSES:
       return f"{distinct_count} whole-number values"
     return f"whole-number codes {_span(distinct)}"
-  if not complete or distinct_count > max_classes:
-    return f"more than {min(max_classes, len(distinct)):,} whole-number values"
+  if not complete:  # A profile that stopped counting passes the values it counted plus one.
+    return f"at least {distinct_count - 1:,} whole-number values"
+  if distinct_count > max_classes:
+    return f"{distinct_count:,} whole-number values, over --max-classes {max_classes:,}"
   return (
     f"{distinct_count:,} whole-number values ({_span(distinct)}), more than "
     f"{MAX_UNCODED_CLASSES} and not a run of codes from 0 or 1"

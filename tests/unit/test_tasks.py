@@ -128,7 +128,9 @@ def test_label_info_sorts_classes_and_round_trips_json():
       tasks.AUTO,
       "22 whole-number values (1..40), more than 20 and not a run of codes from 0 or 1",
     ),
-    (tasks.INT, list(range(1000)), 1001, tasks.AUTO, "more than 1,000 whole-number values"),
+    (tasks.INT, list(range(1000)), 1001, tasks.AUTO, "at least 1,000 whole-number values"),
+    # What csv_profile passes once it stopped counting: no values, the count so far plus one.
+    (tasks.INT, [], 1001, tasks.AUTO, "at least 1,000 whole-number values"),
     (tasks.STRING, ["a", "b", "c"], 3, tasks.AUTO, "3 text values"),
     (tasks.STRING, ["female", "male"], 2, tasks.AUTO, "two label values"),
     (tasks.FLOAT, [0.5, 1.25, 3.0], 3, tasks.AUTO, "numbers with a decimal point"),
@@ -148,3 +150,12 @@ def test_label_info_sorts_classes_and_round_trips_json():
 def test_the_reason_for_the_task_names_what_decided_it(kind, distinct, count, requested, reason):
   task = tasks.infer_task("y", kind, distinct, count, requested, 1000)
   assert tasks.task_reason(kind, distinct, count, requested, task, 1000) == reason
+
+
+def test_the_reason_names_the_class_cap_a_whole_number_label_is_over():
+  values = list(range(30))
+  task = tasks.infer_task("y", tasks.INT, values, 30, tasks.AUTO, 20)
+  assert task == tasks.REGRESSION
+  assert tasks.task_reason(tasks.INT, values, 30, tasks.AUTO, task, 20) == (
+    "30 whole-number values, over --max-classes 20"
+  )
