@@ -29,6 +29,16 @@ def machine() -> dict:
   }
 
 
+def write_results(kind: str, payload: dict, indent: int = 1) -> str:
+  """Writes a run's figures to `bench/results/<UTC minute>-<kind>.json`; returns the path."""
+  stamp = time.strftime("%Y%m%dT%H%MZ", time.gmtime())
+  os.makedirs(RESULTS_DIR, exist_ok=True)
+  path = os.path.join(RESULTS_DIR, f"{stamp}-{kind}.json")
+  with open(path, "w") as f:
+    json.dump(payload, f, indent=indent)
+  return path
+
+
 def child_env() -> dict[str, str]:
   env = dict(os.environ)
   env.update({"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"})

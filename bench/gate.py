@@ -224,11 +224,8 @@ def main(argv=None) -> list[dict]:
     load, label = tables[name]
     results.append(run_table(name, load, label, workdir, args.seed))
   print(markdown(results))
-  stamp = time.strftime("%Y%m%dT%H%MZ", time.gmtime())
-  path = os.path.join(common.RESULTS_DIR, f"{stamp}-gate.json")
-  with open(path, "w") as f:
-    json.dump({"machine": common.machine(), "seed": args.seed, "results": results}, f, indent=1)
-  print(f"wrote {path}")
+  payload = {"machine": common.machine(), "seed": args.seed, "results": results}
+  print(f"wrote {common.write_results('gate', payload)}")
   return results
 
 

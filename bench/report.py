@@ -13,7 +13,6 @@ gives for the page it wrote, and the run's total.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -121,11 +120,8 @@ def main(argv=None) -> dict:
 
 if __name__ == "__main__":
   found = main()
-  stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%MZ")
-  os.makedirs(common.RESULTS_DIR, exist_ok=True)
-  path = os.path.join(common.RESULTS_DIR, f"{stamp}-report.json")
-  with open(path, "w") as f:
-    json.dump({"command": "bench/report.py " + " ".join(sys.argv[1:]), **found}, f, indent=2)
+  command = "bench/report.py " + " ".join(sys.argv[1:])
+  path = common.write_results("report", {"command": command, **found}, indent=2)
   print(found["markdown"])
   print(f"wrote {path}")
   sys.exit(0 if found["page_median_s"] <= TARGET_S else 1)

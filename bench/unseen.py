@@ -127,11 +127,8 @@ def main(argv=None) -> list[dict]:
   print(
     f"{len(results)} tables, {sum(bool(r['pushed']) for r in results)} pushed, {len(failed)} failed"
   )
-  stamp = time.strftime("%Y%m%dT%H%MZ", time.gmtime())
-  path = os.path.join(common.RESULTS_DIR, f"{stamp}-unseen.json")
-  with open(path, "w") as f:
-    json.dump({"machine": common.machine(), "seed": args.seed, "results": results}, f, indent=1)
-  print(f"wrote {path}")
+  payload = {"machine": common.machine(), "seed": args.seed, "results": results}
+  print(f"wrote {common.write_results('unseen', payload)}")
   return results
 
 
