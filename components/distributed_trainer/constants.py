@@ -24,6 +24,9 @@ HPARAMS_CONFIG = "hparams"
 SEED_CONFIG = "seed"
 PROFILE_STEPS_CONFIG = "profile_steps"
 TUNE_TRIALS_CONFIG = "tune_trials"
+# The column the ExampleGen split train from eval by (--split-column): the default model holds
+# out whole groups of it for early stopping, as the eval split does.
+SPLIT_COLUMN_CONFIG = "split_column"
 
 # Custom properties written on the Model artifact.
 STRATEGY_PROPERTY = "strategy"

@@ -70,8 +70,40 @@ def holdout_every(rows: int) -> int:
   return max(HOLDOUT_EVERY, -(-rows // HOLDOUT_MAX_ROWS))
 
 
-def _records(files: Sequence[str], holdout: str, every: int = HOLDOUT_EVERY):
+# With a group column (the pipeline's --split-column, as (name, dtype)), the held-out slice is
+# the rows whose group a salted hash puts in it instead, so that no group has rows on both
+# sides: early stopping then judges by unseen groups, as the eval split does. The salt keeps the
+# choice apart from the ExampleGen's split by the same column.
+_GROUP_SALT = "holdout/"
+# Records parsed at a time to find their group.
+_GROUP_BATCH = 1024
+
+
+def held_out_groups(values, every: int):
+  """Whether each row with these group values is in the held-out slice (a [rows] bool tensor).
+
+  Args:
+    values: a [rows] tensor or array of the group column (numbers are hashed as text).
+    every: the slice holds out about one group in `every` (`holdout_every`).
+  """
   import tensorflow as tf
+
+  values = tf.convert_to_tensor(values)
+  if values.dtype != tf.string:
+    values = tf.strings.as_string(values)
+  bucket = tf.strings.to_hash_bucket_fast(tf.strings.join([_GROUP_SALT, values]), every)
+  return tf.equal(bucket, every - 1)
+
+
+def _records(
+  files: Sequence[str],
+  holdout: str,
+  every: int = HOLDOUT_EVERY,
+  group: tuple[str, str] | None = None,
+):
+  import tensorflow as tf
+
+  from components import model_contract
 
   compression = "GZIP" if files[0].endswith(".gz") else ""
   if holdout == ALL_RECORDS:
@@ -80,10 +112,16 @@ def _records(files: Sequence[str], holdout: str, every: int = HOLDOUT_EVERY):
     )
   held = holdout == HOLDOUT_RECORDS
 
+  def by_group(records):
+    values = model_contract.parse_label(records, *group)
+    return tf.boolean_mask(records, tf.equal(held_out_groups(values, every), held))
+
   def split(path):
+    ds = tf.data.TFRecordDataset(path, compression_type=compression)
+    if group:
+      return ds.batch(_GROUP_BATCH).map(by_group).unbatch()
     # The record's place in its file decides, so every worker and rerun agrees.
-    ds = tf.data.TFRecordDataset(path, compression_type=compression).enumerate()
-    ds = ds.filter(lambda i, _: tf.equal(i % every == every - 1, held))
+    ds = ds.enumerate().filter(lambda i, _: tf.equal(i % every == every - 1, held))
     return ds.map(lambda _, record: record)
 
   return tf.data.Dataset.from_tensor_slices(list(files)).interleave(
@@ -101,6 +139,7 @@ def record_dataset(
   shard_index: int = 0,
   holdout: str = ALL_RECORDS,
   every: int = HOLDOUT_EVERY,
+  group: tuple[str, str] | None = None,
 ):
   """Batches of serialized records from gzipped TFRecord files, sharded for one pipeline.
 
@@ -119,6 +158,8 @@ def record_dataset(
     holdout: ALL_RECORDS, FIT_RECORDS (all but the held-out slice) or HOLDOUT_RECORDS.
     every: with FIT_RECORDS or HOLDOUT_RECORDS, every how many records of a file one is held
       out (`holdout_every`).
+    group: (column, dtype) whose values choose the held-out rows instead, about one group in
+      `every` (`held_out_groups`); None: the records' places.
 
   Returns:
     A tf.data.Dataset of [batch] tf.string tensors.
@@ -128,7 +169,7 @@ def record_dataset(
   if shard_records and len(files) >= num_shards:
     files = files[shard_index::num_shards]
     shard_records = False
-  ds = _records(files, holdout, every)
+  ds = _records(files, holdout, every, group)
   if training:
     ds = ds.repeat().shuffle(_SHUFFLE_BUFFER, seed=seed)
     if shard_records:

@@ -52,6 +52,7 @@ def make_dataset(
   shard_index: int = 0,
   holdout: str = train_lib.ALL_RECORDS,
   every: int = train_lib.HOLDOUT_EVERY,
+  group: tuple[str, str] | None = None,
 ):
   """(features, target) batches from gzipped tf.Example files; see train_lib.record_dataset."""
 
@@ -64,6 +65,7 @@ def make_dataset(
     shard_index=shard_index,
     holdout=holdout,
     every=every,
+    group=group,
   )
   ds = ds.map(_parser(profile), num_parallel_calls=MAP_CALLS).prefetch(PREFETCH)
   return tf_compat.without_autotune(ds)
@@ -97,8 +99,9 @@ class Arrays:
 def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arrays, Arrays]:
   """Parses the training files once into (fit rows, held-out rows).
 
-  The held-out rows are every `every`-th record of each file, as `record_dataset` holds them out
-  when it streams; `every` 0 holds nothing out. The arrays are allocated once at their final
+  The held-out rows are every `every`-th record of each file, or the rows of the groups held out
+  where the profile has a `holdout_group`, as `record_dataset` holds them out when it streams;
+  `every` 0 holds nothing out. The arrays are allocated once at their final
   size (the profile counted each file's rows) and filled batch by batch, so loading costs the
   data's size once, not two or three times over.
 
@@ -110,14 +113,16 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
   counts = list(profile.file_rows) if len(profile.file_rows) == len(files) else None
   if counts is None:  # A profile of other files: count these.
     counts = [records.count_records([path]) for path in files]
-  held_rows = sum(n // every for n in counts) if every else 0
+  group = profile.holdout_group if every else None
+  masks = [_held_out_mask(path, n, every, group) for path, n in zip(files, counts, strict=True)]
+  held_rows = sum(int(mask.sum()) for mask in masks)
   fit_rows = sum(counts) - held_rows
   if not fit_rows:
     raise ValueError(f"no rows in the training files {list(files)[:3]}")
   columns = [s.column for s in profile.columns]
   fit = held = None
   at = {"fit": 0, "held": 0}
-  for path, expected in zip(files, counts, strict=True):
+  for path, expected, file_mask in zip(files, counts, masks, strict=True):
     start = 0
     batches = read.file_batches(path, columns, profile.label.key, profile.label_dtype)
     for features, label in batches:
@@ -126,9 +131,7 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
         target = target[:, None]
       if fit is None:
         fit, held = (_allocate(features, target, n) for n in (fit_rows, held_rows))
-      mask = np.zeros(len(target), bool)
-      if every:
-        mask[(every - 1 - start) % every :: every] = True
+      mask = file_mask[start : start + len(target)]
       for part, rows in ((fit, ~mask), (held, mask)):
         key = "fit" if part is fit else "held"
         n = int(rows.sum())
@@ -140,6 +143,20 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
     if start != expected:
       raise RuntimeError(f"{path} has {start} records, the profile counted {expected}")
   return fit, held
+
+
+def _held_out_mask(path: str, rows: int, every: int, group: tuple[str, str] | None) -> np.ndarray:
+  """Which of a file's `rows` records are held out: those of the groups held out
+  (`train_lib.held_out_groups`), or every `every`-th; none for `every` 0."""
+  if group:
+    values = read.column_values(path, *group)
+    if len(values) != rows:
+      raise RuntimeError(f"{path} has {len(values)} values of {group[0]!r} and {rows} rows")
+    return np.asarray(train_lib.held_out_groups(values, every), dtype=bool)
+  mask = np.zeros(rows, bool)
+  if every:
+    mask[every - 1 :: every] = True
+  return mask
 
 
 def _allocate(features: dict[str, np.ndarray], target: np.ndarray, rows: int) -> Arrays:

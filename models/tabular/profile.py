@@ -86,6 +86,10 @@ class Profile:
     label_mean: mean of a regression label.
     label_std: standard deviation of a regression label.
     file_rows: rows of each training file, in file order.
+    holdout_group: (column, dtype) whose values choose the rows held out for early stopping
+      (the pipeline's split column; `train_lib.held_out_groups`), or None: every
+      `holdout_every`-th record of each file.
+    file_holdout_rows: with `holdout_group`, the held-out rows of each training file.
   """
 
   columns: tuple[ColumnStats, ...]
@@ -95,6 +99,8 @@ class Profile:
   label_mean: float = 0.0
   label_std: float = 1.0
   file_rows: tuple[int, ...] = ()
+  holdout_group: tuple[str, str] | None = None
+  file_holdout_rows: tuple[int, ...] = ()
 
   @property
   def holdout_every(self) -> int:
@@ -105,7 +111,10 @@ class Profile:
 
   @property
   def holdout_rows(self) -> int:
-    """Rows of the held-out slice (every `holdout_every`-th record of each file)."""
+    """Rows of the held-out slice (every `holdout_every`-th record of each file, or the rows
+    of the groups held out)."""
+    if self.holdout_group:
+      return sum(self.file_holdout_rows)
     return sum(n // self.holdout_every for n in self.file_rows)
 
 
@@ -195,6 +204,24 @@ def _label_value(value, dtype: str):
   if dtype == model_contract.INT64:
     return int(value)
   return float(value)
+
+
+def hold_out_by_group(
+  profile: Profile, files: Sequence[str], group: tuple[str, str] | None
+) -> Profile:
+  """`profile` with its held-out slice chosen by `group` (column, dtype), or by the records'
+  places for None; the slice's rows of each of the training `files` are counted here."""
+  from components.distributed_trainer import distributed_trainer_lib as train_lib
+
+  if group is None:
+    return dataclasses.replace(profile, holdout_group=None, file_holdout_rows=())
+  held = []
+  for path, rows in zip(files, profile.file_rows, strict=True):
+    values = read.column_values(path, *group)
+    if len(values) != rows:
+      raise RuntimeError(f"{path} has {len(values)} values of {group[0]!r} and {rows} rows")
+    held.append(int(train_lib.held_out_groups(values, profile.holdout_every).numpy().sum()))
+  return dataclasses.replace(profile, holdout_group=tuple(group), file_holdout_rows=tuple(held))
 
 
 def profile_data(

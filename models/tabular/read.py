@@ -35,6 +35,21 @@ def file_batches(
     yield _inputs(batch, columns), _values(batch.column(label_key), label_dtype)
 
 
+def column_values(path: str, name: str, dtype: str) -> np.ndarray:
+  """One column of a gzipped tf.Example file, every row (0, NaN or b'' where it is empty)."""
+  reader = _copy_of(path, [(name, dtype)])
+  if reader is None:
+    import tensorflow as tf
+
+    compression = "GZIP" if path.endswith(".gz") else ""
+    ds = tf.data.TFRecordDataset(path, compression_type=compression).batch(BATCH_ROWS)
+    ds = ds.map(lambda records: model_contract.parse_label(records, name, dtype))
+    parts = list(ds.as_numpy_iterator())
+  else:
+    parts = [_values(batch.column(name), dtype) for batch in columnar.file_batches(reader)]
+  return np.concatenate(parts) if parts else np.array([])
+
+
 def _copy_of(path: str, wanted: Sequence[tuple[str, str]]):
   """The open columnar copy of `path` when it exists and holds `wanted` as typed; else None."""
   import tensorflow as tf

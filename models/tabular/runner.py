@@ -325,6 +325,7 @@ def _plan(settings: RunSettings, built, profile: Profile, members: int = 1) -> T
     early_stopping=built.choice.name != defaults.PARAMETER_SERVER,
     stopping_window=int(hparams.get("stopping_window", 1)),
     members=members,
+    holdout_by=profile.holdout_group[0] if profile.holdout_group else "",
   )
   _LOG.info("Training plan: %s", plan.reason)
   steps_lib.check_profile_steps(settings.profile_steps, plan.epochs * plan.steps_per_epoch)
@@ -419,7 +420,12 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
   else:
     part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
     batches = functools.partial(
-      make_dataset, train_files, profile, holdout=part, every=every or train_lib.HOLDOUT_EVERY
+      make_dataset,
+      train_files,
+      profile,
+      holdout=part,
+      every=every or train_lib.HOLDOUT_EVERY,
+      group=profile.holdout_group,
     )
     held = _held_out_in_memory(train_files, profile, plan.batch_size) if every else None
 
@@ -445,6 +451,7 @@ def _held_out_in_memory(train_files, profile: Profile, batch_size: int):
     training=False,
     holdout=train_lib.HOLDOUT_RECORDS,
     every=profile.holdout_every,
+    group=profile.holdout_group,
   )
   return in_memory(held, batch_size)
 
@@ -553,6 +560,7 @@ def _tuning_data(train_files, profile: Profile, plan: TrainingPlan):
       training=training,
       holdout=part,
       every=profile.holdout_every,
+      group=profile.holdout_group,
     )
 
   if not plan.holdout_rows:

