@@ -36,17 +36,21 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   # fastfood and epa2021 where they were and cost galton 1.8% RMSE, so it is not the default.
   "stopping_window": 1,
   # Networks trained from different seeds whose outputs are averaged. None: ENSEMBLE_MEMBERS
-  # under SMALL_TABLE_ROWS training rows, 1 from there and with --train-steps
+  # under ENSEMBLE_MAX_ROWS training rows, 1 from there and with --train-steps
   # (`ensemble_size_for`).
   "ensemble_size": None,
 }
 
-# Training rows under which a table is small: a narrower network, and an ensemble.
+# Training rows under which a table is small: a narrower network (64 units).
 SMALL_TABLE_ROWS = 2_000
-# The members of a small table's ensemble. On 12 of the sweep's small tables, the average of 3
-# seeds' predictions was closer to the better baseline than the mean of the seeds' own scores on
-# 11 (see docs/your-data.md).
+# Training rows from which the network is widest (256 units) and trains alone.
+LARGE_TABLE_ROWS = 20_000
+# The members of the ensemble under LARGE_TABLE_ROWS. On 12 of the sweep's small tables, the
+# average of 3 seeds' predictions was closer to the better baseline than the mean of the seeds'
+# own scores on 11; on the 15 sweep tables of 2,000 to 20,000 training rows it took those behind
+# beyond their noise from 2 to 0 (see docs/your-data.md).
 ENSEMBLE_MEMBERS = 3
+ENSEMBLE_MAX_ROWS = LARGE_TABLE_ROWS
 
 
 def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[str, Any]:
@@ -142,13 +146,13 @@ def hidden_units_for(rows: int) -> int:
   256 from there, so that small tables do not get more capacity than their rows support."""
   if rows < SMALL_TABLE_ROWS:
     return 64
-  return 128 if rows < 20_000 else 256
+  return 128 if rows < LARGE_TABLE_ROWS else 256
 
 
 def ensemble_size_for(hparams: dict[str, Any], rows: int, fixed_steps: bool) -> int:
   """How many networks the default model averages: hparams ensemble_size where given, else
-  ENSEMBLE_MEMBERS for a small table (under SMALL_TABLE_ROWS training rows) whose training is
-  sized to the data, and 1 otherwise (--train-steps asks for exactly that many steps)."""
+  ENSEMBLE_MEMBERS for a table under ENSEMBLE_MAX_ROWS training rows whose training is sized
+  to the data, and 1 otherwise (--train-steps asks for exactly that many steps)."""
   if hparams.get("ensemble_size") is not None:
     return int(hparams["ensemble_size"])
-  return ENSEMBLE_MEMBERS if rows < SMALL_TABLE_ROWS and not fixed_steps else 1
+  return ENSEMBLE_MEMBERS if rows < ENSEMBLE_MAX_ROWS and not fixed_steps else 1

@@ -99,7 +99,7 @@ def warm_start(model, base) -> tuple[list[str], str]:
   """Copies the weights of same-named, same-shaped layers from a base model (`load_base`).
 
   Layers whose shapes changed (a new vocabulary, a new class, another width) keep their fresh
-  weights. A table that crossed SMALL_TABLE_ROWS between the base's training and this one
+  weights. A table that crossed ENSEMBLE_MAX_ROWS between the base's training and this one
   changes between one network and an ensemble (`build_model`): the members built like one
   network then start from the base's network (the simpler ones fresh), and one network from the
   base ensemble's first member.

@@ -153,7 +153,7 @@ def test_an_ensemble_averages_members_that_train_on_their_own(examples, task):
 
 
 def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_path):
-  # A nightly table that grew past (or fell under) SMALL_TABLE_ROWS changes between one network
+  # A nightly table that grew past (or fell under) ENSEMBLE_MAX_ROWS changes between one network
   # and an ensemble; the warm start still carries the base's weights over.
   from models.tabular import runner
 
@@ -211,9 +211,9 @@ def test_only_a_network_that_names_its_layers_per_member_is_copied(examples):
   assert not tabular_model.names_members(plain)
   with pytest.raises(ValueError, match="must take a `suffix`"):
     tabular_model.build_model(profile, {}, plain, members=2)
-  # The ensemble's size: given, or 3 under 2,000 training rows with training sized to the data.
+  # The ensemble's size: given, or 3 under 20,000 training rows with training sized to the data.
   size = tabular_hparams.ensemble_size_for
-  assert (size({}, 1_999, False), size({}, 2_000, False), size({}, 500, True)) == (3, 1, 1)
+  assert (size({}, 19_999, False), size({}, 20_000, False), size({}, 500, True)) == (3, 1, 1)
   assert size({"ensemble_size": 1}, 500, False) == 1
   assert size({"ensemble_size": 5}, 10**6, True) == 5
 
