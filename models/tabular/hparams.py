@@ -47,7 +47,7 @@ SMALL_TABLE_ROWS = 2_000
 LARGE_TABLE_ROWS = 20_000
 # The members of the ensemble under LARGE_TABLE_ROWS. On 12 of the sweep's small tables, the
 # average of 3 seeds' predictions was closer to the better baseline than the mean of the seeds'
-# own scores on 11; on the 15 sweep tables of 2,000 to 20,000 training rows it took those behind
+# own scores on 11; on the 13 sweep tables of 2,000 to 20,000 training rows it took those behind
 # beyond their noise from 2 to 0 (see docs/your-data.md).
 ENSEMBLE_MEMBERS = 3
 ENSEMBLE_MAX_ROWS = LARGE_TABLE_ROWS

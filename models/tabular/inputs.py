@@ -101,9 +101,9 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
 
   The held-out rows are every `every`-th record of each file, or the rows of the groups held out
   where the profile has a `holdout_group`, as `record_dataset` holds them out when it streams;
-  `every` 0 holds nothing out. The arrays are allocated once at their final
-  size (the profile counted each file's rows) and filled batch by batch, so loading costs the
-  data's size once, not two or three times over.
+  `every` 0 holds nothing out. The arrays are allocated once at their final size (the profile
+  counted each file's rows) and filled batch by batch, so loading costs the data's size once,
+  not two or three times over.
 
   Raises:
     ValueError: when the files hold no rows.

@@ -198,8 +198,7 @@ def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSett
   """Reads RunSettings from stock FnArgs (or the DistributedTrainer's, which add more).
 
   custom_config keys: label_key, task, exclude_columns, hparams, profile_steps, split_column.
-  Tuner output
-  (`fn_args.hyperparameters`, a keras_tuner config) overrides hparams.
+  Tuner output (`fn_args.hyperparameters`, a keras_tuner config) overrides hparams.
   """
   custom = dict(getattr(fn_args, "custom_config", None) or {})
   hparams = dict(custom.get(constants.HPARAMS_CONFIG) or {})
