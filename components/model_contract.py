@@ -241,6 +241,8 @@ def parse_columns(serialized, columns: Sequence[Column]) -> dict[str, Any]:
   """
   import tensorflow as tf
 
+  if not columns:  # tf.io.parse_example refuses an empty spec.
+    return {}
   spec = {c.name: tf.io.RaggedFeature(_tf_dtype(c.dtype)) for c in columns}
   parsed = tf.io.parse_example(serialized, spec)
   out = {}

@@ -114,7 +114,7 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
   if counts is None:  # A profile of other files: count these.
     counts = [records.count_records([path]) for path in files]
   group = profile.holdout_group if every else None
-  masks = [_held_out_mask(path, n, every, group) for path, n in zip(files, counts, strict=True)]
+  masks = [read.held_out_mask(path, n, every, group) for path, n in zip(files, counts, strict=True)]
   held_rows = sum(int(mask.sum()) for mask in masks)
   fit_rows = sum(counts) - held_rows
   if not fit_rows:
@@ -143,20 +143,6 @@ def load_arrays(files: Sequence[str], profile: Profile, every: int) -> tuple[Arr
     if start != expected:
       raise RuntimeError(f"{path} has {start} records, the profile counted {expected}")
   return fit, held
-
-
-def _held_out_mask(path: str, rows: int, every: int, group: tuple[str, str] | None) -> np.ndarray:
-  """Which of a file's `rows` records are held out: those of the groups held out
-  (`train_lib.held_out_groups`), or every `every`-th; none for `every` 0."""
-  if group:
-    values = read.column_values(path, *group)
-    if len(values) != rows:
-      raise RuntimeError(f"{path} has {len(values)} values of {group[0]!r} and {rows} rows")
-    return np.asarray(train_lib.held_out_groups(values, every), dtype=bool)
-  mask = np.zeros(rows, bool)
-  if every:
-    mask[every - 1 :: every] = True
-  return mask
 
 
 def _allocate(features: dict[str, np.ndarray], target: np.ndarray, rows: int) -> Arrays:

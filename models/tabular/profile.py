@@ -206,21 +206,13 @@ def _label_value(value, dtype: str):
   return float(value)
 
 
-def hold_out_by_group(
-  profile: Profile, files: Sequence[str], group: tuple[str, str] | None
-) -> Profile:
-  """`profile` with its held-out slice chosen by `group` (column, dtype), or by the records'
-  places for None; the slice's rows of each of the training `files` are counted here."""
-  from components.distributed_trainer import distributed_trainer_lib as train_lib
-
-  if group is None:
-    return dataclasses.replace(profile, holdout_group=None, file_holdout_rows=())
-  held = []
-  for path, rows in zip(files, profile.file_rows, strict=True):
-    values = read.column_values(path, *group)
-    if len(values) != rows:
-      raise RuntimeError(f"{path} has {len(values)} values of {group[0]!r} and {rows} rows")
-    held.append(int(train_lib.held_out_groups(values, profile.holdout_every).numpy().sum()))
+def hold_out_by_group(profile: Profile, files: Sequence[str], group: tuple[str, str]) -> Profile:
+  """`profile` with its held-out slice chosen by `group` (column, dtype); the slice's rows of
+  each of the training `files` are counted here (`read.held_out_mask`)."""
+  held = [
+    int(read.held_out_mask(path, rows, profile.holdout_every, group).sum())
+    for path, rows in zip(files, profile.file_rows, strict=True)
+  ]
   return dataclasses.replace(profile, holdout_group=tuple(group), file_holdout_rows=tuple(held))
 
 

@@ -36,18 +36,27 @@ def file_batches(
 
 
 def column_values(path: str, name: str, dtype: str) -> np.ndarray:
-  """One column of a gzipped tf.Example file, every row (0, NaN or b'' where it is empty)."""
-  reader = _copy_of(path, [(name, dtype)])
-  if reader is None:
-    import tensorflow as tf
-
-    compression = "GZIP" if path.endswith(".gz") else ""
-    ds = tf.data.TFRecordDataset(path, compression_type=compression).batch(BATCH_ROWS)
-    ds = ds.map(lambda records: model_contract.parse_label(records, name, dtype))
-    parts = list(ds.as_numpy_iterator())
-  else:
-    parts = [_values(batch.column(name), dtype) for batch in columnar.file_batches(reader)]
+  """One column of a gzipped tf.Example file, every row, as `file_batches` reads a label (0,
+  NaN or b'' where it is empty)."""
+  parts = [values for _, values in file_batches(path, (), name, dtype)]
   return np.concatenate(parts) if parts else np.array([])
+
+
+def held_out_mask(path: str, rows: int, every: int, group: tuple[str, str] | None) -> np.ndarray:
+  """Which of a file's `rows` records early stopping holds out: those of the groups of `group`
+  (column, dtype) held out (`train_lib.held_out_groups`), or every `every`-th record; none for
+  `every` 0. `record_dataset` holds out the same records when it streams."""
+  from components.distributed_trainer import distributed_trainer_lib as train_lib
+
+  if group:
+    values = column_values(path, *group)
+    if len(values) != rows:
+      raise RuntimeError(f"{path} has {len(values)} values of {group[0]!r} and {rows} rows")
+    return np.asarray(train_lib.held_out_groups(values, every), dtype=bool)
+  mask = np.zeros(rows, bool)
+  if every:
+    mask[every - 1 :: every] = True
+  return mask
 
 
 def _copy_of(path: str, wanted: Sequence[tuple[str, str]]):
