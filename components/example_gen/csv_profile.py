@@ -5,14 +5,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from components.example_gen import csv_read
+from components.example_gen import csv_read, csv_split
 from components.example_gen.csv_errors import (
   CsvInputError,
   damaged_gzip_as_input_error,
@@ -233,6 +233,54 @@ class _ColumnTally:
     )
 
 
+def column_batches(
+  paths: Sequence[str],
+  column: str,
+  delimiter: str = ",",
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
+  flag: str = "--label-key",
+) -> Iterator[pa.Array]:
+  """The raw cells (bytes) of one column of CSV files, a batch at a time, as the ExampleGen
+  reads them: rows with the wrong number of fields and cells that are not valid UTF-8 (which
+  it quarantines) left out.
+
+  Raises:
+    CsvInputError: if a file lacks the column (naming `flag` as the fix) or starts with rows
+      of another width than its header.
+  """
+  for path in paths:
+    names = csv_read.read_header(path, delimiter)
+    if column not in names:
+      fix = delimiter_hint(names, delimiter) or f"pass one of {shown_names(names)} as {flag}"
+      raise CsvInputError(f"column {column!r} is not in the header of {path}; {fix}.")
+    widths = collections.Counter(csv_read.record_widths(path, delimiter))
+    if widths and len(names) not in widths:
+      fields, _ = widths.most_common(1)[0]
+      raise CsvInputError(
+        f"the first data rows of {path} have a different number of fields than its header "
+        f"({len(names)}): most have {fields}; make the first line of each file its column names."
+      )
+    with damaged_gzip_as_input_error(path):
+      chunk = csv_read.Chunk(path)
+      utf8, _ = csv_read.scan_chunk(chunk)
+      batches = csv_read.iter_raw_batches(
+        chunk,
+        names,
+        delimiter,
+        block_size,
+        utf8=utf8,
+        include_columns=[column],
+        use_threads=True,
+      )
+      for raw in batches:
+        values = raw.column(0)
+        if not utf8:
+          bad = csv_read.undecodable(values)
+          if bad.any():
+            values = values.filter(pa.array(~bad))
+        yield values
+
+
 def profile_column(
   paths: Sequence[str],
   column: str,
@@ -271,35 +319,63 @@ def profile_column(
   if not paths:
     raise CsvInputError("no CSV files to profile; check the data root and the input pattern.")
   tally = _ColumnTally(max_distinct, keep_text_tokens)
-  for path in paths:
-    names = csv_read.read_header(path, delimiter)
-    if column not in names:
-      fix = delimiter_hint(names, delimiter) or f"pass one of {shown_names(names)} as --label-key"
-      raise CsvInputError(f"column {column!r} is not in the header of {path}; {fix}.")
-    widths = collections.Counter(csv_read.record_widths(path, delimiter))
-    if widths and len(names) not in widths:
-      fields, _ = widths.most_common(1)[0]
-      raise CsvInputError(
-        f"the first data rows of {path} have a different number of fields than its header "
-        f"({len(names)}): most have {fields}; make the first line of each file its column names."
-      )
-    with damaged_gzip_as_input_error(path):
-      chunk = csv_read.Chunk(path)
-      utf8, _ = csv_read.scan_chunk(chunk)
-      batches = csv_read.iter_raw_batches(
-        chunk,
-        names,
-        delimiter,
-        block_size,
-        utf8=utf8,
-        include_columns=[column],
-        use_threads=True,
-      )
-      for raw in batches:
-        values = raw.column(0)
-        if not utf8:
-          bad = csv_read.undecodable(values)
-          if bad.any():
-            values = values.filter(pa.array(~bad))
-        tally.add(values)
+  for values in column_batches(paths, column, delimiter, block_size, flag="--label-key"):
+    tally.add(values)
   return tally.profile(column)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedSplit:
+  """Where a grouped split (rows with the same value of a column stay together) puts rows.
+
+  Attributes:
+    rows: rows per split, in the plan's order of split names.
+    groups: distinct values of the column (an empty cell is one value).
+    largest_rows: rows of the largest group.
+    largest_value: that group's value as read ('' for empty cells), or None where it was not
+      the most frequent value of any read batch (then it is not named).
+  """
+
+  rows: tuple[int, ...]
+  groups: int
+  largest_rows: int
+  largest_value: str | None
+
+
+def grouped_split(
+  paths: Sequence[str],
+  column: str,
+  plan: csv_split.SplitPlan,
+  delimiter: str = ",",
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
+) -> GroupedSplit:
+  """Counts the rows each split of `plan` gets when the ExampleGen splits by `column`.
+
+  It hashes each cell as the ExampleGen does (`csv_split.row_hashes`), so the counts are the
+  ones a run writes, less the rows it leaves out for other reasons (an empty label). Memory
+  grows with the number of groups, not of rows.
+  """
+  hashes = np.zeros(0, dtype=np.uint64)
+  counts = np.zeros(0, dtype=np.int64)
+  named: dict[int, str] = {}
+  for values in column_batches(paths, column, delimiter, block_size, flag="--split-column"):
+    if not len(values):
+      continue
+    batch = pa.RecordBatch.from_arrays([values], [column])
+    batch_hashes = csv_split.row_hashes(batch, np.ones(len(values), dtype=bool), column)
+    unique, index, batch_counts = np.unique(batch_hashes, return_index=True, return_counts=True)
+    top = int(np.argmax(batch_counts))
+    cell = values[int(index[top])].as_py()
+    named.setdefault(int(unique[top]), (cell or b"").decode("utf-8", "replace"))
+    hashes, inverse = np.unique(np.concatenate([hashes, unique]), return_inverse=True)
+    counts = np.bincount(inverse, np.concatenate([counts, batch_counts]), len(hashes))
+    counts = counts.astype(np.int64)
+  splits = csv_split.assign_splits(hashes, plan)
+  rows = np.bincount(splits, counts, len(plan.names)).astype(np.int64)
+  largest = int(np.argmax(counts)) if len(counts) else -1
+  return GroupedSplit(
+    rows=tuple(int(r) for r in rows),
+    groups=len(hashes),
+    largest_rows=int(counts[largest]) if largest >= 0 else 0,
+    largest_value=named.get(int(hashes[largest])) if largest >= 0 else None,
+  )

@@ -487,6 +487,62 @@ def check_flag_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, st
       )
 
 
+def check_grouped_eval_size(
+  files: Sequence[str],
+  column: str,
+  delimiter: str,
+  hash_buckets: tuple[int, int],
+  labeled_rows: int,
+  min_eval_examples: int,
+) -> None:
+  """Refuses a --split-column whose groups would leave the eval split too small.
+
+  A grouped split keeps every value's rows in one split, so a few large groups (or many rows
+  with no value, which are one group) can put far fewer rows in the eval split than its share.
+  This counts what the ExampleGen's hash will do (`csv_profile.grouped_split`).
+
+  Args:
+    files: the input files.
+    column: --split-column.
+    delimiter: the field delimiter.
+    hash_buckets: the train and eval splits' hash buckets.
+    labeled_rows: data rows with a label (only they reach the splits).
+    min_eval_examples: the fewest eval rows accepted.
+  """
+  from components.example_gen import csv_profile, csv_split
+
+  plan = csv_split.SplitPlan(("train", "eval"), hash_buckets, partition_column=column)
+  split = csv_profile.grouped_split(files, column, plan, delimiter)
+  total = sum(split.rows)
+  if not total:
+    return
+  # Rows without a label are left out of both splits alike.
+  expected = int(labeled_rows * split.rows[1] / total)
+  if split.rows[0] and expected >= min_eval_examples:
+    return
+  values = f"{split.groups:,} value{'s' if split.groups != 1 else ''}"
+  if not split.rows[0]:
+    outcome = f"puts all {labeled_rows:,} rows in the eval split and none in the train split"
+    fix = "split by a column with more and smaller groups, or leave --split-column out."
+  else:
+    outcome = (
+      f"puts about {expected:,} of {labeled_rows:,} rows in the eval split, fewer than "
+      f"--min-eval-examples {min_eval_examples}"
+    )
+    fix = (
+      "split by a column with more and smaller groups, leave --split-column out, or lower "
+      "--min-eval-examples."
+    )
+  largest = ""
+  if split.largest_value is not None:
+    value = "empty cells" if split.largest_value == "" else repr(split.largest_value)
+    largest = f" (the largest group, {value}, has {split.largest_rows:,} rows)"
+  raise CheckError(
+    f"--split-column {column!r} has {values}, and a grouped split keeps each value's rows in "
+    f"one split: that {outcome}{largest}; {fix}"
+  )
+
+
 def check_eval_size(
   rows: int, eval_share: float, min_eval_examples: int, unlabeled: int = 0
 ) -> None:

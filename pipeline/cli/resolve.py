@@ -306,6 +306,15 @@ def _decide_from_data(
       model_label_key=args.eval_label_key,
     )
     checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples, decision.unlabeled)
+    if args.split_column:
+      checks.check_grouped_eval_size(
+        files,
+        args.split_column,
+        args.delimiter,
+        (_DEFAULTS.train_hash_buckets, _DEFAULTS.eval_hash_buckets),
+        decision.rows,
+        args.min_eval_examples,
+      )
     return decision
   if args.task == tasks.AUTO:
     raise checks.CheckError(

@@ -112,6 +112,12 @@ def data(tmp_path):
     (("--pipeline-root", "gs://"), "--pipeline-root gs:// names no bucket"),
     (("--exclude-columns", "no_such_column"), "'no_such_column' is not a column of"),
     (
+      ("--split-column", "pixel_1"),
+      "--split-column 'pixel_1' has 9 values, and a grouped split keeps each value's rows in one "
+      "split: that puts about 9 of 1,797 rows in the eval split, fewer than --min-eval-examples "
+      "50 (the largest group, '0', has 1,531 rows); split by a column",
+    ),
+    (
       ("--exclude-columns", "pixel_0,label"),
       "--exclude-columns names the label 'label', which is never a feature (the model learns to "
       "predict it, not from it); leave it out of --exclude-columns.",

@@ -18,7 +18,14 @@ from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
 from components import properties
-from components.example_gen import CsvExampleGen, csv_errors, csv_read, example_gen_lib
+from components.example_gen import (
+  CsvExampleGen,
+  csv_errors,
+  csv_profile,
+  csv_read,
+  csv_split,
+  example_gen_lib,
+)
 from components.example_gen import executor as fast_executor
 from components.example_gen.spec import (
   BLOCK_SIZE_KEY,
@@ -152,6 +159,39 @@ class TestExecutor:
     train = {r["pix"] for r in read_examples(ex.uri, "train")}
     evals = {r["pix"] for r in read_examples(ex.uri, "eval")}
     assert train and evals and not train & evals
+
+  def test_grouped_split_counts_what_the_executor_writes(self, tmp_path):
+    # Text groups of uneven sizes, empty cells (one group) and two files, read in small
+    # blocks so that groups span batches: the forecast the run's preflight makes must be the
+    # split the executor writes.
+    rng = np.random.default_rng(3)
+    header = ["who", "score", "label"]
+    for name, n in (("a.csv", 700), ("b.csv", 500)):
+      rows = []
+      for i in range(n):
+        who = "" if rng.random() < 0.2 else f"user {int(rng.zipf(1.6)) % 90}"
+        rows.append([who, float(np.round(rng.normal(), 3)), i % 2])
+      _write_csv(tmp_path / "in" / name, header, rows)
+    props = exec_properties(tmp_path / "in", buckets=(4, 1), **{BLOCK_SIZE_KEY: 4096})
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(props[specs.OUTPUT_CONFIG_KEY], output_config)
+    output_config.split_config.partition_feature_name = "who"
+    props[specs.OUTPUT_CONFIG_KEY] = proto_utils.proto_to_json(output_config)
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    written = [len(read_examples(ex.uri, split)) for split in ("train", "eval")]
+
+    files = sorted(str(p) for p in (tmp_path / "in").glob("*.csv"))
+    plan = csv_split.SplitPlan(("train", "eval"), (4, 1), partition_column="who")
+    split = csv_profile.grouped_split(files, "who", plan, block_size=4096)
+    assert list(split.rows) == written
+    groups = collections.Counter(
+      row[0]
+      for f in files
+      for row in list(csv.reader(pathlib.Path(f).read_text().splitlines()))[1:]
+    )
+    assert split.groups == len(groups)
+    value, rows = groups.most_common(1)[0]
+    assert (split.largest_value, split.largest_rows) == (value, rows)
 
   def test_records_the_label_counts_of_each_split(self, tmp_path):
     _write_csv(tmp_path / "in" / "a.csv", HEADER, _good_rows(300))

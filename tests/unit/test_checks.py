@@ -5,6 +5,8 @@ import os
 import subprocess
 import textwrap
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from components import defaults, errors
@@ -138,6 +140,49 @@ def test_check_writable_on_a_file_and_below_a_file(tmp_path):
     checks.check_writable("--output-dir", str(target))
   with pytest.raises(checks.CheckError, match=f"{target} is a file, not a folder"):
     checks.check_writable("--serving-dir", str(target / "below"))
+
+
+def test_check_grouped_eval_size_foresees_the_split_of_whole_groups(tmp_path):
+  from components.example_gen import csv_split
+
+  def group_in(split: int) -> str:
+    plan = csv_split.SplitPlan(("train", "eval"), (4, 1), partition_column="g")
+    for i in range(1000):
+      cells = pa.RecordBatch.from_arrays([pa.array([f"g{i}".encode()])], ["g"])
+      hashes = csv_split.row_hashes(cells, np.ones(1, dtype=bool), "g")
+      if csv_split.assign_splits(hashes, plan)[0] == split:
+        return f"g{i}"
+    raise AssertionError("no value hashed to the split")
+
+  def write(groups):
+    path = tmp_path / "d.csv"
+    path.write_text("g,x,y\n" + "".join(f"{g},{i},{i % 2}\n" for i, g in enumerate(groups)))
+    return [str(path)]
+
+  def check(files, rows, minimum=20):
+    checks.check_grouped_eval_size(files, "g", ",", (4, 1), rows, minimum)
+
+  # 300 groups of 2 rows: about a fifth of the rows in eval, as without a split column.
+  check(write([f"u{i // 2}" for i in range(600)]), 600)
+  # One group hashed to eval: the train split would be empty.
+  with pytest.raises(checks.CheckError) as raised:
+    check(write([group_in(1)] * 200), 200)
+  assert str(raised.value) == (
+    f"--split-column 'g' has 1 value, and a grouped split keeps each value's rows in one split: "
+    f"that puts all 200 rows in the eval split and none in the train split (the largest group, "
+    f"'{group_in(1)}', has 200 rows); split by a column with more and smaller groups, or leave "
+    "--split-column out."
+  )
+  # A large group in train and a small one in eval: 40 of 340 rows.
+  files = write([group_in(0)] * 300 + [group_in(1)] * 40)
+  check(files, 340, minimum=40)
+  with pytest.raises(
+    checks.CheckError, match=r"puts about 40 of 340 rows in the eval split, fewer "
+  ):
+    check(files, 340, minimum=41)
+  # Empty cells are one group, named as such.
+  with pytest.raises(checks.CheckError, match=r"\(the largest group, empty cells, has 300 rows\)"):
+    check(write([""] * 300 + [f"u{i}" for i in range(5)]), 305)
 
 
 def test_check_eval_size_message():
