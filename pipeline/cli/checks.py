@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 
-from components import defaults, storage, tasks
+from components import defaults, properties, storage, tasks
 from components.errors import UserInputError
 from components.evaluator import floor_lib
 
@@ -511,7 +511,8 @@ def check_grouped_eval_size(
   """
   from components.example_gen import csv_profile, csv_split
 
-  plan = csv_split.SplitPlan(("train", "eval"), hash_buckets, partition_column=column)
+  names = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
+  plan = csv_split.SplitPlan(names, hash_buckets, partition_column=column)
   split = csv_profile.grouped_split(files, column, plan, delimiter)
   total = sum(split.rows)
   if not total:
