@@ -13,12 +13,29 @@ from components.report.page import Html, code, esc, fact, figure, note, pairs, s
 _EPOCH_KEYS = {"event", "epoch", "epochs", "attempt", "loss", "lr", "learning_rate"}
 
 
-def _member_rows(members: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
-  """An ensemble's row: each network's epochs run and kept (the rows above are the first's)."""
+def _member_rows(
+  members: Sequence[Mapping[str, Any]], linear: Mapping[str, Any] | None = None
+) -> list[tuple[str, Any]]:
+  """An ensemble's rows: each network's epochs run and kept (the rows above are the first's),
+  and its linear member's, with the share of the output the held-out rows chose for it."""
   if not members:
     return []
   each = ", ".join(f"{m.get('epochs_run', '-')} / {m.get('best_epoch') or '-'}" for m in members)
-  return [(f"each of {len(members)} networks: epochs run / kept", each)]
+  rows: list[tuple[str, Any]] = [(f"each of {len(members)} networks: epochs run / kept", each)]
+  if linear and "share" in linear:
+    losses = ", ".join(
+      f"{a}: {loss:.4g}" for a, loss in (linear.get("held_out_loss") or {}).items()
+    )
+    rows.append(
+      (
+        "linear model: epochs run / kept",
+        f"{linear.get('epochs_run', '-')} / {linear.get('best_epoch') or '-'}",
+      )
+    )
+    rows.append(("linear model's share", fact("training.linear_share", linear["share"])))
+    if losses:
+      rows.append(("held-out loss by linear share", losses))
+  return rows
 
 
 def training_section(summary: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> Html:
@@ -42,7 +59,7 @@ def training_section(summary: Mapping[str, Any], history: Sequence[Mapping[str, 
         ("rows fit / held out", f"{plan.get('fit_rows', '-')} / {plan.get('holdout_rows', '-')}"),
         ("epochs run", fact("training.epochs_run", plan.get("epochs_run"))),
         ("epoch kept", fact("training.best_epoch", plan.get("best_epoch"))),
-        *_member_rows(plan.get("members") or []),
+        *_member_rows(plan.get("members") or [], plan.get("linear")),
         *([("warm start", plan["warm_start"])] if plan.get("warm_start") else []),
       ]
     )

@@ -325,3 +325,27 @@ class DateFeatures(tf.keras.layers.Layer):
       "with_time": self.with_time,
       "edges": self.edges,
     }
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class WeightedMean(tf.keras.layers.Layer):
+  """The weighted mean of its inputs (an ensemble's outputs), with weights fixed in its config.
+
+  An input whose weight is 0 takes no part in the output, so a converter drops what only it
+  needs. Input: a list of float32 tensors of one shape. Output: their weighted mean.
+  """
+
+  def __init__(self, shares: Sequence[float], **kwargs):
+    super().__init__(**kwargs)
+    total = float(sum(shares))
+    if total <= 0 or min(shares) < 0:
+      raise ValueError(f"shares must be at least 0 with a positive sum, got {list(shares)}")
+    self.shares = [float(s) / total for s in shares]
+
+  def call(self, inputs):
+    pairs = zip(inputs, self.shares, strict=True)
+    terms = [tf.cast(x, tf.float32) * share for x, share in pairs if share]
+    return tf.add_n(terms) if len(terms) > 1 else terms[0]
+
+  def get_config(self):
+    return {**super().get_config(), "shares": self.shares}

@@ -136,12 +136,27 @@ def member_hparams(hp: dict[str, Any], index: int) -> dict[str, Any]:
   return {**hp, "num_layers": max(1, int(hp["num_layers"]) - 1), "numeric_bins": 0}
 
 
+def linear_hparams(hp: dict[str, Any]) -> dict[str, Any]:
+  """The hyper-parameters of an ensemble's linear member: no hidden layer (the head on the
+  preprocessed vector) and numbers without their quantile bins (dates keep theirs)."""
+  return {**hp, "num_layers": 0, "numeric_bins": 0, "dropout": 0.0}
+
+
+def member_shares(members: int, linear_share: float | None) -> list[float]:
+  """The ensemble's output weights: the networks' equal shares, then the linear member's
+  `linear_share` (None: no linear member)."""
+  if linear_share is None:
+    return [1.0 / members] * members
+  return [(1.0 - linear_share) / members] * members + [float(linear_share)]
+
+
 def build_model(
   profile: Profile,
   hparams: dict[str, Any],
   body: Body | None = None,
   members: int = 1,
   seed: int | None = None,
+  linear_share: float | None = None,
 ):
   """Builds the whole model: raw inputs -> preprocessing layers -> body -> the task's output.
 
@@ -154,7 +169,10 @@ def build_model(
   with their own preprocessing on the same inputs, every other one simpler (`member_hparams`),
   their layers named with `member_suffix`, each initialized from `seed` + its index, and their
   outputs (probabilities or values) averaged by the ENSEMBLE_LAYER. Each member is trained on
-  its own (`ensemble_members`).
+  its own (`ensemble_members`). With `linear_share`, a linear model on the same inputs
+  (`linear_hparams`, the default network without hidden layers whatever `body` is) is the last
+  member, with its own preprocessing and that share of the output; the networks share the rest
+  equally (`member_shares`).
 
   Args:
     profile: statistics and label of the training data.
@@ -163,6 +181,8 @@ def build_model(
       for `default_body`.
     members: networks averaged (1: a single network).
     seed: the first member's initialization seed (None: the global random state as it is).
+    linear_share: the linear member's share of the output, from 0 to 1 (None: no linear
+      member). Only with `members` > 1.
 
   Returns:
     An uncompiled functional tf.keras.Model taking a dict of inputs (model_contract's).
@@ -171,6 +191,8 @@ def build_model(
 
   if members > 1 and not names_members(body):
     raise ValueError("an ensemble's network must take a `suffix` for its layer names")
+  if linear_share is not None and members < 2:
+    raise ValueError("a linear member is part of an ensemble of at least 2 networks")
   hp = {**DEFAULT_HPARAMS, **hparams}
   if hp["hidden_units"] is None:
     hp["hidden_units"] = hidden_units_for(profile.rows)
@@ -186,13 +208,27 @@ def build_model(
   if members == 1:
     outputs = _network(profile, hp, inputs, numeric, body, "")
   else:
+    linear = []
+    if linear_share is not None:
+      # Built first, so that the networks start from the same random state with it or without.
+      if seed is not None:
+        tf.keras.utils.set_random_seed(seed + members)
+      linear_hp = linear_hparams(hp)
+      suffix = member_suffix(members)
+      linear.append(_network(profile, linear_hp, inputs, numeric, None, suffix))
     per_member = []
     for i in range(members):
       if seed is not None:
         tf.keras.utils.set_random_seed(seed + i)
       member = member_hparams(hp, i)
       per_member.append(_network(profile, member, inputs, numeric, body, member_suffix(i)))
-    outputs = tf.keras.layers.Average(dtype="float32", name=ENSEMBLE_LAYER)(per_member)
+    if linear:
+      shares = member_shares(members, linear_share)
+      outputs = layers.WeightedMean(shares, dtype="float32", name=ENSEMBLE_LAYER)(
+        per_member + linear
+      )
+    else:
+      outputs = tf.keras.layers.Average(dtype="float32", name=ENSEMBLE_LAYER)(per_member)
   return tf.keras.Model(inputs=inputs, outputs=outputs, name="tabular_model")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from components import defaults, model_contract, tasks
 from components.distributed_trainer import constants
 from components.distributed_trainer import distributed_trainer_lib as train_lib
-from models.tabular.hparams import check_hparams
+from models.tabular.hparams import LINEAR_SHARES, check_hparams
 from models.tabular.profile import Profile, TabularInputError, hold_out_by_group, profile_data
 
 _LOG = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ class TrainingPlan:
     smooth_epochs: epochs whose held-out losses are averaged for stopping and the epoch kept.
     ensemble: networks trained one after another from different seeds and averaged (1: one).
     members: after training, each ensemble member's epochs_run and best_epoch.
+    linear: the ensemble's linear member (`mix`), None without one: {} in the plan, then
+      its epochs_run, best_epoch, the share of the output the held-out slice chose and the
+      held-out loss of each share tried.
     fit_rows: training rows the model fits on (all but the held-out slice).
     holdout_rows: training rows held out for early stopping (0 without it).
     reason: one sentence for the summary.
@@ -55,6 +58,7 @@ class TrainingPlan:
   smooth_epochs: int = 1
   ensemble: int = 1
   members: tuple[dict[str, Any], ...] = ()
+  linear: dict[str, Any] | None = None
 
   def to_json(self) -> dict[str, Any]:
     out = dataclasses.asdict(self)
@@ -62,6 +66,8 @@ class TrainingPlan:
       del out["ensemble"], out["members"]
     else:
       out["members"] = list(self.members)
+    if self.linear is None:
+      del out["linear"]
     return out
 
 
@@ -84,6 +90,7 @@ def plan_training(
   stopping_window: int = 1,
   members: int = 1,
   holdout_by: str = "",
+  linear: bool = False,
 ) -> TrainingPlan:
   """Sizes the training to the data, or follows `--train-steps`.
 
@@ -104,6 +111,8 @@ def plan_training(
       stopping and the epoch kept (1: each epoch's own).
     members: networks of the ensemble, each trained to this plan (`hparams.ensemble_size_for`).
     holdout_by: the column whose whole groups are held out (`Profile.holdout_group`), if any.
+    linear: add the ensemble's linear member (hparams linear_member); it needs a held-out
+      slice to choose its share, so it is planned only with early stopping and `members` > 1.
 
   Returns:
     The TrainingPlan.
@@ -133,13 +142,28 @@ def plan_training(
       reason += f" (the mean loss of {smooth} epochs)"
   elif early_stopping and holdout_rows:
     reason += f" (no early stopping: {holdout_rows} held-out rows are too few to judge by)"
+  with_linear = linear and members > 1 and patience > 0
   if members > 1:
     reason += (
       f"; {members} networks from different seeds, every other one with a hidden layer fewer "
       "and no quantile bins on numbers, their outputs averaged"
     )
+  if with_linear:
+    reason += (
+      ", and a linear model whose share of the output the held-out rows choose "
+      f"({', '.join(f'{a:g}' for a in LINEAR_SHARES)})"
+    )
   return TrainingPlan(
-    batch, epochs, per_epoch, patience, fit_rows, holdout, reason, smooth, ensemble=members
+    batch,
+    epochs,
+    per_epoch,
+    patience,
+    fit_rows,
+    holdout,
+    reason,
+    smooth,
+    ensemble=members,
+    linear={} if with_linear else None,
   )
 
 

@@ -24,7 +24,13 @@ from components import defaults, memory, model_contract, tasks
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
 from models.tabular import history as epoch_history
-from models.tabular.hparams import check_hparams, ensemble_size_for, hidden_units_for
+from models.tabular import mix
+from models.tabular.hparams import (
+  LINEAR_LEARNING_RATE,
+  check_hparams,
+  ensemble_size_for,
+  hidden_units_for,
+)
 from models.tabular.inputs import (
   IN_MEMORY_MAX_BYTES,
   arrays_dataset,
@@ -231,7 +237,8 @@ def train(
         f"; kept the base model's width of {width} units, where {profile.rows:,} training rows "
         f"would size it {sized} (--hparams hidden_units={sized} resizes it)"
       )
-  plan = _plan(settings, built, profile, members)
+  plan = _plan(settings, built, profile, members, linear=bool(hparams["linear_member"]))
+  linear_share = 0.0 if plan.linear is not None else None
   previous_policy = tf.keras.mixed_precision.global_policy()
   if settings.mixed_precision:
     tf.keras.mixed_precision.set_global_policy(settings.mixed_precision)
@@ -239,13 +246,12 @@ def train(
     # Same initial weights in every process and run, so runs differ only by the strategy.
     tf.keras.utils.set_random_seed(settings.seed)
     with built.strategy.scope():
-      model = build_model(profile, hparams, body, members, settings.seed)
+      model = build_model(profile, hparams, body, members, settings.seed, linear_share)
       warm, warm_note = warm_start(model, base) if base is not None else ([], "")
       networks = ensemble_members(model)
-      for network in networks:
-        compile_model(
-          network, profile, float(hparams["learning_rate"]), settings.steps_per_execution
-        )
+      for i, network in enumerate(networks):
+        rate = LINEAR_LEARNING_RATE if i == members else float(hparams["learning_rate"])
+        compile_model(network, profile, rate, settings.steps_per_execution)
     dataset_fn, validation = _training_data(settings, built, profile, plan, train_files)
     # Each member fits on its own, from its own seed's initial weights and shuffle.
     fits = [
@@ -259,10 +265,24 @@ def train(
     ]
     fit = _combined(fits, model)
     if members > 1:
-      plan = dataclasses.replace(
-        plan,
-        members=tuple({"epochs_run": f["epochs_run"], "best_epoch": f["best_epoch"]} for f in fits),
-      )
+      epochs = [{"epochs_run": f["epochs_run"], "best_epoch": f["best_epoch"]} for f in fits]
+      plan = dataclasses.replace(plan, members=tuple(epochs[:members]))
+      if linear_share is not None:
+        outputs, target = mix.held_out_outputs(networks, validation)
+        linear_share, losses = mix.choose_linear_share(
+          profile.label.task, outputs[:members], outputs[members], target
+        )
+        _LOG.info(
+          "Linear member's share: %g (held-out loss of each share: %s)", linear_share, losses
+        )
+        plan = dataclasses.replace(
+          plan,
+          linear={
+            **epochs[members],
+            "share": linear_share,
+            "held_out_loss": {f"{a:g}": loss for a, loss in losses.items()},
+          },
+        )
     result = train_lib.TrainResult.under(
       built,
       module_style,
@@ -311,7 +331,9 @@ def _combined(fits: list[dict[str, Any]], model) -> dict[str, Any]:
   }
 
 
-def _plan(settings: RunSettings, built, profile: Profile, members: int = 1) -> TrainingPlan:
+def _plan(
+  settings: RunSettings, built, profile: Profile, members: int = 1, linear: bool = False
+) -> TrainingPlan:
   """The run's TrainingPlan, checked against the steps `profile_steps` asks to profile."""
   hparams = settings.hparams
   plan = plan_training(
@@ -326,6 +348,7 @@ def _plan(settings: RunSettings, built, profile: Profile, members: int = 1) -> T
     stopping_window=int(hparams.get("stopping_window", 1)),
     members=members,
     holdout_by=profile.holdout_group[0] if profile.holdout_group else "",
+    linear=linear,
   )
   _LOG.info("Training plan: %s", plan.reason)
   steps_lib.check_profile_steps(settings.profile_steps, plan.epochs * plan.steps_per_epoch)
@@ -386,7 +409,8 @@ def _evaluate_and_publish(
   # A fresh model outside the strategy scope: evaluation and export need no collectives
   # with the other workers and carry no distribution state.
   started = time.perf_counter()
-  plain = build_model(profile, settings.hparams, body, plan.ensemble)
+  share = plan.linear["share"] if plan.linear is not None else None
+  plain = build_model(profile, settings.hparams, body, plan.ensemble, linear_share=share)
   plain.set_weights(model.get_weights())
   eval_ds = make_dataset(eval_files, profile, plan.batch_size, training=False)
   if settings.eval_steps:

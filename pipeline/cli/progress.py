@@ -310,6 +310,12 @@ def describe_summary(
       line += f"; ran {', '.join(str(m['epochs_run']) for m in members)} epochs"
       if all(m.get("best_epoch") for m in members):
         line += f", kept epochs {', '.join(str(m['best_epoch']) for m in members)}"
+      linear = plan.get("linear")
+      if linear and "share" in linear:
+        line += (
+          f"; the linear model ran {linear['epochs_run']} epochs and the held-out rows gave it "
+          f"a share of {linear['share']:g}"
+        )
     elif plan.get("epochs_run"):
       line += f"; ran {plan['epochs_run']} epochs"
       if plan.get("best_epoch"):

@@ -85,6 +85,8 @@ def test_the_default_runs_page_shows_its_summary_in_a_browser(digits_run, tmp_pa
   plan = summary["training_plan"]
   assert facts["training.epochs_run"] == plan["epochs_run"]
   assert facts["training.best_epoch"] == plan["best_epoch"]
+  # The digits' ensemble has a linear member, and the page shows the share chosen for it.
+  assert facts["training.linear_share"] == plan["linear"]["share"]
   for v in summary["optimizer"]["variants"]:
     assert facts[f"variant.{v['name']}.blessed"] is bool(v["blessed"])
   assert "sha256" in opened.dom and "curl -s http://localhost:8501/v1/models/digits:predict" in (

@@ -152,6 +152,68 @@ def test_an_ensemble_averages_members_that_train_on_their_own(examples, task):
   np.testing.assert_allclose(copy.predict(inputs, verbose=0), model.predict(inputs, verbose=0))
 
 
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_a_linear_member_has_the_share_of_the_output_it_is_given(examples, task, tmp_path):
+  profile = _profile(examples[task])
+  hp = tabular_hparams.DEFAULT_HPARAMS
+  model = tabular_model.build_model(profile, hp, members=3, seed=7, linear_share=0.25)
+  members = tabular_model.ensemble_members(model)
+  assert len(members) == 4
+  names = {layer.name for layer in model.layers}
+  # The linear member is the head on its own preprocessing: no hidden layer, no number bins.
+  assert {"numeric_preprocessing_m3", "head_m3"} <= names
+  assert not {"hidden_0_m3", "bins_m3"} & names
+  assert (
+    model.get_layer("head_m3").kernel.shape[0]
+    == model.get_layer("preprocessed_m3").output.shape[-1]
+  )
+  inputs = td.model_inputs(examples[task]["eval"], text=("city", "color"))
+  each = [m.predict(inputs, verbose=0) for m in members]
+  expected = 0.75 * np.mean(each[:3], axis=0) + 0.25 * each[3]
+  np.testing.assert_allclose(model.predict(inputs, verbose=0), expected, rtol=1e-5, atol=1e-6)
+  # The networks start as they do without it (it is built first, from its own seed).
+  alone = tabular_model.build_model(profile, hp, members=3, seed=7)
+  for i in range(3):
+    np.testing.assert_array_equal(
+      alone.get_layer(f"hidden_0_m{i}").kernel.numpy(),
+      model.get_layer(f"hidden_0_m{i}").kernel.numpy(),
+    )
+  # The share is part of the saved model: a share of 1 serves the linear model alone.
+  linear_only = tabular_model.build_model(profile, hp, members=3, linear_share=1.0)
+  linear_only.set_weights(model.get_weights())
+  tabular_model.export_saved_model(linear_only, profile, str(tmp_path / "linear"))
+  loaded = tf.keras.models.load_model(str(tmp_path / "linear"), compile=False)
+  assert loaded.get_layer("ensemble").get_config()["shares"] == [0.0, 0.0, 0.0, 1.0]
+  np.testing.assert_allclose(loaded.predict(inputs, verbose=0), each[3], rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="a linear member is part of an ensemble"):
+    tabular_model.build_model(profile, hp, members=1, linear_share=0.5)
+
+
+def test_the_linear_share_is_the_one_with_the_lowest_held_out_loss():
+  from models.tabular import mix
+
+  rng = np.random.default_rng(0)
+  y = rng.normal(size=(200, 1))
+  noisy = [y + rng.normal(scale=0.5, size=y.shape) for _ in range(3)]
+  # The linear member right, the networks noisy: all of the output to it.
+  share, losses = mix.choose_linear_share(tasks.REGRESSION, noisy, y.copy(), y)
+  assert share == 1.0 and losses[1.0] == 0.0 and list(losses) == [0.0, 0.25, 0.5, 0.75, 1.0]
+  # The networks right: none. A tie keeps the networks alone.
+  assert mix.choose_linear_share(tasks.REGRESSION, [y, y, y], noisy[0], y)[0] == 0.0
+  assert mix.choose_linear_share(tasks.REGRESSION, [y, y, y], y.copy(), y)[0] == 0.0
+  # Independent errors of the same size: half and half averages them out best.
+  assert mix.choose_linear_share(tasks.REGRESSION, [noisy[0]] * 3, noisy[1], y)[0] == 0.5
+  # Classification scores the log loss of the probabilities, as Keras does.
+  p = rng.uniform(0.05, 0.95, size=(50, 3))
+  p /= p.sum(axis=1, keepdims=True)
+  classes = rng.integers(0, 3, size=50)
+  keras = tf.keras.losses.SparseCategoricalCrossentropy()(classes, p).numpy()
+  assert mix.task_loss(tasks.MULTICLASS, p, classes) == pytest.approx(float(keras), rel=1e-5)
+  b, t = p[:, :1], (classes == 0).astype(np.float64).reshape(-1, 1)
+  keras = tf.keras.losses.BinaryCrossentropy()(t, b).numpy()
+  assert mix.task_loss(tasks.BINARY, b, t) == pytest.approx(float(keras), rel=1e-5)
+
+
 def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_path):
   # A nightly table that grew past (or fell under) ENSEMBLE_MAX_ROWS changes between one network
   # and an ensemble; the warm start still carries the base's weights over.
@@ -560,6 +622,10 @@ def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
     ({"learning_rate": 0}, "learning_rate=0 must be above 0, e.g. --hparams learning_rate=0.001."),
     ({"learning_rate": "x"}, "learning_rate='x' is not a number; pass a number above 0, e.g."),
     ({"dropout": 1.5}, "dropout=1.5 must be below 1, e.g. --hparams dropout=0.1."),
+    (
+      {"linear_member": 2},
+      "linear_member=2 must be 0 (no linear member) or 1, e.g. --hparams linear_member=0.",
+    ),
   ],
 )
 def test_hyper_parameters_are_checked_in_one_line_showing_the_expected_form(hparams, message):
@@ -587,6 +653,12 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   assert (tiny.patience, tiny.holdout_rows, tiny.fit_rows, tiny.epochs) == (0, 0, 33, 200)
   assert tiny.smooth_epochs == 1
   assert "3 held-out rows are too few" in tiny.reason
+  # The linear member needs an ensemble and a held-out slice to choose its share on.
+  assert small.linear is None and "linear" not in small.to_json()
+  mixed = tabular_plan.plan_training(300, 30, None, None, 5, members=3, linear=True)
+  assert mixed.linear == {} and "a linear model whose share of the output" in mixed.reason
+  assert tabular_plan.plan_training(300, 30, None, None, 5, members=1, linear=True).linear is None
+  assert tabular_plan.plan_training(33, 3, None, None, 5, members=3, linear=True).linear is None
 
 
 def test_the_rows_signature_takes_named_values(tabular_model):
