@@ -663,3 +663,29 @@ def test_serialize_no_columns_and_no_rows():
   ]
   assert [len(e.features.feature) for e in empty] == [0, 0]
   assert len(tfexample_lib.serialize_examples([("a", "int", pa.array([], pa.int64()))], 0)) == 0
+
+
+def test_a_process_that_exits_right_after_reading_a_column_exits_cleanly(tmp_path):
+  # A preflight error exits right after its last read. Arrow's read-ahead used to drop the
+  # reader's Python row handler on its own thread while the interpreter shut down, and about 1
+  # exit in 8 aborted (exit code 134, "terminate called without an active exception").
+  import subprocess
+  import sys
+
+  path = tmp_path / "cats.csv"
+  path.write_text("Sex,Bwt\n" + "".join(f"{'FM'[i % 2]},{2 + i / 100}\n" for i in range(144)))
+  script = (
+    "import sys\n"
+    "from components.example_gen import csv_profile\n"
+    f"for values in csv_profile.column_batches([{str(path)!r}], 'Sex'):\n"
+    "  pass\n"
+    "sys.exit(2)\n"
+  )
+  root = pathlib.Path(__file__).resolve().parents[2]
+  codes = [
+    subprocess.run(
+      [sys.executable, "-c", script], cwd=root, capture_output=True, check=False, timeout=60
+    ).returncode
+    for _ in range(24)
+  ]
+  assert codes == [2] * 24
