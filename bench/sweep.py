@@ -240,6 +240,8 @@ def run(tables: str, pipeline_args: str) -> dict:
         "gap": gap,
         "band": band,
         "behind": behind(result["task"], gap, band),
+        # The ensemble's linear member's share of the output (None: no linear member).
+        "linear_share": (result["plan"].get("linear") or {}).get("share"),
       }
       print(json.dumps(result["sweep"]), flush=True)
       results.append(result)
