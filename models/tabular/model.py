@@ -142,11 +142,9 @@ def linear_hparams(hp: dict[str, Any]) -> dict[str, Any]:
   return {**hp, "num_layers": 0, "numeric_bins": 0, "dropout": 0.0}
 
 
-def member_shares(members: int, linear_share: float | None) -> list[float]:
-  """The ensemble's output weights: the networks' equal shares, then the linear member's
-  `linear_share` (None: no linear member)."""
-  if linear_share is None:
-    return [1.0 / members] * members
+def member_shares(members: int, linear_share: float) -> list[float]:
+  """The output weights of an ensemble with a linear member: the networks' equal shares, then
+  the linear member's `linear_share`."""
   return [(1.0 - linear_share) / members] * members + [float(linear_share)]
 
 
