@@ -244,5 +244,6 @@ def run(tables: str, pipeline_args: str) -> dict:
         "linear_share": (result["plan"].get("linear") or {}).get("share"),
       }
       print(json.dumps(result["sweep"]), flush=True)
+      print(json.dumps(result["plan"]), flush=True)
       results.append(result)
   return {"markdown": markdown(results), "result": results}

@@ -28,6 +28,11 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   # 0.2 x the square root of the column's cells (`profile.free_text_min_count`), e.g. 4 in a
   # table of 400 rows and 19 in one of 9,000.
   "free_text_min_count": None,
+  # A text column with more values than one_hot_max is embedded, and keeps only the values seen
+  # in at least this many cells (the rest share one slot): an embedding of a value seen a few
+  # times learns those rows' labels. None: as for free text's words, 0.2 x the square root of
+  # the column's cells (32 in a table of 26,000 rows), at least min_category_count.
+  "embedding_min_count": None,
   # Text columns with more values than this are embedded instead of one-hot encoded.
   "one_hot_max": 32,
   "max_classes": tasks.DEFAULT_MAX_CLASSES,
@@ -96,12 +101,19 @@ def check_hparams(hparams: dict[str, Any], allow_extra: bool = False) -> dict[st
     ),
     (
       0,
-      ("numeric_bins", "min_category_count", "free_text_min_count", "one_hot_max", "linear_member"),
+      (
+        "numeric_bins",
+        "min_category_count",
+        "free_text_min_count",
+        "embedding_min_count",
+        "one_hot_max",
+        "linear_member",
+      ),
     ),
   ):
     for name in names:
       # None stays "sized to the data" where that is the default (hidden_units, the free-text
-      # word count, the ensemble size).
+      # word and embedded value counts, the ensemble size).
       if out[name] is not None or DEFAULT_HPARAMS[name] is not None:
         _check_number(name, out[name], int, low)
   for name in ("batch_size", "max_epochs"):
@@ -128,6 +140,7 @@ _EXAMPLES = {
   "max_epochs": 100,
   "dropout": 0.1,
   "free_text_min_count": 20,
+  "embedding_min_count": 20,
   "stopping_window": 5,
   "ensemble_size": 1,
   "linear_member": 0,

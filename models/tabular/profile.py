@@ -359,7 +359,13 @@ class _Tally:
           words_min = free_text_min_count(present) if words_min is None else int(words_min)
           min_count = max(min_count, words_min)
           counts = word_counts(counts)
-        vocab = vocabulary(counts, int(hp.get("max_vocabulary", 1000)), min_count)
+        max_size = int(hp.get("max_vocabulary", 1000))
+        vocab = vocabulary(counts, max_size, min_count)
+        if not free_text and len(vocab) > int(hp.get("one_hot_max", 32)):
+          # Embedded: only values seen often enough to learn more than their own rows' labels.
+          embedded_min = hp.get("embedding_min_count")
+          embedded_min = free_text_min_count(present) if embedded_min is None else int(embedded_min)
+          vocab = vocabulary(counts, max_size, max(min_count, embedded_min))
       stats.append(
         ColumnStats(
           c,
