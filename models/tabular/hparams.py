@@ -29,9 +29,12 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   # table of 400 rows and 19 in one of 9,000.
   "free_text_min_count": None,
   # A text column with more values than one_hot_max is embedded, and keeps only the values seen
-  # in at least this many cells (the rest share one slot): an embedding of a value seen a few
-  # times learns those rows' labels. None: as for free text's words, 0.2 x the square root of
-  # the column's cells (32 in a table of 26,000 rows), at least min_category_count.
+  # in at least this many cells (the rest share one slot). None: for a regression label, as for
+  # free text's words, 0.2 x the square root of the column's cells (32 in a table of 26,000
+  # rows): a value seen a few times learns its rows' noise (openintro's nycflights: 6.6% behind
+  # HistGradientBoosting's RMSE with plane tail numbers seen twice, 3.4% seen 32 times); for
+  # classes, min_category_count, since a rare value can name its class (seattlepets' breeds
+  # tell cats from dogs: 0.9 points lost when breeds seen under 41 times shared a slot).
   "embedding_min_count": None,
   # Text columns with more values than this are embedded instead of one-hot encoded.
   "one_hot_max": 32,

@@ -258,7 +258,7 @@ def profile_data(
   label = tally.label_info(label_key, task)
   label_mean, label_std = tally.label_moments.mean_std()
   return Profile(
-    tally.column_stats(hp),
+    tally.column_stats(hp, label.task),
     label,
     label_dtype,
     tally.rows,
@@ -336,8 +336,8 @@ class _Tally:
     decided = tasks.infer_task(label_key, kind, distinct, count, task, self.max_classes)
     return tasks.label_info(label_key, decided, distinct)
 
-  def column_stats(self, hp: dict[str, Any]) -> tuple[ColumnStats, ...]:
-    """Each column's ColumnStats, in input order."""
+  def column_stats(self, hp: dict[str, Any], task: str) -> tuple[ColumnStats, ...]:
+    """Each column's ColumnStats, in input order, for a label of `task`."""
     stats = []
     bins = bins_per_column(int(hp.get("numeric_bins", 16)), len(self.numeric))
     for c in self.columns:
@@ -361,11 +361,13 @@ class _Tally:
           counts = word_counts(counts)
         max_size = int(hp.get("max_vocabulary", 1000))
         vocab = vocabulary(counts, max_size, min_count)
-        if not free_text and len(vocab) > int(hp.get("one_hot_max", 32)):
-          # Embedded: only values seen often enough to learn more than their own rows' labels.
-          embedded_min = hp.get("embedding_min_count")
-          embedded_min = free_text_min_count(present) if embedded_min is None else int(embedded_min)
-          vocab = vocabulary(counts, max_size, max(min_count, embedded_min))
+        embedded_min = hp.get("embedding_min_count")
+        if embedded_min is None and task == tasks.REGRESSION:
+          embedded_min = free_text_min_count(present)
+        embedded = not free_text and len(vocab) > int(hp.get("one_hot_max", 32))
+        if embedded and embedded_min is not None:
+          # Only values seen often enough to learn more than their rows' noise.
+          vocab = vocabulary(counts, max_size, max(min_count, int(embedded_min)))
       stats.append(
         ColumnStats(
           c,

@@ -542,18 +542,49 @@ def test_free_text_keeps_only_words_seen_often():
   # A column of 5 values in the same rows: not free text.
   colors = [b"red", b"green", b"blue", b"black", b"white"] * 160
   tally = _text_tally({"title": titles, "color": colors})
-  title, color = tally.column_stats({})
+  title, color = tally.column_stats({}, tasks.REGRESSION)
   assert title.free_text and not color.free_text
   # Words in at least 6 cells, most frequent first ("nurse" is in 150 cells, two spellings).
   assert title.vocabulary == ("nurse", "teacher", "registered", "owner")
   assert len(color.vocabulary) == 5
   # The count is a hyper-parameter: at the plain minimum the words of pairs are kept too.
-  low = tally.column_stats({"free_text_min_count": 2})[0]
+  low = tally.column_stats({"free_text_min_count": 2}, tasks.BINARY)[0]
   assert len(low.vocabulary) == 4 + 40
   # By default a word needs 0.2 x sqrt(cells) cells: 6 of these 800.
   assert [text_columns.free_text_min_count(n) for n in (0, 324, 800, 9167)] == [2, 4, 6, 19]
   assert text_columns.is_free_text(distinct=21, present=100)
   assert not text_columns.is_free_text(distinct=20, present=100)
+
+
+def test_an_embedded_column_keeps_only_values_seen_often():
+  # 1,600 cells of an id-like column (a plane's tail number): 40 values seen 30 times each and
+  # 200 seen twice, not free text (240 values in 1,600 cells); a 20-valued column beside it.
+  tails = [b"common%d" % (i // 30) for i in range(1200)] + [
+    b"rare%d" % (i // 2) for i in range(400)
+  ]
+  carriers = [b"carrier%d" % (i % 20) for i in range(1600)]
+  tally = _text_tally({"tail": tails, "carrier": carriers})
+  tail, carrier = tally.column_stats({}, tasks.REGRESSION)
+  assert not tail.free_text
+  # Embedded (more than one_hot_max values at the plain minimum): a value needs 0.2 x
+  # sqrt(1,600) = 8 cells, so only the 40 common values keep a slot.
+  assert text_columns.free_text_min_count(1600) == 8
+  assert sorted(tail.vocabulary) == sorted(f"common{i}" for i in range(40))
+  # One-hot columns keep every value seen min_category_count times.
+  assert len(carrier.vocabulary) == 20
+  # For classes a rare value keeps its slot (a breed names its species), unless asked.
+  for task in (tasks.BINARY, tasks.MULTICLASS):
+    assert len(tally.column_stats({}, task)[0].vocabulary) == 240
+    assert len(tally.column_stats({"embedding_min_count": 8}, task)[0].vocabulary) == 40
+  # The count is a hyper-parameter; at the plain minimum every value seen twice is kept.
+  assert len(tally.column_stats({"embedding_min_count": 2}, tasks.REGRESSION)[0].vocabulary) == 240
+  # It never goes below min_category_count, nor applies to a column that is one-hot encoded.
+  strict = tally.column_stats(
+    {"embedding_min_count": 0, "min_category_count": 3}, tasks.REGRESSION
+  )[0]
+  assert len(strict.vocabulary) == 40
+  wide = tally.column_stats({"one_hot_max": 500}, tasks.REGRESSION)[0]
+  assert len(wide.vocabulary) == 240
 
 
 CELLS = [
@@ -611,6 +642,7 @@ def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
       "unknown hyper-parameter(s) hiden_units (did you mean hidden_units?); use ",
     ),
     ({"free_text_min_count": -1}, "must be at least 0, e.g. --hparams free_text_min_count=20."),
+    ({"embedding_min_count": "x"}, "embedding_min_count='x' is not an integer; pass a whole"),
     ({"stopping_window": 0}, "must be at least 1, e.g. --hparams stopping_window=5."),
     (
       {"hidden_units": "abc"},
