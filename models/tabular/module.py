@@ -10,7 +10,7 @@ preprocessing is `_body`; change it, and keep its inputs and outputs:
   - out: [batch, hparams['num_outputs']] logits (classification) or the standardized value
     (regression), as `model.default_body` returns them; the model adds the softmax, the
     sigmoid, or the rescaling to the label's units;
-  - `suffix`: appended to the names of the layers it names. Under 20,000 training rows the
+  - `suffix`: appended to the names of the layers it names. Under 50,000 training rows the
     model averages several copies of the network (`--hparams ensemble_size`), each named with
     its own suffix; a `_body` without this parameter is trained as one network.
 

@@ -127,7 +127,7 @@ def test_parameter_server_one_ps_two_workers(tmp_path, digits_csv):
 @pytest.mark.multiprocess
 @pytest.mark.timeout(300)
 def test_parameter_server_trains_a_small_tables_ensemble(tmp_path, digits_csv):
-  # A data-sized plan (no --train-steps) on a table under 20,000 rows averages 3 networks, under
+  # A data-sized plan (no --train-steps) on a table under 50,000 rows averages 3 networks, under
   # a ClusterCoordinator too; Keras runs no validation there, so each runs its epochs in full.
   hparams = {constants.HPARAMS_CONFIG: {"max_epochs": 3}}
   model, run_dir = _run(

@@ -273,9 +273,9 @@ def test_only_a_network_that_names_its_layers_per_member_is_copied(examples):
   assert not tabular_model.names_members(plain)
   with pytest.raises(ValueError, match="must take a `suffix`"):
     tabular_model.build_model(profile, {}, plain, members=2)
-  # The ensemble's size: given, or 3 under 20,000 training rows with training sized to the data.
+  # The ensemble's size: given, or 3 under 50,000 training rows with training sized to the data.
   size = tabular_hparams.ensemble_size_for
-  assert (size({}, 19_999, False), size({}, 20_000, False), size({}, 500, True)) == (3, 1, 1)
+  assert (size({}, 49_999, False), size({}, 50_000, False), size({}, 500, True)) == (3, 1, 1)
   assert size({"ensemble_size": 1}, 500, False) == 1
   assert size({"ensemble_size": 5}, 10**6, True) == 5
 
