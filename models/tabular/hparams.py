@@ -29,12 +29,15 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   # table of 400 rows and 19 in one of 9,000.
   "free_text_min_count": None,
   # A text column with more values than one_hot_max is embedded, and keeps only the values seen
-  # in at least this many cells (the rest share one slot). None: for a regression label, as for
-  # free text's words, 0.2 x the square root of the column's cells (32 in a table of 26,000
-  # rows): a value seen a few times learns its rows' noise (openintro's nycflights: 6.6% behind
-  # HistGradientBoosting's RMSE with plane tail numbers seen twice, 3.4% seen 32 times); for
-  # classes, min_category_count, since a rare value can name its class (seattlepets' breeds
-  # tell cats from dogs: 0.9 points lost when breeds seen under 41 times shared a slot).
+  # in at least this many cells (the rest share one slot). None: for a regression label, the
+  # rows a value needs for its mean label to be more signal than noise
+  # (`text_columns.rows_per_value` on the profile's row sample), at most free text's count, 0.2
+  # x the square root of the column's cells (32 in a table of 26,000 rows). A value seen a few
+  # times would learn its rows' noise (openintro's nycflights: 6.6% behind
+  # HistGradientBoosting's RMSE with plane tail numbers seen twice, 3.4% seen 32 times), while a
+  # country in a panel of years names its label (openintro's hfi: a mean squared error 9 times
+  # as large with countries seen under 7 times in one slot). For classes, min_category_count:
+  # a rare value can name its class (seattlepets' breeds: 0.9 points lost with a count of 41).
   "embedding_min_count": None,
   # Text columns with more values than this are embedded instead of one-hot encoded.
   "one_hot_max": 32,

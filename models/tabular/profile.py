@@ -26,12 +26,15 @@ from models.tabular.text_columns import (
   date_stats,
   free_text_min_count,
   is_free_text,
+  rows_per_value,
   vocabulary,
   word_counts,
 )
 
 # Rows kept (uniformly, by the smallest random keys) for quantiles and date detection.
 SAMPLE_ROWS = 20_000
+# The row sample's key for a numeric label (no column's name holds a NUL).
+_SAMPLED_LABEL = "\0label"
 # Text values counted per column before rare ones are dropped from the running counts.
 _MAX_COUNTED = 200_000
 
@@ -289,10 +292,10 @@ class _Tally:
   def add(self, features: dict[str, np.ndarray], label: np.ndarray) -> None:
     """Counts one parsed batch: model inputs by name, and the raw labels."""
     self.rows += len(label)
-    self._add_columns(features)
+    self._add_columns(features, label)
     self._add_label(label)
 
-  def _add_columns(self, features: dict[str, np.ndarray]) -> None:
+  def _add_columns(self, features: dict[str, np.ndarray], label: np.ndarray) -> None:
     batch: dict[str, np.ndarray] = {}
     for c in self.columns:
       if c.kind == NUMERIC:
@@ -309,6 +312,8 @@ class _Tally:
           self.counts[c.name] = Counter({v: n for v, n in counts.items() if n > 1})
       self.missing[c.name] += int((~present).sum())
       batch[c.name] = values
+    if self.label_dtype != model_contract.STRING:
+      batch[_SAMPLED_LABEL] = label.astype(np.float64)
     self.sample.add(batch)
 
   def _add_label(self, label: np.ndarray) -> None:
@@ -323,6 +328,13 @@ class _Tally:
       self.label_overflow = len(self.label_values) > self.max_classes
       if self.label_overflow:
         self.label_values = set(sorted(self.label_values)[: self.max_classes + 1])
+
+  def _embedded_min_count(self, name: str, present: int) -> int:
+    """The cells an embedded column's value needs for a slot, with a regression label: the
+    sampled rows' `rows_per_value`, at most free text's count for `present` cells."""
+    needed = rows_per_value(self.sample.column(name), self.sample.column(_SAMPLED_LABEL))
+    ceiling = free_text_min_count(present)
+    return ceiling if needed >= ceiling else max(2, math.ceil(needed))
 
   def label_info(self, label_key: str, task: str) -> tasks.LabelInfo:
     """The label's task (`task`, or inferred from its values) and classes."""
@@ -361,10 +373,10 @@ class _Tally:
           counts = word_counts(counts)
         max_size = int(hp.get("max_vocabulary", 1000))
         vocab = vocabulary(counts, max_size, min_count)
-        embedded_min = hp.get("embedding_min_count")
-        if embedded_min is None and task == tasks.REGRESSION:
-          embedded_min = free_text_min_count(present)
         embedded = not free_text and len(vocab) > int(hp.get("one_hot_max", 32))
+        embedded_min = hp.get("embedding_min_count")
+        if embedded and embedded_min is None and task == tasks.REGRESSION:
+          embedded_min = self._embedded_min_count(c.name, present)
         if embedded and embedded_min is not None:
           # Only values seen often enough to learn more than their rows' noise.
           vocab = vocabulary(counts, max_size, max(min_count, int(embedded_min)))

@@ -57,6 +57,33 @@ def free_text_min_count(cells: int) -> int:
   return max(2, round(0.2 * math.sqrt(max(cells, 0))))
 
 
+def rows_per_value(values: np.ndarray, target: np.ndarray) -> float:
+  """The rows a text value needs before its rows' mean label is more signal than noise.
+
+  One-way analysis of variance of a numeric label by the column's values: the label's variance
+  within a value over the variance of the values' true means (the between-value mean square
+  less the within-value one, per row of a value). A value seen this many times has a mean label
+  as reliable as it is noisy; inf where the values explain none of the label. Empty cells and
+  rows without a label (NaN) are left out.
+
+  Args:
+    values: the column's cells (bytes).
+    target: the label of each row, float.
+  """
+  keep = (values != b"") & np.isfinite(target)
+  values, target = values[keep], target[keep].astype(np.float64)
+  _, index, counts = np.unique(values, return_inverse=True, return_counts=True)
+  groups, rows = len(counts), len(target)
+  if groups < 2 or rows <= groups:
+    return math.inf
+  means = np.bincount(index, weights=target) / counts
+  within = float(np.square(target - means[index]).sum()) / (rows - groups)
+  between = float((counts * np.square(means - target.mean())).sum()) / (groups - 1)
+  rows_per_group = (rows - float(np.square(counts).sum()) / rows) / (groups - 1)
+  signal = (between - within) / rows_per_group
+  return within / signal if signal > 0 else math.inf
+
+
 def is_free_text(distinct: int, present: int) -> bool:
   """Whether a text column with `distinct` values over `present` cells is free text."""
   return present > 0 and distinct > FREE_TEXT_SHARE * present

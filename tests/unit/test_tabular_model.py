@@ -523,7 +523,7 @@ def test_date_bins_encode_where_a_day_ranks_in_the_trend():
   np.testing.assert_allclose(again(tf.constant([[t] for t in texts])).numpy(), out)
 
 
-def _text_tally(cells: dict[str, list[bytes]]) -> tabular_profile._Tally:
+def _text_tally(cells: dict[str, list[bytes]], label=None) -> tabular_profile._Tally:
   columns = [model_contract.Column(name, model_contract.STRING) for name in cells]
   tally = tabular_profile._Tally(columns, model_contract.FLOAT32, 20, seed=0)
   rows = len(next(iter(cells.values())))
@@ -531,7 +531,7 @@ def _text_tally(cells: dict[str, list[bytes]]) -> tabular_profile._Tally:
     model_contract.TEXT_PREFIX + name: np.array(values, object).reshape(-1, 1)
     for name, values in cells.items()
   }
-  tally.add(features, np.zeros(rows, np.float32))
+  tally.add(features, np.zeros(rows, np.float32) if label is None else np.float32(label))
   return tally
 
 
@@ -556,35 +556,55 @@ def test_free_text_keeps_only_words_seen_often():
   assert not text_columns.is_free_text(distinct=20, present=100)
 
 
-def test_an_embedded_column_keeps_only_values_seen_often():
+def test_an_embedded_column_keeps_only_values_seen_often_enough_to_tell_signal_from_noise():
   # 1,600 cells of an id-like column (a plane's tail number): 40 values seen 30 times each and
   # 200 seen twice, not free text (240 values in 1,600 cells); a 20-valued column beside it.
   tails = [b"common%d" % (i // 30) for i in range(1200)] + [
     b"rare%d" % (i // 2) for i in range(400)
   ]
   carriers = [b"carrier%d" % (i % 20) for i in range(1600)]
-  tally = _text_tally({"tail": tails, "carrier": carriers})
-  tail, carrier = tally.column_stats({}, tasks.REGRESSION)
+  rng = np.random.default_rng(0)
+  # A label the tail numbers do not explain (a flight's delay): each value would learn noise.
+  noise = _text_tally({"tail": tails, "carrier": carriers}, rng.normal(0, 40, 1600))
+  tail, carrier = noise.column_stats({}, tasks.REGRESSION)
   assert not tail.free_text
-  # Embedded (more than one_hot_max values at the plain minimum): a value needs 0.2 x
-  # sqrt(1,600) = 8 cells, so only the 40 common values keep a slot.
+  # Embedded (more than one_hot_max values at the plain minimum): a value needs free text's
+  # 0.2 x sqrt(1,600) = 8 cells at most, so only the 40 common values keep a slot.
   assert text_columns.free_text_min_count(1600) == 8
   assert sorted(tail.vocabulary) == sorted(f"common{i}" for i in range(40))
   # One-hot columns keep every value seen min_category_count times.
   assert len(carrier.vocabulary) == 20
+  # A label each value names, up to small noise (a country's score over the years): every value
+  # seen twice keeps its slot.
+  level = {v: float(i) for i, v in enumerate(sorted(set(tails)))}
+  named = _text_tally({"tail": tails}, [level[v] + rng.normal(0, 0.1) for v in tails])
+  assert len(named.column_stats({}, tasks.REGRESSION)[0].vocabulary) == 240
   # For classes a rare value keeps its slot (a breed names its species), unless asked.
   for task in (tasks.BINARY, tasks.MULTICLASS):
-    assert len(tally.column_stats({}, task)[0].vocabulary) == 240
-    assert len(tally.column_stats({"embedding_min_count": 8}, task)[0].vocabulary) == 40
+    assert len(noise.column_stats({}, task)[0].vocabulary) == 240
+    assert len(noise.column_stats({"embedding_min_count": 8}, task)[0].vocabulary) == 40
   # The count is a hyper-parameter; at the plain minimum every value seen twice is kept.
-  assert len(tally.column_stats({"embedding_min_count": 2}, tasks.REGRESSION)[0].vocabulary) == 240
+  assert len(noise.column_stats({"embedding_min_count": 2}, tasks.REGRESSION)[0].vocabulary) == 240
   # It never goes below min_category_count, nor applies to a column that is one-hot encoded.
-  strict = tally.column_stats(
+  strict = noise.column_stats(
     {"embedding_min_count": 0, "min_category_count": 3}, tasks.REGRESSION
   )[0]
   assert len(strict.vocabulary) == 40
-  wide = tally.column_stats({"one_hot_max": 500}, tasks.REGRESSION)[0]
+  wide = noise.column_stats({"one_hot_max": 500}, tasks.REGRESSION)[0]
   assert len(wide.vocabulary) == 240
+
+
+def test_rows_per_value_is_the_within_over_the_between_value_variance():
+  values = np.array([b"a", b"a", b"b", b"b", b"", b"b"], object)
+  target = np.array([1.0, 3.0, 5.0, 7.0, 100.0, np.nan])
+  # Means 2 and 6; within-value mean square 4 / 2 = 2; between 2 x 2^2 + 2 x 2^2 = 16 over 1
+  # degree of freedom; 2 rows per value: (16 - 2) / 2 = 7 of true variance, and 2 / 7 rows.
+  # The empty cell and the row without a label are left out.
+  assert text_columns.rows_per_value(values, target) == pytest.approx(2 / 7)
+  # Values that explain nothing, one value, or a row per value: no count makes a value reliable.
+  assert text_columns.rows_per_value(values[:4], np.array([1.0, 3.0, 1.0, 3.0])) == math.inf
+  assert text_columns.rows_per_value(values[:2], target[:2]) == math.inf
+  assert text_columns.rows_per_value(values[[0, 2]], target[[0, 2]]) == math.inf
 
 
 CELLS = [
