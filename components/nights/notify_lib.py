@@ -198,6 +198,23 @@ def resolve_url(target: Target) -> str:
   return text
 
 
+# The longest title sent: a mail's subject is one header line, and mail servers refuse a line
+# over 998 characters (RFC 5321 4.5.3.1.6; aiosmtpd answers "500 Line too long"), which a data
+# gate's stop line with several findings exceeds. The body keeps the whole text.
+TITLE_MAX_CHARS = 150
+
+
+def short_title(title: str) -> str:
+  """`title` on one line, cut after a whole word with "..." when over TITLE_MAX_CHARS."""
+  line = " ".join(title.split())
+  if len(line) <= TITLE_MAX_CHARS:
+    return line
+  cut = line[: TITLE_MAX_CHARS - 3]
+  if " " in cut:
+    cut = cut[: cut.rindex(" ")]
+  return cut.rstrip(" ,;:") + "..."
+
+
 def send(
   targets: Sequence[Target],
   title: str,
@@ -212,8 +229,8 @@ def send(
 
   Args:
     targets: from `parse_targets`; each URL is read when it is sent to.
-    title: the notice's title (a mail's subject).
-    body: the notice's text, sent as plain text.
+    title: the notice's title (a mail's subject), sent as `short_title` makes it.
+    body: the notice's text, sent as plain text; it should hold the title's whole text.
     failed: True sends it as an apprise FAILURE notice, False as SUCCESS.
     attempts: tries per target.
     backoff_s: the sleep after the first failed try; it doubles after each further one.
@@ -238,8 +255,10 @@ def send(
       f"{backoff_s}, {timeout_s})"
     )
   notify_type = apprise.NotifyType.FAILURE if failed else apprise.NotifyType.SUCCESS
+  subject = short_title(title)
   deliveries = [
-    _deliver(target, title, body, notify_type, attempts, backoff_s, timeout_s) for target in targets
+    _deliver(target, subject, body, notify_type, attempts, backoff_s, timeout_s)
+    for target in targets
   ]
   if not all(delivery.ok for delivery in deliveries):
     logger.warning("The notice that did not reach every target, kept here: %s\n%s", title, body)

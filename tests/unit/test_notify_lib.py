@@ -100,6 +100,44 @@ def test_mail_with_password_from_file_is_delivered_over_plain_smtp(smtp_server, 
   assert "Evaluator: not blessed" in body
 
 
+def test_a_title_longer_than_a_mail_header_line_is_shortened_and_the_mail_delivered(
+  smtp_server, http_server, tmp_path
+):
+  # A data gate's stop line with several findings: over 1,000 characters. As the subject, the
+  # mail server refused it ("500 Line too long"), so a stopped night reached nobody by mail.
+  controller, mailbox = smtp_server
+  url_file = tmp_path / "notify.url"
+  url_file.write_text(_mail_url(controller.port) + "\n")
+  url_file.chmod(0o600)
+  line = "taxi: night stopped: " + "; ".join(
+    f"'column_{i}' drifted: 0.{i}1 > 0.1" for i in range(40)
+  )
+  assert len(line) > 1000
+  targets = notify_lib.parse_targets(
+    [f"file:{url_file}", f"json://127.0.0.1:{http_server.server_address[1]}/night"]
+  )
+
+  deliveries = notify_lib.send(targets, line, line + "\n\nthe record", failed=True, backoff_s=0)
+
+  assert [d.ok for d in deliveries] == [True, True], deliveries
+  [mail] = mailbox.messages
+  subject = str(mail["message"]["Subject"])
+  assert subject == notify_lib.short_title(line)
+  assert len(subject) <= notify_lib.TITLE_MAX_CHARS and subject.endswith("...")
+  assert line.startswith(subject[: -len("...")])
+  assert line in mail["message"].get_body(preferencelist=("plain",)).get_content()
+  [posted] = http_server.requests
+  assert posted["json"]["title"] == subject and line in posted["json"]["message"]
+
+
+def test_short_titles_are_kept_and_long_ones_cut_after_a_word():
+  assert notify_lib.short_title("Night 2026-11-26 failed") == "Night 2026-11-26 failed"
+  assert notify_lib.short_title("two\nlines") == "two lines"
+  cut = notify_lib.short_title("word " * 100)
+  assert cut == "word " * 28 + "word..." and len(cut) <= notify_lib.TITLE_MAX_CHARS
+  assert notify_lib.short_title("x" * 400) == "x" * (notify_lib.TITLE_MAX_CHARS - 3) + "..."
+
+
 # --- refusals ----------------------------------------------------------------------------------
 
 
