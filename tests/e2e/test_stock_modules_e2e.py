@@ -68,6 +68,10 @@ def taxi_data(tmp_path_factory) -> pathlib.Path:
 # How TFX's taxi modules are run: the model learns tips_xf (a big tip: tips > 20% of the fare),
 # which their Transform computes from the float `tips`; the task is the model's, so it is given.
 TAXI_FLAGS = ("--label-key", "tips", "--eval-label-key", "tips_xf", "--task", "binary")
+# The tests that check the module's training and push, not its optimized variants, build none
+# (the Optimizer took 13 to 35 s a run here); the testdata trainer module's test builds the
+# default variants, and the user styles' tests the TFLite one each checks.
+NO_VARIANTS = ("--optimizer-variants", "none")
 
 
 def _run(out: pathlib.Path, *args, timeout=900):
@@ -101,7 +105,7 @@ def test_penguin_keras_with_transform_then_its_tuner(tmp_path, penguin_data):
   assert module.is_file(), "TFX no longer ships the penguin Keras example module"
   out = tmp_path / "out"
   common = ("--data-root", penguin_data, "--label-key", "species")
-  common += ("--module-file", module, "--eval-label-key", "species_xf")
+  common += ("--module-file", module, "--eval-label-key", "species_xf", *NO_VARIANTS)
   summary = _run(out, *common)
   ran = states(summary)
   assert ran["Transform"] == "ran" and ran["DistributedTrainer"] == "ran"
@@ -131,7 +135,9 @@ def test_penguin_keras_with_transform_then_its_tuner(tmp_path, penguin_data):
 def test_taxi_native_keras_with_transform(tmp_path, taxi_data):
   module = TFX_EXAMPLES / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
   assert module.is_file(), "TFX no longer ships the taxi example"
-  summary = _run(tmp_path / "out", "--data-root", taxi_data, "--module-file", module, *TAXI_FLAGS)
+  summary = _run(
+    tmp_path / "out", "--data-root", taxi_data, "--module-file", module, *TAXI_FLAGS, *NO_VARIANTS
+  )
   assert summary["pushed"]["pushed"], summary["pushed"]
   # TFX's own taxi pipeline blesses this model at BinaryAccuracy >= 0.6.
   assert summary["eval_metrics"]["binary_accuracy"] >= 0.6
@@ -147,7 +153,7 @@ def test_penguin_template_model_with_its_own_preprocessing(tmp_path, penguin_dat
     tmp_path / "out",
     *("--data-root", penguin_data, "--label-key", "species"),
     *("--module-file", models / "model.py", "--transform-module", models / "preprocessing.py"),
-    *("--eval-label-key", "species_xf"),
+    *("--eval-label-key", "species_xf", *NO_VARIANTS),
   )
   assert states(summary)["Transform"] == "ran"
   assert summary["pushed"]["pushed"], summary["pushed"]
@@ -184,6 +190,7 @@ def test_network_module_on_a_text_label(tmp_path):
     tmp_path / "out",
     *("--data-root", data, "--label-key", "species"),
     *("--module-file", MODULES / "network_module.py", "--hparams", "width=24"),
+    *("--train-steps", "300", *NO_VARIANTS),
   )
   assert summary["status"] == "succeeded", summary.get("error")
   assert summary["pushed"]["pushed"], summary["pushed"]
@@ -205,6 +212,7 @@ def test_user_styles_of_trainer_modules(tmp_path, penguin_data, module, chosen_b
     tmp_path / "out",
     *("--data-root", penguin_data, "--label-key", "species"),
     *("--module-file", MODULES / module, *extra),
+    *("--optimizer-variants", "tflite_float32"),
   )
   assert summary["pushed"]["pushed"], summary["pushed"]
   assert summary["eval_metrics"]["sparse_categorical_accuracy"] >= 0.9
@@ -213,7 +221,7 @@ def test_user_styles_of_trainer_modules(tmp_path, penguin_data, module, chosen_b
   variants = {v["name"]: v for v in summary["optimizer"]["variants"]}
   if module == "custom_loop_module.py":
     # Its one 'features' input is filled by the module's own code, not by a feature: the
-    # Optimizer says so in every row and the trained model is pushed alone.
+    # Optimizer says so and the trained model is pushed alone.
     assert {v["status"] for v in variants.values()} == {"skipped"}
     assert all("input 'features'" in v["reason"] for v in variants.values())
   else:
