@@ -121,6 +121,9 @@ def test_other_csv_with_unseen_stock_tfx_module(tmp_path):
     "0.8",
     "--model-name",
     "digits",
+    # The two variants checked below.
+    "--optimizer-variants",
+    "tflite_float32,onnx",
     "--quiet",
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
