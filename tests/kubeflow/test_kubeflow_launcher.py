@@ -18,13 +18,18 @@ from tests.support.kfp_launcher import CACHED, FAILED, RAN
 # A container task in one line of Python: writes each output artifact and parameter it is given,
 # and, beside them in its executor output, its other arguments and the night id it was given.
 TOY_STEP = r"""
-import json, os, pathlib, sys
+import json, os, pathlib, sys, time
 executor_input = json.loads(sys.argv[1])
 outputs = executor_input["outputs"]
-if executor_input["inputs"].get("parameterValues", {}).get("fail"):
+given = executor_input["inputs"].get("parameterValues", {})
+print("toy step to stdout")
+print("toy step to stderr", file=sys.stderr)
+time.sleep(float(given.get("sleep", 0)))
+if given.get("fail"):
   sys.exit("toy step failed on purpose")
 written = {"artifacts": {}, "parameterValues": {}, "argv": sys.argv[2:]}
 written["night_env"] = os.environ.get("TFXKIT_NIGHT_ID")
+written["process"] = {"name": __name__, "argv0": sys.argv[0], "cwd": os.getcwd()}
 for key, artifacts in (outputs.get("artifacts") or {}).items():
   uri = pathlib.Path(artifacts["artifacts"][0]["uri"])
   uri.mkdir(parents=True, exist_ok=True)
@@ -133,20 +138,63 @@ def test_launcher_emulates_kfp_cache_keys_and_artifact_passing(tmp_path):
   assert third["B"].cache_key != first["B"].cache_key
 
 
+def _given(package, task: str, key: str, value: str):
+  """`package` with the constant parameter `key` given to `task`."""
+  spec = package["pipelineSpec"]
+  spec["root"]["dag"]["tasks"][task]["inputs"]["parameters"][key] = {
+    "runtimeValue": {"constant": value}
+  }
+  spec["components"][task]["inputDefinitions"]["parameters"][key] = {"parameterType": "STRING"}
+  return package
+
+
 def test_launcher_reports_failed_and_non_container_tasks(tmp_path):
   launcher = kfp_launcher.LocalKfp(tmp_path / "root", env=project_env())
-  package = _toy_package()
-  tasks = package["pipelineSpec"]["root"]["dag"]["tasks"]
-  tasks["A"]["inputs"]["parameters"]["fail"] = {"runtimeValue": {"constant": "yes"}}
-  package["pipelineSpec"]["components"]["A"]["inputDefinitions"]["parameters"]["fail"] = {
-    "parameterType": "STRING"
-  }
+  package = _given(_toy_package(), "A", "fail", "yes")
   with pytest.raises(kfp_launcher.LauncherError, match="toy step failed on purpose"):
     launcher.run(package, "run-1")
   package = _toy_package()
   package["pipelineSpec"]["deploymentSpec"]["executors"]["D_executor"] = {"resolver": {}}
   with pytest.raises(kfp_launcher.LauncherError, match="D is not a container task"):
     launcher.run(package, "run-2")
+
+
+def _module_package(steps: pathlib.Path):
+  """The toy package with each step run as `python -m toy_step` (a module in `steps`)."""
+  steps.mkdir()
+  (steps / "toy_step.py").write_text(TOY_STEP)
+  package = _toy_package()
+  for executor in package["pipelineSpec"]["deploymentSpec"]["executors"].values():
+    executor["container"]["command"] = ["python", "-m", "toy_step"]
+  return package
+
+
+def test_a_warm_launcher_runs_module_steps_as_fresh_processes_do(tmp_path):
+  package = _module_package(tmp_path / "steps")
+  env = project_env(PYTHONPATH=str(tmp_path / "steps"))
+  fresh = kfp_launcher.LocalKfp(tmp_path / "fresh", env=env).run(package, "run-1")
+  with kfp_launcher.LocalKfp(tmp_path / "warm", env=env, warm=True) as launcher:
+    warm = launcher.run(package, "run-1")
+    assert kfp_launcher.states(warm) == kfp_launcher.states(fresh) == dict.fromkeys("ABCDE", RAN)
+    for name in "ABCDE":
+      # The same module run as __main__, with the same argv[0], folder and outputs.
+      assert _written(warm[name])["process"] == _written(fresh[name])["process"]
+      assert _written(warm[name])["process"]["name"] == "__main__"
+      assert _written(warm[name])["parameterValues"] == _written(fresh[name])["parameterValues"]
+      assert warm[name].log.read_text() == fresh[name].log.read_text()
+      assert "toy step to stdout" in warm[name].log.read_text()
+    assert warm["B"].parameters == fresh["B"].parameters == {}
+    assert warm["A"].parameters == fresh["A"].parameters == {"value": "v1"}
+
+    # A step's exit status and message reach the launcher; one past its time is killed, and
+    # the warm process goes on serving the next run.
+    with pytest.raises(kfp_launcher.LauncherError, match="toy step failed on purpose"):
+      launcher.run(_given(copy.deepcopy(package), "A", "fail", "yes"), "run-2")
+    launcher.timeout = 2
+    with pytest.raises(kfp_launcher.LauncherError, match="task A ran past 2 s"):
+      launcher.run(_given(copy.deepcopy(package), "A", "sleep", "60"), "run-3")
+    launcher.timeout = 60
+    assert set(kfp_launcher.states(launcher.run(package, "run-4")).values()) <= {RAN, CACHED}
 
 
 def _written(result) -> dict:
@@ -342,8 +390,10 @@ def _five_nights(tmp_path, store, env, hook) -> None:
   # The upload package: the spec and its platform spec, which gives the steps the run's id.
   upload = tmp_path / "digits.kfp.yaml"
   package, platform = kfp_launcher.load_package(upload), kfp_launcher.load_platform_spec(upload)
+  # Some 50 steps over five nights: each is a child of one warm process (see warm_python)
+  # rather than a fresh one, which would spend about 15 s importing TensorFlow and TFX.
   launcher = kfp_launcher.LocalKfp(
-    tmp_path / "kfp-root", env=env, artifact_root=store.artifact_root
+    tmp_path / "kfp-root", env=env, artifact_root=store.artifact_root, warm=True
   )
 
   first = launcher.run(package, "night-1", platform=platform)

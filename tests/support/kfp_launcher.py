@@ -38,6 +38,10 @@ folders for the object store:
   them (numbers as doubles, booleans as ints, lists and structs wrapped; `display_name` and
   `store_session_info` added); output parameters come from the executor output or their files.
 
+With `warm=True`, a `python -m` command runs as a child forked from one process that imported
+TensorFlow, Beam and TFX once (`warm_python`), not as a fresh process: for tests of many steps
+that do not check a step's start-up.
+
 What it does not emulate: pods, images, Argo, object-store uploads and downloads (artifacts
 are local folders under `pipeline_root`), the rest of the platform spec (volumes, secrets),
 retries, parallelism, conditions and loops.
@@ -51,10 +55,13 @@ import hashlib
 import json
 import os
 import pathlib
+import select
+import signal
 import subprocess
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -343,6 +350,69 @@ class _Run:
     }
 
 
+class _WarmPython:
+  """The launcher's side of `warm_python`: starts it, hands it commands, reads their status."""
+
+  def __init__(self, log: pathlib.Path, env: Mapping[str, str]):
+    log.parent.mkdir(parents=True, exist_ok=True)
+    self._log = open(log, "w", encoding="utf-8")  # noqa: SIM115 (held until close)
+    self._proc = subprocess.Popen(
+      [sys.executable, "-m", "tests.support.warm_python"],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      stderr=self._log,
+      env=dict(env),
+      cwd=REPO_ROOT,
+    )
+    self._pending = b""
+    self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
+    self._ready = False
+
+  def _read(self, timeout: float | None) -> dict[str, Any] | None:
+    """The next reply, or None when none came within `timeout` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while b"\n" not in self._pending:
+      left = None if deadline is None else max(0.0, deadline - time.monotonic())
+      ready, _, _ = select.select([self._proc.stdout], [], [], left)
+      if not ready:
+        return None
+      chunk = os.read(self._proc.stdout.fileno(), 65536)
+      if not chunk:
+        raise LauncherError(f"the warm Python process ended; see {self._log.name}")
+      self._pending += chunk
+    line, self._pending = self._pending.split(b"\n", 1)
+    return json.loads(line)
+
+  def run(self, module, args, env, cwd, log, timeout: float) -> int | None:
+    """Runs `python -m module *args` in a forked child; its exit status, or None on timeout."""
+    if not self._ready:
+      self._ready = bool(self._read(None))
+    request = {"module": module, "args": list(args), "env": dict(env), "cwd": str(cwd)}
+    self._proc.stdin.write(json.dumps({**request, "log": str(log)}).encode() + b"\n")
+    self._proc.stdin.flush()
+    pid = self._read(None)["pid"]
+    done = self._read(timeout)
+    if done is None:
+      os.kill(pid, signal.SIGKILL)
+      self._read(None)
+      return None
+    return done["returncode"]
+
+  def close(self) -> None:
+    self._finalizer()
+
+
+def _stop(proc: subprocess.Popen, log) -> None:
+  if proc.poll() is None:
+    proc.stdin.close()
+    try:
+      proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+  log.close()
+
+
 class LocalKfp:
   """Runs compiled packages task by task, keeping KFP's cache and artifact store across runs.
 
@@ -353,6 +423,9 @@ class LocalKfp:
     artifact_root: where output artifacts go instead, e.g. an s3:// prefix, as KFP's launcher
       provisions them under an object-store pipeline root; executor outputs and logs stay
       local, as they do in KFP's pods (/tmp/kfp_outputs).
+    warm: run `python -m` commands as children forked from one process that imported
+      TensorFlow, Beam and TFX once (`warm_python`), instead of fresh processes; for tests
+      that run many steps and do not check a step's start-up. `close` ends that process.
   """
 
   def __init__(
@@ -361,6 +434,7 @@ class LocalKfp:
     env=None,
     timeout: int = 900,
     artifact_root: str | None = None,
+    warm: bool = False,
   ):
     self.pipeline_root = pathlib.Path(pipeline_root)
     self.artifact_root = artifact_root.rstrip("/") if artifact_root else None
@@ -371,6 +445,18 @@ class LocalKfp:
     self.timeout = timeout
     self._artifacts: dict[int, Artifact] = {}
     self._cache: dict[tuple[str, str], tuple[dict[str, Artifact], dict[str, Any]]] = {}
+    self._warm = _WarmPython(self.pipeline_root / "warm_python.log", self.env) if warm else None
+
+  def close(self) -> None:
+    """Ends the warm process, if any (it also ends when this object is collected)."""
+    if self._warm is not None:
+      self._warm.close()
+
+  def __enter__(self) -> LocalKfp:
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
 
   def run(
     self,
@@ -531,23 +617,31 @@ class LocalKfp:
     task_root.mkdir(parents=True, exist_ok=True)
     log = task_root.parent / f"{name}.log"
     start = time.monotonic()
-    with open(log, "w", encoding="utf-8") as out:
-      try:
-        proc = subprocess.run(
-          command,
-          stdout=out,
-          stderr=subprocess.STDOUT,
-          env=self._environment(run, component),
-          cwd=REPO_ROOT,
-          timeout=self.timeout,
-          check=False,
-        )
-      except subprocess.TimeoutExpired:
-        raise LauncherError(f"task {name} ran past {self.timeout} s; see {log}") from None
+    env = self._environment(run, component)
+    module = command[2] if command[1:2] == ["-m"] and len(command) > 2 else None
+    if self._warm is not None and module and command[0] == sys.executable:
+      log.write_text("", encoding="utf-8")
+      returncode = self._warm.run(module, command[3:], env, REPO_ROOT, log, self.timeout)
+      if returncode is None:
+        raise LauncherError(f"task {name} ran past {self.timeout} s; see {log}")
+    else:
+      with open(log, "w", encoding="utf-8") as out:
+        try:
+          returncode = subprocess.run(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO_ROOT,
+            timeout=self.timeout,
+            check=False,
+          ).returncode
+        except subprocess.TimeoutExpired:
+          raise LauncherError(f"task {name} ran past {self.timeout} s; see {log}") from None
     seconds = time.monotonic() - start
-    if proc.returncode != 0:
+    if returncode != 0:
       tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
-      error = f"exited with {proc.returncode}:\n{tail}"
+      error = f"exited with {returncode}:\n{tail}"
       return TaskResult(name, FAILED, seconds, key, {}, {}, executor_input, log, error)
     artifacts, parameters = self._collect(executor_input, component)
     if caching:
