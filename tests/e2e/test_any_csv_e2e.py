@@ -37,7 +37,9 @@ def write_csv(folder: pathlib.Path, header, rows, name="data.csv") -> pathlib.Pa
 def run_pipeline(root: pathlib.Path, data: pathlib.Path, *flags):
   """Runs run_local.py on data with its output under root; returns (process, output dir)."""
   out = root / "out"
-  proc = run_script("run_local.py", "--data-root", data, "--output-dir", out, *flags, timeout=1500)
+  proc = run_script(
+    "run_local.py", "--data-root", data, "--output-dir", out, *flags, timeout=1500, warm=True
+  )
   return proc, out
 
 

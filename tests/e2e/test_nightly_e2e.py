@@ -71,7 +71,14 @@ def _write_spans(digits_csv, data_root):
 
 def _night(data_root, out):
   proc = run_script(
-    "run_local.py", "--data-root", data_root, "--output-dir", out, *NIGHTLY_FLAGS, timeout=600
+    "run_local.py",
+    "--data-root",
+    data_root,
+    "--output-dir",
+    out,
+    *NIGHTLY_FLAGS,
+    timeout=600,
+    warm=True,
   )
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   summary = load_summary(out)

@@ -60,7 +60,7 @@ class Nights:
 
   def night(self, *extra):
     proc = run_script("run_local.py", "--data-root", self.data, "--output-dir", self.out,
-                      *FLAGS, *extra, timeout=900)  # fmt: skip
+                      *FLAGS, *extra, timeout=900, warm=True)  # fmt: skip
     self.runs.append(proc)
     return proc, load_summary(self.out)
 

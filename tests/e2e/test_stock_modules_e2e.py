@@ -75,7 +75,7 @@ NO_VARIANTS = ("--optimizer-variants", "none")
 
 
 def _run(out: pathlib.Path, *args, timeout=900):
-  proc = run_script("run_local.py", "--output-dir", out, *args, timeout=timeout)
+  proc = run_script("run_local.py", "--output-dir", out, *args, timeout=timeout, warm=True)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   return load_summary(out)
 

@@ -55,13 +55,10 @@ import hashlib
 import json
 import os
 import pathlib
-import select
-import signal
 import subprocess
 import sys
 import time
 import uuid
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,6 +68,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.arguments import flag_value
 from pipeline.definition import kubeflow_lib
+from tests.support import warm_python
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 RAN = "ran"
@@ -350,69 +348,6 @@ class _Run:
     }
 
 
-class _WarmPython:
-  """The launcher's side of `warm_python`: starts it, hands it commands, reads their status."""
-
-  def __init__(self, log: pathlib.Path, env: Mapping[str, str]):
-    log.parent.mkdir(parents=True, exist_ok=True)
-    self._log = open(log, "w", encoding="utf-8")  # noqa: SIM115 (held until close)
-    self._proc = subprocess.Popen(
-      [sys.executable, "-m", "tests.support.warm_python"],
-      stdin=subprocess.PIPE,
-      stdout=subprocess.PIPE,
-      stderr=self._log,
-      env=dict(env),
-      cwd=REPO_ROOT,
-    )
-    self._pending = b""
-    self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
-    self._ready = False
-
-  def _read(self, timeout: float | None) -> dict[str, Any] | None:
-    """The next reply, or None when none came within `timeout` seconds."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while b"\n" not in self._pending:
-      left = None if deadline is None else max(0.0, deadline - time.monotonic())
-      ready, _, _ = select.select([self._proc.stdout], [], [], left)
-      if not ready:
-        return None
-      chunk = os.read(self._proc.stdout.fileno(), 65536)
-      if not chunk:
-        raise LauncherError(f"the warm Python process ended; see {self._log.name}")
-      self._pending += chunk
-    line, self._pending = self._pending.split(b"\n", 1)
-    return json.loads(line)
-
-  def run(self, module, args, env, cwd, log, timeout: float) -> int | None:
-    """Runs `python -m module *args` in a forked child; its exit status, or None on timeout."""
-    if not self._ready:
-      self._ready = bool(self._read(None))
-    request = {"module": module, "args": list(args), "env": dict(env), "cwd": str(cwd)}
-    self._proc.stdin.write(json.dumps({**request, "log": str(log)}).encode() + b"\n")
-    self._proc.stdin.flush()
-    pid = self._read(None)["pid"]
-    done = self._read(timeout)
-    if done is None:
-      os.kill(pid, signal.SIGKILL)
-      self._read(None)
-      return None
-    return done["returncode"]
-
-  def close(self) -> None:
-    self._finalizer()
-
-
-def _stop(proc: subprocess.Popen, log) -> None:
-  if proc.poll() is None:
-    proc.stdin.close()
-    try:
-      proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      proc.wait()
-  log.close()
-
-
 class LocalKfp:
   """Runs compiled packages task by task, keeping KFP's cache and artifact store across runs.
 
@@ -445,7 +380,9 @@ class LocalKfp:
     self.timeout = timeout
     self._artifacts: dict[int, Artifact] = {}
     self._cache: dict[tuple[str, str], tuple[dict[str, Artifact], dict[str, Any]]] = {}
-    self._warm = _WarmPython(self.pipeline_root / "warm_python.log", self.env) if warm else None
+    self._warm = (
+      warm_python.WarmPython(self.env, self.pipeline_root / "warm_python.log") if warm else None
+    )
 
   def close(self) -> None:
     """Ends the warm process, if any (it also ends when this object is collected)."""
@@ -619,9 +556,18 @@ class LocalKfp:
     start = time.monotonic()
     env = self._environment(run, component)
     module = command[2] if command[1:2] == ["-m"] and len(command) > 2 else None
-    if self._warm is not None and module and command[0] == sys.executable:
+    warm = self._warm is not None and self._warm.can_run(env)
+    if warm and module and command[0] == sys.executable:
       log.write_text("", encoding="utf-8")
-      returncode = self._warm.run(module, command[3:], env, REPO_ROOT, log, self.timeout)
+      returncode = self._warm.run(
+        {"module": module},
+        command[3:],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=log,
+        timeout=self.timeout,
+      )
       if returncode is None:
         raise LauncherError(f"task {name} ran past {self.timeout} s; see {log}")
     else:

@@ -1,24 +1,31 @@
 """A Python process that imports the heavy libraries once, then forks one child per command.
 
-A compiled Kubeflow step is a fresh `python -m pipeline.definition.kfp_entrypoint ...` process,
-and each spends about 15 s importing TensorFlow, Beam and TFX before its executor starts. Tests
-that run many steps (five nights of the whole pipeline) can hand those commands to this process
-instead (`kfp_launcher.LocalKfp(..., warm=True)`): it imports the third-party libraries of
-`PRELOAD` once, and for each command forks a child that takes the command's environment,
-working folder and log file as its own, and runs the module as `python -m` would
-(`runpy.run_module(..., run_name="__main__", alter_sys=True)`), then exits the way the
-interpreter does (atexit handlers, exit status from SystemExit, a traceback and status 1 for an
-uncaught exception). The project's own modules are not preloaded: each child imports them, and
-the entrypoint's own start-up (`keras_tuner_on_tf_keras` before TFX) runs in every child.
+A pipeline run (`python pipeline/run_local.py ...`) or a compiled Kubeflow step (`python -m
+pipeline.definition.kfp_entrypoint ...`) spends about 15 s of a 2-core machine importing
+TensorFlow, Beam and TFX before it does anything. Tests that run many of them, and do not test
+the start-up itself, can hand the commands to a `WarmPython` instead: its server (this module
+run with `python -m`) imports the third-party libraries of `PRELOAD` once, and for each command
+forks a child that takes the command's environment, working folder, stdout and stderr as its
+own and runs the script or module as `python` would (`runpy.run_path` with the script's folder
+first on `sys.path`, or `runpy.run_module(..., alter_sys=True)`, both as `__main__`), then exits
+the way the interpreter does: atexit handlers, the status of a SystemExit, a traceback and status
+1 for an uncaught exception. The project's own modules are not preloaded (but for
+`components.tf_compat`), so each child imports them, and start-up code such as
+`keras_tuner_on_tf_keras` runs in every child.
 
-What differs from a fresh process: the libraries of `PRELOAD` were imported with the launcher's
-environment, before the task's own variables (the run id) were set, and in this process's import
-order. Tests that check a step's start-up itself keep fresh processes (the default).
+What differs from a fresh process: the libraries of `PRELOAD` were imported with the server's
+environment (the command's own variables are set before its code runs, but after those imports)
+and in the server's order, so what they print while imported (deprecation warnings) is in the
+server's log rather than the command's stderr; and `sys.path` is the server's
+(`WarmPython.can_run` tells whether a command's PYTHONPATH and the like match the server's).
+Tests of a command's start-up, of signals sent to it, or of what a user sees from a fresh shell
+keep fresh processes.
 
-Protocol: one JSON object per line on stdin,
-`{"module": ..., "args": [...], "env": {...}, "cwd": ..., "log": ...}`; the replies on stdout are
-`{"pid": N}` once the child exists, then `{"returncode": N}` (negative for a signal, as
-`subprocess` reports it). The process ends when stdin closes.
+Protocol: one JSON object per line on the server's stdin, `{"script" or "module", "args",
+"env", "cwd", "stdout", "stderr"}` (the last two are file paths); its replies on stdout are
+`{"ready": true}` once the imports are done, then per command `{"pid": N}` once the child
+exists and `{"returncode": N}` when it ended (negative for a signal, as `subprocess` reports it).
+The server ends when its stdin closes.
 """
 
 from __future__ import annotations
@@ -26,21 +33,40 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pathlib
 import runpy
+import select
+import signal
+import subprocess
 import sys
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-# Imported once, in this order. keras_tuner must come first (see the entrypoint's docstring).
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Imported once by the server, in this order, after keras_tuner (see `preload`).
 PRELOAD = (
   "tensorflow",
   "apache_beam",
   "tensorflow_data_validation",
   "tensorflow_model_analysis",
   "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
+  "tfx.orchestration.local.local_dag_runner",
 )
+# Variables read while PRELOAD is imported: a command with other values gets a fresh process.
+IMPORT_TIME_VARIABLES = ("PYTHONPATH", "TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL")
+
+
+class WarmPythonError(RuntimeError):
+  """The server ended or answered out of turn."""
+
+
+# ------------------------------------------------------------------------ the server
 
 
 def preload() -> None:
-  """Imports the libraries of PRELOAD, with keras_tuner on tf_keras as the entrypoint sets it."""
+  """Imports PRELOAD, keras_tuner first on tf_keras, as the project's entry points set it."""
   from components import tf_compat
 
   tf_compat.keras_tuner_on_tf_keras()
@@ -48,24 +74,30 @@ def preload() -> None:
     importlib.import_module(name)
 
 
-def _child(request: dict) -> int:
-  """Becomes the command's process: its stdio, environment, folder and argv; runs the module."""
-  log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def _child(request: Mapping[str, Any]) -> int:
+  """Becomes the command's process (stdio, environment, folder, argv) and runs its code."""
   devnull = os.open(os.devnull, os.O_RDONLY)
   os.dup2(devnull, 0)
-  os.dup2(log, 1)
-  os.dup2(log, 2)
-  os.close(log)
   os.close(devnull)
+  for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(out, fd)
+    os.close(out)
   os.environ.clear()
   os.environ.update(request["env"])
   os.chdir(request["cwd"])
-  sys.argv = [request["module"], *request["args"]]
-  runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+  if "script" in request:
+    script = os.path.abspath(request["script"])
+    sys.argv = [request["script"], *request["args"]]
+    sys.path[0] = os.path.dirname(script)
+    runpy.run_path(script, run_name="__main__")
+  else:
+    sys.argv = [request["module"], *request["args"]]
+    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
   return 0
 
 
-def _reply(message: dict) -> None:
+def _reply(message: Mapping[str, Any]) -> None:
   sys.stdout.write(json.dumps(message) + "\n")
   sys.stdout.flush()
 
@@ -84,6 +116,106 @@ def main() -> int:
     _, status = os.waitpid(pid, 0)
     _reply({"returncode": os.waitstatus_to_exitcode(status)})
   return 0
+
+
+# ------------------------------------------------------------------------ the client
+
+
+class WarmPython:
+  """Starts a server with `env` and runs commands in its children, one at a time.
+
+  Args:
+    env: the server's environment (also the default for commands).
+    log: where the server's own output goes (its import warnings).
+  """
+
+  def __init__(self, env: Mapping[str, str], log: str | os.PathLike):
+    self.env = dict(env)
+    pathlib.Path(log).parent.mkdir(parents=True, exist_ok=True)
+    self._log = open(log, "w", encoding="utf-8")  # noqa: SIM115 (held until close)
+    self._proc = subprocess.Popen(
+      [sys.executable, "-m", "tests.support.warm_python"],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      stderr=self._log,
+      env=self.env,
+      cwd=REPO_ROOT,
+    )
+    self._pending = b""
+    self._ready = False
+    self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
+
+  def can_run(self, env: Mapping[str, str]) -> bool:
+    """Whether a command with `env` sees what a fresh process would have imported."""
+    return all(env.get(k) == self.env.get(k) for k in IMPORT_TIME_VARIABLES)
+
+  def _read(self, timeout: float | None) -> dict[str, Any] | None:
+    """The next reply, or None when none came within `timeout` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while b"\n" not in self._pending:
+      left = None if deadline is None else max(0.0, deadline - time.monotonic())
+      ready, _, _ = select.select([self._proc.stdout], [], [], left)
+      if not ready:
+        return None
+      chunk = os.read(self._proc.stdout.fileno(), 65536)
+      if not chunk:
+        raise WarmPythonError(f"the warm Python server ended; see {self._log.name}")
+      self._pending += chunk
+    line, self._pending = self._pending.split(b"\n", 1)
+    return json.loads(line)
+
+  def run(
+    self,
+    target: Mapping[str, str],
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike,
+    stdout: str | os.PathLike,
+    stderr: str | os.PathLike,
+    timeout: float,
+  ) -> int | None:
+    """Runs `{"script": path}` or `{"module": name}` with `args` in a child of the server.
+
+    The command's output is appended to the files `stdout` and `stderr` (they may be the same).
+
+    Returns:
+      The exit status, or None when it ran past `timeout` seconds and was killed.
+    """
+    if not self._ready:
+      self._ready = bool(self._read(None))
+    request = {
+      **target,
+      "args": [str(a) for a in args],
+      "env": dict(env),
+      "cwd": str(cwd),
+      "stdout": str(stdout),
+      "stderr": str(stderr),
+    }
+    self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+    self._proc.stdin.flush()
+    pid = self._read(None)["pid"]
+    done = self._read(timeout)
+    if done is None:
+      os.kill(pid, signal.SIGKILL)
+      self._read(None)
+      return None
+    return done["returncode"]
+
+  def close(self) -> None:
+    """Ends the server (it also ends when this object is collected)."""
+    self._finalizer()
+
+
+def _stop(proc: subprocess.Popen, log) -> None:
+  if proc.poll() is None:
+    proc.stdin.close()
+    try:
+      proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+  log.close()
 
 
 if __name__ == "__main__":
