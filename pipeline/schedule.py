@@ -12,9 +12,7 @@ every night is refused at install time. Everything else is in pipeline/cli/sched
 pipeline/cli/scheduling/ (cron forms, the crontab block, the KFP client); see docs/nightly.md.
 """
 
-import sys
-
-from pipeline.cli import schedule
+from pipeline.cli import reporting, schedule
 
 if __name__ == "__main__":
-  sys.exit(schedule.main())
+  reporting.exit_process(schedule.main())
