@@ -526,7 +526,7 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
   with notify_servers.http_server() as hook:
     _five_nights(tmp_path, store, project_env(), hook)
   # NightEnd closed each night under the run's id the steps recorded their facts under.
-  records = nights.read_records(store.uri("serving"), "digits")
+  records = store.records()
   outcomes = ["pushed", "not_pushed", "pushed", "not_pushed", "stopped"]
   assert [r["outcome"] for r in records] == outcomes
   assert [r["version"] for r in records] == [1, None, 2, None, None]
