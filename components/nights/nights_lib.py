@@ -184,8 +184,10 @@ def end_night(
 
   Neither step can fail the night: a record that cannot be written is logged (the notices
   still go out and carry it), and a notice that cannot be delivered is retried, then logged.
-  A night with nobody to notify that leaves nothing in the model's folder (a first try that
-  pushed nothing) leaves the serving folder as it was: its record is returned, not written.
+  A first try that failed or stopped, with nobody to notify and nothing in the model's folder,
+  leaves the serving folder as it was: its record is returned, not written. A night that ran
+  through is always recorded, pushed or not, so that `schedule.py local history` shows the
+  nights whose model was not good enough to push.
 
   Args:
     serving_dir, model_name: the model's serving folder.
@@ -200,7 +202,9 @@ def end_night(
   Returns:
     (the record, one dict per notice: target, ok, attempts, error).
   """
-  if not notify and serving_nights.holds_only_open_nights(serving_dir, model_name):
+  if (
+    not notify and not succeeded and serving_nights.holds_only_open_nights(serving_dir, model_name)
+  ):
     record = build_record(
       serving_nights.open_facts(serving_dir, model_name, night),
       night=night,

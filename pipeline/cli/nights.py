@@ -20,8 +20,14 @@ from components.properties import EVAL_SPLIT, TRAIN_SPLIT
 from components.report import nights_page
 
 
-def model_name_in(serving_dir: str, given: str | None) -> str:
+def model_name_in(serving_dir: str, given: str | None, output_dir: str | None = None) -> str:
   """The model whose nights are meant: `given`, or the only model under a local folder.
+
+  Args:
+    serving_dir: the serving folder.
+    given: --model-name, if passed.
+    output_dir: --output-dir, if passed: its run_summary.json tells a missing serving folder
+      apart from runs that failed before anything could be recorded.
 
   Raises:
     UserInputError: naming --model-name when it cannot be told.
@@ -31,6 +37,12 @@ def model_name_in(serving_dir: str, given: str | None) -> str:
   if storage.is_remote(serving_dir):
     raise UserInputError(f"pass --model-name: which model under {serving_dir}?")
   if not os.path.isdir(serving_dir):
+    last = _last_run(output_dir)
+    if last:
+      raise UserInputError(
+        f"{serving_dir} does not exist: no night is recorded yet, because {last}; a first try "
+        "that fails is not recorded. Fix that and run again."
+      )
     raise UserInputError(
       f"{serving_dir} does not exist: no night has run with this serving folder yet (pass "
       "--serving-dir, or the --output-dir of your runs)."
@@ -42,6 +54,24 @@ def model_name_in(serving_dir: str, given: str | None) -> str:
       f"{serving_dir} holds {len(names)} models ({shown}); pass --model-name NAME."
     )
   return names[0]
+
+
+def _last_run(output_dir: str | None) -> str:
+  """What the last run in `output_dir` ended with, from its run_summary.json ('' if none)."""
+  if not output_dir:
+    return ""
+  path = os.path.join(output_dir, "run_summary.json")
+  try:
+    with open(path, encoding="utf-8") as f:
+      summary = json.load(f)
+  except (OSError, ValueError):
+    return ""
+  night = summary.get("night") if isinstance(summary, dict) else None
+  if not isinstance(night, dict) or not night.get("outcome"):
+    return ""
+  when = str(night.get("started") or "")[:19].replace("T", " ")
+  line = str(night.get("line") or "").rstrip(".")
+  return f"the last run in {output_dir} ({when}) ended {night['outcome']}: {line} (see {path})"
 
 
 def _metric(record: Mapping[str, Any]) -> tuple[str, str]:

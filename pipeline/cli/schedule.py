@@ -256,7 +256,7 @@ def _nights(args: argparse.Namespace) -> int:
     from components import tf_compat
 
     tf_compat.register_filesystems([serving])
-  model = nights.model_name_in(serving, args.model_name)
+  model = nights.model_name_in(serving, args.model_name, args.output_dir)
   if args.action == "history":
     if args.last is not None and args.last < 1:
       raise cron.ScheduleError(f"--last must be at least 1, got {args.last}.")

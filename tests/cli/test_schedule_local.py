@@ -1,6 +1,7 @@
 """The local crontab target: install/list/remove on a crontab file, and the entry really runs."""
 
 import fcntl
+import json
 import os
 import pathlib
 import shutil
@@ -211,3 +212,19 @@ def test_install_errors(tmp_path, capsys, args, message):
     return
   assert status == 1 and message in err and len(err.strip().splitlines()) == 1
   assert crontab.read_text() == USER_LINES
+
+
+def test_history_before_any_recorded_night_says_how_the_last_run_ended(tmp_path, capsys):
+  out = tmp_path / "out"
+  assert _main("local", "history", "--output-dir", str(out)) == 1
+  err = capsys.readouterr().err.strip()
+  assert "no night has run with this serving folder yet" in err and "\n" not in err
+  out.mkdir()
+  night = {"outcome": "failed", "started": "2026-11-28T02:00:05Z", "line": "bad csv: row 3."}
+  (out / "run_summary.json").write_text(json.dumps({"status": "failed", "night": night}))
+  assert _main("local", "history", "--output-dir", str(out)) == 1
+  err = capsys.readouterr().err.strip()
+  assert "\n" not in err and "Traceback" not in err
+  assert f"the last run in {out} (2026-11-28 02:00:05) ended failed: bad csv: row 3 (see " in err
+  assert "a first try that fails is not recorded" in err
+  assert not (out / "serving").exists()

@@ -139,6 +139,22 @@ def test_a_first_night_keeps_its_facts_and_leaves_the_serving_folder_as_it_was(
   assert not fresh.exists() and kept.is_dir() and not any(kept.iterdir())
 
 
+def test_a_first_night_that_ran_through_is_recorded_though_it_pushed_nothing(tmp_path, monkeypatch):
+  # A model not good enough to push is a night's answer, not a failed try: `history` shows it.
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "first")
+  serving = tmp_path / "serving"
+  first_night = {**_gate_facts(True), "report": {"passed": True, "compared": False}}
+  assert nights_lib.record_step(str(serving), "m", nights_lib.GATE_STEP, first_night)
+  declined = {"pushed": False, "blessed": False, "reason": "model not blessed by Evaluator: x"}
+  assert nights_lib.record_step(str(serving), "m", nights_lib.PUSHER_STEP, declined)
+  record, _ = nights_lib.end_night(str(serving), "m", "first", succeeded=True)
+  assert record["outcome"] == nights_lib.NOT_PUSHED
+  assert nights.read_records(str(serving), "m") == [record]
+  assert record["blessed"] is False and record["spans"] == [2]
+  assert sorted(p.name for p in (serving / "m").iterdir()) == ["nights.jsonl"]
+  assert nights_cli.model_name_in(str(serving), None) == "m"
+
+
 def test_history_rows_read_like_the_nights():
   gate = {
     "passed": True,
