@@ -295,7 +295,9 @@ def _finished(
   result.bad_rows = len(quarantined)
   result.unlabeled_rows = sum(is_missing_label(r["reason"]) for r in quarantined)
   tokens = collections.Counter(missing_label_token(r["reason"]) for r in quarantined)
-  result.unlabeled_tokens = {t: n for t, n in sorted(tokens.items()) if t is not None}
+  # Other bad rows (an empty label, a ragged row) have no token: None, which sorts with no str.
+  tokens.pop(None, None)
+  result.unlabeled_tokens = dict(sorted(tokens.items()))
   result.rows_per_split = shards.rows
   result.label_stats = {s: c.to_json() for s, c in shards.labels.items() if c.rows}
   result.shards = shards.commit()

@@ -379,3 +379,49 @@ def grouped_split(
     largest_rows=int(counts[largest]) if largest >= 0 else 0,
     largest_value=named.get(int(hashes[largest])) if largest >= 0 else None,
   )
+
+
+def position_split(
+  paths: Sequence[str],
+  column: str,
+  plan: csv_split.SplitPlan,
+  delimiter: str = ",",
+  block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
+  keep_text_tokens: bool = False,
+) -> tuple[int, ...]:
+  """Counts the rows with a value in `column` (the label) that each split of `plan` gets when
+  the ExampleGen splits rows by their place in their file, its default.
+
+  Each row's place is its file's key under `plan.input_base` and its record number (the header
+  is record 1), hashed as `csv_split.position_hashes` does, so the counts are the ones a run
+  writes. Rows whose label is empty or a missing token are left out, as the ExampleGen leaves
+  them out (a text label's tokens are values with `keep_text_tokens`). Rows the ExampleGen
+  quarantines (the wrong number of fields, cells that are not UTF-8) shift the record numbers
+  of the rows after them in their file, so with such rows the counts are close, not exact;
+  by default such a row fails the run anyway.
+
+  Returns:
+    Rows per split, in the plan's order of split names.
+  """
+  present = np.zeros(len(plan.names), dtype=np.int64)
+  tokens = np.zeros(len(plan.names), dtype=np.int64)
+  kind = UNKNOWN
+  for path in paths:
+    key = csv_split.file_key(path, plan.input_base)
+    record = 2
+    for values in column_batches([path], column, delimiter, block_size):
+      numbers = np.arange(record, record + len(values), dtype=np.uint64)
+      record += len(values)
+      if not len(values):
+        continue
+      splits = csv_split.assign_splits(csv_split.position_hashes(key, numbers), plan)
+      text = values.cast(pa.string())
+      kind = column_kind(text, kind)
+      valid = np.asarray(values.is_valid(), dtype=bool)
+      token = missing_tokens(text) & valid
+      present += np.bincount(splits[valid], minlength=len(plan.names))
+      tokens += np.bincount(splits[token], minlength=len(plan.names))
+  if kind == UNKNOWN:
+    return tuple(0 for _ in plan.names)
+  kept = present if kind == STRING and keep_text_tokens else present - tokens
+  return tuple(int(n) for n in kept)

@@ -193,6 +193,39 @@ class TestExecutor:
     value, rows = groups.most_common(1)[0]
     assert (split.largest_value, split.largest_rows) == (value, rows)
 
+  @pytest.mark.parametrize(
+    ("label", "keep_tokens"),
+    [("number", False), ("text", False), ("text", True)],
+  )
+  def test_position_split_counts_what_the_executor_writes(self, tmp_path, label, keep_tokens):
+    # The preflight's count of the eval split, for the default split by a row's place: two
+    # files in sub-folders (a file's path under the input base is part of its key), labels
+    # left empty or written as a missing token, a quoted cell that spans lines, and small
+    # blocks so that files span batches.
+    rng = np.random.default_rng(7)
+    for name, n in (("one/a.csv", 450), ("two/b.csv", 230)):
+      rows = []
+      for i in range(n):
+        cell = str(i % 3) if label == "number" else ("yes", "no", "maybe")[i % 3]
+        draw = rng.random()
+        cell = "" if draw < 0.1 else ("NA" if draw < 0.2 else cell)
+        note = "two\nlines" if i % 37 == 0 else f"n{i}"
+        rows.append([float(np.round(rng.normal(), 3)), note, cell])
+      _write_csv(tmp_path / "in" / name, ["x", "note", "label"], rows)
+    extra = {BLOCK_SIZE_KEY: 2048, LABEL_KEY_KEY: "label", KEEP_LABEL_TOKENS_KEY: int(keep_tokens)}
+    props = exec_properties(tmp_path / "in", pattern="*/*.csv", buckets=(4, 1), **extra)
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    written = tuple(len(read_examples(ex.uri, split)) for split in ("train", "eval"))
+
+    base = str(tmp_path / "in")
+    files = [f"{base}/one/a.csv", f"{base}/two/b.csv"]
+    plan = csv_split.SplitPlan(("train", "eval"), (4, 1), input_base=base)
+    counted = csv_profile.position_split(
+      files, "label", plan, block_size=2048, keep_text_tokens=keep_tokens
+    )
+    assert counted == written
+    assert 0 < written[1] < sum(written) < 680
+
   def test_records_the_label_counts_of_each_split(self, tmp_path):
     _write_csv(tmp_path / "in" / "a.csv", HEADER, _good_rows(300))
     ex = run_executor(
@@ -504,16 +537,17 @@ class TestBadInput:
     ]
 
   def test_a_text_labels_missing_tokens_are_counted_by_token_or_kept_as_classes(self, tmp_path):
-    # R writes MASS's survey with Exer 'None' (no exercise); NA is a missing answer.
+    # R writes MASS's survey with Exer 'None' (no exercise); NA is a missing answer. One cell
+    # left empty beside the tokens: its bad row has no token (the ExampleGen once failed here).
     d = tmp_path / "in"
     d.mkdir()
-    exer = ["Some", "Freq", "None", "Some", "NA", "Freq", "None", "Some", "Freq"] * 4
+    exer = ["Some", "Freq", "None", "Some", "NA", "Freq", "None", "Some", "Freq"] * 4 + [""]
     (d / "survey.csv").write_text(
       "pulse,exer\n" + "".join(f"{70 + i},{e}\n" for i, e in enumerate(exer))
     )
     ex = run_executor(fast_executor.Executor, exec_properties(d, label_key="exer"), tmp_path / "o")
     assert len(read_examples(ex.uri)) == 24
-    assert ex.get_int_custom_property("num_unlabeled_rows") == 12
+    assert ex.get_int_custom_property("num_unlabeled_rows") == 13
     tokens = json.loads(ex.get_string_custom_property(properties.EXAMPLES_UNLABELED_TOKENS))
     assert tokens == {"NA": 4, "None": 8}
 
@@ -524,7 +558,7 @@ class TestBadInput:
     )
     labels = collections.Counter(r["exer"][0] for r in read_examples(kept.uri))
     assert labels == {b"Some": 12, b"Freq": 12, b"None": 8, b"NA": 4}
-    assert kept.get_int_custom_property("num_unlabeled_rows") == 0
+    assert kept.get_int_custom_property("num_unlabeled_rows") == 1
     assert properties.EXAMPLES_UNLABELED_TOKENS not in kept.mlmd_artifact.custom_properties
     stats = json.loads(kept.get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
     assert {v for split in stats.values() for v in split["counts"]} >= {"None", "NA"}
