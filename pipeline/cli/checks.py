@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import os
 import pathlib
 import re
@@ -545,24 +546,48 @@ def check_grouped_eval_size(
 
 
 def check_eval_size(
-  rows: int, eval_share: float, min_eval_examples: int, unlabeled: int = 0
+  rows: int, eval_rows: int, eval_share: float, min_eval_examples: int, unlabeled: int = 0
 ) -> None:
   """Refuses data too small for an evaluation of at least `min_eval_examples` rows.
 
   Args:
     rows: data rows with a label.
-    eval_share: the share of rows the eval split gets.
+    eval_rows: those the eval split gets (`csv_profile.position_split`: the split is known
+      before the run).
+    eval_share: the share of rows the eval split gets, for the rows to add (about the
+      missing eval rows over the share).
     min_eval_examples: the fewest eval rows accepted.
     unlabeled: data rows left out for an empty label, named in the message.
   """
-  expected = int(rows * eval_share)
-  if expected < min_eval_examples:
-    counted, more = f"{rows} rows", "rows"
-    if unlabeled:
-      counted = f"{rows} rows with a label ({unlabeled:,} more have none)"
-      more = "rows with a label"
-    raise CheckError(
-      f"the data has {counted}, so the eval split gets about {expected}, fewer than "
-      f"--min-eval-examples {min_eval_examples}; add {more} (at least "
-      f"{int(min_eval_examples / eval_share) + 1}) or lower --min-eval-examples."
-    )
+  if eval_rows >= min_eval_examples:
+    return
+  counted, more = f"{rows} rows", "rows"
+  if unlabeled:
+    counted = f"{rows} rows with a label ({unlabeled:,} more have none)"
+    more = "rows with a label"
+  raise CheckError(
+    f"the data has {counted}, and the eval split gets {eval_rows} of them, fewer than "
+    f"--min-eval-examples {min_eval_examples}; add {more} (about "
+    f"{math.ceil((min_eval_examples - eval_rows) / eval_share)} more) or lower "
+    "--min-eval-examples."
+  )
+
+
+def eval_rows(
+  files: Sequence[str],
+  data_root: str,
+  label_key: str,
+  delimiter: str,
+  hash_buckets: tuple[int, int],
+  keep_text_tokens: bool,
+) -> int:
+  """The rows with a label that the eval split of a run will get, split by their place in their
+  files as the ExampleGen splits them (its input base is the data root)."""
+  from components.example_gen import csv_profile, csv_split
+
+  names = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
+  plan = csv_split.SplitPlan(names, hash_buckets, input_base=data_root)
+  split = csv_profile.position_split(
+    files, label_key, plan, delimiter, keep_text_tokens=keep_text_tokens
+  )
+  return split[1]

@@ -305,15 +305,18 @@ def _decide_from_data(
       args.max_mse,
       model_label_key=args.eval_label_key,
     )
-    checks.check_eval_size(decision.rows, eval_share, args.min_eval_examples, decision.unlabeled)
+    buckets = (_DEFAULTS.train_hash_buckets, _DEFAULTS.eval_hash_buckets)
     if args.split_column:
       checks.check_grouped_eval_size(
-        files,
-        args.split_column,
-        args.delimiter,
-        (_DEFAULTS.train_hash_buckets, _DEFAULTS.eval_hash_buckets),
-        decision.rows,
-        args.min_eval_examples,
+        files, args.split_column, args.delimiter, buckets, decision.rows, args.min_eval_examples
+      )
+    else:
+      keep_tokens = tasks.keeps_label_tokens(args.task)
+      evals = checks.eval_rows(
+        files, data_root, args.label_key, args.delimiter, buckets, keep_tokens
+      )
+      checks.check_eval_size(
+        decision.rows, evals, eval_share, args.min_eval_examples, decision.unlabeled
       )
     return decision
   if args.task == tasks.AUTO:

@@ -83,7 +83,7 @@ def data(tmp_path):
     ),
     (("--data-root", "{tmp}/semi"), "the header looks ';'-delimited, so pass --delimiter ';'"),
     (("--label-key", "nope"), "(65 columns) as --label-key"),
-    (("--data-root", "{tmp}/tiny"), "the data has 5 rows, so the eval split gets about 1"),
+    (("--data-root", "{tmp}/tiny"), "the data has 5 rows, and the eval split gets 1 of them"),
     (
       ("--task", "multiclass", "--max-classes", "3"),
       "over the 3-class cap; pass --task regression",

@@ -485,8 +485,8 @@ def test_too_small_for_an_evaluation_fails_in_one_line_and_writes_nothing(tmp_pa
   assert "Traceback" not in proc.stderr
   errors = [line for line in proc.stderr.splitlines() if line.strip()]
   assert errors == [
-    "error: the data has 60 rows, so the eval split gets about 12, fewer than "
-    "--min-eval-examples 50; add rows (at least 251) or lower --min-eval-examples."
+    "error: the data has 60 rows, and the eval split gets 15 of them, fewer than "
+    "--min-eval-examples 50; add rows (about 175 more) or lower --min-eval-examples."
   ]
   assert not (out / "pipeline_root").exists()
   assert not (out / "serving").exists()

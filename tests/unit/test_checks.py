@@ -186,21 +186,43 @@ def test_check_grouped_eval_size_foresees_the_split_of_whole_groups(tmp_path):
 
 
 def test_check_eval_size_message():
-  checks.check_eval_size(rows=300, eval_share=0.2, min_eval_examples=50)
+  checks.check_eval_size(rows=300, eval_rows=50, eval_share=0.2, min_eval_examples=50)
   with pytest.raises(checks.CheckError) as raised:
-    checks.check_eval_size(rows=150, eval_share=0.2, min_eval_examples=50)
+    checks.check_eval_size(rows=189, eval_rows=25, eval_share=0.2, min_eval_examples=30)
   assert str(raised.value) == (
-    "the data has 150 rows, so the eval split gets about 30, fewer than --min-eval-examples 50; "
-    "add rows (at least 251) or lower --min-eval-examples."
+    "the data has 189 rows, and the eval split gets 25 of them, fewer than "
+    "--min-eval-examples 30; add rows (about 25 more) or lower --min-eval-examples."
   )
   # dslabs' polls_us_election_2016: 4,208 polls, 30 of them with an adjpoll_mcmullin.
   with pytest.raises(checks.CheckError) as raised:
-    checks.check_eval_size(rows=30, eval_share=0.2, min_eval_examples=20, unlabeled=4178)
+    checks.check_eval_size(
+      rows=30, eval_rows=6, eval_share=0.2, min_eval_examples=20, unlabeled=4178
+    )
   assert str(raised.value) == (
-    "the data has 30 rows with a label (4,178 more have none), so the eval split gets about 6, "
-    "fewer than --min-eval-examples 20; add rows with a label (at least 101) or lower "
+    "the data has 30 rows with a label (4,178 more have none), and the eval split gets 6 of "
+    "them, fewer than --min-eval-examples 20; add rows with a label (about 70 more) or lower "
     "--min-eval-examples."
   )
+
+
+def test_eval_rows_are_counted_by_the_split_the_run_makes(tmp_path):
+  # The eval split's share of 189 rows is 37.8, but the split by a row's place gives what it
+  # gives: the count must be the ExampleGen's (tests/component/test_example_gen.py checks
+  # position_split against the executor), and it moves with the file's path under the root.
+  folder = tmp_path / "birthwt"
+  folder.mkdir()
+  (folder / "data.csv").write_text(
+    "age,low\n" + "".join(f"{20 + i % 20},{'' if i % 50 == 0 else i % 2}\n" for i in range(189))
+  )
+  from components.example_gen import csv_profile, csv_split
+
+  files = [str(folder / "data.csv")]
+  counted = checks.eval_rows(files, str(folder), "low", ",", (4, 1), keep_text_tokens=False)
+  plan = csv_split.SplitPlan(("train", "eval"), (4, 1), input_base=str(folder))
+  split = csv_profile.position_split(files, "low", plan)
+  assert counted == split[1] and sum(split) == 189 - 4
+  elsewhere = checks.eval_rows(files, str(tmp_path), "low", ",", (4, 1), keep_text_tokens=False)
+  assert elsewhere != counted  # the key is 'birthwt/data.csv' there, not 'data.csv'
 
 
 @pytest.mark.parametrize(
@@ -442,7 +464,7 @@ def test_no_optimizer_variants_means_no_tensorrt_unless_asked(tmp_path, flags, v
 def test_a_tab_delimiter_may_be_typed_as_the_hint_prints_it(tmp_path, spelling):
   data = tmp_path / "data"
   data.mkdir()
-  rows = "".join(f"{i}\t{i % 3}\t{'a' if i % 2 else 'b'}\n" for i in range(300))
+  rows = "".join(f"{i}\t{i % 3}\t{'a' if i % 2 else 'b'}\n" for i in range(400))
   (data / "d.tsv").write_text("x\tlabel\tkind\n" + rows)
   args = _args(tmp_path, "--data-root", data, "--input-pattern", "*.tsv", "--delimiter", spelling)
   config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
