@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from tfx import types
 from tfx.components.example_gen import utils
 from tfx.components.example_gen.component import FileBasedExampleGen
@@ -44,6 +47,7 @@ class CsvExampleGen(FileBasedExampleGen):
     block_size: int = 1 << 20,
     rolling_spans: int = 1,
     keep_label_tokens: bool = False,
+    lenient_columns: Sequence[str] = (),
   ):
     """Wires the component.
 
@@ -64,6 +68,9 @@ class CsvExampleGen(FileBasedExampleGen):
       keep_label_tokens: Learn a text label's missing tokens (NA, None, ?) as classes of
         their own; by default a row whose label is one is left out and counted, as a row
         with an empty label is.
+      lenient_columns: Columns whose bad cells (not UTF-8, not a number of the column's type,
+        NaN or infinity) are written empty instead of failing their row: columns the model
+        leaves out, whose values must not cost the rows the model does read.
 
     Raises:
       CsvInputError: for option values that cannot work.
@@ -105,6 +112,7 @@ class CsvExampleGen(FileBasedExampleGen):
       block_size=int(block_size),
       rolling_spans=int(rolling_spans),
       keep_label_tokens=int(keep_label_tokens),
+      lenient_columns=json.dumps(list(lenient_columns)) if lenient_columns else None,
       unresolved_input_config=proto_utils.proto_to_json(input_config),
       examples=types.Channel(type=standard_artifacts.Examples),
     )

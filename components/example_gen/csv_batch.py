@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +31,9 @@ class ConvertOptions:
     columnar_copy: Whether each shard also gets its columnar copy (components/columnar.py).
     keep_label_tokens: Whether a text label's missing tokens (NA, None, ?) are classes of
       their own (`--task multiclass`) instead of missing labels.
+    lenient_columns: Columns whose bad cells (bytes that are not UTF-8, a cell that is not a
+      number of the column's type, NaN or infinity) are written empty instead of failing
+      their row: the columns the model leaves out (`--exclude-columns`).
   """
 
   column_types: dict[str, str]
@@ -39,6 +44,7 @@ class ConvertOptions:
   compression_level: int = 1
   columnar_copy: bool = False
   keep_label_tokens: bool = False
+  lenient_columns: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass
@@ -91,6 +97,16 @@ def missing_label_token(reason: str) -> str | None:
   return token if token in MISSING_TOKENS else None
 
 
+_COLUMN_REASON = re.compile(r"column ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ")
+
+
+def bad_column(reason: str) -> str | None:
+  """The column a quarantined row's reason blames (a cell that is not a number, not UTF-8,
+  NaN or infinity), or None (a row with the wrong number of fields, a missing label)."""
+  m = _COLUMN_REASON.match(reason)
+  return ast.literal_eval(m.group(1)) if m else None
+
+
 def label_tokens_note(tokens: dict[str, int]) -> str:
   """What the summary and the report say of the rows left out for a text label written as a
   missing token, e.g. "label NA in 11 rows; --task multiclass learns it as a class"."""
@@ -128,7 +144,8 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
     for name, column in columns.items():
       undecodable = csv_read.undecodable(column)
       if undecodable.any():
-        reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
+        if name not in options.lenient_columns:
+          reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
         columns[name] = pc.if_else(pa.array(undecodable), pa.scalar(None, pa.binary()), column)
   if options.label_key in columns:
     label = options.label_key
@@ -152,7 +169,8 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
     else:
       text = column.cast(pa.string())
       values, failed = parse_numeric(text, kind)
-      if failed.any():
+      lenient = name in options.lenient_columns
+      if failed.any() and not lenient:
         cells = text.to_pylist()
         noun = "an integer" if kind == INT else "a number"
         for i in np.flatnonzero(failed & ~bad):
@@ -163,14 +181,17 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
         values = values.cast(pa.float32())
         if not options.allow_non_finite and values.null_count < len(values):
           finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
-          reject(~finite, f"column {name!r}: NaN or infinity")
+          if lenient:
+            values = pc.if_else(pa.array(finite), values, pa.scalar(None, pa.float32()))
+          else:
+            reject(~finite, f"column {name!r}: NaN or infinity")
       if name == options.label_key:
         # A numeric label written as a missing token (NA, ?) parses to no value: a missing label.
         unparsed = np.asarray(values.is_null(), dtype=bool) & ~failed
         reject(unparsed & np.asarray(text.is_valid(), dtype=bool), f"{MISSING_LABEL} {name!r}")
       typed[name] = values
   for name, column in columns.items():
-    if typed[name] is None:
+    if typed[name] is None and name not in options.lenient_columns:
       # Empty (or a missing token) in every row when the types were inferred; a value here
       # means a row that is rejected anyway, or an input that changed since.
       present = np.asarray(column.is_valid(), dtype=bool)

@@ -251,6 +251,7 @@ def plan_job(
   block_size: int = csv_read.DEFAULT_BLOCK_BYTES,
   allow_non_finite: bool = False,
   keep_label_tokens: bool = False,
+  lenient_columns: Sequence[str] = (),
 ) -> Job:
   """Plans one execution: lists the files, checks the header, types the columns, cuts units.
 
@@ -270,6 +271,7 @@ def plan_job(
     block_size: Bytes per Arrow read block to start with.
     allow_non_finite: Whether NaN and +-inf are accepted in float columns.
     keep_label_tokens: Whether a text label's missing tokens are classes, not missing labels.
+    lenient_columns: Columns whose bad cells are written empty instead of failing their row.
 
   Raises:
     CsvInputError: for input a user can fix, in one sentence naming the fix.
@@ -293,6 +295,7 @@ def plan_job(
     delimiter=delimiter,
     block_size=block_size,
     keep_label_tokens=keep_label_tokens,
+    lenient_columns=frozenset(lenient_columns),
   )
   split_plan = csv_split.SplitPlan(
     names=tuple(split_names),
@@ -366,11 +369,26 @@ def _merged_label_stats(
   return label_stats
 
 
+def _leave_out_hint(blamed: set[str | None], label_key: str | None) -> str:
+  """Where every bad row is bad in one column, not the label: how to keep the rows without
+  that column."""
+  if len(blamed) != 1:
+    return ""
+  (column,) = blamed
+  if column is None or column == label_key:
+    return ""
+  return (
+    f", or, if the model need not read {column!r}, pass --exclude-columns {column} (the rows "
+    "are then kept, with that cell empty)"
+  )
+
+
 def merge_results(
   results: Sequence[csv_convert.UnitResult],
   split_names: Sequence[str],
   max_bad_row_fraction: float,
   examples_uri: str,
+  label_key: str | None = None,
 ) -> Outcome:
   """Adds up the units' results, merges their bad rows, and checks the outcome.
 
@@ -384,6 +402,7 @@ def merge_results(
     split_names: Output split names.
     max_bad_row_fraction: Largest share of bad rows tolerated.
     examples_uri: The Examples artifact's folder.
+    label_key: The label column, which the message never offers to leave out.
 
   Returns:
     Counts and the quarantine file.
@@ -407,6 +426,7 @@ def merge_results(
   failing = rows == 0 or (bad - unlabeled) / rows > max_bad_row_fraction
   quarantine_uri = ""
   first_bad = ""
+  blamed: set[str | None] = set()
   parts = sorted(r.quarantine_file for r in results if r.quarantine_file)
   if parts:
     quarantine_uri = (
@@ -420,6 +440,7 @@ def merge_results(
     if malformed:
       first = malformed[0]
       first_bad = f" (the first, line {first['line']} of {first['file']}: {first['reason']})"
+      blamed = {csv_batch.bad_column(r["reason"]) for r in malformed}
     csv_convert.write_quarantine(quarantine_uri, merged)
     for p in parts:
       io_lib.remove(p)
@@ -433,7 +454,7 @@ def merge_results(
     raise csv_errors.CsvInputError(
       f"{bad - unlabeled} of {rows} rows ({(bad - unlabeled) / rows:.2%}) are bad{first_bad}"
       f"{besides}, more than the allowed {max_bad_row_fraction:.2%}; see {quarantine_uri} and "
-      "fix those rows or raise --max-bad-row-fraction."
+      f"fix those rows or raise --max-bad-row-fraction{_leave_out_hint(blamed, label_key)}."
     )
   if rows == bad and unlabeled:
     raise csv_errors.CsvInputError(

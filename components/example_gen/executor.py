@@ -25,6 +25,7 @@ from components.example_gen.spec import (
   DELIMITER_KEY,
   KEEP_LABEL_TOKENS_KEY,
   LABEL_KEY_KEY,
+  LENIENT_COLUMNS_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
   ROLLING_SPANS_KEY,
   SCHEMA_PATH_KEY,
@@ -68,6 +69,7 @@ def _plan_job(exec_properties: dict[str, Any], unresolved_config: str) -> exampl
     block_size=int(exec_properties.get(BLOCK_SIZE_KEY) or csv_read.DEFAULT_BLOCK_BYTES),
     allow_non_finite=bool(exec_properties.get(ALLOW_NON_FINITE_KEY)),
     keep_label_tokens=bool(exec_properties.get(KEEP_LABEL_TOKENS_KEY)),
+    lenient_columns=json.loads(exec_properties.get(LENIENT_COLUMNS_KEY) or "[]"),
   )
 
 
@@ -124,6 +126,7 @@ class Executor(BaseExampleGenExecutor):
       split_names,
       float(exec_properties.get(MAX_BAD_ROW_FRACTION_KEY) or 0.0),
       examples.uri,
+      label_key=job.options.label_key,
     )
     if outcome.bad_rows:
       _LOG.warning(

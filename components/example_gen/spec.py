@@ -11,6 +11,8 @@ DELIMITER_KEY = "delimiter"
 BLOCK_SIZE_KEY = "block_size"
 ROLLING_SPANS_KEY = "rolling_spans"
 KEEP_LABEL_TOKENS_KEY = "keep_label_tokens"
+# JSON list of the columns whose bad cells are written empty (the model leaves them out).
+LENIENT_COLUMNS_KEY = "lenient_columns"
 UNRESOLVED_INPUT_CONFIG_KEY = "unresolved_input_config"
 
 
@@ -27,5 +29,6 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     BLOCK_SIZE_KEY: ExecutionParameter(type=int, optional=True),
     ROLLING_SPANS_KEY: ExecutionParameter(type=int, optional=True),
     KEEP_LABEL_TOKENS_KEY: ExecutionParameter(type=int, optional=True),
+    LENIENT_COLUMNS_KEY: ExecutionParameter(type=str, optional=True),
     UNRESOLVED_INPUT_CONFIG_KEY: ExecutionParameter(type=str, optional=True),
   }

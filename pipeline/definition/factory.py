@@ -215,6 +215,7 @@ def _example_gen(config: PipelineConfig) -> CsvExampleGen:
     delimiter=config.delimiter,
     rolling_spans=config.rolling_spans,
     keep_label_tokens=config.keep_label_tokens,
+    lenient_columns=config.exclude_columns,
   ).with_id(nodes.CSV_EXAMPLE_GEN)
 
 

@@ -32,6 +32,7 @@ from components.example_gen.spec import (
   DELIMITER_KEY,
   KEEP_LABEL_TOKENS_KEY,
   LABEL_KEY_KEY,
+  LENIENT_COLUMNS_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
   ROLLING_SPANS_KEY,
   SCHEMA_PATH_KEY,
@@ -584,6 +585,35 @@ class TestBadInput:
       run_executor(fast_executor.Executor, props, tmp_path / "o")
     assert str(err.value).startswith("none of the 5 rows has a label and well-formed cells (5 ")
     assert str(err.value).endswith("fill the label column or check --label-key.")
+
+  def test_a_column_left_out_keeps_the_rows_its_bad_cells_would_fail(self, tmp_path):
+    # A notes column exported as Latin-1, and R's Inf in a column the model does not read.
+    d = tmp_path / "in"
+    d.mkdir()
+    rows = b"".join(
+      b"%d,%s,%s,%d\n"
+      % (i, b"Inf" if i % 9 == 0 else b"%d.5" % i, b"caf\xe9" if i % 7 == 0 else b"ok", i % 2)
+      for i in range(60)
+    )
+    (d / "data.csv").write_bytes(b"x,end,note,label\n" + rows)
+    with pytest.raises(csv_errors.CsvInputError) as err:
+      run_executor(fast_executor.Executor, exec_properties(d, label_key="label"), tmp_path / "a")
+    assert "fix those rows or raise --max-bad-row-fraction." in str(err.value)  # two columns
+    only_end = {LABEL_KEY_KEY: "label", LENIENT_COLUMNS_KEY: json.dumps(["note"])}
+    with pytest.raises(csv_errors.CsvInputError) as err:
+      run_executor(fast_executor.Executor, exec_properties(d, **only_end), tmp_path / "b")
+    assert str(err.value).startswith("7 of 60 rows (11.67%) are bad (the first, line 2 of ")
+    assert str(err.value).endswith(
+      "fix those rows or raise --max-bad-row-fraction, or, if the model need not read 'end', "
+      "pass --exclude-columns end (the rows are then kept, with that cell empty)."
+    )
+    both = {LABEL_KEY_KEY: "label", LENIENT_COLUMNS_KEY: json.dumps(["end", "note"])}
+    ex = run_executor(fast_executor.Executor, exec_properties(d, **both), tmp_path / "c")
+    assert ex.get_int_custom_property("num_bad_rows") == 0
+    records = {r["x"][0]: r for r in read_examples(ex.uri)}
+    assert len(records) == 60
+    assert records[9]["end"] == () and records[10]["end"] == (pytest.approx(10.5),)
+    assert records[7]["note"] == () and records[8]["note"] == (b"ok",)
 
   def test_non_finite_allowed_when_asked(self, tmp_path):
     d = _bad_csv(tmp_path, b"1,nan,3\n")

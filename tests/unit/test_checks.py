@@ -440,6 +440,24 @@ def test_the_evaluator_reads_the_label_through_the_default_models_signature(
   assert factory.label_through_model(config) is through_model
 
 
+def test_the_example_gen_is_lenient_in_exactly_the_columns_left_out(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text(
+    "x,id,note,label\n" + "".join(f"{i},{i},n{i},{i % 2}\n" for i in range(300))
+  )
+  from pipeline.definition import factory, nodes  # TFX: imported by this test alone
+
+  for excluded, lenient in (([], None), (["id,note"], '["id", "note"]')):
+    flags = ["--data-root", data, *(["--exclude-columns", *excluded] if excluded else [])]
+    config = resolve.config_from_args(
+      _args(tmp_path, *flags), str(tmp_path / "root"), str(tmp_path / "serving")
+    )
+    pipeline = factory.create_pipeline(config)
+    [example_gen] = [c for c in pipeline.components if c.id == nodes.CSV_EXAMPLE_GEN]
+    assert example_gen.exec_properties.get("lenient_columns") == lenient
+
+
 @pytest.mark.parametrize(
   ("flags", "variants", "tensorrt"),
   [

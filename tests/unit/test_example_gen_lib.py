@@ -231,6 +231,42 @@ class TestConvertBatch:
     labels = [tf.train.Example.FromString(r).features.feature["exer"] for r in records]
     assert [list(f.bytes_list.value) for f in labels] == [[b"Some"], [b"None"], [b"Freq"]]
 
+  def test_bad_cells_of_a_lenient_column_are_written_empty_and_keep_their_rows(self):
+    # drc's germination writes end=Inf for seeds that never germinated; a column the model
+    # leaves out (--exclude-columns) must not cost the rows the model reads.
+    raw = _raw_batch(
+      end=["3.5", "Inf", "NaN", "2"],
+      code=["7", "7x", "8", ""],
+      blank=["", "", "late", ""],
+      label=["1", "0", "1", "0"],
+    )
+    types = {"end": "float", "code": "int", "blank": "unknown", "label": "int"}
+    strict = csv_batch.convert_batch(raw, csv_batch.ConvertOptions(types, label_key="label"))
+    assert strict.bad_index.tolist() == [1, 2]
+    lenient = csv_batch.ConvertOptions(
+      types, label_key="label", lenient_columns=frozenset({"end", "code", "blank"})
+    )
+    verdict = csv_batch.convert_batch(raw, lenient)
+    assert verdict.num_kept == 4 and verdict.bad_index.tolist() == []
+    examples = [tf.train.Example.FromString(r) for r in verdict.serialize().to_pylist()]
+    ends = [list(e.features.feature["end"].float_list.value) for e in examples]
+    assert ends == [[3.5], [], [], [2.0]]
+    codes = [list(e.features.feature["code"].int64_list.value) for e in examples]
+    assert codes == [[7], [], [8], []]
+    assert [list(e.features.feature["label"].int64_list.value) for e in examples] == [
+      [1],
+      [0],
+      [1],
+      [0],
+    ]
+
+  def test_a_bad_rows_reason_names_its_column(self):
+    assert csv_batch.bad_column("column 'end': NaN or infinity") == "end"
+    assert csv_batch.bad_column("column \"it's\": 'x' is not a number") == "it's"
+    assert csv_batch.bad_column("column 'a: b': bytes are not valid UTF-8") == "a: b"
+    assert csv_batch.bad_column("expected 3 fields, found 4") is None
+    assert csv_batch.bad_column("missing label 'label'") is None
+
   def test_the_note_on_label_tokens_names_each_token_and_the_flag(self):
     assert csv_batch.label_tokens_note({}) == ""
     assert csv_batch.label_tokens_note({"None": 24}) == (
