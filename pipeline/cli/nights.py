@@ -56,6 +56,11 @@ def model_name_in(serving_dir: str, given: str | None, output_dir: str | None = 
   return names[0]
 
 
+def _started(record: Mapping[str, Any]) -> str:
+  """When a night started, as the table shows it: '2026-11-26 01:00:00'."""
+  return str(record.get("started") or "")[:19].replace("T", " ")
+
+
 def _last_run(output_dir: str | None) -> str:
   """What the last run in `output_dir` ended with, from its run_summary.json ('' if none)."""
   if not output_dir:
@@ -69,7 +74,7 @@ def _last_run(output_dir: str | None) -> str:
   night = summary.get("night") if isinstance(summary, dict) else None
   if not isinstance(night, dict) or not night.get("outcome"):
     return ""
-  when = str(night.get("started") or "")[:19].replace("T", " ")
+  when = _started(night)
   line = str(night.get("line") or "").rstrip(".")
   return f"the last run in {output_dir} ({when}) ended {night['outcome']}: {line} (see {path})"
 
@@ -113,7 +118,7 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     counts = r.get("rows") or {}
     out.append(
       {
-        "night": str(r.get("started") or "")[:19].replace("T", " "),
+        "night": _started(r),
         "spans": ",".join(str(s) for s in spans) or "-",
         "rows": f"{counts.get(TRAIN_SPLIT, '-')}/{counts.get(EVAL_SPLIT, '-')}" if counts else "-",
         "gate": _gate(r),
