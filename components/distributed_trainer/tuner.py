@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfx import types
-from tfx import v1 as tfx
+from tfx.components.tuner import component as stock_tuner_component
 from tfx.components.tuner import executor as stock_tuner
 from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
@@ -63,7 +63,7 @@ def tuner_properties(
   return exec_properties
 
 
-class Tuner(tfx.components.Tuner):
+class Tuner(stock_tuner_component.Tuner):
   """`tfx.components.Tuner` with TunerExecutor; arguments and outputs are the stock ones."""
 
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(TunerExecutor)

@@ -68,7 +68,7 @@ def compile_pipeline(
     and `secret_env`, is also written to `kfp_package_path(output_file)` for upload.
   """
   from absl import logging as absl_logging
-  from tfx import v1 as tfx
+  from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kfp_v2
 
   from pipeline.definition.factory import NEVER_CACHED, create_pipeline
 
@@ -79,10 +79,8 @@ def compile_pipeline(
     beam_pipeline_args=beam_pipeline_args,
     report_step=True,
   )
-  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
-    config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
-      default_image=image, use_pipeline_spec_2_1=True
-    ),
+  runner = kfp_v2.KubeflowV2DagRunner(
+    config=kfp_v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True),
     output_dir=os.path.dirname(os.path.abspath(output_file)),
     output_filename=os.path.basename(output_file),
   )

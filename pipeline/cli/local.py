@@ -214,11 +214,12 @@ def _start(args, config, out: pathlib.Path) -> _Started:
 
   # Before anything imports TFX, which imports keras_tuner.
   tf_compat.keras_tuner_on_tf_keras()
+  tf_compat.install_user_modules_once()
   tf_compat.register_filesystems(
     [config.data_root, config.pipeline_root, config.serving_dir, config.module_file]
   )
   from ml_metadata import metadata_store
-  from tfx import v1 as tfx
+  from tfx.orchestration import metadata
 
   from components.live_model import live_model_lib
   from components.nights import nights_lib
@@ -227,9 +228,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   from pipeline.cli import summary as summary_lib
   from pipeline.definition.factory import create_pipeline
 
-  connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
-    str(out / "metadata.sqlite")
-  )
+  connection = metadata.sqlite_metadata_connection_config(str(out / "metadata.sqlite"))
   store = metadata_store.MetadataStore(connection)
   cleanup = recovery.fail_abandoned_executions(store, config.pipeline_name, config.pipeline_root)
   beam_args = list(args.beam_arg)
@@ -258,12 +257,12 @@ def _start(args, config, out: pathlib.Path) -> _Started:
 
 def _execute(run: _Started, config, out: pathlib.Path) -> tuple[BaseException | None, str | None]:
   """Runs the pipeline; returns the exception it raised and its one-line user error, if any."""
-  from tfx import v1 as tfx
+  from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
   from pipeline.definition.factory import local_ir
 
   try:
-    tfx.orchestration.LocalDagRunner().run_with_ir(local_ir(run.pipeline))
+    LocalDagRunner().run_with_ir(local_ir(run.pipeline))
   except Exception as e:
     run.table.mark_failed()
     failure: BaseException = e

@@ -6,8 +6,12 @@ from collections.abc import Sequence
 
 import tensorflow_model_analysis as tfma
 from ml_metadata.proto import metadata_store_pb2
-from tfx import v1 as tfx
-from tfx.proto import example_gen_pb2
+from tfx.components.example_validator.component import ExampleValidator
+from tfx.components.schema_gen.component import SchemaGen
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.components.transform.component import Transform
+from tfx.orchestration import pipeline as tfx_pipeline
+from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import standard_component_specs
 
 from components import defaults, model_contract, properties, tasks
@@ -120,7 +124,7 @@ def create_pipeline(
   beam_pipeline_args: Sequence[str] = (),
   live_key: str | None = None,
   report_step: bool = False,
-) -> tfx.dsl.Pipeline:
+) -> tfx_pipeline.Pipeline:
   """Builds ExampleGen -> validation -> [Transform] -> [Tuner] -> DistributedTrainer ->
   Evaluator (against LiveModel) -> Optimizer -> Pusher.
 
@@ -146,16 +150,16 @@ def create_pipeline(
   statistics_gen = StatisticsGen(examples=examples).with_id(nodes.STATISTICS_GEN)
   statistics = statistics_gen.outputs["statistics"]
   if config.schema_path:
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
+    schema_gen = ImportSchemaGen(schema_file=config.schema_path)
   else:
-    schema_gen = tfx.components.SchemaGen(statistics=statistics, infer_feature_shape=True)
+    schema_gen = SchemaGen(statistics=statistics, infer_feature_shape=True)
   schema = schema_gen.outputs["schema"]
-  example_validator = tfx.components.ExampleValidator(statistics=statistics, schema=schema).with_id(
+  example_validator = ExampleValidator(statistics=statistics, schema=schema).with_id(
     nodes.EXAMPLE_VALIDATOR
   )
   transform = None
   if config.transform:
-    transform = tfx.components.Transform(
+    transform = Transform(
       examples=examples,
       schema=schema,
       module_file=config.transform_module or config.module_file,
@@ -177,7 +181,7 @@ def create_pipeline(
   parts.append(gate)
   if report_step:
     release = (*release, _report(config, examples, statistics, live, gate, trainer, release))
-  return tfx.dsl.Pipeline(
+  return tfx_pipeline.Pipeline(
     pipeline_name=config.pipeline_name,
     pipeline_root=config.pipeline_root,
     components=[n for n in [*parts, trainer, *release] if n is not None],
@@ -259,8 +263,8 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
     custom_config[constants.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
   if config.split_column:
     custom_config[constants.SPLIT_COLUMN_CONFIG] = config.split_column
-  train_args = tfx.proto.TrainArgs(num_steps=config.train_steps or 0)
-  eval_args = tfx.proto.EvalArgs(num_steps=config.eval_steps)
+  train_args = trainer_pb2.TrainArgs(num_steps=config.train_steps or 0)
+  eval_args = trainer_pb2.EvalArgs(num_steps=config.eval_steps)
   module_kwargs = (
     {"module_file": config.module_file}
     if config.module_file
@@ -381,7 +385,7 @@ def _report(
   ).with_id(nodes.RUN_REPORT)
 
 
-def local_ir(pipeline: tfx.dsl.Pipeline):
+def local_ir(pipeline: tfx_pipeline.Pipeline):
   """Compiles a pipeline for LocalDagRunner.run_with_ir, with NEVER_CACHED nodes uncached.
 
   TFX's compiler applies the pipeline's cache setting to every node; this turns it off for the

@@ -252,3 +252,44 @@ def test_tfx_private_hooks_are_still_where_tf_compat_reads_them():
   assert tf_compat.executor_context(executor) is context
   assert callable(tfx_runner._make_pipeline_proto)
   assert callable(tf_compat.kfp_v2_executor_flags_parser())
+
+
+def test_user_module_wheels_are_pip_installed_at_every_use_unless_patched(tmp_path, monkeypatch):
+  import pathlib
+
+  from tfx.components.util import udf_utils
+  from tfx.utils import import_utils
+
+  module = tmp_path / "src" / "kit_install_once_module.py"
+  module.parent.mkdir()
+  module.write_text("def answer():\n  return 42\n")
+  wheel, module_path = udf_utils.package_user_module_file(
+    "Once", str(module), str(tmp_path / "root")
+  )
+  pip_runs = []
+  check_call = subprocess.check_call
+
+  def counted(command, **kwargs):
+    pip_runs.append(command)
+    return check_call(command, **kwargs)
+
+  monkeypatch.setattr(subprocess, "check_call", counted)
+  # Restored after the test, as is the cache of installed wheels.
+  monkeypatch.setattr(udf_utils, "install_to_temp_directory", udf_utils.install_to_temp_directory)
+  monkeypatch.setattr(tf_compat, "_INSTALLED_WHEELS", {})
+  if not getattr(udf_utils.install_to_temp_directory, "_tf_compat", False):
+    # Stock TFX: one pip process per context.
+    for _ in range(2):
+      with udf_utils.TempPipInstallContext([wheel]):
+        pass
+    assert len(pip_runs) == 2
+    pip_runs.clear()
+  assert tf_compat.install_user_modules_once()
+  folders = []
+  for _ in range(3):
+    with udf_utils.TempPipInstallContext([wheel]) as context:
+      folders.append(context.temp_directory)
+      assert (pathlib.Path(context.temp_directory) / "kit_install_once_module.py").is_file()
+  # A module path ("name@wheel"), as the components' exec properties hold it, goes the same way.
+  assert import_utils.import_func_from_module(module_path, "answer")() == 42
+  assert len(pip_runs) == 1 and len(set(folders)) == 3
