@@ -181,6 +181,7 @@ def test_a_warm_launcher_runs_module_steps_as_fresh_processes_do(tmp_path):
       # The same module run as __main__, with the same argv[0], folder and outputs.
       assert _written(warm[name])["process"] == _written(fresh[name])["process"]
       assert _written(warm[name])["process"]["name"] == "__main__"
+      assert warm[name].warm and not fresh[name].warm
       assert _written(warm[name])["parameterValues"] == _written(fresh[name])["parameterValues"]
       assert warm[name].log.read_text() == fresh[name].log.read_text()
       assert "toy step to stdout" in warm[name].log.read_text()
@@ -428,7 +429,7 @@ def _five_nights(tmp_path, store, env, hook) -> None:
   upload = tmp_path / "digits.kfp.yaml"
   package, platform = kfp_launcher.load_package(upload), kfp_launcher.load_platform_spec(upload)
   # Some 50 steps over five nights: each is a child of one warm process (see warm_python)
-  # rather than a fresh one, which would spend about 15 s importing TensorFlow and TFX.
+  # rather than a fresh one, which would spend about 13 s importing TensorFlow and TFX.
   launcher = kfp_launcher.LocalKfp(
     tmp_path / "kfp-root", env=env, artifact_root=store.artifact_root, warm=True
   )
@@ -570,8 +571,12 @@ def test_tuner_step_runs_under_our_entrypoint_on_the_kfp_launcher(tmp_path):
     env=project_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
-  launcher = kfp_launcher.LocalKfp(tmp_path / "kfp-root", env=project_env())
-  results = launcher.run(kfp_launcher.load_package(package_path), "tune", until="Tuner")
+  # The steps before it run in children of one warm process; the Tuner's own start-up is what
+  # is tested, so it runs as a fresh process, as in a pod.
+  with kfp_launcher.LocalKfp(
+    tmp_path / "kfp-root", env=project_env(), warm=True, fresh={"Tuner"}
+  ) as launcher:
+    results = launcher.run(kfp_launcher.load_package(package_path), "tune", until="Tuner")
   # The Tuner waits for the data gate, which compares with what is live.
   assert set(results) == {
     "CsvExampleGen_span",
@@ -583,6 +588,7 @@ def test_tuner_step_runs_under_our_entrypoint_on_the_kfp_launcher(tmp_path):
     "DataGate",
     "Tuner",
   }
+  assert not results["Tuner"].warm and results["SchemaGen"].warm
   best = results["Tuner"].artifacts["best_hyperparameters"]
   hparams = json.loads((pathlib.Path(best.uri) / "best_hyperparameters.txt").read_text())
   assert "hidden_units" in hparams["values"]

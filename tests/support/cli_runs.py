@@ -28,7 +28,7 @@ def run_script(script: str, *args: str, timeout: int = 600, env=None, cwd=None, 
   """Runs pipeline/<script> with the test interpreter and returns the CompletedProcess.
 
   With `warm`, the script runs in a child forked from a warm server of this test process, which
-  imported TensorFlow, Beam and TFX once (see warm_python; about 15 s less per run here): for
+  imported TensorFlow, Beam and TFX once (see warm_python; about 13 s less per run here): for
   tests of many runs that check neither a run's start-up nor signals sent to it.
   """
   command = [sys.executable, str(REPO_ROOT / "pipeline" / script), *map(str, args)]

@@ -59,7 +59,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from google.protobuf import json_format
@@ -130,6 +130,7 @@ class TaskResult:
     executor_input: the executor input (dict) the task got.
     log: the subprocess's combined output (None when cached).
     error: for a failed task, its exit code and the tail of its output.
+    warm: whether it ran as a child of the warm process rather than as a fresh one.
   """
 
   name: str
@@ -141,6 +142,7 @@ class TaskResult:
   executor_input: dict[str, Any]
   log: pathlib.Path | None
   error: str = ""
+  warm: bool = False
 
 
 def pipeline_spec(package: Mapping[str, Any]) -> dict[str, Any]:
@@ -361,6 +363,8 @@ class LocalKfp:
     warm: run `python -m` commands as children forked from one process that imported
       TensorFlow, Beam and TFX once (`warm_python`), instead of fresh processes; for tests
       that run many steps and do not check a step's start-up. `close` ends that process.
+    fresh: names of tasks that run as fresh processes even when `warm` is set: the steps
+      whose start-up a test checks.
   """
 
   def __init__(
@@ -370,6 +374,7 @@ class LocalKfp:
     timeout: int = 900,
     artifact_root: str | None = None,
     warm: bool = False,
+    fresh: Collection[str] = (),
   ):
     self.pipeline_root = pathlib.Path(pipeline_root)
     self.artifact_root = artifact_root.rstrip("/") if artifact_root else None
@@ -383,6 +388,7 @@ class LocalKfp:
     self._warm = (
       warm_python.WarmPython(self.env, self.pipeline_root / "warm_python.log") if warm else None
     )
+    self._fresh = frozenset(fresh)
 
   def close(self) -> None:
     """Ends the warm process, if any (it also ends when this object is collected)."""
@@ -556,8 +562,14 @@ class LocalKfp:
     start = time.monotonic()
     env = self._environment(run, component)
     module = command[2] if command[1:2] == ["-m"] and len(command) > 2 else None
-    warm = self._warm is not None and self._warm.can_run(env)
-    if warm and module and command[0] == sys.executable:
+    warm = bool(
+      self._warm is not None
+      and self._warm.can_run(env)
+      and name not in self._fresh
+      and module
+      and command[0] == sys.executable
+    )
+    if warm:
       log.write_text("", encoding="utf-8")
       returncode = self._warm.run(
         {"module": module},
@@ -588,11 +600,11 @@ class LocalKfp:
     if returncode != 0:
       tail = log.read_text(encoding="utf-8", errors="replace")[-4000:]
       error = f"exited with {returncode}:\n{tail}"
-      return TaskResult(name, FAILED, seconds, key, {}, {}, executor_input, log, error)
+      return TaskResult(name, FAILED, seconds, key, {}, {}, executor_input, log, error, warm)
     artifacts, parameters = self._collect(executor_input, component)
     if caching:
       self._cache[(run.pipeline_name, key)] = (artifacts, parameters)
-    return TaskResult(name, RAN, seconds, key, artifacts, parameters, executor_input, log)
+    return TaskResult(name, RAN, seconds, key, artifacts, parameters, executor_input, log, "", warm)
 
   def _collect(self, executor_input, component) -> tuple[dict[str, Artifact], dict[str, Any]]:
     """Reads the executor output as KFP's launcher does and records the output artifacts."""

@@ -1,7 +1,7 @@
 """A Python process that imports the heavy libraries once, then forks one child per command.
 
 A pipeline run (`python pipeline/run_local.py ...`) or a compiled Kubeflow step (`python -m
-pipeline.definition.kfp_entrypoint ...`) spends about 15 s of a 2-core machine importing
+pipeline.definition.kfp_entrypoint ...`) spends about 13 s of a 2-core machine importing
 TensorFlow, Beam and TFX before it does anything. Tests that run many of them, and do not test
 the start-up itself, can hand the commands to a `WarmPython` instead: its server (this module
 run with `python -m`) imports the third-party libraries of `PRELOAD` once, and for each command
