@@ -142,3 +142,50 @@ def test_a_cell_over_the_csv_modules_128_kib_limit_is_read(tmp_path):
   summary = load_summary(out)
   assert summary["status"] == "succeeded"
   assert summary["pushed"]["pushed"]
+
+
+def test_the_run_path_does_not_import_tfx_v1(tmp_path):
+  # `from tfx import v1` also imports the Vertex AI and BigQuery clients of its extensions:
+  # about 5 s of every run's start-up here (docs/performance.md). The check builds and compiles
+  # the fullest local pipeline (Transform and Tuner from TFX's penguin module) and imports the
+  # executor of each of its nodes, as run_local.py does before and while it runs.
+  import tfx.examples
+
+  module = pathlib.Path(tfx.examples.__file__).parent / "penguin" / "penguin_utils_keras.py"
+  code = f"""
+import sys
+from components import tf_compat
+tf_compat.keras_tuner_on_tf_keras()
+tf_compat.install_user_modules_once()
+from pipeline.cli import local
+from pipeline.definition import config, factory
+from tfx.orchestration import metadata
+from tfx.orchestration.local import local_dag_runner
+root = {str(tmp_path)!r}
+pipeline = factory.create_pipeline(
+  config.PipelineConfig(
+    pipeline_root=root + "/root", serving_dir=root + "/serving", module_file={str(module)!r},
+    transform=True, tune=True,
+  ),
+  metadata.sqlite_metadata_connection_config(root + "/metadata.sqlite"),
+  [],
+)
+factory.local_ir(pipeline)
+for node in pipeline.components:
+  node.executor_spec.executor_class
+print(sorted(node.id for node in pipeline.components))
+print("tfx.v1" in sys.modules, any(m.startswith("google.cloud.aiplatform") for m in sys.modules))
+"""
+  proc = subprocess.run(
+    [sys.executable, "-c", code],
+    capture_output=True,
+    text=True,
+    env=project_env(),
+    cwd=REPO_ROOT,
+    timeout=300,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  nodes, imported = proc.stdout.splitlines()[-2:]
+  assert "'Transform'" in nodes and "'Tuner'" in nodes
+  assert imported == "False False"
