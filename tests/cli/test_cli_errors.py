@@ -7,23 +7,14 @@ imported, so each takes a second or two.
 
 import gzip
 import subprocess
-import sys
 
 import pytest
 
-from tests.support.cli_runs import REPO_ROOT, project_env
+from tests.support.cli_runs import REPO_ROOT, run_script
 
 
 def _run(*args, timeout=120):
-  return subprocess.run(
-    [sys.executable, str(REPO_ROOT / "pipeline" / "run_local.py"), *map(str, args)],
-    capture_output=True,
-    text=True,
-    env=project_env(),
-    cwd=REPO_ROOT,
-    timeout=timeout,
-    check=False,
-  )
+  return run_script("run_local.py", *args, timeout=timeout)
 
 
 def _one_error_line(proc, expected: str, prefix: str = "error: ") -> None:
@@ -185,18 +176,6 @@ def test_flag_the_parser_refuses_is_one_line_without_the_usage_block(tmp_path, a
   assert not (tmp_path / "out").exists()
 
 
-def _script(script: str, *args, timeout=120):
-  return subprocess.run(
-    [sys.executable, str(REPO_ROOT / "pipeline" / script), *map(str, args)],
-    capture_output=True,
-    text=True,
-    env=project_env(),
-    cwd=REPO_ROOT,
-    timeout=timeout,
-    check=False,
-  )
-
-
 KUBEFLOW = ("kubeflow", "--cron", "@daily", "--experiment", "e", "--job-name", "j")
 
 
@@ -224,7 +203,7 @@ KUBEFLOW = ("kubeflow", "--cron", "@daily", "--experiment", "e", "--job-name", "
   ids=lambda v: v if isinstance(v, str) else None,
 )
 def test_a_mistyped_flag_names_the_closest_one_in_every_runner(tmp_path, script, args, expected):
-  proc = _script(script, *(str(a).replace("{tmp}", str(tmp_path)) for a in args))
+  proc = run_script(script, *(str(a).replace("{tmp}", str(tmp_path)) for a in args))
   _one_error_line(proc, expected, prefix=f"{script}: error: unrecognized arguments: ")
   assert not (tmp_path / "p.json").exists()
 
@@ -271,7 +250,7 @@ def test_a_mistyped_flag_names_the_closest_one_in_every_runner(tmp_path, script,
 def test_schedule_mistakes_are_one_line_naming_the_fix(tmp_path, args, expected):
   (tmp_path / "notes.json").write_text("not json\n")
   (tmp_path / "p.yaml").write_text("pipelineInfo: {name: p}\n")
-  proc = _script("schedule.py", *(str(a).replace("{tmp}", str(tmp_path)) for a in args))
+  proc = run_script("schedule.py", *(str(a).replace("{tmp}", str(tmp_path)) for a in args))
   assert proc.returncode == 1, proc.stderr
   (line,) = proc.stderr.strip().splitlines()
   assert line.startswith(f"schedule.py: error: {expected.replace('{tmp}', str(tmp_path))}"), line

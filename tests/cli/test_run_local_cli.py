@@ -7,7 +7,7 @@ import sys
 import pytest
 from filelock import FileLock
 
-from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script
+from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_python, run_script
 
 
 def test_help_lists_every_option_with_defaults():
@@ -176,15 +176,7 @@ for node in pipeline.components:
 print(sorted(node.id for node in pipeline.components))
 print("tfx.v1" in sys.modules, any(m.startswith("google.cloud.aiplatform") for m in sys.modules))
 """
-  proc = subprocess.run(
-    [sys.executable, "-c", code],
-    capture_output=True,
-    text=True,
-    env=project_env(),
-    cwd=REPO_ROOT,
-    timeout=300,
-    check=False,
-  )
+  proc = run_python(code)
   assert proc.returncode == 0, proc.stderr[-3000:]
   nodes, imported = proc.stdout.splitlines()[-2:]
   assert "'Transform'" in nodes and "'Tuner'" in nodes

@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 from tests.support import warm_python
 
@@ -63,6 +64,20 @@ def run_script(script: str, *args: str, timeout: int = 600, env=None, cwd=None, 
     if code is None:
       raise subprocess.TimeoutExpired(command, timeout)
     return subprocess.CompletedProcess(command, code, stdout.read_text(), stderr.read_text())
+
+
+def run_python(code: str, timeout: int = 300) -> subprocess.CompletedProcess:
+  """Runs `code` (dedented) in a fresh interpreter from the repository root; never raises on
+  its exit status."""
+  return subprocess.run(
+    [sys.executable, "-c", textwrap.dedent(code)],
+    capture_output=True,
+    text=True,
+    env=project_env(),
+    cwd=REPO_ROOT,
+    timeout=timeout,
+    check=False,
+  )
 
 
 def load_summary(output_dir) -> dict:

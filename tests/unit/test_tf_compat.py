@@ -12,19 +12,7 @@ import pytest
 import tensorflow as tf
 
 from components import tf_compat
-from tests.support.cli_runs import REPO_ROOT, project_env
-
-
-def _python(code: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, "-c", textwrap.dedent(code)],
-    capture_output=True,
-    text=True,
-    env=project_env(),
-    cwd=REPO_ROOT,
-    timeout=300,
-    check=False,
-  )
+from tests.support.cli_runs import project_env, run_python
 
 
 def test_patches_were_written_for_this_tensorflow_line():
@@ -35,7 +23,7 @@ def test_patches_were_written_for_this_tensorflow_line():
 
 def test_autograph_rules_still_convert_tf_keras_unless_patched():
   # Canary for apply(): TF's own rules exempt `keras` but not `tf_keras`.
-  proc = _python(
+  proc = run_python(
     """
     from tensorflow.python.autograph.core import config
     names = [r._prefix for r in config.CONVERSION_RULES if type(r).__name__ == "DoNotConvert"]
@@ -53,7 +41,7 @@ def test_autograph_rules_still_convert_tf_keras_unless_patched():
 def test_per_device_datasets_autotune_unless_patched():
   # Canary for apply(): a MultiDeviceIterator's per-device datasets take TF's default options,
   # autotuning on, whatever the input's options say.
-  proc = _python(
+  proc = run_python(
     """
     import tensorflow as tf
     from tensorflow.python.data.ops import multi_device_iterator_ops as m
@@ -94,7 +82,7 @@ def test_backup_and_restore_still_rejects_one_device_strategy_unless_patched(tmp
 
 def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras():
   # Canary for keras_tuner_on_tf_keras() (keras-team/keras-tuner#1039).
-  plain = _python(
+  plain = run_python(
     """
     import keras_tuner
     from keras_tuner.src.backend import config
@@ -103,7 +91,7 @@ def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras():
   )
   assert plain.returncode == 0, plain.stderr[-2000:]
   assert plain.stdout.split()[-1] == "True"
-  patched = _python(
+  patched = run_python(
     """
     from components import tf_compat
     print(tf_compat.keras_tuner_on_tf_keras())
