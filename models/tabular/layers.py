@@ -33,7 +33,9 @@ class NumericPreprocessing(tf.keras.layers.Layer):
 
   Input: float32 [batch, n]. Output: float32 [batch, n + m], the n standardized values
   (clipped to +-CLIP_SIGMA) followed by one 0/1 indicator for each of the m columns marked
-  `may_be_missing`.
+  `may_be_missing`. A column not so marked (it had no gaps in training) still gets the mean
+  for a missing value, without an indicator: a request that leaves a value out gets a
+  prediction, not NaN.
   """
 
   def __init__(
@@ -54,13 +56,13 @@ class NumericPreprocessing(tf.keras.layers.Layer):
     x = tf.cast(inputs, tf.float32)
     mean = tf.constant(np.asarray(self.mean, np.float32))
     scale = tf.constant(1.0 / np.asarray(self.std, np.float32))
-    if not self._missing_index:
-      return tf.clip_by_value((x - mean) * scale, -CLIP_SIGMA, CLIP_SIGMA)
     # x != x holds exactly for NaN; unlike is_nan it is a builtin op of every runtime.
     missing = tf.math.not_equal(x, x)
     filled = tf.where(missing, mean, x)
-    indicators = tf.cast(tf.gather(missing, self._missing_index, axis=1), tf.float32)
     values = tf.clip_by_value((filled - mean) * scale, -CLIP_SIGMA, CLIP_SIGMA)
+    if not self._missing_index:
+      return values
+    indicators = tf.cast(tf.gather(missing, self._missing_index, axis=1), tf.float32)
     return tf.concat([values, indicators], axis=1)
 
   def compute_output_shape(self, input_shape):

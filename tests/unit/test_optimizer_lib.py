@@ -261,6 +261,15 @@ def test_onnx_parity_detects_a_mismatch(full_run, data):
   assert parity["max_abs_diff"] > 0.1
 
 
+def test_onnx_parity_counts_nan_in_both_as_agreement_and_in_one_as_a_gap():
+  reference = np.array([[0.5, np.nan], [1.0, 2.0]], np.float32)
+  assert onnx_format.max_gap(reference + 1e-6, reference) < 1e-5
+  one_sided = reference.copy()
+  one_sided[1, 1] = np.nan
+  assert onnx_format.max_gap(one_sided, reference) == np.inf
+  assert onnx_format.max_gap(np.zeros((0, 2)), np.zeros((0, 2))) == 0.0
+
+
 def test_tensorrt_auto_skips_a_model_with_text_inputs(full_run):
   entries = by_name(full_run[0])
   entry = entries[defaults.TENSORRT_FP16]

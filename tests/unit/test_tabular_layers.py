@@ -26,6 +26,18 @@ def test_numeric_without_missing_columns_has_no_indicators():
   assert layer(np.array([[0.5]], np.float32)).numpy().tolist() == [[0.5]]
 
 
+def test_a_number_missing_only_at_serving_time_gets_the_mean_not_nan():
+  # Ecdat's PSID: educatn had no gap in the train split and one in eval, whose prediction was
+  # NaN (the Trainer's RMSE NaN, ONNX parity failed on it, and TF Serving would answer NaN).
+  for may_be_missing in ([False, False], [True, False]):
+    layer = layers.NumericPreprocessing([10.0, 0.0], [2.0, 1.0], may_be_missing)
+    out = layer(np.array([[12.0, np.nan], [np.nan, 3.0]], np.float32)).numpy()
+    np.testing.assert_allclose(out[:, :2], [[1.0, 0.0], [0.0, 3.0]])
+    assert out.shape == (2, 2 + sum(may_be_missing))
+  # Only the column that had gaps in training keeps its indicator.
+  np.testing.assert_allclose(out[:, 2], [0.0, 1.0])
+
+
 def test_numeric_clips_extreme_values_to_five_sigma():
   layer = layers.NumericPreprocessing([0.0, 0.0], [1.0, 1.0], [False, False])
   out = layer(np.array([[1e9, -7.0]], np.float32)).numpy()

@@ -80,6 +80,17 @@ class OnnxRuntime(runtime_base.Runtime):
     self._session = None
 
 
+def max_gap(outputs: np.ndarray, reference: np.ndarray) -> float:
+  """The largest absolute difference between two runtimes' outputs (0 when there are none).
+
+  NaN on both sides of a cell is agreement (the model itself gives no number there); NaN on
+  one side only is an infinite gap.
+  """
+  both_nan = np.isnan(outputs) & np.isnan(reference)
+  gap = np.where(both_nan, 0.0, np.nan_to_num(np.abs(outputs - reference), nan=np.inf))
+  return float(np.max(gap)) if gap.size else 0.0
+
+
 def onnx_parity(
   onnx_path: str, eval_inputs: runtime_base.Inputs, reference: np.ndarray, tolerance: float
 ) -> dict:
@@ -96,8 +107,7 @@ def onnx_parity(
   """
   with OnnxRuntime(onnx_path) as runtime:
     outputs = runtime_base.predict_batched(runtime, eval_inputs)
-  diff = np.abs(outputs - reference)
-  max_abs_diff = float(np.max(diff)) if diff.size else 0.0
+  max_abs_diff = max_gap(outputs, reference)
   return {
     "max_abs_diff": max_abs_diff,
     "rows": len(outputs),
@@ -128,7 +138,9 @@ def checked_onnx(context: ConversionContext) -> tuple[str, dict]:
   path, details = context.shared("onnx/baseline", export)
   reference = context.baseline_eval_outputs
   # Parity is relative to the output's scale (a regression value may be in the thousands).
-  tolerance = context.config.onnx_parity_tolerance * max(1.0, float(np.max(np.abs(reference))))
+  finite = np.abs(reference[np.isfinite(reference)])
+  scale = max(1.0, float(np.max(finite))) if finite.size else 1.0
+  tolerance = context.config.onnx_parity_tolerance * scale
   parity = onnx_parity(path, context.eval_inputs, reference, tolerance)
   if not parity["passed"]:
     raise RuntimeError(
