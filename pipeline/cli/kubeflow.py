@@ -66,7 +66,12 @@ def compile_pipeline(
   Returns:
     output_file. With target `kfp` the bare PipelineSpec, plus a platform spec with `volumes`
     and `secret_env`, is also written to `kfp_package_path(output_file)` for upload.
+
+  Raises:
+    UserInputError: when an object-store pipeline root cannot be written from here (the
+      compiler puts module files' wheels there).
   """
+  import tensorflow as tf
   from absl import logging as absl_logging
   from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kfp_v2
 
@@ -84,7 +89,17 @@ def compile_pipeline(
     output_dir=os.path.dirname(os.path.abspath(output_file)),
     output_filename=os.path.basename(output_file),
   )
-  runner.run(pipeline, write_out=True)
+  try:
+    runner.run(pipeline, write_out=True)
+  except tf.errors.OpError as e:
+    if not storage.is_remote(config.pipeline_root):
+      raise
+    reason = str(e.message).strip().splitlines()[0]
+    raise UserInputError(
+      f"--pipeline-root {config.pipeline_root}: the compiler writes the module file's wheel "
+      f"there and could not ({reason}); compile where that store is reachable with its "
+      "credentials."
+    ) from None
   with open(output_file, encoding="utf-8") as f:
     doc = json.load(f)
   kubeflow_package.postprocess(doc, target, NEVER_CACHED, config)
@@ -445,7 +460,10 @@ def main(argv=None) -> int:
     print(f"warning: {line}", file=sys.stderr)
   progress.configure_logging(verbose=False)
   logging.getLogger().setLevel(logging.WARNING)
-  path = compile_from_args(str(args.output), args, config)
+  try:
+    path = compile_from_args(str(args.output), args, config)
+  except UserInputError as e:
+    return reporting.fail(str(e))
   extra = f"; upload {kfp_package_path(path)}" if args.target == kubeflow_lib.KFP else ""
   print(f"wrote {path} for {args.target} (image {args.image}){extra}")
   return 0

@@ -1,6 +1,7 @@
 """The pipeline compiled for open-source Kubeflow Pipelines 2.x and for Vertex AI, and the image."""
 
 import json
+import pathlib
 import re
 
 import pytest
@@ -13,7 +14,7 @@ from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib, kubeflow_night, nodes
 from pipeline.definition.config import DEFAULT_IMAGE
 from tests.support import kfp_launcher
-from tests.support.cli_runs import REPO_ROOT, project_env
+from tests.support.cli_runs import REPO_ROOT, project_env, run_python
 
 SENTINEL = "sentinel-secret-7f3a9c"
 IMAGE = "registry.example/kit:test"
@@ -406,3 +407,39 @@ def test_both_packages_end_with_the_report_page_as_an_html_artifact(kfp_compiled
   comp_name = kubeflow_lib.tasks(_spec(kfp_compiled))[nodes.RUN_REPORT]["componentRef"]["name"]
   page = parsed.pipeline_spec.components[comp_name].output_definitions.artifacts["page"]
   assert page.artifact_type.schema_title == "system.HTML"
+
+
+def test_a_pipeline_root_the_compiler_cannot_write_is_one_error_line(tmp_path):
+  # With a module file, TFX's compiler writes the module's wheel under the pipeline root. Seen
+  # with gs:// and no network: FailedPreconditionError "Could not resolve host". The store's
+  # answer is stood in for here, so the test needs no network and no DNS.
+  import tfx.examples
+
+  module = pathlib.Path(tfx.examples.__file__).parent / "penguin" / "penguin_utils_keras.py"
+  out = tmp_path / "p.json"
+  argv = [
+    "--output", str(out), "--image", IMAGE, "--module-file", str(module),
+    "--label-key", "species", "--eval-label-key", "species_xf", "--task", "multiclass",
+    "--data-root", "gs://b/penguins", "--pipeline-root", "gs://b/root",
+    "--serving-dir", "gs://b/serving",
+  ]  # fmt: skip
+  proc = run_python(f"""
+    import sys
+    import tensorflow as tf
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+
+    def unreachable(self, pipeline, **kwargs):
+      raise tf.errors.FailedPreconditionError(
+        None, None, "Error executing an HTTP request: libcurl code 6 meaning 'Couldn't resolve "
+        "host name'\\n\\t when reading metadata of gs://b/root"
+      )
+
+    kubeflow_v2_dag_runner.KubeflowV2DagRunner.run = unreachable
+    from pipeline.cli import kubeflow
+    sys.exit(kubeflow.main({argv!r}))
+  """)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  line = proc.stderr.strip().splitlines()[-1]
+  assert line.startswith("error: --pipeline-root gs://b/root: the compiler writes"), line
+  assert "Couldn't resolve host name" in line and "Traceback" not in proc.stderr
+  assert not out.exists()
