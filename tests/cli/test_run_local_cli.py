@@ -1,13 +1,11 @@
 """run_local.py as a user meets it: help, flag errors, bad data and a busy output folder."""
 
 import pathlib
-import subprocess
-import sys
 
 import pytest
 from filelock import FileLock
 
-from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_python, run_script
+from tests.support.cli_runs import REPO_ROOT, load_summary, run_python, run_script
 
 
 def test_help_lists_every_option_with_defaults():
@@ -59,15 +57,7 @@ def test_a_bug_of_ours_keeps_its_traceback_in_the_log_and_on_the_terminal(tmp_pa
     f"sys.argv = ['run_local.py', '--output-dir', {str(out)!r}]\n"
     f"runpy.run_path({str(REPO_ROOT / 'pipeline' / 'run_local.py')!r}, run_name='__main__')\n"
   )
-  proc = subprocess.run(
-    [sys.executable, "-c", script],
-    capture_output=True,
-    text=True,
-    timeout=240,
-    env=project_env(),
-    cwd=REPO_ROOT,
-    check=False,
-  )
+  proc = run_python(script, timeout=240)
   assert proc.returncode == 1
   assert "RuntimeError: stand-in bug 1234" in proc.stderr and "Traceback" in proc.stderr
   summary = load_summary(out)

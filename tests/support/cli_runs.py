@@ -66,14 +66,14 @@ def run_script(script: str, *args: str, timeout: int = 600, env=None, cwd=None, 
     return subprocess.CompletedProcess(command, code, stdout.read_text(), stderr.read_text())
 
 
-def run_python(code: str, timeout: int = 300) -> subprocess.CompletedProcess:
-  """Runs `code` (dedented) in a fresh interpreter from the repository root; never raises on
-  its exit status."""
+def run_python(code: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:
+  """Runs `code` (dedented) in a fresh interpreter from the repository root, with `env`
+  (default: project_env()); never raises on its exit status."""
   return subprocess.run(
     [sys.executable, "-c", textwrap.dedent(code)],
     capture_output=True,
     text=True,
-    env=project_env(),
+    env=env or project_env(),
     cwd=REPO_ROOT,
     timeout=timeout,
     check=False,

@@ -5,8 +5,6 @@ right; re-check it and PATCHED_TF.
 """
 
 import subprocess
-import sys
-import textwrap
 
 import pytest
 import tensorflow as tf
@@ -136,10 +134,8 @@ def test_tensorflow_io_still_aborts_at_exit():
       import tensorflow_io
       print(tf.io.gfile.exists("s3://bucket/x"))
       """
-    proc = subprocess.run(
-      [sys.executable, "-c", textwrap.dedent(code)],
-      capture_output=True,
-      text=True,
+    proc = run_python(
+      code,
       env=project_env(
         S3_ENDPOINT=endpoint,
         S3_USE_HTTPS="0",
@@ -148,7 +144,6 @@ def test_tensorflow_io_still_aborts_at_exit():
         AWS_REGION="us-east-1",
       ),
       timeout=240,
-      check=False,
     )
   finally:
     server.stop()
