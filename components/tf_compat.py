@@ -177,7 +177,8 @@ def keras_tuner_on_tf_keras() -> bool:
   return True
 
 
-# The TFX release line `install_user_modules_once` was written and checked against.
+# The TFX release line `install_user_modules_once` and `tfx_package_only_for_remote_beam` were
+# written and checked against.
 PATCHED_TFX = "1.16"
 # Wheel path -> the folder pip installed it into, once per process.
 _INSTALLED_WHEELS: dict[str, str] = {}
@@ -233,6 +234,47 @@ def install_user_modules_once() -> bool:
 
   install_once._tf_compat = True
   udf_utils.install_to_temp_directory = install_once
+  return True
+
+
+def tfx_package_only_for_remote_beam() -> bool:
+  """Makes TFX's Beam executors build a TFX package only for a runner off this machine.
+
+  Given any Beam argument (`--direct_num_workers=2` too) and none of Beam's dependency flags,
+  TFX 1.16's BaseBeamExecutor copies the installed TFX (about 49 MB) into a new temp folder and
+  builds an sdist of it for the runner's workers (`dependency_utils.make_beam_dependency_flags`):
+  about 7 s of a 2-core machine in each Beam component, and a folder nobody removes. The
+  DirectRunner's workers are processes of this machine, which have TFX already. With this patch
+  the package is built, as before, only where `beam_args.distributed_runner` names a runner
+  that runs elsewhere (Dataflow, Flink, Spark, a portable job server). Call it at process start
+  (run_local, the Kubeflow step entrypoint).
+
+  Returns:
+    Whether the patch is in place (False on another TFX line, with a warning).
+  """
+  import tfx
+  from tfx.utils import dependency_utils
+
+  from components import beam_args
+
+  make = dependency_utils.make_beam_dependency_flags
+  if getattr(make, "_tf_compat", False):
+    return True
+  if ".".join(tfx.__version__.split(".")[:2]) != PATCHED_TFX:
+    _LOG.warning(
+      "TFX %s is not %s: every Beam component with Beam arguments builds a TFX package.",
+      tfx.__version__,
+      PATCHED_TFX,
+    )
+    return False
+
+  def for_remote_runners(args):
+    if beam_args.distributed_runner(args) is None:
+      return list(args)
+    return make(args)
+
+  for_remote_runners._tf_compat = True
+  dependency_utils.make_beam_dependency_flags = for_remote_runners
   return True
 
 

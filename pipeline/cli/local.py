@@ -215,6 +215,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   # Before anything imports TFX, which imports keras_tuner.
   tf_compat.keras_tuner_on_tf_keras()
   tf_compat.install_user_modules_once()
+  tf_compat.tfx_package_only_for_remote_beam()
   tf_compat.register_filesystems(
     [config.data_root, config.pipeline_root, config.serving_dir, config.module_file]
   )

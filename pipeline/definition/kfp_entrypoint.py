@@ -190,6 +190,7 @@ def run_executor(argv: Sequence[str]) -> None:
   # Before anything imports TFX: `tfx.v1` imports keras_tuner.
   tf_compat.keras_tuner_on_tf_keras()
   tf_compat.install_user_modules_once()
+  tf_compat.tfx_package_only_for_remote_beam()
   args = patch_args(take_night_id(argv))
   hard_exit = _register_filesystems(args)
 
