@@ -146,6 +146,13 @@ class Executor(stock_evaluator.Executor):
       ).set_string_custom_property(floor_lib.QUANTITY_CHECK_PROPERTY, check.reason)
       if not check.passed:
         failures.append((floor_lib.EXPECTED_VALUE_RMSE, check.rmse, check.bound))
+    candidate = outputs[next(s.name for s in eval_config.model_specs if not s.is_baseline)]
+    unanswered = floor_lib.non_finite_answers(candidate.predictions, candidate.labels)
+    if unanswered:
+      logging.warning(
+        "Evaluator: the model answered NaN or infinity for %d eval rows; not blessed.", unanswered
+      )
+      failures.append((floor_lib.NON_FINITE_ANSWERS, float(unanswered), 0.0))
     result = evaluation_lib.write_evaluation(
       eval_config, metrics, output_uri, models, "<user provided PCollection>", failures
     )

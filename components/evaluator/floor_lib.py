@@ -199,3 +199,28 @@ def quantity_check(
     f"read as {len(classes)} classes of numbers; their expected value {verdict} than always "
     f"answering the train mean {mean:.4g} (RMSE {rmse:.4g} against {bound:.4g} on the eval split)",
   )
+
+
+# ----------------------------------------------------------------------------- answers
+
+# The check every candidate passes where this kit evaluates in process: no eval row with a label
+# gets an answer that is not a finite number. TFMA's error metrics leave such rows out (its
+# mean squared error skips a NaN error), so a model answering NaN for some inputs would be
+# scored on the others and blessed; TF Serving would then answer NaN to requests like them.
+NON_FINITE_ANSWERS = "non_finite_answers"
+
+
+def non_finite_answers(predictions, labels) -> int:
+  """How many labeled rows have a prediction with a NaN or infinite value.
+
+  Args:
+    predictions: [rows, k] model outputs.
+    labels: [rows] labels, NaN where a row has none (those rows are not scored).
+  """
+  import numpy as np
+
+  predictions = np.asarray(predictions, dtype=np.float64).reshape(len(labels), -1)
+  labels = np.asarray(labels, dtype=np.float64)
+  labeled = ~np.isnan(labels)
+  finite = np.isfinite(predictions).all(axis=1)
+  return int(np.sum(labeled & ~finite))

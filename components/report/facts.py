@@ -251,6 +251,12 @@ def _failure_text(failure) -> str:
       f"{threshold.value_threshold.upper_bound.value:.4g}): the label reads as a quantity; pass "
       "--task regression"
     )
+  if name == floor_lib.NON_FINITE_ANSWERS:
+    return (
+      f"the model answered NaN or infinity for {value:.0f} eval rows (the error metrics leave "
+      "those rows out, and TF Serving would answer requests like them the same way): make the "
+      "model answer every row, e.g. fill the missing or out-of-range values its inputs get"
+    )
   if threshold.HasField("value_threshold"):
     bounds = threshold.value_threshold
     parts = []

@@ -257,6 +257,71 @@ def test_binary_metrics_on_a_two_class_softmax_pair_as_tfma_pairs_them(
   assert _failures(ours[0].uri) == _failures(stock[0].uri)
 
 
+@pytest.fixture(scope="module")
+def answers_nan(tmp_path_factory):
+  """A regression label and a model that answers NaN for x < -1 (sqrt of x + 1), 16% of rows."""
+  import numpy as np
+  import tensorflow as tf
+
+  root = tmp_path_factory.mktemp("answers_nan")
+  x = np.random.default_rng(1).normal(size=400).astype(np.float32)
+  split = root / "examples" / "Split-eval"
+  split.mkdir(parents=True)
+  with tf.io.TFRecordWriter(str(split / "data.gz"), options="GZIP") as writer:
+    for value in x:
+      example = tf.train.Example()
+      example.features.feature["x"].float_list.value.append(float(value))
+      example.features.feature["label"].float_list.value.append(float(value))
+      writer.write(example.SerializeToString())
+  spec = {"x": tf.io.FixedLenFeature([1], tf.float32)}
+
+  class Model(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(self, examples):
+      return {"outputs": tf.sqrt(tf.io.parse_example(examples, spec)["x"] + 1.0)}
+
+  model, model_uri = Model(), root / "model"
+  tf.saved_model.save(
+    model, str(model_uri / "Format-Serving"), signatures={"serving_default": model.serve}
+  )
+  examples = _artifact(standard_artifacts.Examples, root / "examples", 1)
+  examples.split_names = artifact_utils.encode_split_names(["eval"])
+  return examples, _artifact(standard_artifacts.Model, model_uri, 2), int(np.sum(x < -1))
+
+
+def test_a_model_answering_nan_for_some_rows_is_not_blessed_where_stock_blesses_it(
+  answers_nan, tmp_path
+):
+  from components.report import facts
+
+  examples, model, nan_rows = answers_nan
+  mse = tfma.MetricConfig(
+    class_name="MeanSquaredError",
+    threshold=tfma.MetricThreshold(
+      value_threshold=tfma.GenericValueThreshold(upper_bound={"value": 10.0})
+    ),
+  )
+  config = tfma.EvalConfig(
+    model_specs=[tfma.ModelSpec(label_key="label", signature_name="serving_default")],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[tfma.MetricsSpec(metrics=[mse, tfma.MetricConfig(class_name="ExampleCount")])],
+  )
+  stock = _run(stock_executor.Executor, tmp_path / "stock", examples, model, None, config)
+  ours = _run(our_evaluator.Executor, tmp_path / "ours", examples, model, None, config)
+  # The same metrics: TFMA's mean squared error leaves the NaN rows out, and so does ours.
+  theirs, mine = _metrics(stock[0].uri), _metrics(ours[0].uri)
+  assert set(mine) == set(theirs)
+  for key, value in theirs.items():
+    assert mine[key] == pytest.approx(value, abs=1e-6), key
+  assert 40 < nan_rows < 100
+  # Stock blesses it on the other rows; ours does not, and says why.
+  assert os.listdir(stock[1].uri) == ["BLESSED"]
+  assert os.listdir(ours[1].uri) == ["NOT_BLESSED"]
+  assert _failures(ours[0].uri) == (False, [("non_finite_answers", "", False, float(nan_rows))])
+  (failure,) = facts.read_tfma_validation(ours[0].uri)["failures"]
+  assert failure.startswith(f"the model answered NaN or infinity for {nan_rows} eval rows")
+
+
 def test_anything_else_goes_to_stock_tfma():
   config = tfma.EvalConfig(
     model_specs=[tfma.ModelSpec(label_key="y")],
