@@ -25,6 +25,7 @@ from typing import Any
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
+from components.example_gen import csv_infer
 
 _TYPE_WORDS = {sv.INT: "whole numbers", sv.FLOAT: "numbers", sv.BYTES: "text"}
 # How many standard errors apart two means must be for a scale change to count.
@@ -451,10 +452,17 @@ def _dataset_findings(
   return out
 
 
+# Label cells that are no class (left out of training, as csv_infer.MISSING_TOKENS are).
+_NO_LABEL = frozenset({"", *csv_infer.MISSING_TOKENS})
+# New classes named in a finding; the rest are counted.
+_NAMED_CLASSES = 5
+
+
 def _label_findings(
   tonight: Night, reference: Night, label_key: str, thresholds: th.Thresholds
 ) -> list[rp.Finding]:
-  """The label's class shares: an inverted or remapped label moves them."""
+  """The label's classes: a class the live version's data never had changes what the model
+  answers (one score more), and an inverted or remapped label moves the class shares."""
   bound = thresholds.get(th.LABEL)
   now, ref = tonight.label_counts, reference.label_counts
   if bound is None or not now or not ref:
@@ -462,6 +470,25 @@ def _label_findings(
   now_total, ref_total = sum(now.values()), sum(ref.values())
   if not now_total or not ref_total:
     return []
+  out = []
+  new = sorted(c for c, n in now.items() if n and not ref.get(c) and c.strip() not in _NO_LABEL)
+  if new:
+    rows = sum(now[c] for c in new)
+    named = ", ".join(repr(c) for c in new[:_NAMED_CLASSES])
+    if len(new) > _NAMED_CLASSES:
+      named += f" and {len(new) - _NAMED_CLASSES} more"
+    out.append(
+      rp.Finding(
+        label_key,
+        th.LABEL,
+        rp.STOP,
+        f"the label {label_key!r} has classes the live version's data never had: {named} "
+        f"({rows:,} rows, {rp.pct(rows / now_total)}); a model trained on them answers other "
+        "classes than the live one",
+        rows / now_total,
+        0.0,
+      )
+    )
   shares = {c: (ref.get(c, 0) / ref_total, now.get(c, 0) / now_total) for c in set(now) | set(ref)}
   worst = max(shares, key=lambda c: (abs(shares[c][1] - shares[c][0]), c))
   before, after = shares[worst]
@@ -469,8 +496,9 @@ def _label_findings(
   noise = 4.0 * math.sqrt(0.25 * (1.0 / ref_total + 1.0 / now_total))
   limit = max(bound, noise)
   if distance <= limit:
-    return []
+    return out
   return [
+    *out,
     rp.Finding(
       label_key,
       th.LABEL,
@@ -480,5 +508,5 @@ def _label_findings(
       "remapped label?)",
       distance,
       limit,
-    )
+    ),
   ]

@@ -41,6 +41,7 @@ def taxi(tmp_path_factory):
     "missing": gate_data.drop_column(second, "trip_seconds"),
     "emptied": gate_data.empty_column(second, "fare"),
     "inverted": gate_data.invert_label(second, LABEL),
+    "new_class": gate_data.new_label_class(second, LABEL, "2", every=20),
     "small": second.iloc[::12],
   }
   nights = {}
@@ -103,6 +104,18 @@ def test_each_fault_stops_the_night_naming_its_column(taxi, night, column, check
   assert "\n" not in line and repr(column) in line
   assert f"--accept-changes {column}" in line
   assert "live version 1 stays live" in line
+
+
+def test_a_label_class_the_live_data_never_had_stops_the_night_however_rare(taxi):
+  # 5% of tonight's rows: within the class shares' bound (0.15) and TFDV's domain mass (10%).
+  report = _gate(taxi, "new_class")
+  [finding] = report.stopping
+  assert (finding.column, finding.check) == (LABEL, th.LABEL)
+  assert finding.text.startswith(f"the label {LABEL!r} has classes the live version's data never")
+  # Counted on the train split (4 in 5 rows).
+  assert "never had: '2' (293 rows, 4.9%)" in finding.text and 0.04 < finding.value < 0.06
+  assert _gate(taxi, "new_class", accepted=[LABEL]).passed
+  assert _gate(taxi, "new_class", thresholds=th.parse_thresholds(["label=off"])).passed
 
 
 def test_the_stop_line_gives_the_statistic_and_its_threshold(taxi):
