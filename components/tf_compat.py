@@ -184,6 +184,16 @@ PATCHED_TFX = "1.16"
 _INSTALLED_WHEELS: dict[str, str] = {}
 
 
+def _tfx_patchable(unpatched: str) -> bool:
+  """Whether the running TFX is PATCHED_TFX's line; if not, warns what stays `unpatched`."""
+  import tfx
+
+  if ".".join(tfx.__version__.split(".")[:2]) == PATCHED_TFX:
+    return True
+  _LOG.warning("TFX %s is not %s: %s.", tfx.__version__, PATCHED_TFX, unpatched)
+  return False
+
+
 def install_user_modules_once() -> bool:
   """Makes TFX pip-install each packaged user module once per process, not once per use.
 
@@ -205,18 +215,12 @@ def install_user_modules_once() -> bool:
   import shutil
   import tempfile
 
-  import tfx
   from tfx.components.util import udf_utils
 
   install = udf_utils.install_to_temp_directory
   if getattr(install, "_tf_compat", False):
     return True
-  if ".".join(tfx.__version__.split(".")[:2]) != PATCHED_TFX:
-    _LOG.warning(
-      "TFX %s is not %s: user module wheels are pip-installed at every use.",
-      tfx.__version__,
-      PATCHED_TFX,
-    )
+  if not _tfx_patchable("user module wheels are pip-installed at every use"):
     return False
 
   def install_once(pip_dependency: str, temp_dir: str | None = None) -> str:
@@ -252,7 +256,6 @@ def tfx_package_only_for_remote_beam() -> bool:
   Returns:
     Whether the patch is in place (False on another TFX line, with a warning).
   """
-  import tfx
   from tfx.utils import dependency_utils
 
   from components import beam_args
@@ -260,12 +263,7 @@ def tfx_package_only_for_remote_beam() -> bool:
   make = dependency_utils.make_beam_dependency_flags
   if getattr(make, "_tf_compat", False):
     return True
-  if ".".join(tfx.__version__.split(".")[:2]) != PATCHED_TFX:
-    _LOG.warning(
-      "TFX %s is not %s: every Beam component with Beam arguments builds a TFX package.",
-      tfx.__version__,
-      PATCHED_TFX,
-    )
+  if not _tfx_patchable("every Beam component given Beam options builds a TFX package"):
     return False
 
   def for_remote_runners(args):

@@ -146,7 +146,7 @@ class Executor(stock_evaluator.Executor):
       ).set_string_custom_property(floor_lib.QUANTITY_CHECK_PROPERTY, check.reason)
       if not check.passed:
         failures.append((floor_lib.EXPECTED_VALUE_RMSE, check.rmse, check.bound))
-    candidate = outputs[next(s.name for s in eval_config.model_specs if not s.is_baseline)]
+    candidate = outputs[_candidate(eval_config)]
     unanswered = floor_lib.non_finite_answers(candidate.predictions, candidate.labels)
     if unanswered:
       logging.warning(
@@ -209,6 +209,11 @@ def _read_models(eval_config, input_dict, conform):
   return models, outputs
 
 
+def _candidate(eval_config) -> str:
+  """The candidate model's spec name (the one spec that is not the baseline)."""
+  return next(s.name for s in eval_config.model_specs if not s.is_baseline)
+
+
 def _quantity_check(input_dict, exec_properties, eval_config, outputs):
   """Under the automatic floor, a multiclass model of number classes against the train mean
   (`floor_lib.quantity_check`), or None where it does not apply."""
@@ -227,13 +232,13 @@ def _quantity_check(input_dict, exec_properties, eval_config, outputs):
   if classes is None:
     return None
   stats = json.loads(examples[0].get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
-  candidate = outputs[next(s.name for s in eval_config.model_specs if not s.is_baseline)]
+  candidate = outputs[_candidate(eval_config)]
   return floor_lib.quantity_check(candidate.predictions, candidate.labels, classes, stats)
 
 
 def _keep_predictions(output_dict, eval_config, outputs) -> None:
   """Records how the candidate's predictions fall on the ModelEvaluation, for the report page."""
-  candidate = next(s.name for s in eval_config.model_specs if not s.is_baseline)
+  candidate = _candidate(eval_config)
   summary = evaluation_lib.prediction_summary(
     outputs[candidate], evaluation_lib.task_of(eval_config)
   )
