@@ -109,8 +109,8 @@ def infer_task(
     raise LabelError(f"--task {requested!r} is unknown; pass one of auto, {', '.join(TASKS)}.")
   if kind is None or distinct_count == 0:
     raise LabelError(
-      f"label column {label_key!r} is empty in every row; pass the column that holds the "
-      "label with --label-key."
+      f"label column {label_key!r} is empty in every row; if the data lost its labels upstream, "
+      "fix the data, and if another column holds the label, pass it with --label-key."
     )
   if requested == REGRESSION:
     if kind == STRING:
