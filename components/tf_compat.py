@@ -184,14 +184,24 @@ PATCHED_TFX = "1.16"
 _INSTALLED_WHEELS: dict[str, str] = {}
 
 
-def _tfx_patchable(unpatched: str) -> bool:
-  """Whether the running TFX is PATCHED_TFX's line; if not, warns what stays `unpatched`."""
+def _wrap_tfx_function(module, name: str, wrap, unpatched: str) -> bool:
+  """Replaces `module.name` with `wrap(stock function)` once per process, on PATCHED_TFX's line.
+
+  Returns:
+    Whether the wrapper is in place; on another TFX line, False with a warning that says what
+    stays `unpatched`.
+  """
   import tfx
 
-  if ".".join(tfx.__version__.split(".")[:2]) == PATCHED_TFX:
+  if getattr(getattr(module, name), "_tf_compat", False):
     return True
-  _LOG.warning("TFX %s is not %s: %s.", tfx.__version__, PATCHED_TFX, unpatched)
-  return False
+  if ".".join(tfx.__version__.split(".")[:2]) != PATCHED_TFX:
+    _LOG.warning("TFX %s is not %s: %s.", tfx.__version__, PATCHED_TFX, unpatched)
+    return False
+  wrapped = wrap(getattr(module, name))
+  wrapped._tf_compat = True
+  setattr(module, name, wrapped)
+  return True
 
 
 def install_user_modules_once() -> bool:
@@ -217,28 +227,28 @@ def install_user_modules_once() -> bool:
 
   from tfx.components.util import udf_utils
 
-  install = udf_utils.install_to_temp_directory
-  if getattr(install, "_tf_compat", False):
-    return True
-  if not _tfx_patchable("user module wheels are pip-installed at every use"):
-    return False
+  def wrap(install):
+    def install_once(pip_dependency: str, temp_dir: str | None = None) -> str:
+      wheel = os.path.abspath(pip_dependency) if pip_dependency.endswith(".whl") else None
+      if wheel is None or not os.path.isfile(wheel):
+        return install(pip_dependency, temp_dir)
+      installed = _INSTALLED_WHEELS.get(wheel)
+      if installed is None or not os.path.isdir(installed):
+        installed = install(wheel, tempfile.mkdtemp(prefix="tfx-user-module-"))
+        _INSTALLED_WHEELS[wheel] = installed
+        atexit.register(shutil.rmtree, installed, ignore_errors=True)
+      temp_dir = temp_dir or tempfile.mkdtemp()
+      shutil.copytree(installed, temp_dir, dirs_exist_ok=True)
+      return temp_dir
 
-  def install_once(pip_dependency: str, temp_dir: str | None = None) -> str:
-    wheel = os.path.abspath(pip_dependency) if pip_dependency.endswith(".whl") else None
-    if wheel is None or not os.path.isfile(wheel):
-      return install(pip_dependency, temp_dir)
-    installed = _INSTALLED_WHEELS.get(wheel)
-    if installed is None or not os.path.isdir(installed):
-      installed = install(wheel, tempfile.mkdtemp(prefix="tfx-user-module-"))
-      _INSTALLED_WHEELS[wheel] = installed
-      atexit.register(shutil.rmtree, installed, ignore_errors=True)
-    temp_dir = temp_dir or tempfile.mkdtemp()
-    shutil.copytree(installed, temp_dir, dirs_exist_ok=True)
-    return temp_dir
+    return install_once
 
-  install_once._tf_compat = True
-  udf_utils.install_to_temp_directory = install_once
-  return True
+  return _wrap_tfx_function(
+    udf_utils,
+    "install_to_temp_directory",
+    wrap,
+    "user module wheels are pip-installed at every use",
+  )
 
 
 def tfx_package_only_for_remote_beam() -> bool:
@@ -260,20 +270,20 @@ def tfx_package_only_for_remote_beam() -> bool:
 
   from components import beam_args
 
-  make = dependency_utils.make_beam_dependency_flags
-  if getattr(make, "_tf_compat", False):
-    return True
-  if not _tfx_patchable("every Beam component given Beam options builds a TFX package"):
-    return False
+  def wrap(make):
+    def for_remote_runners(args):
+      if beam_args.distributed_runner(args) is None:
+        return list(args)
+      return make(args)
 
-  def for_remote_runners(args):
-    if beam_args.distributed_runner(args) is None:
-      return list(args)
-    return make(args)
+    return for_remote_runners
 
-  for_remote_runners._tf_compat = True
-  dependency_utils.make_beam_dependency_flags = for_remote_runners
-  return True
+  return _wrap_tfx_function(
+    dependency_utils,
+    "make_beam_dependency_flags",
+    wrap,
+    "every Beam component given Beam options builds a TFX package",
+  )
 
 
 def register_filesystems(paths) -> bool:
