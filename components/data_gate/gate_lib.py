@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
@@ -452,8 +454,6 @@ def _dataset_findings(
   return out
 
 
-# Label cells that are no class (left out of training, as csv_infer.MISSING_TOKENS are).
-_NO_LABEL = frozenset({"", *csv_infer.MISSING_TOKENS})
 # New classes named in a finding; the rest are counted.
 _NAMED_CLASSES = 5
 
@@ -471,7 +471,10 @@ def _label_findings(
   if not now_total or not ref_total:
     return []
   out = []
-  new = sorted(c for c, n in now.items() if n and not ref.get(c) and c.strip() not in _NO_LABEL)
+  # An empty cell or a missing token (NA, ...) is a label left out of training: no class.
+  unseen = sorted(c for c, n in now.items() if n and not ref.get(c) and c.strip())
+  missing = csv_infer.missing_tokens(pa.array(unseen, pa.string()))
+  new = [c for c, m in zip(unseen, missing, strict=True) if not m]
   if new:
     rows = sum(now[c] for c in new)
     named = ", ".join(repr(c) for c in new[:_NAMED_CLASSES])
