@@ -184,6 +184,30 @@ def test_a_model_that_misses_its_floor_is_not_blessed_the_same_way(setups, tmp_p
   assert os.listdir(ours[1].uri) == ["NOT_BLESSED"] == os.listdir(stock[1].uri)
 
 
+def _eval_examples(root, x, labels):
+  """An Examples artifact of one eval split: a float feature `x` and `label`, stored as int64
+  for integer labels and as floats otherwise."""
+  import numpy as np
+  import tensorflow as tf
+
+  split = root / "examples" / "Split-eval"
+  split.mkdir(parents=True)
+  whole = np.issubdtype(labels.dtype, np.integer)
+  with tf.io.TFRecordWriter(str(split / "data.gz"), options="GZIP") as writer:
+    for value, label in zip(x, labels, strict=True):
+      example = tf.train.Example()
+      example.features.feature["x"].float_list.value.append(float(value))
+      feature = example.features.feature["label"]
+      if whole:
+        feature.int64_list.value.append(int(label))
+      else:
+        feature.float_list.value.append(float(label))
+      writer.write(example.SerializeToString())
+  examples = _artifact(standard_artifacts.Examples, root / "examples", 1)
+  examples.split_names = artifact_utils.encode_split_names(["eval"])
+  return examples
+
+
 @pytest.fixture(scope="module")
 def two_column(tmp_path_factory):
   """A binary label 0/1 (int64) and a model with a 2-class softmax, as stock modules write."""
@@ -194,14 +218,7 @@ def two_column(tmp_path_factory):
   rng = np.random.default_rng(0)
   x = rng.normal(size=600).astype(np.float32)
   y = (x + rng.normal(scale=0.7, size=600) > 0).astype(np.int64)
-  split = root / "examples" / "Split-eval"
-  split.mkdir(parents=True)
-  with tf.io.TFRecordWriter(str(split / "data.gz"), options="GZIP") as writer:
-    for value, label in zip(x, y, strict=True):
-      example = tf.train.Example()
-      example.features.feature["x"].float_list.value.append(float(value))
-      example.features.feature["label"].int64_list.value.append(int(label))
-      writer.write(example.SerializeToString())
+  examples = _eval_examples(root, x, y)
   inputs = tf.keras.Input((1,), name="x")
   model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, activation="softmax")(inputs * 3.0))
   model.layers[-1].set_weights([np.array([[-1.0, 1.0]], np.float32), np.zeros(2, np.float32)])
@@ -215,8 +232,6 @@ def two_column(tmp_path_factory):
   model.save(
     str(model_uri / "Format-Serving"), save_format="tf", signatures={"serving_default": serve}
   )
-  examples = _artifact(standard_artifacts.Examples, root / "examples", 1)
-  examples.split_names = artifact_utils.encode_split_names(["eval"])
   return examples, _artifact(standard_artifacts.Model, model_uri, 2)
 
 
@@ -265,14 +280,7 @@ def answers_nan(tmp_path_factory):
 
   root = tmp_path_factory.mktemp("answers_nan")
   x = np.random.default_rng(1).normal(size=400).astype(np.float32)
-  split = root / "examples" / "Split-eval"
-  split.mkdir(parents=True)
-  with tf.io.TFRecordWriter(str(split / "data.gz"), options="GZIP") as writer:
-    for value in x:
-      example = tf.train.Example()
-      example.features.feature["x"].float_list.value.append(float(value))
-      example.features.feature["label"].float_list.value.append(float(value))
-      writer.write(example.SerializeToString())
+  examples = _eval_examples(root, x, x)
   spec = {"x": tf.io.FixedLenFeature([1], tf.float32)}
 
   class Model(tf.Module):
@@ -284,8 +292,6 @@ def answers_nan(tmp_path_factory):
   tf.saved_model.save(
     model, str(model_uri / "Format-Serving"), signatures={"serving_default": model.serve}
   )
-  examples = _artifact(standard_artifacts.Examples, root / "examples", 1)
-  examples.split_names = artifact_utils.encode_split_names(["eval"])
   return examples, _artifact(standard_artifacts.Model, model_uri, 2), int(np.sum(x < -1))
 
 
