@@ -67,6 +67,29 @@ def check_beam_args(flag: str, values: list[str]) -> None:
         "(stock CsvExampleGen on it wrote no train split); use the DirectRunner, Dataflow, "
         "Flink or Spark."
       )
+  if values:
+    _check_beam_parses(flag, values)
+
+
+def _check_beam_parses(flag: str, values: list[str]) -> None:
+  """The options as Beam's own parser reads them in each Beam component, which otherwise exits
+  mid-run on one it cannot read (`--runner` without a value), its message only in the log."""
+  import contextlib
+  import io
+
+  from apache_beam.options.pipeline_options import PipelineOptions
+
+  said = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(said):
+      PipelineOptions(list(values)).get_all_options()
+  except SystemExit:
+    lines = said.getvalue().strip().splitlines() or ["it cannot be read"]
+    reason = lines[-1].split("error: ", 1)[-1]
+    raise CheckError(
+      f"{flag} {' '.join(values)!r}: Beam cannot parse these options ({reason}); give each as "
+      f"{flag}=--name=value, e.g. {flag}=--runner=DataflowRunner."
+    ) from None
 
 
 def check_at_least(flag: str, value: float, low: float) -> None:

@@ -245,6 +245,11 @@ def test_beam_args_are_options_and_never_the_dask_runner():
     checks.check_beam_args("--beam-arg", ["runner=DataflowRunner"])
   with pytest.raises(checks.CheckError, match="DaskRunner runs only the last branch"):
     checks.check_beam_args("--beam-arg", ["--runner=DaskRunner"])
+  # What Beam's own parser refuses is refused before the run, not by each Beam component.
+  with pytest.raises(checks.CheckError, match=r"argument --runner: expected one argument"):
+    checks.check_beam_args("--beam-arg", ["--runner"])
+  with pytest.raises(checks.CheckError, match=r"--direct_num_workers: invalid int value: 'x'"):
+    checks.check_beam_args("--beam-arg", ["--direct_num_workers=x"])
 
 
 def test_simple_flag_checks():
