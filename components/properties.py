@@ -21,6 +21,9 @@ LIVE_KEY_KEY = "live_key"
 EXAMPLES_ROWS_PREFIX = "num_rows_"
 # Examples: the spans the rows were read from (a JSON list).
 EXAMPLES_SPANS = "data_spans"
+# Examples: str(span) -> {"rows", "digest"} of the rows read from each span (JSON; see
+# `example_gen_lib.span_digests`): the data gate finds a span delivered again with them.
+EXAMPLES_SPAN_DIGESTS = "span_digests"
 # Examples: split -> counts (and moments) of the label column's values (JSON): the Evaluator's
 # automatic floor, the data gate's and the Pusher's manifest's label counts.
 EXAMPLES_LABEL_STATS = "label_stats"

@@ -124,11 +124,13 @@ class Executor(base_executor.BaseExecutor):
       _statistics(input_dict[spec.STATISTICS_KEY]),
       _schema(input_dict[spec.SCHEMA_KEY]),
       _label_counts(_label_stats(examples)),
+      _span_digests(examples),
     )
     before = gate_lib.Night(
       _statistics([reference]),
       _schema(input_dict[spec.REFERENCE_SCHEMA_KEY]),
       _label_counts(training.get(manifest.TRAINING_LABEL_STATS_FIELD)),
+      training.get(manifest.TRAINING_SPAN_DIGESTS_FIELD),
     )
     baseline = artifact_utils.get_single_instance(input_dict[spec.BASELINE_KEY])
     contract = model_contract.read_contract(path_utils.serving_model_dir(baseline.uri))
@@ -194,6 +196,12 @@ def _label_stats(examples: types.Artifact) -> dict[str, Any] | None:
   if not examples.has_custom_property(properties.EXAMPLES_LABEL_STATS):
     return None
   return json.loads(examples.get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
+
+
+def _span_digests(examples: types.Artifact) -> dict[str, Any] | None:
+  if not examples.has_custom_property(properties.EXAMPLES_SPAN_DIGESTS):
+    return None
+  return json.loads(examples.get_string_custom_property(properties.EXAMPLES_SPAN_DIGESTS))
 
 
 def _label_counts(label_stats: dict[str, Any] | None) -> dict[str, int] | None:

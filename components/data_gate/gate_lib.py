@@ -29,6 +29,8 @@ from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
 from components.example_gen import csv_infer
 
+# The check of `_repeated_findings`.
+REPEATED = "repeated"
 _TYPE_WORDS = {sv.INT: "whole numbers", sv.FLOAT: "numbers", sv.BYTES: "text"}
 # How many standard errors apart two means must be for a scale change to count.
 _SCALE_MIN_Z = 5.0
@@ -46,11 +48,14 @@ class Night:
     schema: the Schema inferred from it (the live version's: the one it was trained on).
     label_counts: the label's value counts on the train split (None: not counted, or a
       number label).
+    span_digests: str(span) -> {"rows", "digest"} of each span read (the Examples'
+      `span_digests`; None: not recorded).
   """
 
   statistics: Any
   schema: Any
   label_counts: Mapping[str, int] | None = None
+  span_digests: Mapping[str, Mapping[str, Any]] | None = None
 
 
 def evaluate(
@@ -95,6 +100,7 @@ def evaluate(
       compared[name] = measured
   findings += _drift_findings(anomalies.drift, now, ref, thresholds, read, anomalies.failing)
   findings += _dataset_findings(tonight, reference, anomalies, thresholds)
+  findings += _repeated_findings(tonight, reference, live_version)
   if classification:
     findings += _label_findings(tonight, reference, label_key, thresholds)
   findings = sorted((rp.mark(f, accepted) for f in findings), key=rp.order_key)
@@ -449,6 +455,32 @@ def _dataset_findings(
         f"{ref:,} (> {bound:g})",
         now / max(ref, 1),
         bound,
+      )
+    )
+  return out
+
+
+def _repeated_findings(
+  tonight: Night, reference: Night, live_version: int | None
+) -> list[rp.Finding]:
+  """A span new tonight whose rows are those of a span the live version was trained on: a feed
+  that delivers old data again (an export that did not run, a copy of yesterday's file) under
+  a new span. Training on it pushes a model of old data as if it were new."""
+  now, ref = tonight.span_digests or {}, reference.span_digests or {}
+  seen = {(d.get("rows"), d.get("digest")): span for span, d in ref.items()}
+  live = f"live version {live_version}" if live_version is not None else "the live version"
+  out = []
+  for span, d in sorted(now.items(), key=lambda item: int(item[0])):
+    same = seen.get((d.get("rows"), d.get("digest")))
+    if span in ref or same is None or not d.get("rows"):
+      continue
+    out.append(
+      rp.Finding(
+        th.REPEATED_DATA,
+        REPEATED,
+        rp.STOP,
+        f"span {span} holds the same {d['rows']:,} rows as span {same}, which {live} was "
+        "trained on (the same lines, in any order): is the source delivering old data again?",
       )
     )
   return out

@@ -153,8 +153,12 @@ def stop_message(report: GateReport, how_to_accept: str) -> str:
   shown = "; ".join(f.text for f in stops[:6])
   more = f"; and {len(stops) - 6} more" if len(stops) > 6 else ""
   names = sorted({f.column for f in stops})
+  if names == [th.REPEATED_DATA]:
+    what, change = f"repeats data {live} was trained on", "repeat"
+  else:
+    what, change = f"differs from what {live} was trained on", "change"
   return (
-    f"the data gate stopped this night, tonight's data differs from what {live} was trained on: "
-    f"{shown}{more}. Nothing was trained or pushed and {live} stays live. If the change is "
-    f"deliberate, {how_to_accept.format(columns=','.join(names))}"
+    f"the data gate stopped this night, tonight's data {what}: {shown}{more}. Nothing was "
+    f"trained or pushed and {live} stays live. If the {change} is deliberate, "
+    f"{how_to_accept.format(columns=','.join(names))}"
   )

@@ -56,6 +56,7 @@ TEXT_DRIFT_DEFAULT = 0.3
 COLUMN_CHECKS = (DRIFT, SCALE, NEW_VALUES, MISSING)
 # What `--accept-changes` names for the dataset checks, and for every change at once.
 ROW_COUNT = ":row_count"
+REPEATED_DATA = ":repeated_data"
 ALL = "all"
 
 
@@ -147,7 +148,8 @@ def _threshold_value(setting: str, check: str, raw: str) -> float | None:
 
 
 def parse_accepted(values: Iterable[str]) -> list[str]:
-  """The columns (and `:row_count`, or `all`) named by `--accept-changes` flags, in order.
+  """The columns (and `:row_count`, `:repeated_data`, or `all`) named by `--accept-changes`
+  flags, in order.
 
   Each flag holds one name or a comma-separated list.
   """
@@ -158,7 +160,8 @@ def parse_accepted(values: Iterable[str]) -> list[str]:
       if not name:
         raise GateSettingsError(
           f"--accept-changes {value!r} names an empty column; pass column names separated by "
-          f"commas, {ROW_COUNT} for the row count, or {ALL}."
+          f"commas, {ROW_COUNT} for the row count, {REPEATED_DATA} for a span delivered "
+          f"again, or {ALL}."
         )
       if name not in names:
         names.append(name)
@@ -166,6 +169,6 @@ def parse_accepted(values: Iterable[str]) -> list[str]:
 
 
 def is_accepted(column: str, accepted: Iterable[str]) -> bool:
-  """Whether a change to `column` (or to the row count, ROW_COUNT) was accepted."""
+  """Whether a change to `column` (or ROW_COUNT, REPEATED_DATA) was accepted."""
   names = set(accepted)
   return ALL in names or column in names

@@ -34,6 +34,8 @@ class ConvertOptions:
     lenient_columns: Columns whose bad cells (bytes that are not UTF-8, a cell that is not a
       number of the column's type, NaN or infinity) are written empty instead of failing
       their row: the columns the model leaves out (`--exclude-columns`).
+    digest_lines: Whether each unit digests its lines (`csv_split.LinesDigest`): for input in
+      spans, whose digests the data gate compares.
   """
 
   column_types: dict[str, str]
@@ -45,6 +47,7 @@ class ConvertOptions:
   columnar_copy: bool = False
   keep_label_tokens: bool = False
   lenient_columns: frozenset[str] = frozenset()
+  digest_lines: bool = False
 
 
 @dataclasses.dataclass

@@ -65,6 +65,8 @@ class UnitResult:
   label_stats: dict[str, dict] = dataclasses.field(default_factory=dict)
   shards: dict[str, str] = dataclasses.field(default_factory=dict)
   quarantine_file: str | None = None
+  # `csv_split.LinesDigest` of the unit's lines, which adds up over the chunks of a span.
+  content_digest: int = 0
   # Message of the CsvInputError that stopped this unit, if any.
   error: str | None = None
 
@@ -247,7 +249,9 @@ def convert_file(
   names = csv_read.read_header(chunk.path, options.delimiter)
   _check_header(chunk.path, names, options.column_types)
   result = UnitResult(file=chunk.path, chunk=chunk.index)
-  utf8, newlines = csv_read.scan_chunk(chunk)
+  digest = csv_split.LinesDigest(skip_header=chunk.start == 0) if options.digest_lines else None
+  utf8, newlines = csv_read.scan_chunk(chunk, digest and digest.update)
+  result.content_digest = digest.finish() if digest else 0
   if chunk.end is not None:
     result.lines = newlines
   schema = _flat_schema(names, options.column_types) if options.columnar_copy else None

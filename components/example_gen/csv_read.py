@@ -117,15 +117,21 @@ def _arrow_input(chunk: Chunk):
   return pa.PythonFile(_open_chunk(chunk), mode="r")
 
 
-def scan_chunk(chunk: Chunk) -> tuple[bool, int]:
+def scan_chunk(chunk: Chunk, on_block: Callable[[bytes], None] | None = None) -> tuple[bool, int]:
   """Whether a chunk decodes as UTF-8, and how many line feeds it holds.
 
   ASCII decodes at memory speed, so this pass costs little next to parsing.
+
+  Args:
+    chunk: The chunk.
+    on_block: Called with each block of the chunk's bytes, decompressed, in order.
   """
   decoder = codecs.getincrementaldecoder("utf-8")()
   newlines, valid = 0, True
   with _open_chunk(chunk) as f:
     while block := f.read(16 << 20):
+      if on_block is not None:
+        on_block(block)
       newlines += block.count(b"\n")
       if valid:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -87,6 +88,51 @@ def row_hashes(raw: pa.RecordBatch, keep: np.ndarray, column: str | None = None)
     cells = _cell_hashes(values if mask is None else values.filter(mask))
     hashes = _mix(hashes * _HASH_MUL + cells + np.uint64(i))
   return hashes
+
+
+class LinesDigest:
+  """A digest of a chunk's lines as a multiset: the sum (modulo 2**64) of each line's hash.
+
+  Fed the chunk's bytes block by block (`csv_read.scan_chunk`'s `on_block`), it hashes every
+  line but a file's header and blank lines, a line's CRC-32 and length mixed to 64 bits, and
+  adds the hashes up. So the digest of a span's rows is the same whatever the order of its rows,
+  the files they are cut into, gzip, CRLF line ends and the chunks a file is read in (digests of
+  parts add up), and a changed cell changes it (CRC-32 misses no change of 4 bytes or fewer);
+  the order of the columns counts. The data gate compares the digests of spans to find a source
+  that delivers the same rows again (`gate_lib`). It costs about 0.9 s per million lines of 65
+  cells (157 MB; the UTF-8 scan it rides on takes 0.25 s, their conversion seconds), so only
+  input in spans is digested.
+  """
+
+  def __init__(self, skip_header: bool):
+    self._skip = skip_header
+    self._carry = b""
+    self.value = 0
+
+  def update(self, block: bytes) -> None:
+    data = self._carry + block if self._carry else block
+    cut = data.rfind(b"\n") + 1
+    self._carry = data[cut:]
+    if cut:
+      lines = data[:cut]
+      if b"\r" in lines:
+        lines = lines.replace(b"\r\n", b"\n")
+      self._add(lines.split(b"\n"))
+
+  def finish(self) -> int:
+    """The digest, after the last block (a last line without a line end counts too)."""
+    if self._carry:
+      self._add([self._carry.rstrip(b"\r")])
+      self._carry = b""
+    return self.value
+
+  def _add(self, lines: list[bytes]) -> None:
+    if self._skip:
+      lines, self._skip = lines[1:], False
+    crcs = np.fromiter(map(zlib.crc32, lines), np.uint64, len(lines))
+    lengths = np.fromiter(map(len, lines), np.uint64, len(lines))
+    hashes = _mix(crcs | (lengths << np.uint64(32)))
+    self.value = (self.value + int(hashes[lengths > 0].sum(dtype=np.uint64))) % 2**64
 
 
 # Changing it moves rows between splits; it is part of what a run's split means.

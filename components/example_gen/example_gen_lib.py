@@ -46,10 +46,12 @@ class FilePlan:
     files: (path, split) pairs; split is the input split a file belongs to when
       the input config names the splits, else None (rows are hash-split).
     spans: The spans whose files are read, ascending.
+    file_spans: The span of each file, in the order of `files`.
   """
 
   files: tuple[tuple[str, str | None], ...]
   spans: tuple[int, ...]
+  file_spans: tuple[int, ...] = ()
 
   @property
   def paths(self) -> list[str]:
@@ -107,18 +109,17 @@ def plan_files(
     name, pattern = splits[0]
     patterns = window_patterns(unresolved_pattern or "", span, rolling) or [(span, pattern)]
     files: list[tuple[str, str | None]] = []
-    spans = set()
+    file_spans: list[int] = []
     for s, p in patterns:
       found = io_lib.glob(os.path.join(input_base, p))
-      if found:
-        spans.add(s)
       files.extend((f, None) for f in found)
+      file_spans.extend(s for _ in found)
     if not files:
       raise csv_errors.CsvInputError(
         f"no CSV file matches {pattern!r} under {input_base}; "
         "check the data root and the input pattern."
       )
-    return FilePlan(tuple(files), tuple(sorted(spans)))
+    return FilePlan(tuple(files), tuple(sorted(set(file_spans))), tuple(file_spans))
   files = []
   for name, pattern in splits:
     found = io_lib.glob(os.path.join(input_base, pattern))
@@ -128,7 +129,24 @@ def plan_files(
         "check the input config."
       )
     files.extend((f, name) for f in found)
-  return FilePlan(tuple(files), (span,))
+  return FilePlan(tuple(files), (span,), tuple(span for _ in files))
+
+
+def span_digests(results: Sequence[csv_convert.UnitResult], plan: FilePlan) -> dict[str, dict]:
+  """Each span's rows read and the digest of their lines (`csv_split.LinesDigest`).
+
+  Returns:
+    str(span) -> {"rows": rows read, "digest": 16 hex digits}: the Examples' `span_digests`,
+    which the data gate compares between nights to find a span delivered again.
+  """
+  span_of = dict(zip(plan.paths, plan.file_spans, strict=True))
+  rows: dict[int, int] = collections.defaultdict(int)
+  digests: dict[int, int] = collections.defaultdict(int)
+  for r in results:
+    span = span_of[r.file]
+    rows[span] += r.rows_read
+    digests[span] = (digests[span] + r.content_digest) % 2**64
+  return {str(s): {"rows": rows[s], "digest": f"{digests[s]:016x}"} for s in sorted(rows)}
 
 
 def plan_units(files: Sequence[tuple[str, str | None]]) -> list[csv_convert.Unit]:
@@ -296,6 +314,7 @@ def plan_job(
     block_size=block_size,
     keep_label_tokens=keep_label_tokens,
     lenient_columns=frozenset(lenient_columns),
+    digest_lines=bool(unresolved_pattern) and is_unresolved(unresolved_pattern),
   )
   split_plan = csv_split.SplitPlan(
     names=tuple(split_names),

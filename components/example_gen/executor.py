@@ -121,8 +121,9 @@ class Executor(BaseExampleGenExecutor):
     self._convert(
       job, output_dirs, os.path.join(examples.uri, example_gen_lib.QUARANTINE_DIR), results_dir
     )
+    results = example_gen_lib.read_results(results_dir)
     outcome = example_gen_lib.merge_results(
-      example_gen_lib.read_results(results_dir),
+      results,
       split_names,
       float(exec_properties.get(MAX_BAD_ROW_FRACTION_KEY) or 0.0),
       examples.uri,
@@ -137,6 +138,11 @@ class Executor(BaseExampleGenExecutor):
         outcome.quarantine_uri,
       )
     self._record(examples, exec_properties, outcome, job.options.column_types, job.files.spans)
+    if job.options.digest_lines:
+      examples.set_string_custom_property(
+        properties.EXAMPLES_SPAN_DIGESTS,
+        json.dumps(example_gen_lib.span_digests(results, job.files), sort_keys=True),
+      )
 
   def _convert(self, job: example_gen_lib.Job, output_dirs, quarantine_dir, results_dir) -> None:
     """Converts every unit in a Beam pipeline; each unit's result lands under `results_dir`."""

@@ -287,13 +287,20 @@ def _training_data_tree(input_dict: dict[str, list[types.Artifact]], local_dir: 
 
 
 def _training_data_facts(examples: list[types.Artifact]) -> dict[str, Any]:
-  """The manifest's `training_data`: rows per split and the label's counts, from the Examples."""
+  """The manifest's `training_data`: rows per split, the label's counts and each span's
+  digest, from the Examples."""
   rows: dict[str, int] = {}
+  digests: dict[str, Any] = {}
   facts: dict[str, Any] = {
     manifest.TRAINING_ROWS_FIELD: rows,
     manifest.TRAINING_LABEL_STATS_FIELD: None,
+    manifest.TRAINING_SPAN_DIGESTS_FIELD: digests,
   }
   for example in examples:
+    if example.has_custom_property(properties.EXAMPLES_SPAN_DIGESTS):
+      digests.update(
+        json.loads(example.get_string_custom_property(properties.EXAMPLES_SPAN_DIGESTS))
+      )
     for key, value in example.mlmd_artifact.custom_properties.items():
       if key.startswith(properties.EXAMPLES_ROWS_PREFIX) and value.HasField("int_value"):
         split = key[len(properties.EXAMPLES_ROWS_PREFIX) :]

@@ -46,10 +46,13 @@ OPTIMIZER_FIELD = "optimizer"
 TRANSFORM_GRAPH_FIELD = "transform_graph"
 # The key the Pusher's run cached LiveModel by (`live_model_lib.live_model_key`).
 LIVE_KEY_FIELD = "live_key"
-# What the version was trained on (rows per split, the label's counts) and its evaluation.
+# What the version was trained on (rows per split, the label's counts, each span's digest) and
+# its evaluation.
 TRAINING_DATA_FIELD = "training_data"
 TRAINING_ROWS_FIELD = "rows"
 TRAINING_LABEL_STATS_FIELD = "label_stats"
+# str(span) -> {"rows", "digest"} (the Examples' `span_digests`).
+TRAINING_SPAN_DIGESTS_FIELD = "span_digests"
 EVALUATION_FIELD = "evaluation"
 
 # The fields a push's `extra` may not set: the serving package's own.

@@ -345,7 +345,8 @@ def _add_nightly_args(g) -> None:
     default=[],
     metavar="COLUMNS",
     help="let tonight's changes in these columns (comma-separated; :row_count for the row "
-    "count; all for every change) through the data gate; recorded in the night's record",
+    "count; :repeated_data for a span that repeats one the live version was trained on; all "
+    "for every change) through the data gate; recorded in the night's record",
   )
   g.add_argument(
     "--no-data-gate",

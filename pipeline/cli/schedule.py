@@ -97,7 +97,9 @@ def _build_parser() -> argparse.ArgumentParser:
   local.add_argument(
     "--html", metavar="PATH", help="history: also write the nights page (HTML) to PATH."
   )
-  local.add_argument("--columns", help="accept: comma-separated columns, :row_count, or all.")
+  local.add_argument(
+    "--columns", help="accept: comma-separated columns, :row_count, :repeated_data, or all."
+  )
   local.add_argument("--reason", default="", help="accept: why the change is deliberate.")
   local.add_argument("--job-name", help="Entry name (default: derived from --output-dir).")
   local.add_argument("--crontab-file", help="Edit this file instead of the user's crontab.")

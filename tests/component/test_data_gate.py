@@ -4,6 +4,7 @@ Each night is a CSV run through the kit's own ExampleGen and StatisticsGen execu
 pipeline runs them; the faults are the ones upstream sources deliver.
 """
 
+import dataclasses
 import json
 import os
 
@@ -43,6 +44,8 @@ def taxi(tmp_path_factory):
     "inverted": gate_data.invert_label(second, LABEL),
     "new_class": gate_data.new_label_class(second, LABEL, "2", every=20),
     "small": second.iloc[::12],
+    # The second half again, its rows shuffled.
+    "repeated": second.sample(frac=1.0, random_state=3),
   }
   nights = {}
   for name, data in variants.items():
@@ -113,7 +116,7 @@ def test_a_label_class_the_live_data_never_had_stops_the_night_however_rare(taxi
   assert (finding.column, finding.check) == (LABEL, th.LABEL)
   assert finding.text.startswith(f"the label {LABEL!r} has classes the live version's data never")
   # Counted on the train split (4 in 5 rows).
-  assert "never had: '2' (293 rows, 4.9%)" in finding.text and 0.04 < finding.value < 0.06
+  assert "never had: '2' (295 rows, 4.9%)" in finding.text and 0.04 < finding.value < 0.06
   assert _gate(taxi, "new_class", accepted=[LABEL]).passed
   assert _gate(taxi, "new_class", thresholds=th.parse_thresholds(["label=off"])).passed
 
@@ -159,6 +162,27 @@ def test_a_night_far_smaller_than_the_live_versions_stops_on_the_row_count(taxi)
   report = _gate(taxi, "small")
   assert (th.ROW_COUNT, th.ROWS) in _stops(report)
   assert _gate(taxi, "small", accepted=[th.ROW_COUNT]).passed
+
+
+def test_a_span_holding_the_rows_the_live_version_was_trained_on_stops_the_night(taxi):
+  def as_span(night, span):
+    [digest] = night.span_digests.values()
+    return dataclasses.replace(night, span_digests={str(span): digest})
+
+  options = {"live_version": 2, "label_key": LABEL, "classification": True}
+  options.update(read_columns=None, thresholds=th.Thresholds())
+  live = as_span(taxi["normal"], 2)
+  report = gate_lib.evaluate(as_span(taxi["repeated"], 3), live, **options)
+  assert _stops(report) == {(th.REPEATED_DATA, gate_lib.REPEATED)}
+  assert report.stopping[0].text.startswith(
+    "span 3 holds the same 7,501 rows as span 2, which live version 2 was trained on"
+  )
+  again = as_span(taxi["repeated"], 3)
+  assert gate_lib.evaluate(again, live, **options, accepted=[th.REPEATED_DATA]).passed
+  # The same span read again (a rerun), and a new span of other rows, are no repeat.
+  assert gate_lib.evaluate(as_span(taxi["repeated"], 2), live, **options).passed
+  other = gate_lib.evaluate(as_span(taxi["reference"], 3), live, **options)
+  assert gate_lib.REPEATED not in {f.check for f in other.findings}
 
 
 def test_the_report_round_trips_through_json(taxi):

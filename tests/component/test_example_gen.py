@@ -328,6 +328,29 @@ class TestExecutor:
     assert len(read_examples(ex.uri)) == 60
     assert json.loads(ex.get_string_custom_property("data_spans")) == [2, 3]
 
+  def test_each_span_gets_a_digest_of_its_rows_in_any_order_and_files(self, tmp_path):
+    rows = _good_rows(40, seed=1)
+    _write_csv(tmp_path / "in" / "span-1" / "d.csv", HEADER, rows)
+    # Span 2: the same rows, in reverse order, in two gzipped files with CRLF line ends.
+    reordered = rows[::-1]
+    for name, part in (("a.csv", reordered[:15]), ("b.csv", reordered[15:])):
+      path = _write_csv(tmp_path / "in" / "span-2" / name, HEADER, part, newline="\r\n")
+      path.with_suffix(".csv.gz").write_bytes(gzip.compress(path.read_bytes()))
+      path.unlink()
+    # Span 3: one cell changed.
+    changed = [list(r) for r in rows]
+    changed[7][1] = changed[7][1] + 1.0
+    _write_csv(tmp_path / "in" / "span-3" / "d.csv", HEADER, changed)
+    raw = exec_properties(tmp_path / "in", pattern="span-{SPAN}/*")
+    props = {**raw, ROLLING_SPANS_KEY: 3, UNRESOLVED_INPUT_CONFIG_KEY: raw["input_config"]}
+    del props["span"]
+    ex = run_executor(fast_executor.Executor, props, tmp_path / "out")
+    digests = json.loads(ex.get_string_custom_property(properties.EXAMPLES_SPAN_DIGESTS))
+    assert sorted(digests) == ["1", "2", "3"]
+    assert {d["rows"] for d in digests.values()} == {40}
+    assert digests["1"] == digests["2"]
+    assert digests["3"]["digest"] != digests["1"]["digest"]
+
   def test_files_may_order_their_columns_differently(self, tmp_path):
     _write_csv(tmp_path / "in" / "a.csv", HEADER, _good_rows(100))
     reordered = [[r[3], r[2], r[1], r[0]] for r in _good_rows(100, seed=1)]

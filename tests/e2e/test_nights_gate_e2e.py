@@ -3,10 +3,10 @@ the tfx wheel, label `big_tip`, delivered in spans.
 
 One module-scoped sequence of nights, each a `run_local.py` process with the same flags:
 night 1 pushes version 1; night 2 (a column that was empty fills in) pushes version 2; each of
-five faults stops its night in one line and pushes nothing; a change accepted with
-`schedule.py local accept` trains and pushes; a failed night is reported to a loopback webhook
-and a loopback mail server; a dead notification endpoint changes no exit status; and
-`schedule.py local history` lists every night.
+five faults, and span 2's rows delivered again as span 3, stop their night in one line and push
+nothing; a change accepted with `schedule.py local accept` trains and pushes; a failed night is
+reported to a loopback webhook and a loopback mail server; a dead notification endpoint changes
+no exit status; and `schedule.py local history` lists every night.
 """
 
 import json
@@ -135,6 +135,20 @@ def test_each_fault_stops_its_night_in_one_line_and_pushes_nothing(nights, fault
   assert nights.records()[-1]["outcome"] == "stopped"
 
 
+def test_a_span_that_repeats_the_live_versions_rows_stops_its_night(nights):
+  # A stuck export: span 3 holds span 2's rows again, shuffled.
+  nights.span(3, nights.second.sample(frac=1.0, random_state=1))
+  proc, summary = nights.night()
+  assert proc.returncode == 1
+  line = _one_error_line(proc)
+  rows = len(nights.second)
+  assert "tonight's data repeats data live version 2 was trained on: span 3 holds" in line
+  assert f"span 3 holds the same {rows:,} rows as span 2, which live version 2 was" in line
+  assert "--accept-changes :repeated_data" in line
+  assert states(summary)["DataGate"] == "failed" and "DistributedTrainer" not in states(summary)
+  assert nights.versions() == [1, 2]
+
+
 def test_an_accepted_change_trains_and_is_recorded(nights):
   column, make = FAULTS["unit"]
   nights.span(3, make(nights.second))
@@ -207,7 +221,8 @@ def test_history_lists_every_night(nights):
   assert len(records) == len(nights.runs)
   outcomes = [r["outcome"] for r in records]
   assert outcomes[:2] == ["pushed", "pushed"]
-  assert outcomes.count("stopped") == len(FAULTS) + 1 and outcomes.count("failed") == 1
+  # The faults, the span delivered again and the notified night stopped.
+  assert outcomes.count("stopped") == len(FAULTS) + 2 and outcomes.count("failed") == 1
   table = run_script("schedule.py", "local", "history", "--output-dir", nights.out)
   assert table.returncode == 0 and f"Nights of '{MODEL}'" in table.stdout
   assert table.stdout.count("stopped") >= len(FAULTS)

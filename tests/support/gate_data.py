@@ -42,16 +42,24 @@ def write_csv(frame: pd.DataFrame, folder: str | os.PathLike, name: str = "data.
 
 
 def night_from_csv(csv_path: str, work_dir: str | os.PathLike, label_key: str) -> gate_lib.Night:
-  """The train split's statistics, inferred schema and label counts of one CSV, as the pipeline
-  computes them (the kit's ExampleGen and StatisticsGen executors, TFDV's schema inference)."""
+  """The train split's statistics, inferred schema, label counts and span digest of one CSV, as
+  the pipeline computes them (the kit's ExampleGen and StatisticsGen executors, TFDV's schema
+  inference). The CSV is read as span 0 of the pattern `<its folder>-{SPAN}/<its name>`."""
   import tensorflow_data_validation as tfdv
 
+  from components.example_gen.spec import UNRESOLVED_INPUT_CONFIG_KEY
+
   work = pathlib.Path(work_dir)
+  folder, name = os.path.split(csv_path)
+  spanned = example_gen_runs.exec_properties(
+    os.path.dirname(folder), pattern=f"{os.path.basename(folder)}-{{SPAN}}/{name}"
+  )
   props = example_gen_runs.exec_properties(
-    os.path.dirname(csv_path),
-    pattern=os.path.basename(csv_path),
+    os.path.dirname(folder),
+    pattern=f"{os.path.basename(folder)}/{name}",
     buckets=(4, 1),
     label_key=label_key,
+    **{UNRESOLVED_INPUT_CONFIG_KEY: spanned["input_config"]},
   )
   examples = example_gen_runs.run_executor(ExampleGenExecutor, props, work / "examples")
   statistics = standard_artifacts.ExampleStatistics()
@@ -63,7 +71,8 @@ def night_from_csv(csv_path: str, work_dir: str | os.PathLike, label_key: str) -
   schema = tfdv.infer_schema(stats, infer_feature_shape=True)
   label_stats = json.loads(examples.get_string_custom_property("label_stats") or "{}")
   counts = (label_stats.get("train") or {}).get("counts")
-  return gate_lib.Night(stats.datasets[0], schema, counts)
+  digests = json.loads(examples.get_string_custom_property("span_digests") or "{}")
+  return gate_lib.Night(stats.datasets[0], schema, counts, digests)
 
 
 # ----------------------------------------------------------------------------- faults

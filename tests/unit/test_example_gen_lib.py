@@ -570,6 +570,43 @@ def test_row_hashes_split_deterministically_and_by_ratio():
   assert np.array_equal(csv_split.row_hashes(swapped, keep), by_a)
 
 
+def _lines_digest(data: bytes, skip_header=True, block=7) -> int:
+  digest = csv_split.LinesDigest(skip_header)
+  for start in range(0, len(data), block):
+    digest.update(data[start : start + block])
+  return digest.finish()
+
+
+def test_lines_digest_is_of_the_rows_as_a_multiset():
+  data = b"a,b\n1,x\n2,y\n2,\n,z\n"
+  digest = _lines_digest(data)
+  # Blocks, chunks, row order, CRLF, blank lines and a missing last line end do not count ...
+  assert _lines_digest(data, block=1) == _lines_digest(data, block=1000) == digest
+  chunks = _lines_digest(b"a,b\n1,x\n2,y\n") + _lines_digest(b"2,\n,z\n", skip_header=False)
+  assert chunks % 2**64 == digest
+  assert _lines_digest(b"b,a\r\n,z\r\n2,\r\n\r\n1,x\r\n2,y") == digest
+  # ... a changed cell, a cell moved, a row more or less do.
+  others = [b"a,b\n1,x\n3,y\n2,\n,z\n", b"a,b\n1,x\n2,y\n,2\n,z\n", b"a,b\n1,x\n2,y\n2,\n",
+            b"a,b\n1,x\n2,y\n2,\n,z\n1,x\n", b"a,b\n1,y\n2,x\n2,\n,z\n"]  # fmt: skip
+  assert digest not in {_lines_digest(o) for o in others}
+
+
+def test_span_digests_add_up_the_units_of_each_span():
+  plan = example_gen_lib.FilePlan(
+    (("s1/a.csv", None), ("s2/a.csv", None), ("s2/b.csv", None)), (1, 2), (1, 2, 2)
+  )
+  results = [
+    csv_convert.UnitResult(file="s1/a.csv", rows_read=3, content_digest=2**64 - 1),
+    csv_convert.UnitResult(file="s2/a.csv", chunk=0, rows_read=2, content_digest=2**64 - 2),
+    csv_convert.UnitResult(file="s2/a.csv", chunk=1, rows_read=1, content_digest=5),
+    csv_convert.UnitResult(file="s2/b.csv", rows_read=4, content_digest=1),
+  ]
+  assert example_gen_lib.span_digests(results, plan) == {
+    "1": {"rows": 3, "digest": "ffffffffffffffff"},
+    "2": {"rows": 7, "digest": "0000000000000004"},
+  }
+
+
 class TestMergeResults:
   def test_counts_and_merged_quarantine_with_absolute_lines(self, tmp_path):
     parts = []
