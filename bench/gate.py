@@ -11,7 +11,8 @@ other night starts from a copy of that serving folder and delivers the other hal
   renamed         every value of a text column renamed to a code
   missing         a feature column left out
   emptied         a number column empty in every row
-  label           a binary label inverted, a class label rotated to the next class
+  label           a binary label inverted, a class label rotated to the next class, a number
+                  label shuffled (joined from other rows)
   repeated        night 1's half again, shuffled: a stuck export
 
 and reports whether the night passed or stopped, with the gate's line.
@@ -110,6 +111,10 @@ def faults(frame: pd.DataFrame, label: str) -> dict[str, tuple[pd.DataFrame, str
   if 2 <= len(classes) <= 50:
     rotate = {c: classes[(i + 1) % len(classes)] for i, c in enumerate(classes)}
     out["label"] = (gate_data.rename_values(frame, label, rotate), label)
+  elif len(classes) > 50:
+    # A number label joined from other rows: the same values, shuffled.
+    shuffled = np.random.default_rng(0).permutation(frame[label].to_numpy())
+    out["label"] = (frame.assign(**{label: shuffled}), label)
   return out
 
 

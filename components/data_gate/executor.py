@@ -144,11 +144,12 @@ class Executor(base_executor.BaseExecutor):
       thresholds=thresholds,
       accepted=accepted,
     )
-    if task != tasks.REGRESSION and live_executor.is_available(baseline):
+    if live_executor.is_available(baseline):
       found = live_check.finding(
         path_utils.serving_model_dir(baseline.uri),
         _split_files(examples, properties.EVAL_SPLIT),
         label_key=label_key,
+        classification=task != tasks.REGRESSION,
         preprocessing=contract is not None,
         tonight_types=stats_view.schema_types(tonight.schema),
         baseline_types=stats_view.schema_types(before.schema),

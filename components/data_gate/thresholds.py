@@ -17,7 +17,8 @@ turns a check off. Checks, and what their value bounds (docs/nightly.md has the 
   rows         the smallest fraction of the live version's training rows tonight may have
   max_rows     the largest such multiple (off by default: data that grows is no fault)
   live_model   how far below always answering the most frequent class the live model's accuracy
-               on tonight's rows may fall
+               on tonight's rows may fall; for a number label, how far below 0 its R-squared
+               (its mean error taken out) may fall
 """
 
 from __future__ import annotations

@@ -8,14 +8,16 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import pytest
 from tfx.types import standard_artifacts
 
 from components.data_gate import executor as gate_executor
-from components.data_gate import gate_lib
+from components.data_gate import gate_lib, live_check
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.errors import UserInputError
+from components.evaluator import evaluation_lib
 from components.live_model import executor as live_executor
 from tests.support import gate_data
 
@@ -298,3 +300,77 @@ def test_executor_passes_a_first_night_and_an_accepted_change(taxi, tmp_path):
   assert accepted.get_int_custom_property("passed") == 1
   report = gate_executor.read_report(accepted)
   assert {f["column"] for f in report["findings"] if f["accepted"]} == {"payment_type"}
+
+
+# ----------------------------------------------------------------------------- the live model
+
+
+@pytest.fixture(scope="module")
+def regression_live(tmp_path_factory):
+  """A live model that learned y = 2x (x standard normal, noise of standard deviation 1)."""
+  import tensorflow as tf
+
+  root = tmp_path_factory.mktemp("regression_live")
+  spec = {"x": tf.io.FixedLenFeature([1], tf.float32)}
+
+  class Model(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(self, examples):
+      return {"outputs": 2.0 * tf.io.parse_example(examples, spec)["x"]}
+
+  model = Model()
+  tf.saved_model.save(model, str(root / "model"), signatures={"serving_default": model.serve})
+  return root
+
+
+def _eval_rows(path, x, y):
+  import tensorflow as tf
+
+  with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+    for value, label in zip(x, y, strict=True):
+      example = tf.train.Example()
+      example.features.feature["x"].float_list.value.append(float(value))
+      example.features.feature["y"].float_list.value.append(float(label))
+      writer.write(example.SerializeToString())
+  return [str(path)]
+
+
+@pytest.mark.parametrize("rows", [400, 3000])
+def test_the_live_model_stops_a_night_whose_number_label_was_shuffled(regression_live, rows):
+  rng = np.random.default_rng(rows)
+  x = rng.normal(size=rows)
+  y = 2.0 * x + rng.normal(size=rows)
+  options = dict(label_key="y", classification=False, preprocessing=False, tonight_types={},
+                 baseline_types={}, thresholds=th.Thresholds(), live_version=4)  # fmt: skip
+  model = str(regression_live / "model")
+  normal = _eval_rows(regression_live / f"normal{rows}.gz", x, y)
+  assert live_check.finding(model, normal, **options) is None
+  # Tonight's labels 3 units higher (the level moved): drift, not a fault.
+  higher = _eval_rows(regression_live / f"higher{rows}.gz", x, y + 3.0)
+  assert live_check.finding(model, higher, **options) is None
+  # Tonight's labels joined from other rows: the same distribution, no relation to x.
+  shuffled = _eval_rows(regression_live / f"shuffled{rows}.gz", x, rng.permutation(y))
+  found = live_check.finding(model, shuffled, **options)
+  assert found is not None and found.check == th.LIVE_MODEL and found.stops
+  # R-squared near -0.8 (the model's predictions spread 4 of the labels' 5 units of variance).
+  assert -1.3 < found.value < -0.4 and found.threshold <= -0.1
+  assert found.text.startswith(
+    f"live version 4 answers tonight's {rows:,} eval rows worse than always answering their mean"
+  )
+  assert live_check.finding(model, shuffled, **{**options, "thresholds": th.parse_thresholds(
+    ["live_model=off"])}) is None  # fmt: skip
+
+
+def test_r_squared_and_its_standard_error_on_known_outputs():
+  rng = np.random.default_rng(0)
+  labels = rng.normal(size=20_000)
+  outputs = evaluation_lib.ModelOutputs(np.zeros((20_000, 1)) + labels.mean(), labels)
+  r2, error = live_check.r_squared(outputs)
+  assert abs(r2) < 1e-9 and error < 0.02
+  perfect = evaluation_lib.ModelOutputs(labels[:, None].copy(), labels)
+  assert live_check.r_squared(perfect)[0] == pytest.approx(1.0)
+  shifted = evaluation_lib.ModelOutputs(labels[:, None] + 5.0, labels)
+  assert live_check.r_squared(shifted)[0] == pytest.approx(1.0)
+  labels[::2] = np.nan
+  assert live_check.r_squared(evaluation_lib.ModelOutputs(labels[:, None], labels))[0] == 1.0
+  assert live_check.r_squared(evaluation_lib.ModelOutputs(np.ones((3, 1)), np.ones(3))) is None

@@ -12,6 +12,7 @@ no exit status; and `schedule.py local history` lists every night.
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from components.serving import history, versions
@@ -245,3 +246,39 @@ def test_a_version_pushed_without_its_training_data_is_not_a_crash(tmp_path):
   assert gate["compared"] is False and "without its training data" in gate["reason"]
   assert summary["pushed"]["version"] == 2
   assert "binary_accuracy_diff_vs_baseline" not in summary["eval_metrics"]
+
+
+def test_a_number_label_joined_from_other_rows_is_stopped_by_the_live_model(tmp_path):
+  # The taxi sample with `fare` as a number label: a shuffled label keeps its distribution,
+  # which every column check compares; the live version's R-squared on tonight's rows notices.
+  run = Nights(tmp_path)
+  flags = ("--label-key", "fare", "--model-name", "fare", "--optimizer-variants", "none",
+           "--train-steps", "300", "--quiet")  # fmt: skip
+
+  def night():
+    proc = run_script("run_local.py", "--data-root", run.data, "--output-dir", run.out, *flags,
+                      timeout=900, warm=True)  # fmt: skip
+    return proc, load_summary(run.out)
+
+  half = len(run.frame) // 2
+  first, second = run.frame.iloc[:half], run.frame.iloc[half:]
+  run.span(1, first)
+  proc, summary = night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert summary["pushed"]["version"] == 1
+  shuffled = np.random.default_rng(0).permutation(second["fare"].to_numpy())
+  run.span(2, second.assign(fare=shuffled))
+  proc, summary = night()
+  assert proc.returncode == 1
+  line = _one_error_line(proc)
+  assert "live version 1 answers tonight's" in line and "'fare' looks shuffled" in line
+  assert "--accept-changes fare" in line
+  [stop] = [f for f in summary["night"]["gate"]["findings"] if f["kind"] == "stop"]
+  assert stop["check"] == "live_model" and stop["value"] < -0.3
+  # The same rows with their own fares pass the gate.
+  run.span(2, second)
+  proc, summary = night()
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  gate = summary["night"]["gate"]
+  assert gate["passed"] and gate["compared"]
+  assert "live_model" not in {f["check"] for f in gate["findings"]}
