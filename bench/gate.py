@@ -13,6 +13,8 @@ other night starts from a copy of that serving folder and delivers the other hal
   emptied         a number column empty in every row
   label           a binary label inverted, a class label rotated to the next class, a number
                   label shuffled (joined from other rows)
+  leak            a new column holding the label as codes, or in hundredths (a field written
+                  after the outcome)
   repeated        night 1's half again, shuffled: a stuck export
 
 and reports whether the night passed or stopped, with the gate's line.
@@ -43,7 +45,7 @@ import quality
 
 from tests.support import gate_data
 
-FAULTS = ("unit x1000", "unit x2.2", "renamed", "missing", "emptied", "label", "repeated")
+FAULTS = ("unit x1000", "unit x2.2", "renamed", "missing", "emptied", "label", "leak", "repeated")
 NIGHTS = ("normal", "shipped order", *FAULTS)
 
 
@@ -115,6 +117,14 @@ def faults(frame: pd.DataFrame, label: str) -> dict[str, tuple[pd.DataFrame, str
     # A number label joined from other rows: the same values, shuffled.
     shuffled = np.random.default_rng(0).permutation(frame[label].to_numpy())
     out["label"] = (frame.assign(**{label: shuffled}), label)
+  # A new column written after the outcome: the label under another name, as codes (a number
+  # label in hundredths).
+  if len(classes) > 50:
+    hundredths = pd.to_numeric(frame[label], errors="coerce") * 100
+    leak = hundredths.map(lambda v: "" if pd.isna(v) else f"{v:.6g}")
+  else:
+    leak = frame[label].map({v: f"L{i}" for i, v in enumerate(sorted(set(frame[label])))})
+  out["leak"] = (frame.assign(outcome_code=leak), "outcome_code")
   return out
 
 

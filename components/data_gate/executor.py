@@ -13,8 +13,8 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components import model_contract, properties, tasks
-from components.data_gate import gate_lib, live_check, spec, stats_view
+from components import columnar, model_contract, properties, tasks
+from components.data_gate import gate_lib, leak_check, live_check, spec, stats_view
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.errors import UserInputError
@@ -144,6 +144,8 @@ class Executor(base_executor.BaseExecutor):
       thresholds=thresholds,
       accepted=accepted,
     )
+    for found in _leak_findings(examples, tonight, before, props, thresholds):
+      report = gate_report.with_finding(report, found)
     if live_executor.is_available(baseline):
       found = live_check.finding(
         path_utils.serving_model_dir(baseline.uri),
@@ -197,6 +199,33 @@ def _label_stats(examples: types.Artifact) -> dict[str, Any] | None:
   if not examples.has_custom_property(properties.EXAMPLES_LABEL_STATS):
     return None
   return json.loads(examples.get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
+
+
+def _leak_findings(
+  examples: types.Artifact,
+  tonight: gate_lib.Night,
+  before: gate_lib.Night,
+  props: dict[str, Any],
+  thresholds: th.Thresholds,
+) -> list[gate_report.Finding]:
+  """Findings for columns new tonight that give the label away (`leak_check`), read from the
+  train split's columnar copy; none where the split has no copy (a distributed Beam runner)."""
+  label_key = props[spec.LABEL_KEY_KEY]
+  excluded = set(json.loads(props.get(spec.EXCLUDE_COLUMNS_KEY) or "[]"))
+  added = leak_check.new_columns(tonight.schema, before.schema, label_key, excluded)
+  if not added:
+    return []
+  files = columnar.complete_files(_split_files(examples, properties.TRAIN_SPLIT), fileio.exists)
+  if files is None:
+    _LOG.info("DataGate: no columnar copy of the train split; new columns not scored alone.")
+    return []
+  return leak_check.findings(
+    leak_check.read_columns(files, [label_key, *added]),
+    label_key=label_key,
+    new_columns=added,
+    classification=props[spec.TASK_KEY] != tasks.REGRESSION,
+    thresholds=thresholds,
+  )
 
 
 def _span_digests(examples: types.Artifact) -> dict[str, Any] | None:

@@ -16,6 +16,8 @@ turns a check off. Checks, and what their value bounds (docs/nightly.md has the 
   label        the L-infinity distance between the label's class shares
   rows         the smallest fraction of the live version's training rows tonight may have
   max_rows     the largest such multiple (off by default: data that grows is no fault)
+  leak         how well a column new tonight may answer the label alone (accuracy, R-squared)
+               before it counts as a copy of the label
   live_model   how far below always answering the most frequent class the live model's accuracy
                on tonight's rows may fall; for a number label, how far below 0 its R-squared
                (its mean error taken out) may fall
@@ -38,6 +40,7 @@ LABEL = "label"
 ROWS = "rows"
 MAX_ROWS = "max_rows"
 LIVE_MODEL = "live_model"
+LEAK = "leak"
 
 # Defaults, measured on normal nights and faults of several real tables (docs/nightly.md).
 DEFAULTS: dict[str, float | None] = {
@@ -49,12 +52,13 @@ DEFAULTS: dict[str, float | None] = {
   ROWS: 0.2,
   MAX_ROWS: None,
   LIVE_MODEL: 0.1,
+  LEAK: 0.98,
 }
 # The drift default of text columns, whose L-infinity distance is smaller than a number column's
 # divergence for the same change (DEFAULTS[DRIFT] is the numbers' default).
 TEXT_DRIFT_DEFAULT = 0.3
 # Checks that hold for one column; the others hold for the night's data as a whole.
-COLUMN_CHECKS = (DRIFT, SCALE, NEW_VALUES, MISSING)
+COLUMN_CHECKS = (DRIFT, SCALE, NEW_VALUES, MISSING, LEAK)
 # What `--accept-changes` names for the dataset checks, and for every change at once.
 ROW_COUNT = ":row_count"
 REPEATED_DATA = ":repeated_data"

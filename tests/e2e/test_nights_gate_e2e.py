@@ -3,7 +3,7 @@ the tfx wheel, label `big_tip`, delivered in spans.
 
 One module-scoped sequence of nights, each a `run_local.py` process with the same flags:
 night 1 pushes version 1; night 2 (a column that was empty fills in) pushes version 2; each of
-five faults, and span 2's rows delivered again as span 3, stop their night in one line and push
+six faults, and span 2's rows delivered again as span 3, stop their night in one line and push
 nothing; a change accepted with `schedule.py local accept` trains and pushes; a failed night is
 reported to a loopback webhook and a loopback mail server; a dead notification endpoint changes
 no exit status; and `schedule.py local history` lists every night.
@@ -41,6 +41,11 @@ FAULTS = {
   "missing": ("trip_seconds", lambda f: gate_data.drop_column(f, "trip_seconds")),
   "emptied": ("fare", lambda f: gate_data.empty_column(f, "fare")),
   "inverted": (gate_data.TAXI_LABEL, lambda f: gate_data.invert_label(f, gate_data.TAXI_LABEL)),
+  # A new column written after the outcome: whether the tip was large, as a flag.
+  "leak": (
+    "tip_flag",
+    lambda f: f.assign(tip_flag=f[gate_data.TAXI_LABEL].map({"1": "Y", "0": "N"})),
+  ),
 }
 
 
