@@ -480,7 +480,8 @@ def _repeated_findings(
         REPEATED,
         rp.STOP,
         f"span {span} holds the same {d['rows']:,} rows as span {same}, which {live} was "
-        "trained on (the same lines, in any order): is the source delivering old data again?",
+        "trained on (the same lines, in any order): the source may be delivering old data "
+        "again",
       )
     )
   return out
@@ -493,7 +494,7 @@ _NAMED_CLASSES = 5
 def _label_findings(
   tonight: Night, reference: Night, label_key: str, thresholds: th.Thresholds
 ) -> list[rp.Finding]:
-  """The label's classes: a class the live version's data never had changes what the model
+  """The label's classes: a class the live version was not trained on changes what the model
   answers (one score more), and an inverted or remapped label moves the class shares."""
   bound = thresholds.get(th.LABEL)
   now, ref = tonight.label_counts, reference.label_counts
@@ -517,7 +518,7 @@ def _label_findings(
         label_key,
         th.LABEL,
         rp.STOP,
-        f"the label {label_key!r} has classes the live version's data never had: {named} "
+        f"the label {label_key!r} has classes the live version was not trained on: {named} "
         f"({rows:,} rows, {rp.pct(rows / now_total)}); a model trained on them answers other "
         "classes than the live one",
         rows / now_total,
