@@ -149,6 +149,12 @@ def _threshold_value(setting: str, check: str, raw: str) -> float | None:
     raise GateSettingsError(
       f"--gate-threshold {setting!r}: the value must be a number of at least {lowest:g}, or off."
     )
+  if check == LEAK and value > 1.0:
+    # An accuracy or R-squared never passes 1: the check would be off without saying so.
+    raise GateSettingsError(
+      f"--gate-threshold {setting!r}: leak is an accuracy or R-squared; pass a number from 0 "
+      "to 1, or off."
+    )
   return value
 
 

@@ -39,6 +39,7 @@ def test_text_columns_have_their_own_drift_default():
     ("fare:rows=0.5", "whole night"),
     ("drift=-1", "at least 0"),
     ("scale=0.5", "at least 1"),
+    ("fare:leak=2", "from 0 to 1"),
     ("drift=abc", "a number"),
   ],
 )
