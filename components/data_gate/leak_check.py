@@ -31,9 +31,9 @@ _BINS = 64
 _MIN_ROWS = 40
 
 
-def read_columns(files: Sequence[str], names: Sequence[str]) -> dict[str, np.ndarray] | None:
-  """The named columns of a split's columnar copy, as numpy arrays (text as objects, empty
-  cells as None or NaN); None when a file lacks the copy."""
+def read_columns(files: Sequence[str], names: Sequence[str]) -> dict[str, np.ndarray]:
+  """The named columns of a split's columnar copy (`columnar.complete_files`), as numpy arrays:
+  numbers as float64 with NaN for empty cells, text as objects with None."""
   import pyarrow as pa
 
   parts: dict[str, list] = {n: [] for n in names}
@@ -86,7 +86,8 @@ def lookup_score(
   if classification:
     labels, known = _codes(label)
   else:
-    labels, known = label.astype(np.float64), ~np.isnan(label.astype(np.float64))
+    labels = label.astype(np.float64)
+    known = ~np.isnan(labels)
   keep = known
   if keep.sum() < _MIN_ROWS:
     return None
