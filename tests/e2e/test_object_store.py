@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from components.serving import layout, remote
-from tests.support.cli_runs import REPO_ROOT, moto_s3
+from tests.support.cli_runs import REPO_ROOT, moto_s3, run_script
 
 BUCKET = "kit"
 
@@ -77,35 +77,17 @@ def s3_server():
 
 
 def _run(env, out, *extra):
-  return subprocess.run(
-    [
-      sys.executable,
-      str(REPO_ROOT / "pipeline" / "run_local.py"),
-      "--data-root",
-      f"s3://{BUCKET}/data",
-      "--pipeline-root",
-      f"s3://{BUCKET}/root",
-      "--serving-dir",
-      f"s3://{BUCKET}/serving",
-      "--output-dir",
-      str(out),
-      "--model-name",
-      "digits",
-      "--train-steps",
-      "200",
-      "--optimizer-variants",
-      "tflite_float32",
-      "--tensorrt",
-      "off",
-      "--quiet",
-      *extra,
-    ],
+  # A child of a warm process (see warm_python), with the S3 server's variables in its
+  # environment; tensorflow-io reads them when the run first opens an s3:// path.
+  return run_script(
+    "run_local.py",
+    *("--data-root", f"s3://{BUCKET}/data", "--pipeline-root", f"s3://{BUCKET}/root"),
+    *("--serving-dir", f"s3://{BUCKET}/serving", "--output-dir", out, "--model-name", "digits"),
+    *("--train-steps", "200", "--optimizer-variants", "tflite_float32", "--tensorrt", "off"),
+    *("--quiet", *extra),
     env=env,
-    cwd=REPO_ROOT,
-    capture_output=True,
-    text=True,
     timeout=900,
-    check=False,
+    warm=True,
   )
 
 

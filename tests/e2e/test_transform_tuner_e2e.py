@@ -46,9 +46,9 @@ def transform_runs(tmp_path_factory):
     "--min-eval-examples", "20", "--min-accuracy", "0.8",
     "--optimizer-variants", "tflite_float32,onnx", "--quiet",
   )  # fmt: skip
-  first = run_script("run_local.py", *flags, timeout=1500)
+  first = run_script("run_local.py", *flags, timeout=1500, warm=True)
   first_summary = load_summary(out) if (out / "run_summary.json").exists() else None
-  rerun = run_script("run_local.py", *flags, timeout=900)
+  rerun = run_script("run_local.py", *flags, timeout=900, warm=True)
   return {
     "out": out,
     "first": first,

@@ -171,8 +171,13 @@ def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
   ) as fake:
     env = project_env(KUBECONFIG=fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    launcher = kfp_launcher.LocalKfp(tmp_path / "kfp-root", env=env)
-    results = launcher.run(kfp_launcher.load_package(package_path), "night-1")
+    # The trainer step, which creates the TFJob and waits on it, starts as a fresh process,
+    # as in its pod; the steps around it are children of one warm process (see warm_python).
+    with kfp_launcher.LocalKfp(
+      tmp_path / "kfp-root", env=env, warm=True, fresh={"DistributedTrainer"}
+    ) as launcher:
+      results = launcher.run(kfp_launcher.load_package(package_path), "night-1")
+    assert not results["DistributedTrainer"].warm and results["Evaluator"].warm
 
     assert results["Pusher"].artifacts["pushed_model"].value("pushed") == 1.0
     trainer = results["DistributedTrainer"]
