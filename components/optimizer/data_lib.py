@@ -311,11 +311,41 @@ class RowReader:
         f"of the data is named after (features: {sorted(features)[:8]}...); the Optimizer feeds "
         "inputs by name, so name the Keras inputs after the features."
       )
-    value = _dense(features[name], _default_for(features[name].dtype))
-    if value.dtype != spec.dtype:
-      value = tf.cast(value, spec.dtype)
+    value = as_input(name, _dense(features[name], _default_for(features[name].dtype)), spec)
     shape = [d if d is not None else -1 for d in spec.shape.as_list()]
     return tf.reshape(value, shape).numpy()
+
+
+def as_input(name: str, value: tf.Tensor, spec: tf.TensorSpec) -> tf.Tensor:
+  """A dense feature in the dtype of the model's input `name`.
+
+  Text meets a number input where the schema typed a column as bytes while the model reads it
+  as numbers: a column without a single value in the data SchemaGen saw (TFX's taxi CSV has
+  one such column in its first 5,000 rows) is read with an empty string for every row. Empty
+  cells become the number input's missing value (NaN, or 0 for whole numbers), other text is
+  parsed; text that is not a number means the Optimizer cannot feed the model as the Trainer
+  fed it, so its variants are skipped with that reason.
+
+  Raises:
+    UnmeasurableModelError: when a text feature holds something that is not a number.
+  """
+  if value.dtype == spec.dtype:
+    return value
+  if value.dtype != tf.string or spec.dtype == tf.bool:
+    return tf.cast(value, spec.dtype)
+  if spec.dtype == tf.string:
+    return tf.strings.as_string(value)
+  missing = "nan" if spec.dtype.is_floating else "0"
+  filled = tf.where(tf.strings.length(tf.strings.strip(value)) == 0, missing, value)
+  try:
+    numbers = tf.strings.to_number(filled, out_type=tf.float64)
+  except tf.errors.InvalidArgumentError as e:
+    raise UnmeasurableModelError(
+      f"the model's input {name!r} takes {spec.dtype.name} but its feature holds text that is "
+      f"not a number ({e.message.splitlines()[0]}); the Optimizer feeds the model its features "
+      "as they are, so give the module's preprocessing the conversion it needs."
+    ) from None
+  return tf.cast(numbers, spec.dtype)
 
 
 def _guess_dtype(info: tasks.LabelInfo) -> str:

@@ -49,3 +49,22 @@ def test_a_split_smaller_than_the_cap_is_read_whole(tmp_path):
   assert (info.rows, info.of, info.every, info.start) == (300, 300, 1, 0)
   assert sorted(_prices(records).tolist()) == list(range(300))
   assert info.describe() == "all 300 rows"
+
+
+def test_text_features_reach_number_inputs_as_numbers_with_empty_cells_missing():
+  # A column SchemaGen saw no value of is bytes in the schema; the model reads it as numbers.
+  text = tf.constant([[b""], [b" 17031081800 "], [b"3"]])
+  ints = data_lib.as_input("tract", text, tf.TensorSpec([None, 1], tf.int64))
+  assert ints.dtype == tf.int64 and ints.numpy()[:, 0].tolist() == [0, 17031081800, 3]
+  floats = data_lib.as_input("tract", text, tf.TensorSpec([None, 1], tf.float32)).numpy()[:, 0]
+  assert np.isnan(floats[0]) and floats[2] == 3.0
+  same = tf.constant([[1.5]])
+  assert data_lib.as_input("x", same, tf.TensorSpec([None, 1], tf.float32)) is same
+  assert data_lib.as_input("x", same, tf.TensorSpec([None, 1], tf.int32)).numpy()[0, 0] == 1
+
+
+def test_a_text_feature_that_is_not_a_number_skips_the_optimizer_with_its_reason():
+  with pytest.raises(data_lib.UnmeasurableModelError, match="input 'company' takes int32"):
+    data_lib.as_input(
+      "company", tf.constant([[b"Taxi Affiliation"]]), tf.TensorSpec([None, 1], tf.int32)
+    )
