@@ -331,10 +331,8 @@ def as_input(name: str, value: tf.Tensor, spec: tf.TensorSpec) -> tf.Tensor:
   """
   if value.dtype == spec.dtype:
     return value
-  if value.dtype != tf.string or spec.dtype == tf.bool:
+  if value.dtype != tf.string or not (spec.dtype.is_floating or spec.dtype.is_integer):
     return tf.cast(value, spec.dtype)
-  if spec.dtype == tf.string:
-    return tf.strings.as_string(value)
   missing = "nan" if spec.dtype.is_floating else "0"
   filled = tf.where(tf.strings.length(tf.strings.strip(value)) == 0, missing, value)
   try:
