@@ -283,6 +283,14 @@ class DateFeatures(tf.keras.layers.Layer):
       return tf.strings.to_number(tf.strings.substr(text, start, length), dtype)
 
     year, month, day = number(0, 4), number(5, 2), number(8, 2)
+    hour = None
+    if self.with_time:
+      hour = number(11, 2, tf.float32) + number(14, 2, tf.float32) / 60.0
+    return self._encode(year, month, day, hour, valid)
+
+  def _encode(self, year, month, day, hour, valid):
+    """The output for int32 [batch] year, month and day, float32 [batch] hours (None without
+    a time), and bool [batch] `valid` (False: an empty or unreadable cell)."""
     days = self._days_from_civil(year, month, day)
     ones = tf.ones_like(year)
     day_of_year = tf.cast(days - self._days_from_civil(year, ones, ones), tf.float32)
@@ -303,8 +311,7 @@ class DateFeatures(tf.keras.layers.Layer):
       tf.sin(turn * day_of_year / 365.25),
       tf.cos(turn * day_of_year / 365.25),
     ]
-    if self.with_time:
-      hour = number(11, 2, tf.float32) + number(14, 2, tf.float32) / 60.0
+    if hour is not None:
       parts += [tf.sin(turn * hour / 24.0), tf.cos(turn * hour / 24.0)]
     if self.edges:
       lo = np.asarray(self.edges[:-1], np.float32)
@@ -327,6 +334,56 @@ class DateFeatures(tf.keras.layers.Layer):
       "with_time": self.with_time,
       "edges": self.edges,
     }
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class DatePartsFeatures(DateFeatures):
+  """A date spelled by number columns (year, month and day; date_parts.py), read as
+  DateFeatures reads a date column.
+
+  Input: the model's float32 [batch, n] numbers, raw (NaN: missing). `columns` are the
+  positions of the year, month and day among them, the day -1 where there is none (the first
+  of each month). Output: DateFeatures' without a time. A row whose parts are missing, not
+  whole numbers, or out of range (a month past 12, a day past 31) reads as invalid; a day past
+  its month's end (31 April) runs into the next month. Only arithmetic, so TFLite's builtin ops
+  and ONNX run it.
+  """
+
+  def __init__(
+    self,
+    columns: Sequence[int],
+    day_mean: float,
+    day_scale: float,
+    edges: Sequence[float] = (),
+    **kwargs,
+  ):
+    kwargs.pop("with_time", None)
+    super().__init__(day_mean, day_scale, False, edges, **kwargs)
+    self.columns = [int(c) for c in columns]
+    if len(self.columns) != 3 or min(self.columns[:2]) < 0:
+      raise ValueError(f"columns must be the year, month and day positions, got {columns}")
+
+  def call(self, inputs):
+    x = tf.cast(inputs, tf.float32)
+    year_at, month_at, day_at = self.columns
+    parts = [x[:, year_at], x[:, month_at]]
+    parts.append(x[:, day_at] if day_at >= 0 else tf.ones_like(parts[0]))
+    # Comparisons with NaN are false, so a missing part fails its range.
+    valid = tf.ones_like(parts[0], tf.bool)
+    for value, (low, high) in zip(parts, ((1.0, 9999.0), (1.0, 12.0), (1.0, 31.0)), strict=True):
+      whole = tf.math.equal(tf.math.floor(value), value)
+      in_range = tf.math.logical_and(value >= low, value <= high)
+      valid = tf.math.logical_and(valid, tf.math.logical_and(in_range, whole))
+    year, month, day = (
+      tf.cast(tf.where(valid, value, fill), tf.int32)
+      for value, fill in zip(parts, (1970.0, 1.0, 1.0), strict=True)
+    )
+    return self._encode(year, month, day, None, valid)
+
+  def get_config(self):
+    config = {**super().get_config(), "columns": list(self.columns)}
+    config.pop("with_time")
+    return config
 
 
 @tf.keras.utils.register_keras_serializable(package=_PACKAGE)

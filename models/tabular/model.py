@@ -252,6 +252,15 @@ def _network(profile: Profile, hp: dict[str, Any], inputs: dict[str, Any], numer
           [s.edges for s in numeric], [s.mean for s in numeric], name=f"bins{suffix}"
         )(values)
       )
+    at = {s.column.name: i for i, s in enumerate(numeric)}
+    for i, date in enumerate(profile.date_parts):
+      where = [at[date.year], at[date.month], at[date.day] if date.day else -1]
+      stats = date.stats
+      parts.append(
+        layers.DatePartsFeatures(
+          where, stats.day_mean, stats.day_scale, stats.edges, name=f"date_parts_{i}{suffix}"
+        )(values)
+      )
   for s in profile.columns:
     if s.column.kind == CATEGORICAL:
       parts.append(_text_part(s, inputs[s.column.input_name], hp, suffix))

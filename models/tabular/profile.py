@@ -20,6 +20,7 @@ import numpy as np
 from components import model_contract, tasks
 from components.model_contract import CATEGORICAL, NUMERIC, Column
 from models.tabular import read
+from models.tabular.date_parts import DateParts, find_date_parts
 from models.tabular.quantiles import bins_per_column, quantile_edges
 from models.tabular.text_columns import (
   DateStats,
@@ -93,6 +94,7 @@ class Profile:
       (the pipeline's split column; `train_lib.held_out_groups`), or None: every
       `holdout_every`-th record of each file.
     file_holdout_rows: with `holdout_group`, the held-out rows of each training file.
+    date_parts: the dates that number columns spell (year, month, day; date_parts.py).
   """
 
   columns: tuple[ColumnStats, ...]
@@ -104,6 +106,7 @@ class Profile:
   file_rows: tuple[int, ...] = ()
   holdout_group: tuple[str, str] | None = None
   file_holdout_rows: tuple[int, ...] = ()
+  date_parts: tuple[DateParts, ...] = ()
 
   @property
   def holdout_every(self) -> int:
@@ -141,11 +144,14 @@ class _Moments:
     return mean, math.sqrt(var)
 
 
-def describe_inputs(columns: Sequence[ColumnStats], shown: int = 4) -> str:
+def describe_inputs(
+  columns: Sequence[ColumnStats], shown: int = 4, date_parts: Sequence[DateParts] = ()
+) -> str:
   """How the model reads its columns, in one line for the summary and the report.
 
   e.g. "6 numbers; text: state (50 values), homeownership (3); free text as words: emp_title
-  (37 words); dates: issue_d (64 bins)".
+  (37 words); dates: issue_d (64 bins)". A date spelled by number columns is listed among the
+  dates by its columns ("year/month/day (64 bins)").
   """
 
   def listed(entries: list[str]) -> str:
@@ -160,8 +166,10 @@ def describe_inputs(columns: Sequence[ColumnStats], shown: int = 4) -> str:
     f"{s.column.name} ({count(len(s.vocabulary), 'value')})" for s in columns if _plain_text(s)
   ]
   words = [f"{s.column.name} ({count(len(s.vocabulary), 'word')})" for s in columns if s.free_text]
+  dates = [(s.column.name, s.date) for s in columns if s.date]
   dates = [
-    f"{s.column.name} ({count(max(len(s.date.edges) - 1, 0), 'bin')})" for s in columns if s.date
+    f"{name} ({count(max(len(stats.edges) - 1, 0), 'bin')})"
+    for name, stats in dates + [(d.name, d.stats) for d in date_parts]
   ]
   parts = [count(numbers, "number")] if numbers else []
   for name, entries in (("text", text), ("free text as words", words), ("dates", dates)):
@@ -260,6 +268,7 @@ def profile_data(
     )
   label = tally.label_info(label_key, task)
   label_mean, label_std = tally.label_moments.mean_std()
+  numbers = {c.name: tally.sample.column(c.name) for c in columns if c.kind == NUMERIC}
   return Profile(
     tally.column_stats(hp, label.task),
     label,
@@ -268,6 +277,7 @@ def profile_data(
     label_mean,
     label_std or 1.0,
     tuple(file_rows),
+    date_parts=find_date_parts(numbers, int(hp.get("numeric_bins", 16))),
   )
 
 

@@ -294,7 +294,7 @@ def train(
       warm_started_layers=warm,
       plan={
         **plan.to_json(),
-        "inputs": describe_inputs(profile.columns),
+        "inputs": describe_inputs(profile.columns, date_parts=profile.date_parts),
         **({"warm_start": warm_note + kept_width} if warm_note else {}),
       },
       **fit,

@@ -156,11 +156,17 @@ def date_stats(values: np.ndarray, numeric_bins: int = 0) -> DateStats | None:
     return None
   epoch = datetime.date(1970, 1, 1)
   days = np.array([(d - epoch).days for d, _ in parsed], np.float64)
+  return days_stats(days, any(t for _, t in parsed), numeric_bins)
+
+
+def days_stats(days: np.ndarray, with_time: bool, numeric_bins: int = 0) -> DateStats:
+  """DateStats of dates given as days since 1970-01-01 (at least one): their mean and spread,
+  and with `numeric_bins` the quantile edges `date_stats` describes."""
   day_mean, day_scale = float(days.mean()), float(days.std()) or 1.0
   series = np.unique(days).size >= SERIES_SHARE * days.size
   return DateStats(
     day_mean=day_mean,
     day_scale=day_scale,
-    with_time=any(t for _, t in parsed),
+    with_time=with_time,
     edges=quantile_edges((days - day_mean) / day_scale, date_bins(numeric_bins, series)),
   )
