@@ -76,7 +76,9 @@ def _groups(names: Sequence[str]) -> dict[str, dict[str, str]]:
   }
 
 
-def find_date_parts(columns: dict[str, np.ndarray], numeric_bins: int = 0) -> tuple[DateParts, ...]:
+def find_date_parts(
+  columns: dict[str, np.ndarray], numeric_bins: int = 0, rows: int | None = None
+) -> tuple[DateParts, ...]:
   """The dates spelled by number columns, from a sample of their values (NaN: missing).
 
   A date needs a year and a month column (a day column is optional) with the same prefix in
@@ -85,7 +87,9 @@ def find_date_parts(columns: dict[str, np.ndarray], numeric_bins: int = 0) -> tu
 
   Args:
     columns: each number column's sampled values, by name, the same rows in each.
-    numeric_bins: bins per number; a date gets `text_columns.date_bins` of them (0: none).
+    numeric_bins: bins per number; a date gets `text_columns.date_bins` of them (0: none),
+      as `text_columns.days_stats` decides.
+    rows: the rows the sample stands for (None: the sample's own).
 
   Returns:
     The dates found, in the order of their year columns.
@@ -106,7 +110,9 @@ def find_date_parts(columns: dict[str, np.ndarray], numeric_bins: int = 0) -> tu
     )
     if np.isnan(days).mean() > 1 - DATE_SHARE:
       continue
-    stats = days_stats(days[~np.isnan(days)], with_time=False, numeric_bins=numeric_bins)
+    dated = days[~np.isnan(days)]
+    scale = 1.0 if rows is None else rows / len(present)
+    stats = days_stats(dated, False, numeric_bins, round(dated.size * scale))
     found.append((names[YEAR], DateParts(names[YEAR], names[MONTH], names.get(DAY), stats)))
   order = {name: i for i, name in enumerate(columns)}
   return tuple(parts for _, parts in sorted(found, key=lambda item: order[item[0]]))

@@ -313,14 +313,16 @@ class DateFeatures(tf.keras.layers.Layer):
     ]
     if hour is not None:
       parts += [tf.sin(turn * hour / 24.0), tf.cos(turn * hour / 24.0)]
+    valid_f = tf.expand_dims(tf.cast(valid, tf.float32), -1)
+    columns = [tf.stack(parts, axis=1)]
     if self.edges:
       lo = np.asarray(self.edges[:-1], np.float32)
       inv = 1.0 / np.diff(np.asarray(self.edges, np.float64)).astype(np.float32)
       binned = (tf.expand_dims(trend, -1) - tf.constant(lo)) * tf.constant(inv)
-      parts += tf.unstack(tf.minimum(tf.maximum(binned, 0.0), 1.0), axis=1)
-    valid_f = tf.cast(valid, tf.float32)
-    parts = [p * valid_f for p in parts]
-    return tf.stack([*parts, 1.0 - valid_f], axis=1)
+      columns.append(tf.minimum(tf.maximum(binned, 0.0), 1.0))
+    # One concat, not an unstack of the bins: int8 conversion quantizes an unstack (its output
+    # takes its input's scale whatever layer it is in), and that turned the bins into noise.
+    return tf.concat([tf.concat(columns, axis=1) * valid_f, 1.0 - valid_f], axis=1)
 
   def compute_output_shape(self, input_shape):
     bins = max(len(self.edges) - 1, 0)
@@ -364,19 +366,28 @@ class DatePartsFeatures(DateFeatures):
       raise ValueError(f"columns must be the year, month and day positions, got {columns}")
 
   def call(self, inputs):
+    # The float input meets only a cast and a comparison, which int8 conversion keeps in
+    # float; the columns are sliced from int32 and bool tensors, which it does not quantize. A
+    # slice of the float input (or a select on it) would be quantized, with the scale of every
+    # number column together, which loses the months and days.
     x = tf.cast(inputs, tf.float32)
-    year_at, month_at, day_at = self.columns
-    parts = [x[:, year_at], x[:, month_at]]
-    parts.append(x[:, day_at] if day_at >= 0 else tf.ones_like(parts[0]))
-    # Comparisons with NaN are false, so a missing part fails its range.
-    valid = tf.ones_like(parts[0], tf.bool)
-    for value, (low, high) in zip(parts, ((1.0, 9999.0), (1.0, 12.0), (1.0, 31.0)), strict=True):
-      whole = tf.math.equal(tf.math.floor(value), value)
-      in_range = tf.math.logical_and(value >= low, value <= high)
-      valid = tf.math.logical_and(valid, tf.math.logical_and(in_range, whole))
+    # A value that is not a whole number, or past int32 (infinity, NaN), does not come back
+    # from the cast unchanged; what the cast made of it is never read.
+    whole = tf.cast(x, tf.int32)
+    unreadable = tf.math.not_equal(tf.cast(whole, tf.float32), x)
+    ones = tf.ones_like(whole[:, 0])
+    valid = tf.cast(ones, tf.bool)
+    parts = []
+    for at, (low, high) in zip(self.columns, ((1, 9999), (1, 12), (1, 31)), strict=True):
+      if at < 0:  # No day column: the first of the month.
+        parts.append(ones)
+        continue
+      value = whole[:, at]
+      fits = tf.math.logical_and(value >= low, value <= high)
+      valid = tf.math.logical_and(valid, tf.math.logical_and(fits, ~unreadable[:, at]))
+      parts.append(value)
     year, month, day = (
-      tf.cast(tf.where(valid, value, fill), tf.int32)
-      for value, fill in zip(parts, (1970.0, 1.0, 1.0), strict=True)
+      tf.where(valid, value, fill) for value, fill in zip(parts, (1970, 1, 1), strict=True)
     )
     return self._encode(year, month, day, None, valid)
 

@@ -277,7 +277,7 @@ def profile_data(
     label_mean,
     label_std or 1.0,
     tuple(file_rows),
-    date_parts=find_date_parts(numbers, int(hp.get("numeric_bins", 16))),
+    date_parts=find_date_parts(numbers, int(hp.get("numeric_bins", 16)), tally.rows),
   )
 
 
@@ -369,7 +369,7 @@ class _Tally:
         edges = quantile_edges(self.sample.column(c.name), bins)
         stats.append(ColumnStats(c, present, self.missing[c.name], mean, std or 1.0, edges=edges))
         continue
-      date = date_stats(self.sample.column(c.name), int(hp.get("numeric_bins", 16)))
+      date = date_stats(self.sample.column(c.name), int(hp.get("numeric_bins", 16)), present)
       vocab = ()
       distinct = len(self.counts[c.name])
       free_text = date is None and is_free_text(distinct, present)

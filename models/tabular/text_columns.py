@@ -135,6 +135,14 @@ def parse_date(text: str) -> tuple[datetime.date, bool] | None:
 # messages over a year) 128 bins of its time stamp cost 1.0 accuracy point against 64.
 DATE_BINS_PER_NUMERIC_BIN = 4
 SERIES_SHARE = 0.5
+# A date that is not a series gets its bins only where its days hold this many training rows
+# each, on average. Where few rows share a day, a day picks out the rows it holds, as an
+# identifier would, and its bins let the network learn them: openintro's epa2021 (893 cars
+# over about 150 release dates, 6 a day) was 5.1% RMSE behind HistGradientBoosting with 64
+# bins of its release dates, 4.6% with 16 and 0.7% with none (the trend and seasons stay).
+# Where many rows share a day, the bins carry what the rows of a day share: the weather of
+# nycflights' days (72 flights a day) is worth 1.7% RMSE.
+DATE_BIN_MIN_ROWS_PER_DAY = 10
 
 
 def date_bins(numeric_bins: int, series: bool = False) -> int:
@@ -142,11 +150,14 @@ def date_bins(numeric_bins: int, series: bool = False) -> int:
   return DATE_BINS_PER_NUMERIC_BIN * (2 if series else 1) * max(numeric_bins, 0)
 
 
-def date_stats(values: np.ndarray, numeric_bins: int = 0) -> DateStats | None:
+def date_stats(
+  values: np.ndarray, numeric_bins: int = 0, rows: int | None = None
+) -> DateStats | None:
   """DateStats when DATE_SHARE of the sampled non-empty cells parse as dates, else None.
 
   With `numeric_bins`, the days get `date_bins` quantile edges as a number would
-  (`quantile_edges`): one edge per distinct day where there are few of them.
+  (`quantile_edges`): one edge per distinct day where there are few of them. `rows`: the
+  non-empty cells the sample stands for (None: the sample's own).
   """
   present = [v.decode("utf-8", "replace") for v in values.tolist() if v]
   if not present:
@@ -156,17 +167,28 @@ def date_stats(values: np.ndarray, numeric_bins: int = 0) -> DateStats | None:
     return None
   epoch = datetime.date(1970, 1, 1)
   days = np.array([(d - epoch).days for d, _ in parsed], np.float64)
-  return days_stats(days, any(t for _, t in parsed), numeric_bins)
+  if rows is not None:
+    rows = round(rows * len(parsed) / len(present))
+  return days_stats(days, any(t for _, t in parsed), numeric_bins, rows)
 
 
-def days_stats(days: np.ndarray, with_time: bool, numeric_bins: int = 0) -> DateStats:
+def days_stats(
+  days: np.ndarray, with_time: bool, numeric_bins: int = 0, rows: int | None = None
+) -> DateStats:
   """DateStats of dates given as days since 1970-01-01 (at least one): their mean and spread,
-  and with `numeric_bins` the quantile edges `date_stats` describes."""
+  and with `numeric_bins` the quantile edges `date_stats` describes, where the date is a series
+  or its days hold DATE_BIN_MIN_ROWS_PER_DAY rows each. `rows`: the dates the sample `days`
+  stands for (None: the sample's own)."""
   day_mean, day_scale = float(days.mean()), float(days.std()) or 1.0
-  series = np.unique(days).size >= SERIES_SHARE * days.size
+  distinct = np.unique(days).size
+  series = distinct >= SERIES_SHARE * days.size
+  rows_per_day = (days.size if rows is None else rows) / distinct
+  bins = date_bins(numeric_bins, series)
+  if not series and rows_per_day < DATE_BIN_MIN_ROWS_PER_DAY:
+    bins = 0
   return DateStats(
     day_mean=day_mean,
     day_scale=day_scale,
     with_time=with_time,
-    edges=quantile_edges((days - day_mean) / day_scale, date_bins(numeric_bins, series)),
+    edges=quantile_edges((days - day_mean) / day_scale, bins),
   )

@@ -40,6 +40,11 @@ def test_year_month_and_day_columns_are_one_date_with_the_days_they_spell():
   assert not found.stats.with_time
   assert len(found.stats.edges) == 60  # a series of 60 days, under its 128 bins: one edge each
   assert date_parts.find_date_parts(_parts(DAYS), numeric_bins=0)[0].stats.edges == ()
+  # Each day in 3 rows (not a series): bins only where the sample stands for enough rows a day.
+  repeated = {name: np.tile(values, 3) for name, values in _parts(DAYS).items()}
+  [few] = date_parts.find_date_parts(repeated, numeric_bins=16)
+  [many] = date_parts.find_date_parts(repeated, numeric_bins=16, rows=1800)
+  assert few.stats.edges == () and len(many.stats.edges) == 60
 
 
 def test_prefixes_name_separate_dates_and_a_day_is_optional():
@@ -174,3 +179,49 @@ def test_every_member_of_an_ensemble_reads_the_date(tmp_path):
   }
   out = model.predict(td.model_inputs(data["eval"], text=("city", "color")), verbose=0)
   assert np.isfinite(out).all()
+
+
+def test_int8_conversion_keeps_the_date_exact(tmp_path):
+  """The Optimizer's int8 variant keeps preprocessing in float, but TFLite quantizes a slice
+  of the float input whatever layer it is in (with one scale for every number column, which
+  lost the months and days): the layer slices int32 and bool tensors only."""
+  from components.optimizer.formats import tflite as tflite_format
+
+  rng = np.random.default_rng(0)
+  rows = 300
+  numbers = np.stack(
+    [
+      rng.integers(1, 13, rows),
+      rng.integers(1, 29, rows),
+      rng.integers(1992, 2004, rows),
+      rng.uniform(100, 2000, rows),
+    ],
+    axis=1,
+  ).astype(np.float32)
+  inputs = tf.keras.Input(shape=(4,), dtype=tf.float32, name="numeric")
+  standardized = layers.NumericPreprocessing(
+    numbers.mean(0), numbers.std(0), [False] * 4, name="numeric_preprocessing"
+  )(inputs)
+  edges = tuple(np.linspace(-1.5, 1.5, 20))
+  dates = layers.DatePartsFeatures([2, 0, 1], 10000.0, 1000.0, edges, name="date_parts_0")(inputs)
+  x = tf.keras.layers.Concatenate(name=model_contract.PREPROCESSED_LAYER)([standardized, dates])
+  x = tf.keras.layers.Dense(16, activation="relu")(tf.keras.layers.Dense(16)(x))
+  model = tf.keras.Model({"numeric": inputs}, tf.keras.layers.Dense(1)(x))
+  model.save(str(tmp_path / "saved"), save_format="tf")
+  float_layers = tflite_format.preprocessing_layers(model)
+  assert "date_parts_0" in float_layers
+  content, _ = tflite_format.to_tflite(
+    str(tmp_path / "saved"),
+    tflite_format.INT8,
+    lambda: ({"numeric": numbers[i : i + 1]} for i in range(100)),
+    float_layers=float_layers,
+  )
+  runner = tf.lite.Interpreter(model_content=content).get_signature_runner()
+  [name] = runner.get_input_details()
+  got = np.concatenate(
+    [next(iter(runner(**{name: numbers[i : i + 1]}).values())) for i in range(60)]
+  )
+  expected = model.predict(numbers[:60], verbose=0)
+  # int8 of the network alone: a few percent of the outputs' size. Months and days read at the
+  # input's int8 scale (about 8 units a step here) put it at 100% and more.
+  assert np.abs(got - expected).max() < 0.1 * np.abs(expected).mean()

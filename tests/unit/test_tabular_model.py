@@ -489,18 +489,23 @@ def test_date_columns_are_recognised_from_their_values():
 
 def test_a_date_column_gets_quantile_bins_of_its_days():
   days = np.array([b"2001-%02d-01" % m for m in range(1, 13)] * 3 + [b""], dtype=object)
-  stats = text_columns.date_stats(days, numeric_bins=16)
+  # A sample of 36 dates standing for 360: 30 rows a day.
+  stats = text_columns.date_stats(days, numeric_bins=16, rows=360)
   # Twelve distinct days, fewer than the bins: an edge at each of them.
   assert len(stats.edges) == 12
   assert list(stats.edges) == sorted(stats.edges)
-  assert text_columns.date_stats(days).edges == ()  # bins off
-  # 300 days: each in three rows, 64 bins (4 x a number's 16); each in one row, a series, 128.
+  assert text_columns.date_stats(days, rows=360).edges == ()  # bins off
+  # 300 days, 30 rows each: 64 bins (4 x a number's 16); each in one row, a series, 128.
   epoch = datetime.date(2001, 1, 1)
   spread = [str(epoch + datetime.timedelta(days=d)).encode() for d in range(300)]
-  shared = text_columns.date_stats(np.array(spread * 3, object), numeric_bins=16)
+  shared = text_columns.date_stats(np.array(spread * 3, object), numeric_bins=16, rows=9000)
   series = text_columns.date_stats(np.array(spread, object), numeric_bins=16)
   assert (len(shared.edges), len(series.edges)) == (65, 129)
   assert text_columns.date_bins(16) == 64 and text_columns.date_bins(0) == 0
+  # 3 rows a day, under DATE_BIN_MIN_ROWS_PER_DAY, and not a series: a day picks out its rows
+  # as an identifier would, so no bins; the trend and the seasons stay.
+  few = text_columns.date_stats(np.array(spread * 3, object), numeric_bins=16)
+  assert few.edges == () and few.day_scale > 1
 
 
 def test_date_bins_encode_where_a_day_ranks_in_the_trend():
