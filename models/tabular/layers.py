@@ -359,7 +359,6 @@ class DatePartsFeatures(DateFeatures):
     edges: Sequence[float] = (),
     **kwargs,
   ):
-    kwargs.pop("with_time", None)
     super().__init__(day_mean, day_scale, False, edges, **kwargs)
     self.columns = [int(c) for c in columns]
     if len(self.columns) != 3 or min(self.columns[:2]) < 0:

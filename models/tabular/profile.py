@@ -166,11 +166,10 @@ def describe_inputs(
     f"{s.column.name} ({count(len(s.vocabulary), 'value')})" for s in columns if _plain_text(s)
   ]
   words = [f"{s.column.name} ({count(len(s.vocabulary), 'word')})" for s in columns if s.free_text]
-  dates = [(s.column.name, s.date) for s in columns if s.date]
-  dates = [
-    f"{name} ({count(max(len(stats.edges) - 1, 0), 'bin')})"
-    for name, stats in dates + [(d.name, d.stats) for d in date_parts]
+  named = [(s.column.name, s.date) for s in columns if s.date] + [
+    (d.name, d.stats) for d in date_parts
   ]
+  dates = [f"{name} ({count(max(len(stats.edges) - 1, 0), 'bin')})" for name, stats in named]
   parts = [count(numbers, "number")] if numbers else []
   for name, entries in (("text", text), ("free text as words", words), ("dates", dates)):
     if entries:
