@@ -40,6 +40,9 @@ _PART_WORDS = {
 _NAME = re.compile(r"^(.*?)[ _.\-]?(" + "|".join(sorted(_PART_WORDS, key=len, reverse=True)) + ")$")
 # Values each part may take; a year past these is not a calendar year (or not one of ours).
 _RANGES = {YEAR: (1, 9999), MONTH: (1, 12), DAY: (1, 31)}
+# A day column whose values in at least this many rows are five or more of 1..7 holds days of
+# the week: 20 days of the month drawn at random all fall under 8 less than once in 10**12.
+_WEEKDAY_MIN_ROWS = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +86,9 @@ def find_date_parts(
 
   A date needs a year and a month column (a day column is optional) with the same prefix in
   their names, and DATE_SHARE of the sampled rows with all its parts present must hold whole
-  numbers that make a calendar date.
+  numbers that make a calendar date. A day column that fails that, or that holds days of the
+  week (five or more of the values 1 to 7 and none above), is left out of the date and stays a
+  number: the year and month alone spell the first of each month.
 
   Args:
     columns: each number column's sampled values, by name, the same rows in each.
@@ -100,22 +105,41 @@ def find_date_parts(
       continue
     names = {part: parts[part] for part in (YEAR, MONTH, DAY) if part in parts}
     values = {part: columns[name].astype(np.float64) for part, name in names.items()}
-    present = np.all([~np.isnan(v) for v in values.values()], axis=0)
-    if not present.any():
+    days = _spelled_days(values) if DAY in values else None
+    if days is None:  # No day column, or one that is no day of the month: the 1st of each.
+      names.pop(DAY, None)
+      values.pop(DAY, None)
+      days = _spelled_days(values)
+    if days is None:
       continue
-    days = _days(
-      values[YEAR][present],
-      values[MONTH][present],
-      values[DAY][present] if DAY in values else np.ones(int(present.sum())),
-    )
-    if np.isnan(days).mean() > 1 - DATE_SHARE:
-      continue
-    dated = days[~np.isnan(days)]
-    scale = 1.0 if rows is None else rows / len(present)
-    stats = days_stats(dated, False, numeric_bins, round(dated.size * scale))
+    scale = 1.0 if rows is None else rows / len(values[YEAR])
+    stats = days_stats(days, False, numeric_bins, round(days.size * scale))
     found.append((names[YEAR], DateParts(names[YEAR], names[MONTH], names.get(DAY), stats)))
   order = {name: i for i, name in enumerate(columns)}
   return tuple(parts for _, parts in sorted(found, key=lambda item: order[item[0]]))
+
+
+def _spelled_days(values: dict[str, np.ndarray]) -> np.ndarray | None:
+  """The days since 1970-01-01 that `values` ({part: column}) spell on the rows where every
+  part is present, or None if too few of them make a calendar date or the day column reads as
+  a day of the week."""
+  present = np.all([~np.isnan(v) for v in values.values()], axis=0)
+  if not present.any():
+    return None
+  if DAY in values:
+    day = values[DAY][present]
+    seen = np.unique(day)
+    # 1..7 (or 0..6, which the calendar check refuses) in many rows: a day of the week.
+    if day.size >= _WEEKDAY_MIN_ROWS and seen.size >= 5 and seen.max() <= 7:
+      return None
+  days = _days(
+    values[YEAR][present],
+    values[MONTH][present],
+    values[DAY][present] if DAY in values else np.ones(int(present.sum())),
+  )
+  if np.isnan(days).mean() > 1 - DATE_SHARE:
+    return None
+  return days[~np.isnan(days)]
 
 
 def _days(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:

@@ -69,7 +69,6 @@ def test_prefixes_name_separate_dates_and_a_day_is_optional():
     lambda c: c.pop("year"),  # a month and a day alone name no date
     lambda c: c.pop("month"),
     lambda c: c.update(month=c["month"] + 0.5),  # not whole numbers
-    lambda c: c.update(day=c["day"] * 7),  # days past 31: a day count, not a day of the month
     lambda c: c.update(year=np.full(60, np.nan)),  # never present
   ],
 )
@@ -77,6 +76,30 @@ def test_columns_that_do_not_spell_dates_are_left_as_numbers(change):
   columns = _parts(DAYS)
   change(columns)
   assert date_parts.find_date_parts(columns) == ()
+
+
+@pytest.mark.parametrize(
+  "day",
+  [
+    lambda d: d * 7,  # days past 31: a day count, not a day of the month
+    lambda d: np.arange(60.0) % 7 + 1,  # 1..7: days of the week
+    lambda d: np.arange(60.0) % 7,  # 0..6: days of the week, 0 no day of any month
+  ],
+)
+def test_a_day_column_that_is_no_day_of_the_month_is_left_out_of_the_date(day):
+  columns = _parts(DAYS)
+  columns["day"] = day(columns["day"])
+  [found] = date_parts.find_date_parts(columns)
+  assert found.columns == ("year", "month") and found.day is None
+  firsts = [(datetime.date(d.year, d.month, 1) - datetime.date(1970, 1, 1)).days for d in DAYS]
+  assert found.stats.day_mean == pytest.approx(np.mean(firsts))
+
+
+def test_a_monthly_table_whose_days_are_all_the_first_keeps_its_day_column():
+  days = [datetime.date(2000 + i // 12, i % 12 + 1, 1) for i in range(60)]
+  assert date_parts.find_date_parts(_parts(days))[0].day == "day"
+  # A week's days of the month in few rows can still be a date's days.
+  assert date_parts.find_date_parts(_parts(DAYS[:7]))[0].day == "day"
 
 
 def test_a_few_unreadable_or_missing_rows_still_make_a_date():
@@ -87,6 +110,9 @@ def test_a_few_unreadable_or_missing_rows_still_make_a_date():
   columns["month"][2] = 2.0  # 31 February: one bad row of 59, under the 5% allowed
   assert len(date_parts.find_date_parts(columns)) == 1
   columns["month"][3] = columns["month"][4] = 13.0  # three bad rows of 59: over 5%
+  [without_day] = date_parts.find_date_parts(columns)  # but two without the day: under it
+  assert without_day.day is None
+  columns["month"][5] = 13.0  # and three without the day
   assert date_parts.find_date_parts(columns) == ()
 
 
