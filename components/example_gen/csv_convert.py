@@ -47,6 +47,10 @@ class Unit:
   fixed: str | None = None
 
 
+# The name each unit's result file starts with, under the executor's results folder.
+RESULT_PREFIX = "unit-"
+
+
 @dataclasses.dataclass
 class UnitResult:
   """What converting one input file (or chunk) produced."""
@@ -313,17 +317,26 @@ def _finished(
 
 
 class ConvertUnitFn(beam.DoFn):
-  """Converts one `Unit` and emits its `UnitResult` as JSON.
+  """Converts one `Unit` and writes its `UnitResult` as JSON to `results_dir`.
+
+  Each unit's result is one file named by its index, written under a temporary name and
+  renamed, so a retried unit replaces its own result and a killed one leaves no partial file
+  under a final name; the executor reads them once the pipeline is done. (Collected by a Beam
+  text sink instead, with the units reshuffled even when there was one, a 30-row CSV took
+  0.99 CPU s to convert against 0.34 s now, most of it in building and running those steps.)
 
   It lives here, not in the executor module, so that Beam worker processes
   unpickle it without importing TensorFlow or TFX.
   """
 
-  def __init__(self, options: ConvertOptions, plan: SplitPlan, output_dirs, quarantine_dir):
+  def __init__(
+    self, options: ConvertOptions, plan: SplitPlan, output_dirs, quarantine_dir, results_dir
+  ):
     self._options = options
     self._plan = plan
     self._output_dirs = output_dirs
     self._quarantine_dir = quarantine_dir
+    self._results_dir = results_dir
 
   def process(self, unit: Unit):
     plan = dataclasses.replace(self._plan, fixed=unit.fixed)
@@ -340,7 +353,12 @@ class ConvertUnitFn(beam.DoFn):
       # DirectRunner worker processes hand exceptions back as RuntimeErrors holding a
       # traceback, so a user error travels as data and the executor raises it again.
       result = UnitResult(file=unit.chunk.path, chunk=unit.chunk.index, error=str(e))
-    yield result.to_json()
+    name = f"{RESULT_PREFIX}{unit.index:05d}.json"
+    tmp = os.path.join(self._results_dir, f".tmp-{uuid.uuid4().hex[:8]}-{name}")
+    with io_lib.open_write(tmp) as f:
+      f.write(result.to_json().encode("utf-8"))
+    io_lib.rename(tmp, os.path.join(self._results_dir, name))
+    yield unit.index
 
 
 def write_quarantine(path: str, rows: list[dict], with_chunk: bool = False) -> None:

@@ -363,9 +363,9 @@ def offset_line_numbers(results: Sequence[csv_convert.UnitResult], rows: list[di
 
 
 def read_results(results_dir: str) -> list[csv_convert.UnitResult]:
-  """Reads the JSON lines the units wrote, then deletes them."""
+  """Reads the results the units wrote (csv_convert.ConvertUnitFn), then deletes them."""
   results = []
-  for path in io_lib.glob(os.path.join(results_dir, "*")):
+  for path in io_lib.glob(os.path.join(results_dir, f"{csv_convert.RESULT_PREFIX}*")):
     with io_lib.open_read(path) as f:
       lines = f.read().decode("utf-8").splitlines()
     results.extend(csv_convert.UnitResult.from_json(line) for line in lines if line.strip())

@@ -161,16 +161,15 @@ class Executor(BaseExampleGenExecutor):
       len(job.units),
       job.options.column_types,
     )
-    convert = csv_convert.ConvertUnitFn(job.options, job.split_plan, output_dirs, quarantine_dir)
+    convert = csv_convert.ConvertUnitFn(
+      job.options, job.split_plan, output_dirs, quarantine_dir, results_dir
+    )
+    io_lib.makedirs(results_dir)
     with self._make_beam_pipeline() as pipeline:
-      _ = (
-        pipeline
-        | "Units" >> beam.Create(job.units)
-        | "Distribute" >> beam.Reshuffle()
-        | "Convert" >> beam.ParDo(convert)
-        | "WriteResults"
-        >> beam.io.WriteToText(os.path.join(results_dir, "unit"), file_name_suffix=".jsonl")
-      )
+      units = pipeline | "Units" >> beam.Create(job.units)
+      if len(job.units) > 1:  # Spreads the units over the runner's workers.
+        units = units | "Distribute" >> beam.Reshuffle()
+      _ = units | "Convert" >> beam.ParDo(convert)
 
   @staticmethod
   def _record(examples, exec_properties, outcome, column_types, spans) -> None:
