@@ -7,6 +7,7 @@ import contextlib
 import glob as glob_lib
 import io
 import os
+import re
 import shutil
 import struct
 import zlib
@@ -32,6 +33,55 @@ _CRC_MASK_DELTA = 0xA282EAD8
 # worker process about half a gigabyte. Local paths use the os module; remote ones
 # (gs://, s3://, hdfs://) Beam's filesystems, and only schemes Beam does not know
 # fall back to tf.io.gfile.
+
+
+# Beam's S3 file system builds a new boto3 session and client for every call, about a tenth
+# of a second of CPU each: 61 of them took 17 of the 23 s an ExampleGen run on digits spent
+# against a loopback S3 server. s3:// paths therefore go through one client per process and
+# set of S3 options, with Beam's own S3IO on top of it.
+_S3_CLIENTS: dict[tuple, object] = {}
+_S3_OPTIONS = (
+  "s3_access_key_id",
+  "s3_secret_access_key",
+  "s3_session_token",
+  "s3_endpoint_url",
+  "s3_region_name",
+  "s3_api_version",
+  "s3_verify",
+  "s3_disable_ssl",
+)
+
+
+def _s3(path: str):
+  """Beam's S3IO over this process's shared client for `path`'s options, or None for a path
+  that is not s3:// (or without Beam's AWS extras)."""
+  if not path.startswith("s3://"):
+    return None
+  try:
+    from apache_beam.io.aws import s3io
+    from apache_beam.io.aws.clients.s3 import boto3_client
+  except ImportError:  # pragma: no cover - without boto3 Beam has no S3 file system either
+    return None
+  from apache_beam.io.filesystems import FileSystems
+  from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+
+  options = getattr(FileSystems, "_pipeline_options", None) or PipelineOptions([])
+  view = options.view_as(S3Options)
+  key = tuple(getattr(view, name, None) for name in _S3_OPTIONS)
+  if key not in _S3_CLIENTS:
+    _S3_CLIENTS[key] = boto3_client.Client(options=options)
+  return s3io.S3IO(client=_S3_CLIENTS[key])
+
+
+def _s3_glob(s3, pattern: str) -> list[str]:
+  """Beam's glob on an object store: `*` stays within a folder, `**` crosses them."""
+  from apache_beam.io.filesystem import FileSystem
+
+  prefix = re.match(r"^[^[*?]*", pattern).group(0)
+  if prefix == pattern:
+    return [pattern] if s3.exists(pattern) else []
+  match = re.compile(FileSystem.translate_pattern(pattern)).match
+  return sorted(p for p, _ in s3.list_files(prefix) if match(p) and not p.endswith("/"))
 
 
 def _beam_fs(path: str):
@@ -92,6 +142,9 @@ def open_read(path: str) -> BinaryIO:
   """Opens a file for reading bytes, as stored (no decompression)."""
   if not storage.is_remote(path):
     return open(path, "rb")
+  s3 = _s3(path)
+  if s3 is not None:
+    return s3.open(path, "r")
   fs = _beam_fs(path)
   if fs is not None:
     from apache_beam.io.filesystem import CompressionTypes
@@ -105,6 +158,9 @@ def open_write(path: str) -> BinaryIO:
   if not storage.is_remote(path):
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return open(path, "wb")
+  s3 = _s3(path)
+  if s3 is not None:
+    return s3.open(path, "w")
   fs = _beam_fs(path)
   if fs is not None:
     from apache_beam.io.filesystem import CompressionTypes
@@ -117,6 +173,9 @@ def size(path: str) -> int:
   """Size of a file in bytes."""
   if not storage.is_remote(path):
     return os.path.getsize(path)
+  s3 = _s3(path)
+  if s3 is not None:
+    return s3.size(path)
   fs = _beam_fs(path)
   if fs is not None:
     return fs.match([path])[0].metadata_list[0].size_in_bytes
@@ -127,6 +186,9 @@ def glob(pattern: str) -> list[str]:
   """Sorted files (not folders) matching a glob pattern."""
   if not storage.is_remote(pattern):
     return sorted(p for p in glob_lib.glob(pattern) if os.path.isfile(p))
+  s3 = _s3(pattern)
+  if s3 is not None:
+    return _s3_glob(s3, pattern)
   fs = _beam_fs(pattern)
   if fs is not None:
     found = fs.match([pattern])[0].metadata_list
@@ -138,6 +200,8 @@ def makedirs(path: str) -> None:
   if not storage.is_remote(path):
     os.makedirs(path, exist_ok=True)
     return
+  if path.startswith("s3://"):
+    return  # An object store has no folders to make.
   fs = _beam_fs(path)
   if fs is None:
     _gfile().makedirs(path)
@@ -152,6 +216,10 @@ def rename(src: str, dst: str) -> None:
   if not storage.is_remote(src):
     os.replace(src, dst)
     return
+  s3 = _s3(src)
+  if s3 is not None:
+    s3.rename(src, dst)  # A copy over `dst`, then the delete of `src`.
+    return
   fs = _beam_fs(src)
   if fs is None:
     _gfile().rename(src, dst, overwrite=True)
@@ -165,6 +233,10 @@ def remove(path: str) -> None:
   if not storage.is_remote(path):
     os.remove(path)
     return
+  s3 = _s3(path)
+  if s3 is not None:
+    s3.delete(path)
+    return
   fs = _beam_fs(path)
   if fs is None:
     _gfile().remove(path)
@@ -176,6 +248,10 @@ def rmtree(path: str) -> None:
   """Deletes a folder and everything under it."""
   if not storage.is_remote(path):
     shutil.rmtree(path, ignore_errors=True)
+    return
+  s3 = _s3(path)
+  if s3 is not None:
+    s3.delete_tree(path.rstrip("/") + "/")
     return
   fs = _beam_fs(path)
   if fs is None:

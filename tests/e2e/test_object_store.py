@@ -1,4 +1,5 @@
-"""Object-store paths: the Pusher's upload order and the whole pipeline on an S3 server.
+"""Object-store paths: the Pusher's upload order, ExampleGen's file access and the whole pipeline on
+an S3 server.
 
 The S3 server is moto's, started on loopback by the test. TensorFlow reaches it through
 tensorflow-io (S3_ENDPOINT) and Beam through boto3 (AWS_ENDPOINT_URL_S3). Everything that
@@ -74,6 +75,35 @@ def test_history_is_one_object_per_event_in_time_order(tmp_path):
 def s3_server():
   with moto_s3(BUCKET) as (client, env):
     yield client, env
+
+
+def test_example_gen_file_access_on_s3_shares_one_client(s3_server, monkeypatch):
+  from components.example_gen import io_lib
+
+  client, env = s3_server
+  for name, value in env.items():
+    if name.startswith("AWS_"):
+      monkeypatch.setenv(name, value)
+  monkeypatch.setattr(io_lib, "_S3_CLIENTS", {})
+  root = f"s3://{BUCKET}/io"
+  for rel in ("a.csv", "b.csv", "sub/c.csv", "notes.txt"):
+    with io_lib.open_write(f"{root}/{rel}") as f:
+      f.write(rel.encode())
+  assert io_lib.glob(f"{root}/*.csv") == [f"{root}/a.csv", f"{root}/b.csv"]  # * stays in a folder
+  assert io_lib.glob(f"{root}/**.csv") == [f"{root}/{r}" for r in ("a.csv", "b.csv", "sub/c.csv")]
+  assert io_lib.glob(f"{root}/a.csv") == [f"{root}/a.csv"]
+  assert io_lib.glob(f"{root}/missing.csv") == []
+  assert io_lib.size(f"{root}/sub/c.csv") == len(b"sub/c.csv")
+  io_lib.rename(f"{root}/a.csv", f"{root}/b.csv")  # over an object that exists
+  with io_lib.open_read(f"{root}/b.csv") as f:
+    assert f.read() == b"a.csv"
+  io_lib.remove(f"{root}/notes.txt")
+  io_lib.makedirs(f"{root}/empty")  # no folders on an object store: nothing to do, no error
+  assert io_lib.glob(f"{root}/*") == [f"{root}/b.csv"]
+  io_lib.rmtree(f"{root}/sub")
+  keys = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="io/")["Contents"]]
+  assert keys == ["io/b.csv"]
+  assert len(io_lib._S3_CLIENTS) == 1  # every call above went through one boto3 client
 
 
 def _run(env, out, *extra):
