@@ -30,15 +30,15 @@ _CRC = struct.Struct("<I")
 _CRC_MASK_DELTA = 0xA282EAD8
 
 # Conversion workers import this module instead of TensorFlow, which would cost each
-# worker process about half a gigabyte. Local paths use the os module; remote ones
-# (gs://, s3://, hdfs://) Beam's filesystems, and only schemes Beam does not know
-# fall back to tf.io.gfile.
+# worker process about half a gigabyte. Local paths use the os module, s3:// Beam's S3IO
+# (below), other remote ones (gs://, hdfs://) Beam's filesystems, and only schemes Beam does
+# not know fall back to tf.io.gfile.
 
 
-# Beam's S3 file system builds a new boto3 session and client for every call, about a tenth
-# of a second of CPU each: 61 of them took 17 of the 23 s an ExampleGen run on digits spent
-# against a loopback S3 server. s3:// paths therefore go through one client per process and
-# set of S3 options, with Beam's own S3IO on top of it.
+# Beam's S3 file system builds a new boto3 session and client for every call: 61 of them took
+# 17 of the 23 s an ExampleGen run on digits spent against a loopback S3 server (moto). s3://
+# paths therefore go through one client per process and set of S3 options, with Beam's own
+# S3IO on top of it.
 _S3_CLIENTS: dict[tuple, object] = {}
 _S3_OPTIONS = (
   "s3_access_key_id",
