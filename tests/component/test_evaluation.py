@@ -136,7 +136,8 @@ def _metrics(uri) -> dict:
 
 def _failures(uri, approx: bool = False) -> tuple:
   """Whether validation passed, and each failure's metric and value; with `approx`, the values
-  compare equal to those within 1e-6 of them (two implementations sum in different orders)."""
+  compare equal to those within METRIC_TOLERANCE or a millionth of them (two implementations
+  sum in different orders)."""
   result = tfma.load_validation_result(uri)
   failures = sorted(
     (
@@ -149,7 +150,9 @@ def _failures(uri, approx: bool = False) -> tuple:
     for f in s.failures
   )
   if approx:
-    failures = [(*key, pytest.approx(value, rel=1e-6)) for *key, value in failures]
+    failures = [
+      (*key, pytest.approx(value, rel=1e-6, abs=METRIC_TOLERANCE)) for *key, value in failures
+    ]
   return result.validation_ok, failures
 
 
