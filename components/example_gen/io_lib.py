@@ -62,10 +62,9 @@ def _s3(path: str):
     from apache_beam.io.aws.clients.s3 import boto3_client
   except ImportError:  # pragma: no cover - without boto3 Beam has no S3 file system either
     return None
-  from apache_beam.io.filesystems import FileSystems
-  from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+  from apache_beam.options.pipeline_options import S3Options
 
-  options = getattr(FileSystems, "_pipeline_options", None) or PipelineOptions([])
+  options = _beam_options()
   view = options.view_as(S3Options)
   key = tuple(getattr(view, name, None) for name in _S3_OPTIONS)
   if key not in _S3_CLIENTS:
@@ -84,7 +83,8 @@ def _s3_glob(s3, pattern: str) -> list[str]:
   return sorted(p for p, _ in s3.list_files(prefix) if match(p) and not p.endswith("/"))
 
 
-def _beam_fs(path: str):
+def _beam_options():
+  """The running pipeline's options, or (outside one) defaults set once for this process."""
   from apache_beam.io.filesystems import FileSystems
 
   if getattr(FileSystems, "_pipeline_options", None) is None:
@@ -94,6 +94,13 @@ def _beam_fs(path: str):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     FileSystems.set_options(PipelineOptions([]))
+  return FileSystems._pipeline_options
+
+
+def _beam_fs(path: str):
+  from apache_beam.io.filesystems import FileSystems
+
+  _beam_options()
   try:
     FileSystems.get_filesystem(path)
   except ValueError:
