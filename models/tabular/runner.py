@@ -30,6 +30,7 @@ from models.tabular.hparams import (
   check_hparams,
   ensemble_size_for,
   hidden_units_for,
+  learning_rate_for,
 )
 from models.tabular.inputs import (
   IN_MEMORY_MAX_BYTES,
@@ -238,6 +239,8 @@ def train(
         f"would size it {sized} (--hparams hidden_units={sized} resizes it)"
       )
   plan = _plan(settings, built, profile, members, linear=bool(hparams["linear_member"]))
+  hparams = {**hparams, "learning_rate": learning_rate_for(hparams, _plan_steps(settings, plan))}
+  settings = dataclasses.replace(settings, hparams=hparams)
   linear_share = 0.0 if plan.linear is not None else None
   previous_policy = tf.keras.mixed_precision.global_policy()
   if settings.mixed_precision:
@@ -353,6 +356,11 @@ def _plan(
   _LOG.info("Training plan: %s", plan.reason)
   steps_lib.check_profile_steps(settings.profile_steps, plan.epochs * plan.steps_per_epoch)
   return plan
+
+
+def _plan_steps(settings: RunSettings, plan: TrainingPlan) -> int | None:
+  """Steps a data-sized plan gives each network at most; None for --train-steps."""
+  return None if settings.train_steps else plan.epochs * plan.steps_per_epoch
 
 
 def _fit_config(
@@ -506,7 +514,6 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   custom = dict(getattr(fn_args, "custom_config", None) or {})
   profile, train_files, _ = prepare(settings)
   base = settings.hparams
-  space = _search_space(base, profile.rows)
   plan = plan_training(
     profile.rows,
     profile.holdout_rows,
@@ -515,6 +522,17 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
     settings.num_epochs,
     20,
   )
+  # The trials' default rate is the one the trainer would use on its own plan.
+  trainer_plan = plan_training(
+    profile.rows,
+    profile.holdout_rows,
+    settings.train_steps,
+    base.get("batch_size"),
+    settings.num_epochs,
+    base.get("max_epochs"),
+  )
+  base = {**base, "learning_rate": learning_rate_for(base, _plan_steps(settings, trainer_plan))}
+  space = _search_space(base, profile.rows)
 
   def build(hp):
     model = build_model(profile, {**base, **hp.values}, body)

@@ -161,10 +161,10 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
   assert metrics["examples"] > 300
   assert props[constants.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
   hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
-  default_hparams = tabular_hparams.DEFAULT_HPARAMS
   # Digits' 1,400-odd training rows get the narrow default width.
   assert hparams["hidden_units"] == tabular_hparams.hidden_units_for(1400) == 64
-  assert hparams["learning_rate"] == default_hparams["learning_rate"]
+  # --train-steps trains at the usual rate (`learning_rate_for`).
+  assert hparams["learning_rate"] == tabular_hparams.LEARNING_RATE
 
   # The contract: one float32 input holding the 64 numeric columns in name order.
   serving_dir = os.path.join(model.uri, "Format-Serving")

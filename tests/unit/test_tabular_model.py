@@ -741,6 +741,25 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   assert tabular_plan.plan_training(33, 3, None, None, 5, members=3, linear=True).linear is None
 
 
+def test_a_plan_of_few_steps_gets_the_larger_learning_rate():
+  from models.tabular import plan as tabular_plan
+
+  rate = tabular_hparams.learning_rate_for
+  # 640 training rows: 576 fit in 9 batches of 64, 1,800 steps in 200 epochs.
+  short = tabular_plan.plan_training(640, 64, None, None, 5)
+  assert short.epochs * short.steps_per_epoch == 1800
+  assert rate({}, 1800) == tabular_hparams.SHORT_PLAN_LEARNING_RATE == 3e-3
+  # 720 rows: 648 fit in 11 batches, 2,200 steps.
+  long = tabular_plan.plan_training(720, 72, None, None, 5)
+  assert long.epochs * long.steps_per_epoch == 2200
+  assert rate({}, 2200) == tabular_hparams.LEARNING_RATE == 1e-3
+  assert rate({}, tabular_hparams.SHORT_PLAN_STEPS) == 1e-3
+  # --train-steps asks for its steps at the usual rate, however few; a given rate is kept.
+  assert rate({}, None) == 1e-3
+  assert rate({"learning_rate": 0.01}, 1800) == rate({"learning_rate": 0.01}, None) == 0.01
+  assert tabular_hparams.check_hparams({})["learning_rate"] is None
+
+
 def test_the_rows_signature_takes_named_values(tabular_model):
   loaded = tf.saved_model.load(str(tabular_model["serving_dir"]))
   rows = tabular_model["eval"][:10]
