@@ -195,8 +195,9 @@ def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool
 
 def learning_rate_for(hparams: dict[str, Any], plan_steps: int | None) -> float:
   """The networks' Adam learning rate: hparams learning_rate where given; else
-  LEARNING_RATE, or SHORT_PLAN_LEARNING_RATE where a data-sized plan (`plan_steps`: its epochs
-  times its steps per epoch; None for --train-steps) has fewer than SHORT_PLAN_STEPS steps."""
+  LEARNING_RATE, or SHORT_PLAN_LEARNING_RATE where the data-sized plan (`plan_steps`: its
+  epochs times its steps per epoch; None where the run sets them, with --train-steps or
+  max_epochs) has fewer than SHORT_PLAN_STEPS steps."""
   if hparams.get("learning_rate") is not None:
     return float(hparams["learning_rate"])
   if plan_steps is not None and plan_steps < SHORT_PLAN_STEPS:

@@ -26,7 +26,9 @@ from components.distributed_trainer import steps_lib, strategy_lib
 from models.tabular import history as epoch_history
 from models.tabular import mix
 from models.tabular.hparams import (
+  LEARNING_RATE,
   LINEAR_LEARNING_RATE,
+  SHORT_PLAN_STEPS,
   check_hparams,
   ensemble_size_for,
   hidden_units_for,
@@ -239,7 +241,14 @@ def train(
         f"would size it {sized} (--hparams hidden_units={sized} resizes it)"
       )
   plan = _plan(settings, built, profile, members, linear=bool(hparams["linear_member"]))
-  hparams = {**hparams, "learning_rate": learning_rate_for(hparams, _plan_steps(settings, plan))}
+  rate = learning_rate_for(hparams, _plan_steps(settings, plan))
+  if hparams["learning_rate"] is None and rate != LEARNING_RATE:
+    plan = dataclasses.replace(
+      plan,
+      reason=f"{plan.reason}; a learning rate of {rate:g}, as {plan.epochs} epochs of "
+      f"{plan.steps_per_epoch} steps are under {SHORT_PLAN_STEPS:,} steps",
+    )
+  hparams = {**hparams, "learning_rate": rate}
   settings = dataclasses.replace(settings, hparams=hparams)
   linear_share = 0.0 if plan.linear is not None else None
   previous_policy = tf.keras.mixed_precision.global_policy()
@@ -359,8 +368,11 @@ def _plan(
 
 
 def _plan_steps(settings: RunSettings, plan: TrainingPlan) -> int | None:
-  """Steps a data-sized plan gives each network at most; None for --train-steps."""
-  return None if settings.train_steps else plan.epochs * plan.steps_per_epoch
+  """Steps the data-sized plan gives each network at most; None where the run sets them
+  (--train-steps, or hparams max_epochs)."""
+  if settings.train_steps or settings.hparams.get("max_epochs"):
+    return None
+  return plan.epochs * plan.steps_per_epoch
 
 
 def _fit_config(

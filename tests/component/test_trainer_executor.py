@@ -369,6 +369,10 @@ def test_a_copy_of_the_default_module_trains_as_the_default_does(tmp_path, digit
   assert props[constants.TRAINER_MODULE_PROPERTY].string_value == str(module)
   plan = json.loads(props[constants.TRAINING_PLAN_PROPERTY].string_value)
   assert plan["reason"].startswith("up to 2 epochs of ") and plan["epochs"] == 2
+  # Epochs the run sets train at the usual rate, however few steps they make.
+  assert "learning rate" not in plan["reason"]
+  hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
+  assert hparams["learning_rate"] == tabular_hparams.LEARNING_RATE
 
 
 def test_do_rejects_module_without_run_fn_or_build_model(tmp_path, digits_csv):

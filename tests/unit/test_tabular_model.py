@@ -754,7 +754,7 @@ def test_a_plan_of_few_steps_gets_the_larger_learning_rate():
   assert long.epochs * long.steps_per_epoch == 2200
   assert rate({}, 2200) == tabular_hparams.LEARNING_RATE == 1e-3
   assert rate({}, tabular_hparams.SHORT_PLAN_STEPS) == 1e-3
-  # --train-steps asks for its steps at the usual rate, however few; a given rate is kept.
+  # --train-steps and max_epochs ask for their steps at the usual rate; a given rate is kept.
   assert rate({}, None) == 1e-3
   assert rate({"learning_rate": 0.01}, 1800) == rate({"learning_rate": 0.01}, None) == 0.01
   assert tabular_hparams.check_hparams({})["learning_rate"] is None
