@@ -188,8 +188,9 @@ def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool
       f"{_example(name)}."
     )
   if not math.isfinite(number) or number < low or (exclusive and number == low):
+    finite = "" if math.isfinite(number) else "a finite number "
     raise TabularInputError(
-      f"hyper-parameter {name}={value!r} must be {bound}, e.g. {_example(name)}."
+      f"hyper-parameter {name}={value!r} must be {finite}{bound}, e.g. {_example(name)}."
     )
 
 

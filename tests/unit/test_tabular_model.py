@@ -700,6 +700,10 @@ def test_many_valued_text_is_embedded_and_few_valued_text_one_hot(examples):
     ({"num_layers": float("inf")}, "num_layers=inf is not an integer; pass a whole number"),
     ({"num_layers": -3}, "num_layers=-3 must be at least 1, e.g. --hparams num_layers=2."),
     ({"learning_rate": 0}, "learning_rate=0 must be above 0, e.g. --hparams learning_rate=0.001."),
+    (
+      {"learning_rate": "inf"},
+      "learning_rate='inf' must be a finite number above 0, e.g. --hparams learning_rate=0.001.",
+    ),
     ({"learning_rate": "x"}, "learning_rate='x' is not a number; pass a number above 0, e.g."),
     ({"dropout": 1.5}, "dropout=1.5 must be below 1, e.g. --hparams dropout=0.1."),
     (
