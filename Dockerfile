@@ -17,6 +17,7 @@ COPY requirements.lock ./
 RUN python -m pip install --no-cache-dir --no-deps -r requirements.lock
 
 COPY pyproject.toml setup.cfg README.md ./
+COPY core/ core/
 COPY components/ components/
 COPY models/ models/
 COPY pipeline/ pipeline/

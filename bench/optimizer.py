@@ -20,7 +20,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
 
-from components import defaults
+from core import defaults
 
 ELAPSED_TARGET_S = 6.0
 INT8_SIZE_TARGET = 0.30

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
 import strategies_lib
 
-from components import defaults
+from core import defaults
 
 
 def to_markdown(rows: list[dict], steps: int) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
 
-from components import defaults
+from core import defaults
 
 # Model artifact properties the DistributedTrainer writes
 # (components/distributed_trainer/constants.py).
@@ -178,7 +178,7 @@ def run_benchmark(
 
   Args:
     steps: training steps per run (split into 5 epochs; the first is not timed), each of
-      the default global batch (components.defaults.GLOBAL_BATCH_SIZE).
+      the default global batch (core.defaults.GLOBAL_BATCH_SIZE).
     repeats: rounds; each runs every configuration once.
     configs: configurations, OneDeviceStrategy first (the overhead ratio's base).
 

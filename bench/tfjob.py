@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common
 
-from components import defaults
+from core import defaults
 
 CONFIGS = ("local cluster, 2 workers", "TFJob, 2 workers (fake operator)")
 _LOCAL, _TFJOB = CONFIGS

@@ -21,8 +21,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from components import tasks
-from components.errors import UserInputError
+from core import tasks
+from core.errors import UserInputError
 
 SERVING_DIR = "Format-Serving"
 CONTRACT_FILE = os.path.join("assets.extra", "contract.json")

@@ -304,7 +304,7 @@ def register_filesystems(paths) -> bool:
   """
   import importlib.util
 
-  from components.errors import UserInputError
+  from core.errors import UserInputError
 
   if not any(str(p).startswith("s3://") for p in paths if p):
     return False

@@ -13,14 +13,15 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components import columnar, model_contract, properties, tasks
+from components import columnar, model_contract
 from components.data_gate import gate_lib, leak_check, live_check, spec, stats_view
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
-from components.errors import UserInputError
 from components.live_model import executor as live_executor
 from components.nights import nights_lib
 from components.serving import history, manifest
+from core import properties, tasks
+from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ def _spans(examples: types.Artifact) -> list[int] | None:
 
 
 def _rows(examples: types.Artifact) -> dict[str, int]:
-  from components import properties
+  from core import properties
 
   out = {}
   for split in artifact_utils.decode_split_names(examples.split_names):

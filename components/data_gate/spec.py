@@ -5,7 +5,7 @@ from __future__ import annotations
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components import properties
+from core import properties
 
 STATISTICS_KEY = "statistics"
 SCHEMA_KEY = "schema"

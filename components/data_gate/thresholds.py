@@ -30,7 +30,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from components.errors import UserInputError
+from core.errors import UserInputError
 
 DRIFT = "drift"
 SCALE = "scale"

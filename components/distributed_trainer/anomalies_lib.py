@@ -10,8 +10,8 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components import properties
-from components.errors import UserInputError
+from core import properties
+from core.errors import UserInputError
 
 # Written by TFX 1.16's ExampleValidator into Split-<name>/.
 _ANOMALIES_FILE = "SchemaDiff.pb"

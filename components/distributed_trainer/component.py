@@ -11,10 +11,10 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import json_utils
 
-from components import defaults
 from components.distributed_trainer import distributed_trainer_lib as lib
 from components.distributed_trainer import executor
 from components.distributed_trainer.spec import DistributedTrainerSpec
+from core import defaults
 
 _CLUSTER_STRATEGIES = (
   defaults.AUTO,

@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from components import defaults, storage
+from components import storage
 from components.distributed_trainer import cluster_profiler, strategy_lib
 from components.distributed_trainer import early_stopping as stopping
-from components.errors import UserInputError
+from core import defaults
+from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 

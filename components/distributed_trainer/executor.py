@@ -15,7 +15,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 import components
-from components import defaults, model_contract
+from components import model_contract
 from components.distributed_trainer import (
   anomalies_lib,
   cluster_profiler,
@@ -27,8 +27,9 @@ from components.distributed_trainer import (
   user_module,
 )
 from components.distributed_trainer import distributed_trainer_lib as lib
-from components.errors import UserInputError
 from components.serving import layout as serving_layout
+from core import defaults
+from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from components import defaults, properties, records
-from components.errors import UserInputError
+from components import records
+from core import defaults, properties
+from core.errors import UserInputError
 
 
 def count_examples(artifacts: Sequence[Any], split: str) -> int:

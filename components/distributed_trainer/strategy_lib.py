@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components.defaults import (
+from core.defaults import (
   AUTO,
   MIRRORED,
   MULTI_WORKER_MIRRORED,
@@ -18,7 +18,7 @@ from components.defaults import (
   STRATEGY_NAMES,
   TPU,
 )
-from components.errors import UserInputError
+from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from components.distributed_trainer.tfjob_manifest import GROUP, PLURAL, VERSION
-from components.errors import UserInputError, find
+from core.errors import UserInputError, find
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DEFAULT_NAMESPACE = "default"

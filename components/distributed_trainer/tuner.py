@@ -11,9 +11,10 @@ from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
-from components import defaults, tf_compat
+from components import tf_compat
 from components.distributed_trainer import steps_lib
 from components.distributed_trainer.module_marks import is_marked, plans_own_steps
+from core import defaults
 
 
 class TunerExecutor(stock_tuner.Executor):

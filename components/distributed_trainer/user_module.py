@@ -16,11 +16,12 @@ from tfx.components.trainer import fn_args_utils
 from tfx.components.util import udf_utils
 from tfx.types import standard_component_specs
 
-from components import defaults, model_contract
+from components import model_contract
 from components.distributed_trainer import distributed_trainer_lib as lib
 from components.distributed_trainer import strategy_lib
 from components.distributed_trainer.module_marks import is_marked, manages_strategy, plans_own_steps
-from components.errors import UserCodeError, UserInputError
+from core import defaults
+from core.errors import UserCodeError, UserInputError
 
 _LOG = logging.getLogger(__name__)
 

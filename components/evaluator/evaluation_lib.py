@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from components import beam_args, properties
+from components import beam_args
+from core import properties
 
 SUPPORTED_METRICS = (
   "ExampleCount",
@@ -408,7 +409,7 @@ PREDICTIONS_PROPERTY = "predictions_summary"
 # A regression's predicted-against-actual sample, and the most classes a confusion matrix is
 # kept for: enough to see the shape, small enough for an ML Metadata property (about 10 KB).
 MAX_POINTS = 500
-MAX_CLASSES = 50
+MAX_MATRIX_CLASSES = 50
 _CLASSIFICATION_METRICS = {
   "SparseCategoricalAccuracy": "multiclass",
   "BinaryAccuracy": "binary",
@@ -429,7 +430,7 @@ def prediction_summary(outputs: ModelOutputs, task: str) -> dict[str, Any]:
 
   Returns:
     Classification: {"task", "rows", "matrix"}: matrix[actual class index][predicted index]
-      (None over MAX_CLASSES classes).
+      (None over MAX_MATRIX_CLASSES classes).
     Regression: {"task", "rows", "actual", "predicted"}: at most MAX_POINTS evenly spaced rows.
   """
   p, y = outputs.predictions, outputs.labels
@@ -444,7 +445,7 @@ def prediction_summary(outputs: ModelOutputs, task: str) -> dict[str, Any]:
       "predicted": [round(float(v), 6) for v in p[::step, 0]],
     }
   classes = max(p.shape[1], 2)
-  if classes > MAX_CLASSES:
+  if classes > MAX_MATRIX_CLASSES:
     return {"task": task, "rows": len(y), "matrix": None}
   predicted = (p[:, 0] > 0.5).astype(np.int64) if p.shape[1] == 1 else p.argmax(axis=1)
   actual = y.astype(np.int64)

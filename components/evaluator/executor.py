@@ -14,11 +14,12 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
-from components import memory, model_contract, properties, tasks, tf_compat
+from components import memory, model_contract, tf_compat
 from components.distributed_trainer import constants as model_props
 from components.evaluator import conform_lib, evaluation_lib, floor_lib
 from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, BASELINE_SKIPPED_PROPERTY
 from components.live_model import executor as live_executor
+from core import properties, tasks
 
 
 class Executor(stock_evaluator.Executor):

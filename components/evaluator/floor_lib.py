@@ -14,7 +14,7 @@ import dataclasses
 import json
 from typing import Any
 
-from components import defaults, properties, tasks
+from core import defaults, properties, tasks
 
 # The ModelBlessing properties the floor is recorded in.
 FLOOR_PROPERTY = "floor"

@@ -7,8 +7,8 @@ import gzip
 import zlib
 from collections.abc import Sequence
 
-from components.errors import UserInputError
 from components.example_gen import io_lib
+from core.errors import UserInputError
 
 # Characters of a row or of a parser message quoted in a message or a quarantine file.
 MAX_QUOTED_TEXT = 500

@@ -17,7 +17,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import beam_args, properties, tf_compat
+from components import beam_args, tf_compat
 from components.example_gen import csv_convert, csv_read, example_gen_lib, io_lib
 from components.example_gen.spec import (
   ALLOW_NON_FINITE_KEY,
@@ -31,6 +31,7 @@ from components.example_gen.spec import (
   SCHEMA_PATH_KEY,
   UNRESOLVED_INPUT_CONFIG_KEY,
 )
+from core import properties
 
 _LOG = logging.getLogger(__name__)
 

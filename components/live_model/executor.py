@@ -13,8 +13,9 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components import model_contract, properties
+from components import model_contract
 from components.serving import live, manifest
+from core import properties
 
 _LOG = logging.getLogger(__name__)
 

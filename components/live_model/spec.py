@@ -3,7 +3,7 @@
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components import properties
+from core import properties
 
 EXAMPLES_KEY = "examples"
 BASELINE_KEY = "baseline"

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import apprise
 
-from components.errors import UserInputError
+from core.errors import UserInputError
 
 logger = logging.getLogger(__name__)
 

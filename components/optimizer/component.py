@@ -7,9 +7,9 @@ from typing import Any
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 
-from components import defaults, tasks
 from components.optimizer import artifacts, executor, spec
 from components.optimizer.run_config import OptimizerConfig
+from core import defaults, tasks
 
 
 def _checked_config(task: str, variants: Sequence[str], **options) -> OptimizerConfig:
@@ -86,7 +86,7 @@ class Optimizer(base_component.BaseComponent):
         features; the rows go through it first.
       task: 'auto' (the model's contract, else guessed from its output) or a task name.
       label_key: the label as the model sees it (e.g. 'species_xf' after a Transform).
-      variants: names from components.defaults.VARIANTS; `qat` is off by default.
+      variants: names from core.defaults.VARIANTS; `qat` is off by default.
         `tensorrt_fp16` is switched by `tensorrt` alone (listing it changes nothing).
       target_sparsity: kernel sparsity the pruned variants reach.
       max_accuracy_drop: blessing bound: accuracy points (classification) or percent of RMSE

@@ -13,9 +13,10 @@ import tensorflow as tf
 from tfx import types
 from tfx.types import artifact_utils
 
-from components import model_contract, properties, records, tasks
-from components.errors import UserInputError
+from components import model_contract, records
 from components.optimizer import keras_model
+from core import properties, tasks
+from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 _BATCH = 512

@@ -15,10 +15,11 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components import defaults, model_contract, properties, storage, tf_compat
+from components import model_contract, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
 from components.optimizer import data_lib, optimizer_lib, report, spec, variant_index
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
+from core import defaults, properties
 
 _LOG = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
-from components import tasks
 from components.optimizer import runtime_base
 from components.optimizer.run_config import OptimizerConfig
+from core import tasks
 
 # Regression agreement: a prediction agrees when it is within this share of the label's standard
 # deviation of the baseline's, wide enough for int8's rounding (docs/optimizer.md has its size).

@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components import defaults, properties
-from components.errors import UserInputError
 from components.optimizer import formats, keras_model, runtime_base
 from components.optimizer.formats import tensorrt as tensorrt_format
 from components.optimizer.measurement import Judge, batch1_latency_ms, file_sizes
@@ -34,6 +32,8 @@ from components.optimizer.variant_index import (
   signature_document,
   write_index,
 )
+from core import defaults, properties
+from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 

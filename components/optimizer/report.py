@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from components import properties
+from core import properties
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from components import defaults
-from components.errors import UserInputError
 from components.optimizer import formats
+from core import defaults
+from core.errors import UserInputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,7 +15,7 @@ class OptimizerConfig:
   """Options of one optimize() run.
 
   Attributes:
-    variants: variant names to run (see components.defaults.VARIANTS). `tensorrt_fp16` may be
+    variants: variant names to run (see core.defaults.VARIANTS). `tensorrt_fp16` may be
       listed but is switched by `tensorrt` alone. With tensorrt 'auto' or 'required', `onnx`
       runs too, since the engine is built from the checked ONNX export.
     tensorrt: 'off', 'auto' (build an FP16 engine when the tensorrt package and a CUDA GPU

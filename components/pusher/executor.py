@@ -19,13 +19,14 @@ from tfx import types
 from tfx.components.pusher import executor as stock_pusher
 from tfx.types import artifact_utils
 
-from components import model_contract, properties, storage, tf_compat
+from components import model_contract, storage, tf_compat
 from components.distributed_trainer import constants as trainer_constants
 from components.evaluator import evaluation_lib
 from components.nights import nights_lib
 from components.optimizer import variant_index
 from components.pusher import spec as s
 from components.serving import history, layout, live, manifest, publish
+from core import properties
 
 _LOG = logging.getLogger(__name__)
 

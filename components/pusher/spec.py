@@ -3,8 +3,8 @@
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components import properties
 from components.optimizer.artifacts import OptimizedModel
+from core import properties
 
 # Input keys. The first two match stock TFX's standard_component_specs values.
 MODEL_KEY = "model"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import properties
+from core import properties
 
 TRAIN, EVAL, LIVE = "#4c72b0", "#dd8452", "#55a868"
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")

@@ -12,11 +12,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from components import defaults
 from components.distributed_trainer import constants as model_props
 from components.evaluator import floor_lib
 from components.evaluator import spec as evaluator_spec
 from components.pusher import spec as pusher_spec
+from core import defaults
 
 Getter = Callable[[str], Any]
 # A binary eval split this much one class leaves accuracy little room above always answering it.

@@ -16,8 +16,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from components import properties
 from components.report import sources
+from core import properties
 
 _LOG = logging.getLogger(__name__)
 # Quarantined rows the page lists (the file has all of them).

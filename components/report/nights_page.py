@@ -11,9 +11,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import properties
 from components.report import charts, page, run_page
 from components.report.page import Html, esc, fact, figure, note, section, table
+from core import properties
 
 NIGHTS_PAGE = "nights.html"
 # The metric a night is judged by, by task: the Evaluator's first metric of the candidate.

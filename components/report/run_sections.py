@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import properties
 from components.example_gen import csv_batch
 from components.report import charts, inputs, sources
 from components.report.page import Html, esc, fact, figure, join, note, pairs, section, table, tag
+from core import properties
 
 SPLITS = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
 

@@ -10,8 +10,8 @@ import os
 import re
 
 from components import storage
-from components.errors import UserInputError
 from components.serving import layout
+from core.errors import UserInputError
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^/]+(/.*)?$")

@@ -1,7 +1,7 @@
 """The trainer module of `build_model(hparams)` modules: the default model around their network.
 
 A module that defines only `build_model(hparams)` is trained by this module's `run_fn`: the
-DistributedTrainer loads it by its module path (`components.defaults.BUILD_MODEL_RUN_FN`), as it
+DistributedTrainer loads it by its module path (`core.defaults.BUILD_MODEL_RUN_FN`), as it
 loads any module, and hands it the module's function as `fn_args.build_model`. Preprocessing,
 input, fit, evaluation and export are the default model's; the network between them is theirs.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from components import defaults
 from components.distributed_trainer.module_marks import manages_strategy, plans_own_steps
+from core import defaults
 from models.tabular import runner
 from models.tabular.model import Body
 from models.tabular.profile import TabularInputError

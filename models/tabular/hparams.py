@@ -9,7 +9,7 @@ import difflib
 import math
 from typing import Any
 
-from components import tasks
+from core import defaults
 from models.tabular.profile import TabularInputError
 
 DEFAULT_HPARAMS: dict[str, Any] = {
@@ -42,7 +42,7 @@ DEFAULT_HPARAMS: dict[str, Any] = {
   "embedding_min_count": None,
   # Text columns with more values than this are embedded instead of one-hot encoded.
   "one_hot_max": 32,
-  "max_classes": tasks.DEFAULT_MAX_CLASSES,
+  "max_classes": defaults.MAX_CLASSES,
   # Epochs whose held-out losses are averaged for early stopping and the epoch kept (1: each
   # epoch's own). Averaging 5, on the sweep's tables with under 100 held-out rows, left mpg,
   # fastfood and epa2021 where they were and cost galton 1.8% RMSE, so it is not the default.

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from components import model_contract, records, tasks, tf_compat
+from components import model_contract, records, tf_compat
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.model_contract import NUMERIC, label_target
+from core import tasks
 from models.tabular import read
 from models.tabular.profile import Profile
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from components import tasks
+from core import tasks
 from models.tabular.hparams import LINEAR_SHARES
 
 # Probabilities are clipped to [_EPS, 1 - _EPS] in the log loss, as Keras does.

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from components import model_contract, tasks
+from components import model_contract
 from components.model_contract import CATEGORICAL, NUMERIC, label_target
+from core import tasks
 from models.tabular import layers
 from models.tabular.hparams import DEFAULT_HPARAMS, hidden_units_for
 from models.tabular.profile import ColumnStats, Profile, TabularInputError

@@ -7,9 +7,10 @@ import logging
 import math
 from typing import Any
 
-from components import defaults, model_contract, tasks
+from components import model_contract
 from components.distributed_trainer import constants
 from components.distributed_trainer import distributed_trainer_lib as train_lib
+from core import defaults, tasks
 from models.tabular.hparams import LINEAR_SHARES, check_hparams
 from models.tabular.profile import Profile, TabularInputError, hold_out_by_group, profile_data
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from components import model_contract, tasks
+from components import model_contract
 from components.model_contract import CATEGORICAL, NUMERIC, Column
+from core import defaults, tasks
 from models.tabular import read
 from models.tabular.date_parts import DateParts, find_date_parts
 from models.tabular.quantiles import bins_per_column, quantile_edges
@@ -254,7 +255,7 @@ def profile_data(
     tasks.LabelError: for a label that cannot be learned as asked.
   """
   hp = dict(hparams or {})
-  tally = _Tally(columns, label_dtype, int(hp.get("max_classes", tasks.DEFAULT_MAX_CLASSES)), seed)
+  tally = _Tally(columns, label_dtype, int(hp.get("max_classes", defaults.MAX_CLASSES)), seed)
   file_rows = []
   for path in files:
     file_rows.append(0)

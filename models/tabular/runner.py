@@ -20,9 +20,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from components import defaults, memory, model_contract, tasks
+from components import memory, model_contract
 from components.distributed_trainer import distributed_trainer_lib as train_lib
 from components.distributed_trainer import steps_lib, strategy_lib
+from core import defaults, tasks
 from models.tabular import history as epoch_history
 from models.tabular import mix
 from models.tabular.hparams import (

@@ -17,9 +17,10 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 
-from components import defaults, properties, storage, tasks
-from components.errors import UserInputError
+from components import storage
 from components.evaluator import floor_lib
+from core import defaults, properties, tasks
+from core.errors import UserInputError
 
 # The automatic regression ceiling (the Evaluator recomputes it on the eval split, and the
 # accuracy floor comes from there too: evaluator.floor_lib).

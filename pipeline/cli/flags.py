@@ -6,7 +6,7 @@ import argparse
 import difflib
 from typing import NoReturn
 
-from components import defaults, tasks
+from core import defaults, tasks
 from pipeline.definition.config import PipelineConfig
 
 _DEFAULTS = PipelineConfig()

@@ -19,9 +19,10 @@ import re  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-from components import defaults, storage  # noqa: E402
+from components import storage  # noqa: E402
 from components.distributed_trainer import tfjob_manifest  # noqa: E402
-from components.errors import UserInputError  # noqa: E402
+from core import defaults  # noqa: E402
+from core.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
 from pipeline.definition import kubeflow_lib, kubeflow_package  # noqa: E402
 from pipeline.definition.config import DEFAULT_IMAGE, REPO_ROOT, PipelineConfig  # noqa: E402

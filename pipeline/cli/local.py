@@ -20,7 +20,7 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 from components import storage  # noqa: E402
-from components.errors import UserInputError  # noqa: E402
+from core.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402

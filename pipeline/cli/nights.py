@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components import storage
-from components.errors import UserInputError
-from components.properties import EVAL_SPLIT, TRAIN_SPLIT
 from components.report import nights_page
+from core.errors import UserInputError
+from core.properties import EVAL_SPLIT, TRAIN_SPLIT
 
 
 def model_name_in(serving_dir: str, given: str | None, output_dir: str | None = None) -> str:

@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from components.errors import UserCodeError, UserInputError, chain, find
+from core.errors import UserCodeError, UserInputError, chain, find
 
 # How a full disk reads once TensorFlow, Beam or SQLite (ML Metadata) have wrapped the OSError.
 _DISK_FULL_TEXTS = (os.strerror(errno.ENOSPC), "database or disk is full")

@@ -8,8 +8,9 @@ import pathlib
 import re
 from typing import Any
 
-from components import defaults, storage, tasks
+from components import storage
 from components.distributed_trainer import steps_lib
+from core import defaults, tasks
 from pipeline.cli import checks
 from pipeline.definition.config import PipelineConfig
 

@@ -19,8 +19,8 @@ import os
 import sys
 
 from components import storage
-from components.errors import UserInputError
 from components.serving import history, live, manifest, paths, rollback, versions
+from core.errors import UserInputError
 from pipeline.cli.flags import ArgumentParser
 
 

@@ -41,7 +41,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from components.errors import UserInputError
+from core.errors import UserInputError
 from pipeline.cli.flags import ArgumentParser
 from pipeline.cli.scheduling import cron, kfp_client, kfp_health
 from pipeline.cli.scheduling import crontab as crontab_lib

@@ -10,7 +10,6 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types import standard_component_specs
 
-from components import properties
 from components.data_gate import executor as gate_executor
 from components.data_gate import spec as gate_spec
 from components.distributed_trainer import constants as model_props
@@ -21,6 +20,7 @@ from components.optimizer import spec as optimizer_spec
 from components.optimizer import variant_index
 from components.pusher import spec as pusher_spec
 from components.report import facts, sources
+from core import properties
 from pipeline.definition import nodes
 
 _STATES = {

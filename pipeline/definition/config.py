@@ -1,4 +1,4 @@
-"""What a pipeline run is made of: one frozen config, defaults from components.defaults."""
+"""What a pipeline run is made of: one frozen config, defaults from core.defaults."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 import pathlib
 from typing import Any
 
-from components import defaults
+from core import defaults
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_DATA_ROOT = REPO_ROOT / "data" / "digits"

@@ -14,7 +14,7 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, trainer_pb2
 from tfx.types import standard_component_specs
 
-from components import defaults, model_contract, properties, tasks
+from components import model_contract
 from components.data_gate import spec as gate_spec
 from components.data_gate import thresholds as gate_thresholds
 from components.data_gate.component import DataGate
@@ -32,6 +32,7 @@ from components.report import sources
 from components.report import spec as report_spec
 from components.report.component import RunReport
 from components.statistics_gen import StatisticsGen
+from core import defaults, properties, tasks
 from pipeline.definition import nodes
 from pipeline.definition.config import PipelineConfig
 

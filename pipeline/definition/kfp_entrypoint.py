@@ -40,8 +40,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import errors, properties
 from components.arguments import flag_value
+from core import errors, properties
 from pipeline.definition import kubeflow_lib, kubeflow_night
 
 INVOCATION_FLAG = "--json_serialized_invocation_args"
@@ -281,7 +281,7 @@ def run_key_task(command: str, argv: Sequence[str]) -> int:
   executor_input = json.loads(flag_value(argv, EXECUTOR_INPUT_FLAG) or "{}")
   values = executor_input.get("inputs", {}).get("parameterValues") or {}
   hard_exit = _register_filesystems(argv)
-  from components.errors import UserInputError
+  from core.errors import UserInputError
 
   try:
     key = compute(values)

@@ -37,7 +37,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from components import properties
+from core import properties
 from pipeline.definition import nodes
 
 KFP = "kfp"

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import properties
 from components.arguments import flag_value
+from core import properties
 from pipeline.definition import kubeflow_lib, nodes
 
 # The night: the run's id in every TFX step, the sub-DAG of the steps and the exit task after it.

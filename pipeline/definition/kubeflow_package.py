@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components import properties
 from components.nights import nights_lib
+from core import properties
 from pipeline.definition import kubeflow_lib, kubeflow_night, nodes
 
 if TYPE_CHECKING:

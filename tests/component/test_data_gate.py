@@ -16,9 +16,9 @@ from components.data_gate import executor as gate_executor
 from components.data_gate import gate_lib, live_check
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
-from components.errors import UserInputError
 from components.evaluator import evaluation_lib
 from components.live_model import executor as live_executor
+from core.errors import UserInputError
 from tests.support import gate_data
 
 LABEL = gate_data.TAXI_LABEL

@@ -17,7 +17,6 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
-from components import properties
 from components.example_gen import (
   CsvExampleGen,
   csv_errors,
@@ -38,6 +37,7 @@ from components.example_gen.spec import (
   SCHEMA_PATH_KEY,
   UNRESOLVED_INPUT_CONFIG_KEY,
 )
+from core import properties
 from tests.support.example_gen_runs import (
   BEYOND_INT64,
   canonical_example,

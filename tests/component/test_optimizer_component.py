@@ -14,8 +14,6 @@ import tensorflow as tf
 from tfx import types
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import defaults
-from components.errors import UserInputError
 from components.optimizer import (
   OptimizationReport,
   OptimizedModel,
@@ -25,6 +23,8 @@ from components.optimizer import (
   variant_index,
 )
 from components.optimizer import executor as executor_module
+from core import defaults
+from core.errors import UserInputError
 from tests.support import tabular_data as td
 from tests.support.cli_runs import REPO_ROOT, project_env
 

@@ -16,13 +16,13 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.orchestration.local import local_dag_runner
 from tfx.types import standard_artifacts
 
-from components import properties
 from components.optimizer import variant_index
 from components.pusher import OptimizedModel, Pusher
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s
 from components.serving import paths, versions
 from components.serving.manifest import read_manifest
+from core import properties
 
 
 def _write_saved_model(path: pathlib.Path | str, bias: float) -> str:

@@ -15,7 +15,6 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components import defaults
 from components.distributed_trainer import (
   constants,
   executor,
@@ -23,6 +22,7 @@ from components.distributed_trainer import (
   tfjob_lib,
   tfjob_manifest,
 )
+from core import defaults
 from tests.support import example_files, trainer_progress
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes

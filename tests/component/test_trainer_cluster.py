@@ -12,9 +12,9 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components import defaults
 from components.distributed_trainer import constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
+from core import defaults
 from tests.support import example_files, trainer_progress
 
 STEPS = 300

@@ -7,9 +7,9 @@ from tfx.proto import trainer_pb2
 from tfx.types import channel_utils, standard_artifacts
 from tfx.types import standard_component_specs as sc
 
-from components import defaults
 from components.distributed_trainer import DistributedTrainer, constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
+from core import defaults
 
 
 def _channels():

@@ -11,9 +11,9 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components import defaults
 from components.distributed_trainer import constants, executor
-from components.errors import UserCodeError, UserInputError
+from core import defaults
+from core.errors import UserCodeError, UserInputError
 from models.tabular import hparams as tabular_hparams
 from tests.support import example_files
 from tests.support.cli_runs import REPO_ROOT

@@ -10,8 +10,8 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components import defaults
 from components.distributed_trainer import constants, executor
+from core import defaults
 from tests.support import example_files
 
 # A module for the stock TFX Trainer that warm-starts the way stock modules do: it loads the

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from components.errors import UserInputError
 from components.example_gen import example_gen_lib
 from components.example_gen import executor as fast_executor
 from components.example_gen.spec import (
@@ -23,6 +22,7 @@ from components.example_gen.spec import (
   LABEL_KEY_KEY,
   MAX_BAD_ROW_FRACTION_KEY,
 )
+from core.errors import UserInputError
 from pipeline.cli import reporting
 from tests.support.cli_runs import REPO_ROOT, load_summary, run_script
 from tests.support.example_gen_runs import (

@@ -5,7 +5,7 @@ from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx.types import artifact_utils, standard_artifacts
 
 from components.distributed_trainer import anomalies_lib
-from components.errors import UserInputError
+from core.errors import UserInputError
 from tests.support.cli_runs import load_summary, run_script
 
 

@@ -8,8 +8,8 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components import properties
 from components.report import spec as report_spec
+from core import properties
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib, kubeflow_night, nodes
 from pipeline.definition.config import DEFAULT_IMAGE
@@ -204,7 +204,7 @@ def _constant(task, name: str) -> str | None:
 def test_dockerfile_imports_every_trainer_function_loaded_by_module_path(
   kfp_compiled, vertex_compiled
 ):
-  from components import defaults
+  from core import defaults
 
   text = (REPO_ROOT / "Dockerfile").read_text()
   block = re.search(r'^ARG MODULE_FNS="(.*?)"$', text, re.M | re.S).group(1)

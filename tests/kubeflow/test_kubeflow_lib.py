@@ -10,10 +10,10 @@ import time
 import pytest
 import yaml
 
-from components import properties
 from components.arguments import flag_value
 from components.nights import nights_lib
 from components.serving import nights
+from core import properties
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kfp_entrypoint, kubeflow_lib, kubeflow_night, kubeflow_package
 from pipeline.definition.config import DEFAULT_IMAGE, PipelineConfig

@@ -2,7 +2,7 @@
 
 from tfx.dsl.components.base import base_executor
 
-from components.errors import UserInputError
+from core.errors import UserInputError
 
 MESSAGE = "the Kubeflow Training Operator is not installed; check kubectl get crd tfjobs."
 

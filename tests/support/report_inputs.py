@@ -7,10 +7,10 @@ import json
 import pathlib
 from typing import Any
 
-from components import properties
 from components.evaluator import evaluation_lib
 from components.example_gen import executor as example_gen
 from components.report import sources
+from core import properties
 
 
 def write_statistics(folder: pathlib.Path, rows: int = 100, shift: float = 0.0) -> pathlib.Path:

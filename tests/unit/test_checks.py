@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from components import defaults, errors
+from core import defaults, errors
 from pipeline.cli import checks, flags, resolve
 from tests.support.cli_runs import REPO_ROOT
 

@@ -1,7 +1,7 @@
 """The pipeline's defaults stay in step with the components they configure."""
 
-from components import defaults
 from components.optimizer import formats, run_config
+from core import defaults
 from pipeline.definition import config
 
 

@@ -6,8 +6,8 @@ import pytest
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components import defaults
 from components.evaluator import floor_lib
+from core import defaults
 
 STATS = {
   "train": {"rows": 100, "counts": {"a": 58, "b": 42}, "overflow": False},

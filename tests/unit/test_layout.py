@@ -47,7 +47,7 @@ def test_the_folders_hold_python_files():
 @pytest.mark.parametrize(
   ("folder", "forbidden"),
   [
-    # The trainer loads models by module path (components.defaults), as it loads a user's.
+    # The trainer loads models by module path (core.defaults), as it loads a user's.
     ("components", ("pipeline", "models", "tests", "bench")),
     ("models", ("pipeline", "tests", "bench")),
     ("pipeline/definition", ("pipeline.cli", "models", "tests", "bench")),
@@ -65,7 +65,7 @@ def _defines(path: pathlib.Path) -> set[str]:
 
 
 def test_the_module_paths_the_trainer_loads_name_functions_in_models():
-  from components import defaults
+  from core import defaults
 
   module = REPO_ROOT / (defaults.DEFAULT_MODULE_PATH.replace(".", "/") + ".py")
   assert {defaults.RUN_FN, defaults.TUNER_FN} <= _defines(module)
@@ -243,7 +243,7 @@ def test_no_constant_is_bound_under_a_second_name():
 
 
 def test_the_split_names_are_spelt_only_in_properties():
-  from components import properties
+  from core import properties
 
   assert (properties.TRAIN_SPLIT, properties.EVAL_SPLIT) == ("train", "eval")
   assert _offending_files("split", _split_literals, skip=("components/properties.py",)) == []

@@ -8,8 +8,9 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import errors, model_contract
+from components import model_contract
 from components.model_contract import Column
+from core import errors
 
 COLUMNS = [
   Column("age", model_contract.INT64),

@@ -7,13 +7,13 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import proto_utils
 
-from components import defaults
 from components.distributed_trainer import tuner, user_module
 from components.distributed_trainer.module_marks import (
   is_marked,
   manages_strategy,
   plans_own_steps,
 )
+from core import defaults
 
 MARKED_TUNER = textwrap.dedent("""
   from components.distributed_trainer.module_marks import plans_own_steps

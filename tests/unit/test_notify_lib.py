@@ -4,9 +4,9 @@ import logging
 
 import pytest
 
-from components.errors import UserInputError
 from components.nights import notify_lib
 from components.nights.notify_lib import Delivery, NotifyError, Target
+from core.errors import UserInputError
 from tests.support import notify_servers
 
 SMTP_USER = notify_servers.SMTP_USER

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import defaults
-from components.errors import UserInputError
 from components.optimizer import (
   data_lib,
   fine_tuning,
@@ -25,6 +23,8 @@ from components.optimizer import (
 from components.optimizer.formats import onnx as onnx_format
 from components.optimizer.formats import tensorrt as trt_format
 from components.optimizer.formats import tflite
+from core import defaults
+from core.errors import UserInputError
 from models.tabular import layers as preprocessing_layers
 from tests.support.optimizer_models import (
   build_model,

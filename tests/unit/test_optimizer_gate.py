@@ -5,8 +5,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from components.errors import UserInputError
 from components.optimizer import measurement, optimizer_lib, report, run_config
+from core.errors import UserInputError
 
 
 def _gate(judge, value, baseline, max_drop, agreement=1.0, min_agreement=0.9):

@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import defaults
-from components.errors import UserInputError
 from components.optimizer import (
   formats,
   optimizer_lib,
@@ -23,6 +21,8 @@ from components.optimizer import (
 from components.optimizer.formats import onnx as onnx_format
 from components.optimizer.formats import tensorrt as trt_format
 from components.optimizer.formats import tflite
+from core import defaults
+from core.errors import UserInputError
 from tests.support.optimizer_models import (
   by_name,
   facts,

@@ -141,7 +141,7 @@ def test_every_chart_is_an_inline_svg_element():
 def test_history_html_naming_a_folder_or_an_unwritable_place_is_one_line(tmp_path):
   import pytest
 
-  from components.errors import UserInputError
+  from core.errors import UserInputError
   from pipeline.cli import nights as nights_cli
 
   serving = tmp_path / "serving"

@@ -1,6 +1,6 @@
 """The runners' one-line error messages (pipeline/cli/reporting.py)."""
 
-from components.errors import UserCodeError, UserInputError
+from core.errors import UserCodeError, UserInputError
 from pipeline.cli import reporting
 
 WHEEL = "/o/pipeline_root/_wheels/tfx_user_code_DistributedTrainer-0.0+5e1f-py3-none-any.whl"

@@ -9,7 +9,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
 from components.distributed_trainer import steps_lib
-from components.errors import UserInputError
+from core.errors import UserInputError
 
 
 def _examples(tmp_path, eval_records: int, rows_property: int | None = None):

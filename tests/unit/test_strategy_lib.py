@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from components.defaults import (
+from components.distributed_trainer import strategy_lib as sl
+from core.defaults import (
   AUTO,
   MIRRORED,
   MULTI_WORKER_MIRRORED,
@@ -13,7 +14,6 @@ from components.defaults import (
   STRATEGY_NAMES,
   TPU,
 )
-from components.distributed_trainer import strategy_lib as sl
 
 
 def _tf_config(workers=0, ps=0, chief=0, task=("worker", 0)):

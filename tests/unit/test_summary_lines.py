@@ -2,7 +2,7 @@
 
 from ml_metadata.proto import metadata_store_pb2
 
-from components import properties
+from core import properties
 from pipeline.cli import summary
 
 

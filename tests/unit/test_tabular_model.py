@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import errors, model_contract, tasks
+from components import model_contract
+from core import errors, tasks
 from models.tabular import custom_network, module, quantiles, text_columns
 from models.tabular import hparams as tabular_hparams
 from models.tabular import inputs as tabular_input

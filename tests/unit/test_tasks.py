@@ -2,7 +2,7 @@
 
 import pytest
 
-from components import errors, tasks
+from core import errors, tasks
 
 
 def infer(kind, distinct, count=None, requested=tasks.AUTO, max_classes=1000):

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from components.distributed_trainer import tfjob_cluster, tfjob_lib, tfjob_manifest
-from components.errors import UserInputError
+from core.errors import UserInputError
 from tests.support import fake_kubernetes
 from tests.support.fake_kubernetes import FakeKubernetes
 

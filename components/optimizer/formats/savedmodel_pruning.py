@@ -10,9 +10,10 @@ import tensorflow as tf
 from tensorflow.core.function.polymorphism.function_type import sanitize_arg_name
 from tensorflow.core.protobuf import saved_model_pb2
 
-from components import defaults, model_contract
+from components import model_contract
 from components.optimizer import fine_tuning, formats, runtime_base
 from components.optimizer.variant_base import Conversion, ConversionContext, Variant
+from core import defaults
 
 
 class SavedModelRuntime(runtime_base.Runtime):

@@ -8,11 +8,11 @@ import os
 
 import numpy as np
 
-from components import defaults
-from components.errors import UserInputError
 from components.optimizer import formats, runtime_base
 from components.optimizer.formats import onnx as onnx_format
 from components.optimizer.variant_base import Conversion, ConversionContext, Variant
+from core import defaults
+from core.errors import UserInputError
 
 INSTALL = ".[tensorrt]"
 INSTALL_HINT = f"tensorrt Python package not installed: pip install {INSTALL}"

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from components import defaults, model_contract
+from components import model_contract
 from components.optimizer import fine_tuning, formats, keras_model, runtime_base
 from components.optimizer.formats import savedmodel_pruning
 from components.optimizer.variant_base import (
@@ -20,6 +20,7 @@ from components.optimizer.variant_base import (
   ConversionRefused,
   Variant,
 )
+from core import defaults
 
 _LOG = logging.getLogger(__name__)
 

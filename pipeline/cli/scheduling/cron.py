@@ -19,7 +19,7 @@ from typing import Any
 
 from croniter import croniter
 
-from components.errors import UserInputError
+from core.errors import UserInputError
 
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FIELD_RE = re.compile(r"^[0-9A-Za-z*?/,#-]+$")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from components.errors import UserInputError
+from core import defaults
+from core.errors import UserInputError
 
 AUTO = "auto"
 BINARY = "binary"
@@ -22,7 +23,6 @@ INT = "int"
 FLOAT = "float"
 STRING = "string"
 
-DEFAULT_MAX_CLASSES = 1000
 # Whole-number labels with up to this many values are classes whatever the values. With more,
 # only a run of codes from 0 or 1 (0..K-1, 1..K) is; other whole numbers (a body mass in grams,
 # a count of doctor visits) are a quantity, a regression.
@@ -82,7 +82,7 @@ def infer_task(
   distinct: Sequence,
   distinct_count: int,
   requested: str = AUTO,
-  max_classes: int = DEFAULT_MAX_CLASSES,
+  max_classes: int = defaults.MAX_CLASSES,
 ) -> str:
   """Decides the task from the label column, or checks a requested one.
 
@@ -158,7 +158,7 @@ def task_reason(
   distinct_count: int,
   requested: str,
   task: str,
-  max_classes: int = DEFAULT_MAX_CLASSES,
+  max_classes: int = defaults.MAX_CLASSES,
 ) -> str:
   """Why `infer_task` (given the same label values) decided `task`, for the run's summary.
 
