@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common
 
-from core import defaults
+from core import defaults, properties
 
 CONFIGS = ("local cluster, 2 workers", "TFJob, 2 workers (fake operator)")
 _LOCAL, _TFJOB = CONFIGS
@@ -79,9 +79,9 @@ def _child(label: str, inputs_json: str, out: str, steps: int) -> dict:
   result = {
     "label": label,
     "step_s": end - start,
-    "examples_per_sec": custom[constants.EXAMPLES_PER_SEC_PROPERTY].double_value,
-    "accuracy": custom[constants.EVAL_ACCURACY_PROPERTY].double_value,
-    "strategy": custom[constants.STRATEGY_PROPERTY].string_value,
+    "examples_per_sec": custom[properties.EXAMPLES_PER_SEC_PROPERTY].double_value,
+    "accuracy": custom[properties.EVAL_ACCURACY_PROPERTY].double_value,
+    "strategy": custom[properties.STRATEGY_PROPERTY].string_value,
   }
   if fake is not None:
     created = fake.times("job-created")[0]

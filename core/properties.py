@@ -1,11 +1,14 @@
-"""Names that more than one component (or a component and the pipeline) must spell alike.
+"""The names and types that more than one step, the command line or the model must spell alike.
 
-One owner, so that a writer and its readers cannot drift apart: the Examples properties the
-ExampleGen writes and others read, and the execution-property keys that LiveModel, the Pusher
-and the Kubeflow key task share. Properties that one component writes on its own output and
-the runners read are named beside that component (e.g. the Model's in
-`components/distributed_trainer/constants.py`), and readers import them from there.
+One owner, as `tfx/types/standard_component_specs.py` is for TFX, so that a writer and its
+readers cannot drift apart: the split names, the execution-property keys LiveModel, the Pusher
+and the Kubeflow key task share, the keys the trainer fills in a module's `custom_config`, and
+the custom properties (and file names) each step writes on its outputs for the next steps, the
+runners and the report to read. No module imports another component's executor or spec for one
+of these names.
 """
+
+from typing import Any
 
 # The split names of the Examples the kit's ExampleGen writes, and the Trainer, Evaluator and
 # data gate read (TFX's own defaults).
@@ -40,6 +43,99 @@ EXAMPLES_UNLABELED_TOKENS = "unlabeled_label_tokens"
 BLESSED_PROPERTY = "blessed"
 
 
+# The DistributedTrainer.
+# Keys of `custom_config` the pipeline fills for the module (the default model reads them; every
+# run_fn gets the whole dict).
+LABEL_KEY_CONFIG = "label_key"
+TASK_CONFIG = "task"
+EXCLUDE_COLUMNS_CONFIG = "exclude_columns"
+HPARAMS_CONFIG = "hparams"
+SEED_CONFIG = "seed"
+PROFILE_STEPS_CONFIG = "profile_steps"
+TUNE_TRIALS_CONFIG = "tune_trials"
+# The column the ExampleGen split train from eval by (--split-column): the default model holds
+# out whole groups of it for early stopping, as the eval split does.
+SPLIT_COLUMN_CONFIG = "split_column"
+# Custom properties written on the Model artifact.
+STRATEGY_PROPERTY = "strategy"
+NUM_REPLICAS_PROPERTY = "num_replicas_in_sync"
+STRATEGY_REASON_PROPERTY = "strategy_reason"
+# "trainer" or "module": who chose the strategy that trained (strategy_lib.CHOSEN_BY_*).
+STRATEGY_CHOSEN_BY_PROPERTY = "strategy_chosen_by"
+EVAL_ACCURACY_PROPERTY = "eval_accuracy"
+EVAL_METRICS_PROPERTY = "eval_metrics"
+MODULE_STYLE_PROPERTY = "module_style"
+# The module whose run_fn built the model, as the trainer loaded it (a module path, a packaged
+# `name@wheel` or a module file); readers of the Keras model import it first, for its layers.
+TRAINER_MODULE_PROPERTY = "trainer_module"
+NUM_WORKERS_PROPERTY = "num_workers"
+RESTARTS_PROPERTY = "restarts"
+INITIAL_EPOCH_PROPERTY = "initial_epoch"
+STEPS_RUN_PROPERTY = "steps_run"
+# JSON of TrainResult.plan (the default model's TrainingPlan), with the epochs it ran and the
+# epoch it kept.
+TRAINING_PLAN_PROPERTY = "training_plan"
+EXAMPLES_PER_SEC_PROPERTY = "train_examples_per_sec"
+TASK_PROPERTY = "task"
+LABEL_CLASSES_PROPERTY = "label_classes"
+HPARAMS_PROPERTY = "hparams"
+PROFILE_DIR_PROPERTY = "profile_dir"
+# Why --profile-steps wrote no profile (training stopped before the range), when it did not.
+PROFILE_SKIPPED_PROPERTY = "profile_skipped"
+DATA_FINGERPRINTS_PROPERTY = "data_fingerprints"
+TRAINING_FINGERPRINT_PROPERTY = "training_fingerprint"
+# Where a TFJob trained: its name, namespace and replica counts (JSON {"worker": 2, ...}).
+TFJOB_NAME_PROPERTY = "tfjob_name"
+TFJOB_NAMESPACE_PROPERTY = "tfjob_namespace"
+TFJOB_REPLICAS_PROPERTY = "tfjob_replicas"
+
+# LiveModel's outputs (the baseline, the warm-start model and the reference statistics).
+LIVE_AVAILABLE_PROPERTY = "available"
+LIVE_VERSION_PROPERTY = "live_version"
+LIVE_REASON_PROPERTY = "reason"
+# On reference_statistics: the training data's label counts and rows (JSON, the manifest's).
+LIVE_TRAINING_DATA_PROPERTY = "training_data"
+
+# Custom properties written on the PushedModel artifact (stock names for the first three).
+PUSHED_PROPERTY = "pushed"
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+PUSHED_VERSION_PROPERTY = "pushed_version"
+PUSHED_REASON_PROPERTY = "pushed_reason"
+CONTENT_SHA256_PROPERTY = "content_sha256"
+# PushedModel: the version live after the push (LIVE_VERSION_PROPERTY, as on LiveModel's).
+
+# The Evaluator's ModelBlessing and ModelEvaluation.
+# The blessing property saying why the live version was not scored, when it could not be.
+BASELINE_SKIPPED_PROPERTY = "baseline_skipped"
+
+# The ModelBlessing properties the floor is recorded in.
+FLOOR_PROPERTY = "floor"
+FLOOR_REASON_PROPERTY = "floor_reason"
+# The ModelBlessing property that says how the check of a count label read as classes went.
+QUANTITY_CHECK_PROPERTY = "quantity_check"
+
+# A property of the ModelEvaluation (its folder holds TFMA's files and nothing else, as stock's
+# does): how the candidate's predictions compare with the labels, for the report page.
+PREDICTIONS_PROPERTY = "predictions_summary"
+
+# The DataGate's result: its report file and its custom properties.
+GATE_REPORT_FILE = "gate.json"
+GATE_PASSED_PROPERTY = "passed"
+GATE_SUMMARY_PROPERTY = "summary"
+
+
 def examples_rows(split: str) -> str:
   """The property holding the number of rows the ExampleGen wrote to `split`."""
   return f"{EXAMPLES_ROWS_PREFIX}{split}"
+
+
+def live_available(artifact: Any) -> bool:
+  """False for a LiveModel output marked unavailable (nothing live, or nothing to warm from).
+
+  Args:
+    artifact: a TFX artifact (anything with `has_custom_property` and `get_int_custom_property`).
+  """
+  return not (
+    artifact.has_custom_property(LIVE_AVAILABLE_PROPERTY)
+    and artifact.get_int_custom_property(LIVE_AVAILABLE_PROPERTY) == 0
+  )

@@ -17,7 +17,6 @@ from components import columnar, model_contract
 from components.data_gate import gate_lib, leak_check, live_check, spec, stats_view
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
-from components.live_model import executor as live_executor
 from components.nights import nights_lib
 from components.serving import history, manifest
 from core import properties, tasks
@@ -25,10 +24,6 @@ from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 
-REPORT_FILE = "gate.json"
-# Custom properties of the result: whether the gate passed, and a few words on it.
-PASSED_PROPERTY = "passed"
-SUMMARY_PROPERTY = "summary"
 ANOMALIES_FILE = "SchemaDiff.pb"
 STATISTICS_FILE = "FeatureStats.pb"
 # The split compared (the largest, and the one the model learns from) and the one the live
@@ -74,8 +69,8 @@ class Executor(base_executor.BaseExecutor):
     )
     reference = artifact_utils.get_single_instance(input_dict[spec.REFERENCE_STATISTICS_KEY])
     live = (
-      reference.get_int_custom_property(live_executor.LIVE_VERSION_PROPERTY)
-      if live_executor.is_available(reference)
+      reference.get_int_custom_property(properties.LIVE_VERSION_PROPERTY)
+      if properties.live_available(reference)
       else None
     )
     report = self._report(input_dict, exec_properties, live)
@@ -104,8 +99,8 @@ class Executor(base_executor.BaseExecutor):
     self, input_dict: dict[str, list[types.Artifact]], props: dict[str, Any], live: int | None
   ) -> gate_report.GateReport:
     reference = artifact_utils.get_single_instance(input_dict[spec.REFERENCE_STATISTICS_KEY])
-    if not live_executor.is_available(reference):
-      reason = reference.get_string_custom_property(live_executor.REASON_PROPERTY)
+    if not properties.live_available(reference):
+      reason = reference.get_string_custom_property(properties.LIVE_REASON_PROPERTY)
       return gate_report.not_compared(reason or "nothing was live", live)
     thresholds = th.Thresholds.from_json(props.get(spec.THRESHOLDS_KEY))
     accepted = json.loads(props.get(spec.ACCEPT_KEY) or "[]")
@@ -119,7 +114,7 @@ class Executor(base_executor.BaseExecutor):
     examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])
     label_key, task = props[spec.LABEL_KEY_KEY], props[spec.TASK_KEY]
     training = json.loads(
-      reference.get_string_custom_property(live_executor.TRAINING_DATA_PROPERTY) or "{}"
+      reference.get_string_custom_property(properties.LIVE_TRAINING_DATA_PROPERTY) or "{}"
     )
     tonight = gate_lib.Night(
       _statistics(input_dict[spec.STATISTICS_KEY]),
@@ -147,7 +142,7 @@ class Executor(base_executor.BaseExecutor):
     )
     for found in _leak_findings(examples, tonight, before, props, thresholds):
       report = gate_report.with_finding(report, found)
-    if live_executor.is_available(baseline):
+    if properties.live_available(baseline):
       found = live_check.finding(
         path_utils.serving_model_dir(baseline.uri),
         _split_files(examples, properties.EVAL_SPLIT),
@@ -167,7 +162,7 @@ class Executor(base_executor.BaseExecutor):
     result.split_names = artifact_utils.encode_split_names([properties.TRAIN_SPLIT])
     fileio.makedirs(result.uri)
     io_utils.write_string_file(
-      os.path.join(result.uri, REPORT_FILE), json.dumps(report.to_json(), indent=2)
+      os.path.join(result.uri, properties.GATE_REPORT_FILE), json.dumps(report.to_json(), indent=2)
     )
     if report.anomalies is not None:
       split = artifact_utils.get_split_uri([result], properties.TRAIN_SPLIT)
@@ -175,13 +170,15 @@ class Executor(base_executor.BaseExecutor):
       io_utils.write_bytes_file(
         os.path.join(split, ANOMALIES_FILE), report.anomalies.SerializeToString()
       )
-    result.set_int_custom_property(PASSED_PROPERTY, int(report.passed))
-    result.set_string_custom_property(SUMMARY_PROPERTY, report.short())
+    result.set_int_custom_property(properties.GATE_PASSED_PROPERTY, int(report.passed))
+    result.set_string_custom_property(properties.GATE_SUMMARY_PROPERTY, report.short())
 
 
 def read_report(result: types.Artifact) -> dict[str, Any]:
   """The report a DataGate wrote into its result artifact."""
-  return json.loads(io_utils.read_string_file(os.path.join(result.uri, REPORT_FILE)))
+  return json.loads(
+    io_utils.read_string_file(os.path.join(result.uri, properties.GATE_REPORT_FILE))
+  )
 
 
 def _statistics(artifacts: list[types.Artifact]):

@@ -28,7 +28,7 @@ from components.distributed_trainer import (
 )
 from components.distributed_trainer import distributed_trainer_lib as lib
 from components.serving import layout as serving_layout
-from core import defaults
+from core import defaults, properties
 from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -97,14 +97,14 @@ class Executor(trainer_executor.GenericExecutor):
     _check_saved_model(serving_dir, user_module.module_name(exec_properties))
     _record(model, result, num_workers=max(workers, 1), restarts=restarts)
     model.set_string_custom_property(
-      constants.TRAINER_MODULE_PROPERTY,
+      properties.TRAINER_MODULE_PROPERTY,
       user_module.trainer_module(exec_properties, result.module_style),
     )
     examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
     data = model_contract.data_fingerprints(examples)
-    model.set_string_custom_property(constants.DATA_FINGERPRINTS_PROPERTY, json.dumps(data))
+    model.set_string_custom_property(properties.DATA_FINGERPRINTS_PROPERTY, json.dumps(data))
     model.set_string_custom_property(
-      constants.TRAINING_FINGERPRINT_PROPERTY, training_fingerprint(data, exec_properties)
+      properties.TRAINING_FINGERPRINT_PROPERTY, training_fingerprint(data, exec_properties)
     )
     _LOG.info("Training complete. Model written to %s.", serving_dir)
 
@@ -245,10 +245,10 @@ class Executor(trainer_executor.GenericExecutor):
     )
     chief_type, chief_index = settings.chief()
     result = lib.read_result(lib.result_path(model_run_dir, chief_type, chief_index))
-    model.set_string_custom_property(constants.TFJOB_NAME_PROPERTY, run.name)
-    model.set_string_custom_property(constants.TFJOB_NAMESPACE_PROPERTY, run.namespace)
+    model.set_string_custom_property(properties.TFJOB_NAME_PROPERTY, run.name)
+    model.set_string_custom_property(properties.TFJOB_NAMESPACE_PROPERTY, run.namespace)
     model.set_string_custom_property(
-      constants.TFJOB_REPLICAS_PROPERTY,
+      properties.TFJOB_REPLICAS_PROPERTY,
       json.dumps({t.lower(): n for t, n in settings.replicas().items()}, sort_keys=True),
     )
     return result, run.logs.restarts, settings.workers
@@ -283,7 +283,7 @@ def _worker_command(python: str, spec_path: str) -> list[str]:
 def _profiles(exec_properties: dict[str, Any]) -> bool:
   """Whether custom_config asks for a profile (then every cluster process serves one)."""
   custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
-  return bool((custom or {}).get(constants.PROFILE_STEPS_CONFIG))
+  return bool((custom or {}).get(properties.PROFILE_STEPS_CONFIG))
 
 
 def backup_dir(input_dict, output_dict, exec_properties) -> str:
@@ -303,11 +303,10 @@ def backup_dir(input_dict, output_dict, exec_properties) -> str:
 
 def _without_unavailable_base_model(input_dict):
   """Drops a base model that LiveModel marked unavailable (nothing live to warm-start from)."""
-  from components.live_model import executor as live_executor
 
   key = standard_component_specs.BASE_MODEL_KEY
   models = input_dict.get(key)
-  if not models or all(live_executor.is_available(m) for m in models):
+  if not models or all(properties.live_available(m) for m in models):
     return input_dict
   return {k: v for k, v in input_dict.items() if k != key}
 
@@ -346,46 +345,48 @@ def training_fingerprint(data: list[str], exec_properties: dict[str, Any]) -> st
 
 def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, restarts: int):
   """Writes the strategy, the task and the evaluation onto the Model artifact."""
-  model.set_string_custom_property(constants.STRATEGY_PROPERTY, result.strategy)
-  model.set_int_custom_property(constants.NUM_REPLICAS_PROPERTY, result.num_replicas_in_sync)
-  model.set_string_custom_property(constants.STRATEGY_REASON_PROPERTY, result.strategy_reason)
-  model.set_string_custom_property(constants.STRATEGY_CHOSEN_BY_PROPERTY, result.strategy_chosen_by)
-  model.set_string_custom_property(constants.MODULE_STYLE_PROPERTY, result.module_style)
-  model.set_int_custom_property(constants.NUM_WORKERS_PROPERTY, num_workers)
-  model.set_int_custom_property(constants.RESTARTS_PROPERTY, restarts)
+  model.set_string_custom_property(properties.STRATEGY_PROPERTY, result.strategy)
+  model.set_int_custom_property(properties.NUM_REPLICAS_PROPERTY, result.num_replicas_in_sync)
+  model.set_string_custom_property(properties.STRATEGY_REASON_PROPERTY, result.strategy_reason)
+  model.set_string_custom_property(
+    properties.STRATEGY_CHOSEN_BY_PROPERTY, result.strategy_chosen_by
+  )
+  model.set_string_custom_property(properties.MODULE_STYLE_PROPERTY, result.module_style)
+  model.set_int_custom_property(properties.NUM_WORKERS_PROPERTY, num_workers)
+  model.set_int_custom_property(properties.RESTARTS_PROPERTY, restarts)
   contract = model_contract.read_contract(model_contract.serving_dir(model.uri))
   if contract is not None:
-    model.set_string_custom_property(constants.TASK_PROPERTY, contract.task)
+    model.set_string_custom_property(properties.TASK_PROPERTY, contract.task)
     model.set_string_custom_property(
-      constants.LABEL_CLASSES_PROPERTY, json.dumps(contract.label.get("classes", []))
+      properties.LABEL_CLASSES_PROPERTY, json.dumps(contract.label.get("classes", []))
     )
   elif result.task:
-    model.set_string_custom_property(constants.TASK_PROPERTY, result.task)
+    model.set_string_custom_property(properties.TASK_PROPERTY, result.task)
   if result.hparams:
     model.set_string_custom_property(
-      constants.HPARAMS_PROPERTY, json.dumps(result.hparams, sort_keys=True)
+      properties.HPARAMS_PROPERTY, json.dumps(result.hparams, sort_keys=True)
     )
   if result.eval_metrics:
     model.set_string_custom_property(
-      constants.EVAL_METRICS_PROPERTY, json.dumps(result.eval_metrics, sort_keys=True)
+      properties.EVAL_METRICS_PROPERTY, json.dumps(result.eval_metrics, sort_keys=True)
     )
   if result.eval_accuracy is not None:
-    model.set_float_custom_property(constants.EVAL_ACCURACY_PROPERTY, result.eval_accuracy)
+    model.set_float_custom_property(properties.EVAL_ACCURACY_PROPERTY, result.eval_accuracy)
   if result.initial_epoch is not None:
-    model.set_int_custom_property(constants.INITIAL_EPOCH_PROPERTY, result.initial_epoch)
+    model.set_int_custom_property(properties.INITIAL_EPOCH_PROPERTY, result.initial_epoch)
   if result.steps_run is not None:
-    model.set_int_custom_property(constants.STEPS_RUN_PROPERTY, result.steps_run)
+    model.set_int_custom_property(properties.STEPS_RUN_PROPERTY, result.steps_run)
   if result.plan:
     plan = {**result.plan, "epochs_run": result.epochs_run, "best_epoch": result.best_epoch}
-    model.set_string_custom_property(constants.TRAINING_PLAN_PROPERTY, json.dumps(plan))
+    model.set_string_custom_property(properties.TRAINING_PLAN_PROPERTY, json.dumps(plan))
   if result.train_examples_per_sec is not None:
     model.set_float_custom_property(
-      constants.EXAMPLES_PER_SEC_PROPERTY, result.train_examples_per_sec
+      properties.EXAMPLES_PER_SEC_PROPERTY, result.train_examples_per_sec
     )
   if result.profile_dir:
-    model.set_string_custom_property(constants.PROFILE_DIR_PROPERTY, result.profile_dir)
+    model.set_string_custom_property(properties.PROFILE_DIR_PROPERTY, result.profile_dir)
   if result.profile_skipped:
-    model.set_string_custom_property(constants.PROFILE_SKIPPED_PROPERTY, result.profile_skipped)
+    model.set_string_custom_property(properties.PROFILE_SKIPPED_PROPERTY, result.profile_skipped)
   _LOG.info(
     "DistributedTrainer result: strategy=%s replicas=%d reason=%s task=%s eval=%s",
     result.strategy,

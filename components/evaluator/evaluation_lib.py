@@ -403,9 +403,6 @@ def _add_failure(result: Any, name: str, value: float, bound: float) -> None:
 
 # ----------------------------------------------------------------------------- predictions summary
 
-# A property of the ModelEvaluation (its folder holds TFMA's files and nothing else, as stock's
-# does): how the candidate's predictions compare with the labels, for the report page.
-PREDICTIONS_PROPERTY = "predictions_summary"
 # A regression's predicted-against-actual sample, and the most classes a confusion matrix is
 # kept for: enough to see the shape, small enough for an ML Metadata property (about 10 KB).
 MAX_POINTS = 500

@@ -15,10 +15,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
 from components import memory, model_contract, tf_compat
-from components.distributed_trainer import constants as model_props
 from components.evaluator import conform_lib, evaluation_lib, floor_lib
-from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, BASELINE_SKIPPED_PROPERTY
-from components.live_model import executor as live_executor
+from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY
 from core import properties, tasks
 
 
@@ -37,7 +35,7 @@ class Executor(stock_evaluator.Executor):
     exec_properties: dict[str, Any],
   ) -> None:
     key = standard_component_specs.BASELINE_MODEL_KEY
-    baselines = [a for a in input_dict.get(key) or [] if live_executor.is_available(a)]
+    baselines = [a for a in input_dict.get(key) or [] if properties.live_available(a)]
     input_dict = {**input_dict, key: baselines}
     if not baselines:
       input_dict.pop(key)
@@ -61,13 +59,13 @@ class Executor(stock_evaluator.Executor):
     if skipped:
       artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
-      ).set_string_custom_property(BASELINE_SKIPPED_PROPERTY, skipped)
+      ).set_string_custom_property(properties.BASELINE_SKIPPED_PROPERTY, skipped)
     if floor is not None:
       blessing = artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
       )
-      blessing.set_float_custom_property(floor_lib.FLOOR_PROPERTY, floor.value)
-      blessing.set_string_custom_property(floor_lib.FLOOR_REASON_PROPERTY, floor.reason)
+      blessing.set_float_custom_property(properties.FLOOR_PROPERTY, floor.value)
+      blessing.set_string_custom_property(properties.FLOOR_REASON_PROPERTY, floor.reason)
 
   def _evaluate(self, input_dict, output_dict, exec_properties, conform) -> str:
     """Evaluates in process, else with the stock executor; returns why the baseline was left
@@ -144,7 +142,7 @@ class Executor(stock_evaluator.Executor):
       logging.info("Evaluator: %s.", check.reason)
       artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
-      ).set_string_custom_property(floor_lib.QUANTITY_CHECK_PROPERTY, check.reason)
+      ).set_string_custom_property(properties.QUANTITY_CHECK_PROPERTY, check.reason)
       if not check.passed:
         failures.append((floor_lib.EXPECTED_VALUE_RMSE, check.rmse, check.bound))
     candidate = outputs[_candidate(eval_config)]
@@ -223,12 +221,12 @@ def _quantity_check(input_dict, exec_properties, eval_config, outputs):
     return None
   model = input_dict[standard_component_specs.MODEL_KEY][0]
   examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
-  if not model.has_custom_property(model_props.LABEL_CLASSES_PROPERTY) or len(examples) != 1:
+  if not model.has_custom_property(properties.LABEL_CLASSES_PROPERTY) or len(examples) != 1:
     return None
   if not examples[0].has_custom_property(properties.EXAMPLES_LABEL_STATS):
     return None
   classes = floor_lib.number_classes(
-    json.loads(model.get_string_custom_property(model_props.LABEL_CLASSES_PROPERTY))
+    json.loads(model.get_string_custom_property(properties.LABEL_CLASSES_PROPERTY))
   )
   if classes is None:
     return None
@@ -246,7 +244,7 @@ def _keep_predictions(output_dict, eval_config, outputs) -> None:
   evaluation = artifact_utils.get_single_instance(
     output_dict[standard_component_specs.EVALUATION_KEY]
   )
-  evaluation.set_string_custom_property(evaluation_lib.PREDICTIONS_PROPERTY, json.dumps(summary))
+  evaluation.set_string_custom_property(properties.PREDICTIONS_PROPERTY, json.dumps(summary))
 
 
 def _write_blessing(input_dict, output_dict, exec_properties, blessed: bool) -> None:
@@ -288,7 +286,7 @@ def _type_mismatch(error: BaseException) -> bool:
 def _schema_types(artifacts) -> dict[str, str] | None:
   from components.data_gate import stats_view
 
-  artifacts = [a for a in artifacts or [] if live_executor.is_available(a)]
+  artifacts = [a for a in artifacts or [] if properties.live_available(a)]
   if len(artifacts) != 1:
     return None
   uri = artifacts[0].uri

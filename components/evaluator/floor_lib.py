@@ -16,10 +16,6 @@ from typing import Any
 
 from core import defaults, properties, tasks
 
-# The ModelBlessing properties the floor is recorded in.
-FLOOR_PROPERTY = "floor"
-FLOOR_REASON_PROPERTY = "floor_reason"
-
 _ACCURACY_METRICS = ("BinaryAccuracy", "SparseCategoricalAccuracy", "CategoricalAccuracy")
 _MSE_METRICS = ("MeanSquaredError",)
 
@@ -129,8 +125,6 @@ def auto_floor_spec(task: str) -> str:
 # split's mean label. A count read as classes (spell lengths 1..28) fails it; codes (digits
 # 0..9) pass it by far, since a right class is a right value.
 EXPECTED_VALUE_RMSE = "expected_value_rmse"
-# The ModelBlessing property that says how the check went.
-QUANTITY_CHECK_PROPERTY = "quantity_check"
 
 
 @dataclasses.dataclass(frozen=True)

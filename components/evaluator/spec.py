@@ -8,8 +8,6 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 AUTO_FLOOR_KEY = "auto_floor"
 # The schema the live version was trained on (LiveModel's reference_schema).
 BASELINE_SCHEMA_KEY = "baseline_schema"
-# The blessing property saying why the live version was not scored, when it could not be.
-BASELINE_SKIPPED_PROPERTY = "baseline_skipped"
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

@@ -19,20 +19,6 @@ from core import properties
 
 _LOG = logging.getLogger(__name__)
 
-AVAILABLE_PROPERTY = "available"
-LIVE_VERSION_PROPERTY = "live_version"
-REASON_PROPERTY = "reason"
-# On reference_statistics: the training data's label counts and rows (JSON, the manifest's).
-TRAINING_DATA_PROPERTY = "training_data"
-
-
-def is_available(model: types.Artifact) -> bool:
-  """False for a LiveModel output marked unavailable (nothing live, or nothing to warm from)."""
-  return not (
-    model.has_custom_property(AVAILABLE_PROPERTY)
-    and model.get_int_custom_property(AVAILABLE_PROPERTY) == 0
-  )
-
 
 class Executor(base_executor.BaseExecutor):
   """Reads the live version; outputs it as the baseline and, if trained on other data, as the
@@ -85,7 +71,7 @@ class Executor(base_executor.BaseExecutor):
       return
     statistics.split_names = artifact_utils.encode_split_names(_statistics_splits(statistics.uri))
     statistics.set_string_custom_property(
-      TRAINING_DATA_PROPERTY, json.dumps(manifest.training_data(current.manifest))
+      properties.LIVE_TRAINING_DATA_PROPERTY, json.dumps(manifest.training_data(current.manifest))
     )
     for artifact in (schema, statistics):
       _available(artifact, current)
@@ -104,11 +90,11 @@ def _statistics_splits(statistics_dir: str) -> list[str]:
 
 
 def _available(artifact: types.Artifact, current: live.LiveVersion) -> None:
-  artifact.set_int_custom_property(AVAILABLE_PROPERTY, 1)
-  artifact.set_int_custom_property(LIVE_VERSION_PROPERTY, current.version)
+  artifact.set_int_custom_property(properties.LIVE_AVAILABLE_PROPERTY, 1)
+  artifact.set_int_custom_property(properties.LIVE_VERSION_PROPERTY, current.version)
   artifact.set_string_custom_property("source", current.path)
 
 
 def _unavailable(artifact: types.Artifact, reason: str) -> None:
-  artifact.set_int_custom_property(AVAILABLE_PROPERTY, 0)
-  artifact.set_string_custom_property(REASON_PROPERTY, reason)
+  artifact.set_int_custom_property(properties.LIVE_AVAILABLE_PROPERTY, 0)
+  artifact.set_string_custom_property(properties.LIVE_REASON_PROPERTY, reason)

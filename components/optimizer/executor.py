@@ -16,7 +16,6 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
 from components import model_contract, storage, tf_compat
-from components.distributed_trainer import constants as trainer_constants
 from components.optimizer import data_lib, optimizer_lib, report, spec, variant_index
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
 from core import defaults, properties
@@ -183,7 +182,7 @@ class Executor(base_executor.BaseExecutor):
       serving_dir = storage.localize(model_contract.serving_dir(model_artifact.uri), scratch)
       # The module that built the model registers its custom Keras layers when imported.
       model_contract.import_trainer_module(
-        model_artifact.get_string_custom_property(trainer_constants.TRAINER_MODULE_PROPERTY)
+        model_artifact.get_string_custom_property(properties.TRAINER_MODULE_PROPERTY)
       )
       try:
         result = _optimize(

@@ -20,7 +20,6 @@ from tfx.components.pusher import executor as stock_pusher
 from tfx.types import artifact_utils
 
 from components import model_contract, storage, tf_compat
-from components.distributed_trainer import constants as trainer_constants
 from components.evaluator import evaluation_lib
 from components.nights import nights_lib
 from components.optimizer import variant_index
@@ -133,9 +132,11 @@ class Executor(stock_pusher.Executor):
       )
     if result.manifest is not None:
       manifest.write_copy(pushed_model.uri, result.manifest)
-    pushed_model.set_string_custom_property(s.CONTENT_SHA256_PROPERTY, result.content_sha256)
+    pushed_model.set_string_custom_property(
+      properties.CONTENT_SHA256_PROPERTY, result.content_sha256
+    )
     if result.live_version is not None:
-      pushed_model.set_int_custom_property(s.LIVE_VERSION_PROPERTY, result.live_version)
+      pushed_model.set_int_custom_property(properties.LIVE_VERSION_PROPERTY, result.live_version)
     if not result.pushed:
       self._not_pushed(pushed_model, result.reason)
       return
@@ -149,7 +150,7 @@ class Executor(stock_pusher.Executor):
   ) -> str:
     """Why the live version already is this model's training (same data, module, settings)."""
     model = artifact_utils.get_single_instance(input_dict[s.MODEL_KEY])
-    fingerprint = _prop(model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY)
+    fingerprint = _prop(model, properties.TRAINING_FINGERPRINT_PROPERTY)
     if not fingerprint:
       return ""
     serving_dir = exec_properties[properties.SERVING_DIR_KEY]
@@ -171,7 +172,7 @@ class Executor(stock_pusher.Executor):
   def _not_pushed(self, pushed_model: types.Artifact, reason: str) -> None:
     _LOG.info("Not pushing: %s", reason)
     self._MarkNotPushed(pushed_model)
-    pushed_model.set_string_custom_property(s.PUSHED_REASON_PROPERTY, reason)
+    pushed_model.set_string_custom_property(properties.PUSHED_REASON_PROPERTY, reason)
 
   def _manifest_extra(
     self,
@@ -189,17 +190,13 @@ class Executor(stock_pusher.Executor):
       manifest.DATA_SPANS_FIELD: _data_spans(examples),
       manifest.EXAMPLES_FIELD: [a.uri for a in examples],
       manifest.DATA_FINGERPRINTS_FIELD: json.loads(
-        _prop(model, trainer_constants.DATA_FINGERPRINTS_PROPERTY) or "[]"
+        _prop(model, properties.DATA_FINGERPRINTS_PROPERTY) or "[]"
       ),
       manifest.MODEL_FIELD: {
         "uri": model.uri,
-        "task": _prop(model, trainer_constants.TASK_PROPERTY),
-        "label_classes": json.loads(
-          _prop(model, trainer_constants.LABEL_CLASSES_PROPERTY) or "null"
-        ),
-        manifest.TRAINING_FINGERPRINT_FIELD: _prop(
-          model, trainer_constants.TRAINING_FINGERPRINT_PROPERTY
-        ),
+        "task": _prop(model, properties.TASK_PROPERTY),
+        "label_classes": json.loads(_prop(model, properties.LABEL_CLASSES_PROPERTY) or "null"),
+        manifest.TRAINING_FINGERPRINT_FIELD: _prop(model, properties.TRAINING_FINGERPRINT_PROPERTY),
       },
       manifest.BLESSING_FIELD: {
         key: blessing.get_custom_property(key)
@@ -248,12 +245,12 @@ def _night_facts(
   blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
   evaluation = input_dict.get(s.EVALUATION_KEY)
   examples = input_dict.get(s.EXAMPLES_KEY) or []
-  version = _prop(pushed_model, s.PUSHED_VERSION_PROPERTY)
+  version = _prop(pushed_model, properties.PUSHED_VERSION_PROPERTY)
   return {
-    "pushed": bool(_prop(pushed_model, s.PUSHED_PROPERTY)),
+    "pushed": bool(_prop(pushed_model, properties.PUSHED_PROPERTY)),
     "version": int(version) if version else None,
-    "reason": _prop(pushed_model, s.PUSHED_REASON_PROPERTY) or "",
-    "live_version": _prop(pushed_model, s.LIVE_VERSION_PROPERTY),
+    "reason": _prop(pushed_model, properties.PUSHED_REASON_PROPERTY) or "",
+    "live_version": _prop(pushed_model, properties.LIVE_VERSION_PROPERTY),
     "blessed": (
       bool(_prop(blessing, properties.BLESSED_PROPERTY))
       if blessing.has_custom_property(properties.BLESSED_PROPERTY)

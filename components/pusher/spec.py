@@ -22,14 +22,6 @@ PUSHED_MODEL_KEY = "pushed_model"
 # Execution parameter keys.
 KEEP_VERSIONS_KEY = "keep_versions"
 
-# Custom properties written on the PushedModel artifact (stock names for the first three).
-PUSHED_PROPERTY = "pushed"
-PUSHED_DESTINATION_PROPERTY = "pushed_destination"
-PUSHED_VERSION_PROPERTY = "pushed_version"
-PUSHED_REASON_PROPERTY = "pushed_reason"
-CONTENT_SHA256_PROPERTY = "content_sha256"
-LIVE_VERSION_PROPERTY = "live_version"
-
 
 class PusherSpec(ComponentSpec):
   """Spec of the atomic versioned Pusher."""

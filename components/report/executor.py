@@ -13,9 +13,10 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
 from components.nights import nights_lib
-from components.report import facts, run_page, sources
+from components.report import facts, run_page
 from components.report import page as page_lib
 from components.report import spec as s
+from core import sources
 
 _LOG = logging.getLogger(__name__)
 # Where the page goes when the orchestrator made the output's uri a folder.

@@ -12,11 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from components.distributed_trainer import constants as model_props
 from components.evaluator import floor_lib
-from components.evaluator import spec as evaluator_spec
-from components.pusher import spec as pusher_spec
-from core import defaults
+from core import defaults, properties
 
 Getter = Callable[[str], Any]
 # A binary eval split this much one class leaves accuracy little room above always answering it.
@@ -90,25 +87,25 @@ def trainer_facts(prop: Getter) -> dict[str, Any]:
     "strategy": {
       k: prop(k)
       for k in (
-        model_props.STRATEGY_PROPERTY,
-        model_props.NUM_REPLICAS_PROPERTY,
-        model_props.STRATEGY_REASON_PROPERTY,
-        model_props.STRATEGY_CHOSEN_BY_PROPERTY,
+        properties.STRATEGY_PROPERTY,
+        properties.NUM_REPLICAS_PROPERTY,
+        properties.STRATEGY_REASON_PROPERTY,
+        properties.STRATEGY_CHOSEN_BY_PROPERTY,
       )
     },
-    "task": prop(model_props.TASK_PROPERTY),
+    "task": prop(properties.TASK_PROPERTY),
   }
   for key, name in (
-    ("label_classes", model_props.LABEL_CLASSES_PROPERTY),
-    ("training_plan", model_props.TRAINING_PLAN_PROPERTY),
-    ("hparams", model_props.HPARAMS_PROPERTY),
+    ("label_classes", properties.LABEL_CLASSES_PROPERTY),
+    ("training_plan", properties.TRAINING_PLAN_PROPERTY),
+    ("hparams", properties.HPARAMS_PROPERTY),
   ):
     raw = prop(name)
     out[key] = json.loads(raw) if raw else None
-  skipped = prop(model_props.PROFILE_SKIPPED_PROPERTY)
+  skipped = prop(properties.PROFILE_SKIPPED_PROPERTY)
   if skipped:
     out["profile_skipped"] = skipped
-  metrics = json.loads(prop(model_props.EVAL_METRICS_PROPERTY) or "{}")
+  metrics = json.loads(prop(properties.EVAL_METRICS_PROPERTY) or "{}")
   out["trainer_metrics"] = {f"trainer_{k}": v for k, v in metrics.items() if k != "examples"}
   return out
 
@@ -116,16 +113,16 @@ def trainer_facts(prop: Getter) -> dict[str, Any]:
 def blessing_facts(prop: Getter) -> dict[str, Any]:
   """From the Evaluator's ModelBlessing: blessed, the floor it was judged by, a skipped baseline."""
   out: dict[str, Any] = {"blessed": bool(prop("blessed"))}
-  skipped = prop(evaluator_spec.BASELINE_SKIPPED_PROPERTY)
+  skipped = prop(properties.BASELINE_SKIPPED_PROPERTY)
   if skipped:
     out["baseline_skipped"] = skipped
-  check = prop(floor_lib.QUANTITY_CHECK_PROPERTY)
+  check = prop(properties.QUANTITY_CHECK_PROPERTY)
   if check:
     out["quantity_check"] = check
-  if prop(floor_lib.FLOOR_REASON_PROPERTY):
+  if prop(properties.FLOOR_REASON_PROPERTY):
     out["floor"] = {
-      "value": prop(floor_lib.FLOOR_PROPERTY),
-      "reason": prop(floor_lib.FLOOR_REASON_PROPERTY),
+      "value": prop(properties.FLOOR_PROPERTY),
+      "reason": prop(properties.FLOOR_REASON_PROPERTY),
     }
   return out
 
@@ -141,8 +138,8 @@ def pushed_facts(prop: Getter, cached: bool, summary: dict[str, Any]) -> dict[st
   if cached:
     # Same model, same blessing, same variants as a run that already pushed (or declined).
     was = (
-      _version(prop(pusher_spec.PUSHED_VERSION_PROPERTY))
-      if prop(pusher_spec.PUSHED_PROPERTY)
+      _version(prop(properties.PUSHED_VERSION_PROPERTY))
+      if prop(properties.PUSHED_PROPERTY)
       else None
     )
     return {
@@ -153,10 +150,10 @@ def pushed_facts(prop: Getter, cached: bool, summary: dict[str, Any]) -> dict[st
       + (f" (which pushed version {was})" if was else ""),
     }
   result = {
-    "pushed": bool(prop(pusher_spec.PUSHED_PROPERTY)),
-    "version": _version(prop(pusher_spec.PUSHED_VERSION_PROPERTY)),
-    "path": prop(pusher_spec.PUSHED_DESTINATION_PROPERTY),
-    "reason": prop(pusher_spec.PUSHED_REASON_PROPERTY),
+    "pushed": bool(prop(properties.PUSHED_PROPERTY)),
+    "version": _version(prop(properties.PUSHED_VERSION_PROPERTY)),
+    "path": prop(properties.PUSHED_DESTINATION_PROPERTY),
+    "reason": prop(properties.PUSHED_REASON_PROPERTY),
   }
   failures = (summary.get("validation") or {}).get("failures")
   if not result["pushed"] and summary.get("blessed") is False and failures:

@@ -16,8 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from components.report import sources
-from core import properties
+from core import properties, sources
 
 _LOG = logging.getLogger(__name__)
 # Quarantined rows the page lists (the file has all of them).
@@ -166,7 +165,7 @@ def evaluation(found: Mapping[str, Any]) -> dict[str, Any]:
   from components.evaluator import evaluation_lib
 
   uri = found.get("uri")
-  predictions = (found.get("properties") or {}).get(evaluation_lib.PREDICTIONS_PROPERTY)
+  predictions = (found.get("properties") or {}).get(properties.PREDICTIONS_PROPERTY)
   return {
     "metrics": evaluation_lib.read_overall_metrics(uri) if uri else {},
     "predictions": json.loads(predictions) if predictions else None,
@@ -213,10 +212,9 @@ def gate(summary: Mapping[str, Any]) -> dict[str, Any]:
   night = summary.get("night") or {}
   if night.get("gate"):
     return dict(night["gate"])
-  from components.data_gate import executor as gate_executor
 
   uri = artifact(summary, sources.GATE).get("uri")
-  path = os.path.join(uri, gate_executor.REPORT_FILE) if uri else None
+  path = os.path.join(uri, properties.GATE_REPORT_FILE) if uri else None
   if not path or not _fileio().exists(path):
     return {}
   with _fileio().open(path, "r") as f:

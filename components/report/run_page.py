@@ -16,7 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from components.report import inputs, model_sections, page, run_sections, sources
+from components.report import inputs, model_sections, page, run_sections
+from core import properties, sources
 
 _LOG = logging.getLogger(__name__)
 
@@ -36,12 +37,11 @@ _LINKS = (
 
 def render_run_page(summary: Mapping[str, Any]) -> str:
   """The page's HTML for a run summary (run_summary.json as a dict)."""
-  from components.live_model import executor as live_model
 
   stats = inputs.statistics(inputs.artifact(summary, sources.STATISTICS).get("uri"))
   reference: dict[str, Any] = {}
   live = inputs.artifact(summary, sources.REFERENCE_STATISTICS)
-  if (live.get("properties") or {}).get(live_model.AVAILABLE_PROPERTY, 1):
+  if (live.get("properties") or {}).get(properties.LIVE_AVAILABLE_PROPERTY, 1):
     reference = inputs.statistics(live.get("uri"))
   model_run = inputs.artifact(summary, sources.MODEL_RUN).get("uri")
   body = page.join(

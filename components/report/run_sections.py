@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.example_gen import csv_batch
-from components.report import charts, inputs, sources
+from components.report import charts, inputs
 from components.report.page import Html, esc, fact, figure, join, note, pairs, section, table, tag
-from core import properties
+from core import properties, sources
 
 SPLITS = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
 

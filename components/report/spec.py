@@ -5,7 +5,7 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.optimizer import artifacts as optimizer_artifacts
-from components.report import sources
+from core import sources
 
 # The page's inputs are the roles run_summary.json points at (`sources`), plus the artifacts the
 # local summary reads its facts from (the trained model, the blessing, the Optimizer's report,

@@ -7,7 +7,7 @@ import math
 import os
 from typing import Any
 
-from components.report import sources
+from core import sources
 
 
 def epoch_records(epochs: list[int], history: dict[str, list[Any]]) -> list[dict[str, Any]]:

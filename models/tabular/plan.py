@@ -8,9 +8,8 @@ import math
 from typing import Any
 
 from components import model_contract
-from components.distributed_trainer import constants
 from components.distributed_trainer import distributed_trainer_lib as train_lib
-from core import defaults, tasks
+from core import defaults, properties, tasks
 from models.tabular.hparams import LINEAR_SHARES, check_hparams
 from models.tabular.profile import Profile, TabularInputError, hold_out_by_group, profile_data
 
@@ -226,7 +225,7 @@ def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSett
   Tuner output (`fn_args.hyperparameters`, a keras_tuner config) overrides hparams.
   """
   custom = dict(getattr(fn_args, "custom_config", None) or {})
-  hparams = dict(custom.get(constants.HPARAMS_CONFIG) or {})
+  hparams = dict(custom.get(properties.HPARAMS_CONFIG) or {})
   tuned = getattr(fn_args, "hyperparameters", None)
   if tuned:
     hparams.update(tuned.get("values", tuned))
@@ -234,16 +233,16 @@ def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSett
     raise TabularInputError(
       "the default trainer module needs the schema; wire schema=schema_gen.outputs['schema']."
     )
-  profile_steps = custom.get(constants.PROFILE_STEPS_CONFIG)
+  profile_steps = custom.get(properties.PROFILE_STEPS_CONFIG)
   return RunSettings(
     train_files=list(fn_args.train_files),
     eval_files=list(fn_args.eval_files),
     schema_path=fn_args.schema_path,
     serving_model_dir=fn_args.serving_model_dir,
     model_run_dir=fn_args.model_run_dir,
-    label_key=custom.get(constants.LABEL_KEY_CONFIG, defaults.LABEL_KEY),
-    task=custom.get(constants.TASK_CONFIG) or tasks.AUTO,
-    exclude_columns=tuple(custom.get(constants.EXCLUDE_COLUMNS_CONFIG) or ()),
+    label_key=custom.get(properties.LABEL_KEY_CONFIG, defaults.LABEL_KEY),
+    task=custom.get(properties.TASK_CONFIG) or tasks.AUTO,
+    exclude_columns=tuple(custom.get(properties.EXCLUDE_COLUMNS_CONFIG) or ()),
     hparams=check_hparams(hparams, allow_extra_hparams),
     train_steps=int(fn_args.train_steps) if fn_args.train_steps else None,
     eval_steps=fn_args.eval_steps or None,
@@ -251,10 +250,10 @@ def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSett
     steps_per_execution=int(getattr(fn_args, "steps_per_execution", defaults.STEPS_PER_EXECUTION)),
     mixed_precision=getattr(fn_args, "mixed_precision", "") or "",
     base_model=getattr(fn_args, "base_model", None),
-    seed=int(custom.get(constants.SEED_CONFIG, train_lib.DEFAULT_SHUFFLE_SEED)),
+    seed=int(custom.get(properties.SEED_CONFIG, train_lib.DEFAULT_SHUFFLE_SEED)),
     profile_steps=tuple(profile_steps) if profile_steps else None,
     backup_dir=getattr(fn_args, "backup_dir", None),
-    split_column=custom.get(constants.SPLIT_COLUMN_CONFIG) or None,
+    split_column=custom.get(properties.SPLIT_COLUMN_CONFIG) or None,
   )
 
 

@@ -10,17 +10,13 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types import standard_component_specs
 
-from components.data_gate import executor as gate_executor
 from components.data_gate import spec as gate_spec
-from components.distributed_trainer import constants as model_props
 from components.example_gen import csv_batch
-from components.live_model import executor as live_model
 from components.live_model import spec as live_model_spec
 from components.optimizer import spec as optimizer_spec
 from components.optimizer import variant_index
-from components.pusher import spec as pusher_spec
-from components.report import facts, sources
-from core import properties
+from components.report import facts
+from core import properties, sources
 from pipeline.definition import nodes
 
 _STATES = {
@@ -145,7 +141,7 @@ _POINTED_AT = {
 
 
 def artifact_pointers(store, runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-  """Where the outputs the report page reads are, by role (`components.report.sources`).
+  """Where the outputs the report page reads are, by role (`core.sources`).
 
   Returns:
     role -> {"uri", "properties"} (the artifact's custom properties as plain values), for
@@ -191,10 +187,10 @@ def _examples_line(a) -> str:
 
 
 def _model_line(a) -> str:
-  metrics = json.loads(_prop(a, model_props.EVAL_METRICS_PROPERTY) or "{}")
+  metrics = json.loads(_prop(a, properties.EVAL_METRICS_PROPERTY) or "{}")
   shown = "".join(f", {k} {v:.4g}" for k, v in metrics.items() if k != "examples")
-  task = _prop(a, model_props.TASK_PROPERTY)
-  return f"{_prop(a, model_props.STRATEGY_PROPERTY)}" + (f", {task}" if task else "") + shown
+  task = _prop(a, properties.TASK_PROPERTY)
+  return f"{_prop(a, properties.STRATEGY_PROPERTY)}" + (f", {task}" if task else "") + shown
 
 
 def _optimized_line(a) -> str:
@@ -203,15 +199,15 @@ def _optimized_line(a) -> str:
 
 
 def _pushed_line(a) -> str:
-  if _prop(a, pusher_spec.PUSHED_PROPERTY):
-    return f"pushed version {_prop(a, pusher_spec.PUSHED_VERSION_PROPERTY)}"
-  return f"not pushed: {(_prop(a, pusher_spec.PUSHED_REASON_PROPERTY) or '')[:60]}"
+  if _prop(a, properties.PUSHED_PROPERTY):
+    return f"pushed version {_prop(a, properties.PUSHED_VERSION_PROPERTY)}"
+  return f"not pushed: {(_prop(a, properties.PUSHED_REASON_PROPERTY) or '')[:60]}"
 
 
 def _live_line(a) -> str:
-  if _prop(a, live_model.AVAILABLE_PROPERTY):
-    return f"baseline: live version {_prop(a, live_model.LIVE_VERSION_PROPERTY)}"
-  return f"no baseline ({_prop(a, live_model.REASON_PROPERTY) or 'nothing was live'})"
+  if _prop(a, properties.LIVE_AVAILABLE_PROPERTY):
+    return f"baseline: live version {_prop(a, properties.LIVE_VERSION_PROPERTY)}"
+  return f"no baseline ({_prop(a, properties.LIVE_REASON_PROPERTY) or 'nothing was live'})"
 
 
 # Node id -> (output artifact type, one line from that artifact).
@@ -221,7 +217,7 @@ _RESULT_LINES = {
   nodes.TRANSFORM: ("TransformGraph", lambda a: "transform graph written"),
   nodes.TUNER: ("HyperParameters", lambda a: "best hyper-parameters chosen"),
   nodes.LIVE_MODEL: ("Model", _live_line),
-  nodes.DATA_GATE: ("ExampleAnomalies", lambda a: _prop(a, gate_executor.SUMMARY_PROPERTY) or ""),
+  nodes.DATA_GATE: ("ExampleAnomalies", lambda a: _prop(a, properties.GATE_SUMMARY_PROPERTY) or ""),
   nodes.TRAINER: ("Model", _model_line),
   nodes.EVALUATOR: ("ModelBlessing", lambda a: "blessed" if _prop(a, "blessed") else "not blessed"),
   nodes.OPTIMIZER: ("components.OptimizedModel", _optimized_line),

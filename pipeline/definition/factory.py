@@ -18,7 +18,7 @@ from components import model_contract
 from components.data_gate import spec as gate_spec
 from components.data_gate import thresholds as gate_thresholds
 from components.data_gate.component import DataGate
-from components.distributed_trainer import DistributedTrainer, constants
+from components.distributed_trainer import DistributedTrainer
 from components.distributed_trainer.tuner import Tuner
 from components.evaluator import floor_lib
 from components.evaluator.component import BaselineAwareEvaluator
@@ -28,11 +28,10 @@ from components.live_model.component import LiveModel
 from components.optimizer import Optimizer
 from components.optimizer import spec as optimizer_spec
 from components.pusher import Pusher
-from components.report import sources
 from components.report import spec as report_spec
 from components.report.component import RunReport
 from components.statistics_gen import StatisticsGen
-from core import defaults, properties, tasks
+from core import defaults, properties, sources, tasks
 from pipeline.definition import nodes
 from pipeline.definition.config import PipelineConfig
 
@@ -254,16 +253,16 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
     examples = transform.outputs["transformed_examples"]
   transform_graph = transform.outputs["transform_graph"] if transform else None
   custom_config = {
-    constants.LABEL_KEY_CONFIG: config.label_key,
-    constants.TASK_CONFIG: config.task,
-    constants.EXCLUDE_COLUMNS_CONFIG: list(config.exclude_columns),
-    constants.HPARAMS_CONFIG: dict(config.hparams),
-    constants.TUNE_TRIALS_CONFIG: config.tune_trials,
+    properties.LABEL_KEY_CONFIG: config.label_key,
+    properties.TASK_CONFIG: config.task,
+    properties.EXCLUDE_COLUMNS_CONFIG: list(config.exclude_columns),
+    properties.HPARAMS_CONFIG: dict(config.hparams),
+    properties.TUNE_TRIALS_CONFIG: config.tune_trials,
   }
   if config.profile_steps:
-    custom_config[constants.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
+    custom_config[properties.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
   if config.split_column:
-    custom_config[constants.SPLIT_COLUMN_CONFIG] = config.split_column
+    custom_config[properties.SPLIT_COLUMN_CONFIG] = config.split_column
   train_args = trainer_pb2.TrainArgs(num_steps=config.train_steps or 0)
   eval_args = trainer_pb2.EvalArgs(num_steps=config.eval_steps)
   module_kwargs = (

@@ -17,7 +17,7 @@ from components.data_gate import gate_lib, live_check
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.evaluator import evaluation_lib
-from components.live_model import executor as live_executor
+from core import properties
 from core.errors import UserInputError
 from tests.support import gate_data
 
@@ -239,18 +239,18 @@ def _gate_inputs(taxi, tmp_path, tonight, live_version=1):
   baseline = _artifact(standard_artifacts.Model, tmp_path / "baseline")
   for artifact in (reference, baseline):
     if live_version is None:
-      artifact.set_int_custom_property(live_executor.AVAILABLE_PROPERTY, 0)
-      artifact.set_string_custom_property(live_executor.REASON_PROPERTY, "nothing was live")
+      artifact.set_int_custom_property(properties.LIVE_AVAILABLE_PROPERTY, 0)
+      artifact.set_string_custom_property(properties.LIVE_REASON_PROPERTY, "nothing was live")
     else:
-      artifact.set_int_custom_property(live_executor.AVAILABLE_PROPERTY, 1)
-      artifact.set_int_custom_property(live_executor.LIVE_VERSION_PROPERTY, live_version)
+      artifact.set_int_custom_property(properties.LIVE_AVAILABLE_PROPERTY, 1)
+      artifact.set_int_custom_property(properties.LIVE_VERSION_PROPERTY, live_version)
   ref_counts = taxi["reference"].label_counts
   reference.set_string_custom_property(
-    live_executor.TRAINING_DATA_PROPERTY,
+    properties.LIVE_TRAINING_DATA_PROPERTY,
     json.dumps({"label_stats": {"train": {"counts": ref_counts}}}),
   )
   # No model under the baseline: the live-model check is left to the end-to-end tests.
-  baseline.set_int_custom_property(live_executor.AVAILABLE_PROPERTY, 0)
+  baseline.set_int_custom_property(properties.LIVE_AVAILABLE_PROPERTY, 0)
   return {
     "statistics": [_statistics_artifact(taxi[tonight], tmp_path / "stats")],
     "schema": [_schema_artifact(taxi[tonight], tmp_path / "schema")],

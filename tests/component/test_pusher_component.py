@@ -234,14 +234,19 @@ def test_do_pushes_blessed_model_and_blessed_variants_with_manifest(tmp_path):
   _run_do(tmp_path, input_dict, pushed)
 
   version_dir = tmp_path / "serving" / "digits" / "1"
-  assert pushed.get_int_custom_property(s.PUSHED_PROPERTY) == 1
-  assert pushed.get_string_custom_property(s.PUSHED_VERSION_PROPERTY) == "1"
-  assert pushed.get_string_custom_property(s.PUSHED_DESTINATION_PROPERTY) == str(version_dir)
-  assert pushed.get_int_custom_property(s.LIVE_VERSION_PROPERTY) == 1
+  assert pushed.get_int_custom_property(properties.PUSHED_PROPERTY) == 1
+  assert pushed.get_string_custom_property(properties.PUSHED_VERSION_PROPERTY) == "1"
+  assert pushed.get_string_custom_property(properties.PUSHED_DESTINATION_PROPERTY) == str(
+    version_dir
+  )
+  assert pushed.get_int_custom_property(properties.LIVE_VERSION_PROPERTY) == 1
 
   manifest = json.loads((version_dir / "manifest.json").read_text())
   assert json.loads((tmp_path / "pushed" / "manifest.json").read_text()) == manifest
-  assert pushed.get_string_custom_property(s.CONTENT_SHA256_PROPERTY) == manifest["content_sha256"]
+  assert (
+    pushed.get_string_custom_property(properties.CONTENT_SHA256_PROPERTY)
+    == manifest["content_sha256"]
+  )
   assert set(manifest["variants"]) == {"tflite_int8", "onnx"}  # "tflite" failed its gate.
   assert manifest["variants"]["tflite_int8"] == {
     "path": "assets.extra/variants/tflite_int8",
@@ -291,11 +296,11 @@ def test_do_skips_unblessed_model_without_failing(tmp_path):
   pushed = _pushed_model(tmp_path)
   input_dict = {s.MODEL_KEY: [_model(tmp_path)], s.MODEL_BLESSING_KEY: [_blessing(tmp_path, 0)]}
   _run_do(tmp_path, input_dict, pushed)
-  assert pushed.get_int_custom_property(s.PUSHED_PROPERTY) == 0
-  reason = pushed.get_string_custom_property(s.PUSHED_REASON_PROPERTY)
+  assert pushed.get_int_custom_property(properties.PUSHED_PROPERTY) == 0
+  reason = pushed.get_string_custom_property(properties.PUSHED_REASON_PROPERTY)
   assert reason.startswith("model not blessed by Evaluator: blessed=0")
   assert "current_model_id=11" in reason and "baseline_model_id=5" in reason
-  assert not pushed.has_custom_property(s.PUSHED_VERSION_PROPERTY)
+  assert not pushed.has_custom_property(properties.PUSHED_VERSION_PROPERTY)
   assert versions.list_versions(str(tmp_path / "serving"), "digits") == []
 
 
@@ -306,8 +311,8 @@ def test_do_explains_blessing_without_thresholds(tmp_path):
     s.MODEL_BLESSING_KEY: [_blessing(tmp_path, None)],
   }
   _run_do(tmp_path, input_dict, pushed)
-  assert pushed.get_int_custom_property(s.PUSHED_PROPERTY) == 0
-  assert "thresholds" in pushed.get_string_custom_property(s.PUSHED_REASON_PROPERTY)
+  assert pushed.get_int_custom_property(properties.PUSHED_PROPERTY) == 0
+  assert "thresholds" in pushed.get_string_custom_property(properties.PUSHED_REASON_PROPERTY)
 
 
 def test_do_rerun_with_same_model_pushes_nothing_new_then_new_model_pushes(tmp_path):
@@ -321,16 +326,16 @@ def test_do_rerun_with_same_model_pushes_nothing_new_then_new_model_pushes(tmp_p
 
   second = _pushed_model(tmp_path, "pushed2")
   _run_do(tmp_path, input_dict, second)
-  assert second.get_int_custom_property(s.PUSHED_PROPERTY) == 0
+  assert second.get_int_custom_property(properties.PUSHED_PROPERTY) == 0
   assert "identical to live version 1" in second.get_string_custom_property(
-    s.PUSHED_REASON_PROPERTY
+    properties.PUSHED_REASON_PROPERTY
   )
-  assert second.get_int_custom_property(s.LIVE_VERSION_PROPERTY) == 1
+  assert second.get_int_custom_property(properties.LIVE_VERSION_PROPERTY) == 1
 
   third = _pushed_model(tmp_path, "pushed3")
   input_dict[s.MODEL_KEY] = [_model(tmp_path, "model2", bias=1.0)]
   _run_do(tmp_path, input_dict, third)
-  assert third.get_string_custom_property(s.PUSHED_VERSION_PROPERTY) == "2"
+  assert third.get_string_custom_property(properties.PUSHED_VERSION_PROPERTY) == "2"
 
 
 def test_do_ships_the_transform_graph_only_for_variants_that_need_it(tmp_path):
@@ -409,8 +414,8 @@ def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
   with metadata.Metadata(metadata.sqlite_metadata_connection_config(metadata_path)) as m:
     store = m.store
     [pushed] = store.get_artifacts_by_type("PushedModel")
-    assert pushed.custom_properties[s.PUSHED_PROPERTY].int_value == 1
-    assert pushed.custom_properties[s.PUSHED_VERSION_PROPERTY].string_value == "1"
+    assert pushed.custom_properties[properties.PUSHED_PROPERTY].int_value == 1
+    assert pushed.custom_properties[properties.PUSHED_VERSION_PROPERTY].string_value == "1"
     [model] = store.get_artifacts_by_type("Model")
     [blessing] = store.get_artifacts_by_type("ModelBlessing")
     [pushed_event] = [

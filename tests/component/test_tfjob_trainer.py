@@ -22,7 +22,7 @@ from components.distributed_trainer import (
   tfjob_lib,
   tfjob_manifest,
 )
-from core import defaults
+from core import defaults, properties
 from tests.support import example_files, trainer_progress
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes
@@ -99,15 +99,15 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
   assert killed and killed["at_epoch"] < 5, killed
 
   props = _custom(model)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "parameter_server"
-  assert props[constants.TFJOB_NAMESPACE_PROPERTY].string_value == NS
-  assert json.loads(props[constants.TFJOB_REPLICAS_PROPERTY].string_value) == {
+  assert props[properties.STRATEGY_PROPERTY].string_value == "parameter_server"
+  assert props[properties.TFJOB_NAMESPACE_PROPERTY].string_value == NS
+  assert json.loads(props[properties.TFJOB_REPLICAS_PROPERTY].string_value) == {
     "chief": 1,
     "ps": 1,
     "worker": 2,
   }
-  assert props[constants.RESTARTS_PROPERTY].int_value == 1
-  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value >= 0.85
+  assert props[properties.RESTARTS_PROPERTY].int_value == 1
+  assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.85
   # OnFailure: the same pod restarted its container (killed: exit code 128 + 9), and the
   # chief, not restarted, carried on to the end.
   assert f"{worker_1}:137" in [d for _, k, d in fake.events if k == "container-exited"]
@@ -204,8 +204,10 @@ def test_a_retried_step_attaches_to_the_job_it_created(tmp_path, digits_csv, fak
   assert posts == [201, 409] and fake.creates() == 1
   assert len(fake.pod_history) == 1 and len(fake.times("container-started")) == 1
   props_out = _custom(model)
-  assert props_out[constants.TFJOB_NAME_PROPERTY].string_value == tfjob_manifest.job_name(model.uri)
-  assert props_out[constants.STRATEGY_PROPERTY].string_value == "one_device"
+  assert props_out[properties.TFJOB_NAME_PROPERTY].string_value == tfjob_manifest.job_name(
+    model.uri
+  )
+  assert props_out[properties.STRATEGY_PROPERTY].string_value == "one_device"
   assert os.path.exists(os.path.join(model.uri, "Format-Serving", "saved_model.pb"))
   assert not fake.jobs and not fake.pods
 

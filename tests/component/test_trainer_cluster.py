@@ -14,7 +14,7 @@ from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor
 from components.distributed_trainer import distributed_trainer_lib as lib
-from core import defaults
+from core import defaults, properties
 from tests.support import example_files, trainer_progress
 
 STEPS = 300
@@ -87,10 +87,10 @@ def _run(root, csv, **kw):
 def test_multi_worker_mirrored_two_processes_match_single_worker(tmp_path, digits_csv):
   model, run_dir = _run(tmp_path / "mwms", digits_csv, **{constants.LOCAL_WORKERS_KEY: 2})
   props = _custom(model)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "multi_worker_mirrored"
-  assert props[constants.NUM_REPLICAS_PROPERTY].int_value == 2
-  assert props[constants.NUM_WORKERS_PROPERTY].int_value == 2
-  assert "2 workers" in props[constants.STRATEGY_REASON_PROPERTY].string_value
+  assert props[properties.STRATEGY_PROPERTY].string_value == "multi_worker_mirrored"
+  assert props[properties.NUM_REPLICAS_PROPERTY].int_value == 2
+  assert props[properties.NUM_WORKERS_PROPERTY].int_value == 2
+  assert "2 workers" in props[properties.STRATEGY_REASON_PROPERTY].string_value
   w0 = lib.read_result(lib.result_path(run_dir, "worker", 0))
   w1 = lib.read_result(lib.result_path(run_dir, "worker", 1))
   assert w0.is_chief and not w1.is_chief
@@ -100,9 +100,9 @@ def test_multi_worker_mirrored_two_processes_match_single_worker(tmp_path, digit
   assert not os.path.exists(lib.run_state_dir(run_dir, "scratch"))
 
   single, _ = _run(tmp_path / "single", digits_csv)
-  assert _custom(single)[constants.STRATEGY_PROPERTY].string_value == "one_device"
-  multi_accuracy = props[constants.EVAL_ACCURACY_PROPERTY].double_value
-  single_accuracy = _custom(single)[constants.EVAL_ACCURACY_PROPERTY].double_value
+  assert _custom(single)[properties.STRATEGY_PROPERTY].string_value == "one_device"
+  multi_accuracy = props[properties.EVAL_ACCURACY_PROPERTY].double_value
+  single_accuracy = _custom(single)[properties.EVAL_ACCURACY_PROPERTY].double_value
   assert single_accuracy >= 0.9
   assert abs(multi_accuracy - single_accuracy) <= 0.01
 
@@ -114,9 +114,9 @@ def test_parameter_server_one_ps_two_workers(tmp_path, digits_csv):
     tmp_path, digits_csv, **{constants.LOCAL_WORKERS_KEY: 2, constants.LOCAL_PS_KEY: 1}
   )
   props = _custom(model)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "parameter_server"
-  assert "1 ps task(s) and 2 worker(s)" in props[constants.STRATEGY_REASON_PROPERTY].string_value
-  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value >= 0.85
+  assert props[properties.STRATEGY_PROPERTY].string_value == "parameter_server"
+  assert "1 ps task(s) and 2 worker(s)" in props[properties.STRATEGY_REASON_PROPERTY].string_value
+  assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.85
   logs = os.listdir(lib.run_state_dir(run_dir, "cluster_logs", "attempt-0"))
   assert sorted(logs) == ["chief-0.log", "pids.json", "ps-0.log", "worker-0.log", "worker-1.log"]
   # Only the coordinator ran training code; ps and workers only served.
@@ -129,7 +129,7 @@ def test_parameter_server_one_ps_two_workers(tmp_path, digits_csv):
 def test_parameter_server_trains_a_small_tables_ensemble(tmp_path, digits_csv):
   # A data-sized plan (no --train-steps) on a table under 50,000 rows averages 3 networks, under
   # a ClusterCoordinator too; Keras runs no validation there, so each runs its epochs in full.
-  hparams = {constants.HPARAMS_CONFIG: {"max_epochs": 3}}
+  hparams = {properties.HPARAMS_CONFIG: {"max_epochs": 3}}
   model, run_dir = _run(
     tmp_path,
     digits_csv,
@@ -141,11 +141,11 @@ def test_parameter_server_trains_a_small_tables_ensemble(tmp_path, digits_csv):
     },
   )
   props = _custom(model)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "parameter_server"
+  assert props[properties.STRATEGY_PROPERTY].string_value == "parameter_server"
   plan = json.loads(props["training_plan"].string_value)
   assert (plan["ensemble"], plan["holdout_rows"]) == (3, 0)
   assert plan["members"] == [{"epochs_run": 3, "best_epoch": None}] * 3
-  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
+  assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
   assert os.listdir(lib.run_state_dir(run_dir, "results")) == ["chief-0.json"]
 
 
@@ -197,10 +197,10 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
   assert resumed[0] == first_ends[-1] + 1 > 0
   assert resumed == list(range(resumed[0], 6))
   props = _custom(model)
-  assert props[constants.RESTARTS_PROPERTY].int_value == 1
-  assert props[constants.INITIAL_EPOCH_PROPERTY].int_value == resumed[0]
+  assert props[properties.RESTARTS_PROPERTY].int_value == 1
+  assert props[properties.INITIAL_EPOCH_PROPERTY].int_value == resumed[0]
   # ... and still trained a good model.
-  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
+  assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
   with open(lib.run_state_dir(run_dir, "cluster_logs", "attempt-0", "pids.json")) as f:
     assert json.load(f)["worker-1"] == killed["pid"]
 
@@ -233,8 +233,8 @@ def test_stock_run_fn_module_on_two_workers(tmp_path, digits_csv):
     **{sc.MODULE_PATH_KEY: None, sc.MODULE_FILE_KEY: str(module), constants.LOCAL_WORKERS_KEY: 2},
   )
   props = _custom(model)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "multi_worker_mirrored"
-  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "run_fn"
+  assert props[properties.STRATEGY_PROPERTY].string_value == "multi_worker_mirrored"
+  assert props[properties.MODULE_STYLE_PROPERTY].string_value == "run_fn"
   with open(os.path.join(run_dir, "worker-0.json")) as f:
     chief = json.load(f)
   with open(os.path.join(run_dir, "worker-1.json")) as f:

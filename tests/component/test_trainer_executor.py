@@ -12,7 +12,7 @@ from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor
-from core import defaults
+from core import defaults, properties
 from core.errors import UserCodeError, UserInputError
 from models.tabular import hparams as tabular_hparams
 from tests.support import example_files
@@ -148,19 +148,19 @@ def test_do_default_module_trains_exports_and_records(tmp_path, digits_csv):
 
   model = outputs[sc.MODEL_KEY][0]
   props = _props_of(model)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "one_device"
-  assert props[constants.NUM_REPLICAS_PROPERTY].int_value == 1
-  assert "OneDeviceStrategy" in props[constants.STRATEGY_REASON_PROPERTY].string_value
-  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "tabular"
-  assert props[constants.TRAINER_MODULE_PROPERTY].string_value == defaults.DEFAULT_MODULE_PATH
-  assert props[constants.TASK_PROPERTY].string_value == "multiclass"
-  assert json.loads(props[constants.LABEL_CLASSES_PROPERTY].string_value) == list(range(10))
-  assert props[constants.STEPS_RUN_PROPERTY].int_value == 300
-  metrics = json.loads(props[constants.EVAL_METRICS_PROPERTY].string_value)
+  assert props[properties.STRATEGY_PROPERTY].string_value == "one_device"
+  assert props[properties.NUM_REPLICAS_PROPERTY].int_value == 1
+  assert "OneDeviceStrategy" in props[properties.STRATEGY_REASON_PROPERTY].string_value
+  assert props[properties.MODULE_STYLE_PROPERTY].string_value == "tabular"
+  assert props[properties.TRAINER_MODULE_PROPERTY].string_value == defaults.DEFAULT_MODULE_PATH
+  assert props[properties.TASK_PROPERTY].string_value == "multiclass"
+  assert json.loads(props[properties.LABEL_CLASSES_PROPERTY].string_value) == list(range(10))
+  assert props[properties.STEPS_RUN_PROPERTY].int_value == 300
+  metrics = json.loads(props[properties.EVAL_METRICS_PROPERTY].string_value)
   assert metrics["accuracy"] >= 0.90
   assert metrics["examples"] > 300
-  assert props[constants.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
-  hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
+  assert props[properties.EVAL_ACCURACY_PROPERTY].double_value == pytest.approx(metrics["accuracy"])
+  hparams = json.loads(props[properties.HPARAMS_PROPERTY].string_value)
   # Digits' 1,400-odd training rows get the narrow default width.
   assert hparams["hidden_units"] == tabular_hparams.hidden_units_for(1400) == 64
   # --train-steps trains at the usual rate (`learning_rate_for`).
@@ -214,10 +214,10 @@ def test_do_runs_stock_run_fn_module_unchanged(tmp_path, digits_csv):
 
   model = outputs[sc.MODEL_KEY][0]
   props = _props_of(model)
-  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "run_fn"
-  assert props[constants.TRAINER_MODULE_PROPERTY].string_value == str(module)
-  assert props[constants.STRATEGY_PROPERTY].string_value == "one_device"
-  assert constants.EVAL_ACCURACY_PROPERTY not in props
+  assert props[properties.MODULE_STYLE_PROPERTY].string_value == "run_fn"
+  assert props[properties.TRAINER_MODULE_PROPERTY].string_value == str(module)
+  assert props[properties.STRATEGY_PROPERTY].string_value == "one_device"
+  assert properties.EVAL_ACCURACY_PROPERTY not in props
   with open(os.path.join(outputs[sc.MODEL_RUN_KEY][0].uri, "seen.json")) as f:
     seen = json.load(f)
   assert seen["strategy"] == "OneDeviceStrategy"
@@ -247,11 +247,11 @@ def test_do_build_model_module_hparams_mixed_precision_and_warm_start(tmp_path, 
   executor.Executor().Do(inputs, outputs, props)
   first = outputs[sc.MODEL_KEY][0]
   first_props = _props_of(first)
-  assert first_props[constants.MODULE_STYLE_PROPERTY].string_value == "build_model"
+  assert first_props[properties.MODULE_STYLE_PROPERTY].string_value == "build_model"
   # The run_fn that built it, loaded by module path like any module's.
-  trainer_module = first_props[constants.TRAINER_MODULE_PROPERTY].string_value
+  trainer_module = first_props[properties.TRAINER_MODULE_PROPERTY].string_value
   assert f"{trainer_module}.{defaults.RUN_FN}" == defaults.BUILD_MODEL_RUN_FN
-  first_accuracy = first_props[constants.EVAL_ACCURACY_PROPERTY].double_value
+  first_accuracy = first_props[properties.EVAL_ACCURACY_PROPERTY].double_value
   assert first_accuracy >= 0.85
   body = _load_keras(first).get_layer("user_body")
   assert body.get_layer("user_hidden").units == 48  # hparams from custom_config reached it.
@@ -263,11 +263,11 @@ def test_do_build_model_module_hparams_mixed_precision_and_warm_start(tmp_path, 
   inputs_b[sc.BASE_MODEL_KEY] = [first]
   props_b = _props(module_file=str(module), steps=1, custom_config={"hparams": hparams})
   executor.Executor().Do(inputs_b, outputs_b, props_b)
-  warm = _props_of(outputs_b[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
+  warm = _props_of(outputs_b[sc.MODEL_KEY][0])[properties.EVAL_ACCURACY_PROPERTY].double_value
   assert warm >= first_accuracy - 0.05
   inputs_c, outputs_c = example_files.trainer_artifacts(str(tmp_path / "c"), str(digits_csv))
   executor.Executor().Do(inputs_c, outputs_c, props_b)
-  cold = _props_of(outputs_c[sc.MODEL_KEY][0])[constants.EVAL_ACCURACY_PROPERTY].double_value
+  cold = _props_of(outputs_c[sc.MODEL_KEY][0])[properties.EVAL_ACCURACY_PROPERTY].double_value
   assert cold < 0.5
 
 
@@ -365,13 +365,13 @@ def test_a_copy_of_the_default_module_trains_as_the_default_does(tmp_path, digit
   props = _props(module_file=str(module), steps=0, custom_config={"hparams": {"max_epochs": 2}})
   executor.Executor().Do(inputs, outputs, props)
   props = _props_of(outputs[sc.MODEL_KEY][0])
-  assert props[constants.MODULE_STYLE_PROPERTY].string_value == "tabular"
-  assert props[constants.TRAINER_MODULE_PROPERTY].string_value == str(module)
-  plan = json.loads(props[constants.TRAINING_PLAN_PROPERTY].string_value)
+  assert props[properties.MODULE_STYLE_PROPERTY].string_value == "tabular"
+  assert props[properties.TRAINER_MODULE_PROPERTY].string_value == str(module)
+  plan = json.loads(props[properties.TRAINING_PLAN_PROPERTY].string_value)
   assert plan["reason"].startswith("up to 2 epochs of ") and plan["epochs"] == 2
   # Epochs the run sets train at the usual rate, however few steps they make.
   assert "learning rate" not in plan["reason"]
-  hparams = json.loads(props[constants.HPARAMS_PROPERTY].string_value)
+  hparams = json.loads(props[properties.HPARAMS_PROPERTY].string_value)
   assert hparams["learning_rate"] == tabular_hparams.LEARNING_RATE
 
 
@@ -436,5 +436,5 @@ def test_a_profile_range_that_early_stopping_never_reaches_is_recorded(tmp_path)
   artifact.uri = str(tmp_path / "model")
   result = train_lib.TrainResult.under(built, "tabular", **fit)
   executor._record(artifact, result, num_workers=1, restarts=0)
-  recorded = _props_of(artifact)[constants.PROFILE_SKIPPED_PROPERTY].string_value
+  recorded = _props_of(artifact)[properties.PROFILE_SKIPPED_PROPERTY].string_value
   assert recorded == fit["profile_skipped"]

@@ -11,7 +11,7 @@ from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor
-from core import defaults
+from core import defaults, properties
 from tests.support import example_files
 
 # A module for the stock TFX Trainer that warm-starts the way stock modules do: it loads the
@@ -161,7 +161,7 @@ def test_default_module_warm_start_keeps_the_base_models_width(tmp_path, digits_
 
   keras = tf.keras.models.load_model(os.path.join(warm.uri, "Format-Serving"), compile=False)
   assert keras.get_layer("hidden_0").units == 32
-  plan = json.loads(warm.get_string_custom_property(constants.TRAINING_PLAN_PROPERTY))
+  plan = json.loads(warm.get_string_custom_property(properties.TRAINING_PLAN_PROPERTY))
   assert plan["warm_start"] == (
     "3 of 3 layers with weights copied from the base model; kept the base model's width of 32 "
     "units, where 1,438 training rows would size it 64 (--hparams hidden_units=64 resizes it)"

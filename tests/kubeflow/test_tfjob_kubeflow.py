@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from components.distributed_trainer import constants, distributed_trainer_lib, tfjob_manifest
+from core import properties
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib
 from tests.support import fake_kubernetes, kfp_launcher
@@ -183,11 +184,11 @@ def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
     trainer = results["DistributedTrainer"]
     model = trainer.artifacts["model"]
     name = tfjob_manifest.job_name(model.uri)
-    assert model.value(constants.TFJOB_NAME_PROPERTY) == name
-    assert model.value(constants.TFJOB_NAMESPACE_PROPERTY) == "kubeflow-user"
-    assert json.loads(model.value(constants.TFJOB_REPLICAS_PROPERTY)) == {"worker": 2}
-    assert model.value(constants.STRATEGY_PROPERTY) == "multi_worker_mirrored"
-    assert model.value(constants.NUM_REPLICAS_PROPERTY) == 2.0
+    assert model.value(properties.TFJOB_NAME_PROPERTY) == name
+    assert model.value(properties.TFJOB_NAMESPACE_PROPERTY) == "kubeflow-user"
+    assert json.loads(model.value(properties.TFJOB_REPLICAS_PROPERTY)) == {"worker": 2}
+    assert model.value(properties.STRATEGY_PROPERTY) == "multi_worker_mirrored"
+    assert model.value(properties.NUM_REPLICAS_PROPERTY) == 2.0
 
     # Both replicas ran the pipeline's image and worker entry point, with the operator's
     # TF_CONFIG in their pod spec.

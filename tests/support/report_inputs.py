@@ -7,10 +7,8 @@ import json
 import pathlib
 from typing import Any
 
-from components.evaluator import evaluation_lib
 from components.example_gen import executor as example_gen
-from components.report import sources
-from core import properties
+from core import properties, sources
 
 
 def write_statistics(folder: pathlib.Path, rows: int = 100, shift: float = 0.0) -> pathlib.Path:
@@ -141,7 +139,7 @@ def write_run(root: pathlib.Path) -> dict[str, Any]:
       sources.MODEL_RUN: {"uri": str(model_run), "properties": {}},
       sources.EVALUATION: {
         "uri": str(evaluation),
-        "properties": {evaluation_lib.PREDICTIONS_PROPERTY: json.dumps(matrix)},
+        "properties": {properties.PREDICTIONS_PROPERTY: json.dumps(matrix)},
       },
     },
   }

@@ -5,9 +5,10 @@ import json
 import pytest
 from tfx.types import channel_utils, standard_artifacts
 
-from components.report import executor, sources
+from components.report import executor
 from components.report import spec as report_spec
 from components.report.component import RunReport
+from core import sources
 
 
 def test_report_step_wires_its_optional_inputs_and_one_html_output():

@@ -5,7 +5,8 @@ import json
 import numpy as np
 
 from components.evaluator import evaluation_lib
-from components.report import inputs, sources
+from components.report import inputs
+from core import properties, sources
 from models.tabular import history
 from tests.support import report_inputs
 
@@ -59,7 +60,7 @@ def test_the_evaluator_summarises_predictions_as_a_confusion_matrix_or_points():
   points = evaluation_lib.prediction_summary(many, "regression")
   assert points["rows"] == 5000 and len(points["actual"]) <= evaluation_lib.MAX_POINTS
   assert points["predicted"][1] + 1 == points["actual"][1]
-  kept = {"properties": {evaluation_lib.PREDICTIONS_PROPERTY: json.dumps(found)}}
+  kept = {"properties": {properties.PREDICTIONS_PROPERTY: json.dumps(found)}}
   assert inputs.evaluation(kept) == {"metrics": {}, "predictions": found}
   wide = evaluation_lib.ModelOutputs(np.eye(60)[:3], np.array([0.0, 1.0, 2.0]))
   assert evaluation_lib.prediction_summary(wide, "multiclass")["matrix"] is None
