@@ -75,27 +75,8 @@ class CsvExampleGen(FileBasedExampleGen):
     Raises:
       CsvInputError: for option values that cannot work.
     """
-    if not 0.0 <= max_bad_row_fraction <= 1.0:
-      raise csv_errors.CsvInputError(
-        "max_bad_row_fraction must be between 0 and 1, for example 0.01."
-      )
-    if len(delimiter) != 1:
-      raise csv_errors.CsvInputError(
-        "delimiter must be a single character, for example ',' or ';'."
-      )
-    if rolling_spans < 1:
-      raise csv_errors.CsvInputError(
-        "rolling_spans must be 1 or more (1 reads only the newest span)."
-      )
-    if block_size < 1024:
-      raise csv_errors.CsvInputError(
-        "block_size must be at least 1024 bytes; the default is 1 MiB."
-      )
     input_config = input_config or utils.make_default_input_config()
-    if rolling_spans > 1 and utils.SPAN_SPEC not in input_config.splits[0].pattern:
-      raise csv_errors.CsvInputError(
-        "rolling_spans needs an input pattern with {SPAN}, e.g. 'span-{SPAN}/*'."
-      )
+    _check_options(max_bad_row_fraction, delimiter, rolling_spans, block_size, input_config)
     output_config = output_config or utils.make_default_output_config(input_config)
     spec = CsvExampleGenSpec(
       input_base=input_base,
@@ -118,3 +99,36 @@ class CsvExampleGen(FileBasedExampleGen):
     )
     # FileBasedExampleGen.__init__ builds its own spec; go to its parent instead.
     super(FileBasedExampleGen, self).__init__(spec=spec)
+
+
+def _check_options(
+  max_bad_row_fraction: float,
+  delimiter: str,
+  rolling_spans: int,
+  block_size: int,
+  input_config: example_gen_pb2.Input,
+) -> None:
+  """Refuses the component's option values that cannot work, alone or together.
+
+  Args:
+    input_config: The input config, its default filled in (rolling_spans needs its `{SPAN}`).
+
+  Raises:
+    CsvInputError: naming the first option at fault and a value that works.
+  """
+  if not 0.0 <= max_bad_row_fraction <= 1.0:
+    raise csv_errors.CsvInputError(
+      "max_bad_row_fraction must be between 0 and 1, for example 0.01."
+    )
+  if len(delimiter) != 1:
+    raise csv_errors.CsvInputError("delimiter must be a single character, for example ',' or ';'.")
+  if rolling_spans < 1:
+    raise csv_errors.CsvInputError(
+      "rolling_spans must be 1 or more (1 reads only the newest span)."
+    )
+  if block_size < 1024:
+    raise csv_errors.CsvInputError("block_size must be at least 1024 bytes; the default is 1 MiB.")
+  if rolling_spans > 1 and utils.SPAN_SPEC not in input_config.splits[0].pattern:
+    raise csv_errors.CsvInputError(
+      "rolling_spans needs an input pattern with {SPAN}, e.g. 'span-{SPAN}/*'."
+    )

@@ -121,6 +121,67 @@ def label_tokens_note(tokens: dict[str, int]) -> str:
   return f"label {counts}; --task multiclass learns {pronoun} as {noun}"
 
 
+class _Rejections:
+  """The rows of one batch rejected so far, each with the first reason found for it."""
+
+  def __init__(self, num_rows: int):
+    self.reasons: list[str | None] = [None] * num_rows
+    self.bad = np.zeros(num_rows, dtype=bool)
+
+  def reject(self, mask: np.ndarray, why: str) -> None:
+    """Rejects the rows of `mask` for `why`, unless an earlier reason rejected them."""
+    for i in np.flatnonzero(mask & ~self.bad):
+      self.reasons[i] = why
+    self.bad[:] |= mask
+
+
+def _reject_label_tokens(name: str, column: pa.Array, rejections: _Rejections) -> None:
+  """Rejects the rows whose text label is written as a missing token, as missing labels."""
+  # A text label written as a missing token (NA, ?) is a missing label, as a number's is:
+  # the row is left out and counted, not learned as a class (unless --task multiclass).
+  written = pc.utf8_trim_whitespace(column.cast(pa.string()))
+  absent = missing_tokens(written)
+  for token in sorted(set(written.filter(pa.array(absent)).to_pylist())):
+    rows = np.asarray(pc.equal(written, token).fill_null(False), dtype=bool)
+    rejections.reject(rows, f"{MISSING_LABEL} {name!r}{_WRITTEN_AS}{token}")
+
+
+def _typed_numbers(
+  name: str, column: pa.Array, kind: str, options: ConvertOptions, rejections: _Rejections
+) -> pa.Array:
+  """An INT or FLOAT column's values, rejecting the rows whose cell cannot be one.
+
+  Returns:
+    The values (int64 or float32), null where a cell is empty or was not a number.
+  """
+  text = column.cast(pa.string())
+  values, failed = parse_numeric(text, kind)
+  lenient = name in options.lenient_columns
+  if failed.any() and not lenient:
+    cells = text.to_pylist()
+    noun = "an integer" if kind == INT else "a number"
+    # Each row gets its own cell in the reason, so this is `reject` with a reason per row.
+    for i in np.flatnonzero(failed & ~rejections.bad):
+      rejections.reasons[i] = f"column {name!r}: {_short(cells[i])!r} is not {noun}"
+    rejections.bad |= failed
+  if kind == FLOAT:
+    # Checked as float32, the type written: 1e39 is finite only as a float64.
+    values = values.cast(pa.float32())
+    if not options.allow_non_finite and values.null_count < len(values):
+      finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
+      if lenient:
+        values = pc.if_else(pa.array(finite), values, pa.scalar(None, pa.float32()))
+      else:
+        rejections.reject(~finite, f"column {name!r}: NaN or infinity")
+  if name == options.label_key:
+    # A numeric label written as a missing token (NA, ?) parses to no value: a missing label.
+    unparsed = np.asarray(values.is_null(), dtype=bool) & ~failed
+    rejections.reject(
+      unparsed & np.asarray(text.is_valid(), dtype=bool), f"{MISSING_LABEL} {name!r}"
+    )
+  return values
+
+
 def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = True) -> BatchVerdict:
   """Validates and types one batch of raw (binary) columns.
 
@@ -134,13 +195,7 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
     The typed columns of the good rows, and the indices and reasons of rejected rows.
   """
   n = raw.num_rows
-  reasons: list[str | None] = [None] * n
-  bad = np.zeros(n, dtype=bool)
-
-  def reject(mask: np.ndarray, why: str) -> None:
-    for i in np.flatnonzero(mask & ~bad):
-      reasons[i] = why
-    bad[:] |= mask
+  rejections = _Rejections(n)
 
   columns = {name: raw.column(name) for name in raw.schema.names}
   if not utf8:
@@ -148,51 +203,25 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
       undecodable = csv_read.undecodable(column)
       if undecodable.any():
         if name not in options.lenient_columns:
-          reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
+          rejections.reject(undecodable, f"column {name!r}: bytes are not valid UTF-8")
         columns[name] = pc.if_else(pa.array(undecodable), pa.scalar(None, pa.binary()), column)
   if options.label_key in columns:
     label = options.label_key
-    reject(np.asarray(columns[label].is_null(), dtype=bool), f"{MISSING_LABEL} {label!r}")
+    rejections.reject(
+      np.asarray(columns[label].is_null(), dtype=bool), f"{MISSING_LABEL} {label!r}"
+    )
 
   typed: dict[str, pa.Array | None] = {}
   for name, column in columns.items():
     kind = options.column_types[name]
     if kind == STRING:
       if name == options.label_key and not options.keep_label_tokens:
-        # A text label written as a missing token (NA, ?) is a missing label, as a number's is:
-        # the row is left out and counted, not learned as a class (unless --task multiclass).
-        written = pc.utf8_trim_whitespace(column.cast(pa.string()))
-        absent = missing_tokens(written)
-        for token in sorted(set(written.filter(pa.array(absent)).to_pylist())):
-          rows = np.asarray(pc.equal(written, token).fill_null(False), dtype=bool)
-          reject(rows, f"{MISSING_LABEL} {name!r}{_WRITTEN_AS}{token}")
+        _reject_label_tokens(name, column, rejections)
       typed[name] = column
     elif kind == UNKNOWN:
       typed[name] = None
     else:
-      text = column.cast(pa.string())
-      values, failed = parse_numeric(text, kind)
-      lenient = name in options.lenient_columns
-      if failed.any() and not lenient:
-        cells = text.to_pylist()
-        noun = "an integer" if kind == INT else "a number"
-        for i in np.flatnonzero(failed & ~bad):
-          reasons[i] = f"column {name!r}: {_short(cells[i])!r} is not {noun}"
-        bad |= failed
-      if kind == FLOAT:
-        # Checked as float32, the type written: 1e39 is finite only as a float64.
-        values = values.cast(pa.float32())
-        if not options.allow_non_finite and values.null_count < len(values):
-          finite = np.asarray(pc.is_finite(values).fill_null(True), dtype=bool)
-          if lenient:
-            values = pc.if_else(pa.array(finite), values, pa.scalar(None, pa.float32()))
-          else:
-            reject(~finite, f"column {name!r}: NaN or infinity")
-      if name == options.label_key:
-        # A numeric label written as a missing token (NA, ?) parses to no value: a missing label.
-        unparsed = np.asarray(values.is_null(), dtype=bool) & ~failed
-        reject(unparsed & np.asarray(text.is_valid(), dtype=bool), f"{MISSING_LABEL} {name!r}")
-      typed[name] = values
+      typed[name] = _typed_numbers(name, column, kind, options, rejections)
   for name, column in columns.items():
     if typed[name] is None and name not in options.lenient_columns:
       # Empty (or a missing token) in every row when the types were inferred; a value here
@@ -200,8 +229,9 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
       present = np.asarray(column.is_valid(), dtype=bool)
       if present.any():
         present &= ~missing_tokens(column.cast(pa.string()))
-      reject(present, f"column {name!r}: expected an empty cell")
+      rejections.reject(present, f"column {name!r}: expected an empty cell")
 
+  bad = rejections.bad
   keep = ~bad
   count = int(keep.sum())
   mask = pa.array(keep)
@@ -212,5 +242,5 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
       values = values.filter(mask)
     kept.append((name, options.column_types[name], values))
   bad_index = np.flatnonzero(bad)
-  reasons_ = [reasons[i] or "rejected" for i in bad_index]
+  reasons_ = [rejections.reasons[i] or "rejected" for i in bad_index]
   return BatchVerdict(kept, count, bad_index, reasons_, keep)

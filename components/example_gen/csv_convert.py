@@ -233,7 +233,7 @@ def convert_file(
   Shards are written under temporary names and renamed at the end, so a retried
   or killed worker never leaves a partial shard under its final name. In a
   chunk after the first, quarantined line numbers are relative to the chunk;
-  `example_gen_lib.merge_results` makes them absolute once every chunk is done.
+  `merge_lib.merge_results` makes them absolute once every chunk is done.
 
   Args:
     chunk: The CSV file or the part of it to convert.

@@ -18,7 +18,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components import beam_args, tf_compat
-from components.example_gen import csv_convert, csv_read, example_gen_lib, io_lib
+from components.example_gen import csv_convert, csv_read, example_gen_lib, io_lib, merge_lib
 from components.example_gen.spec import (
   ALLOW_NON_FINITE_KEY,
   BLOCK_SIZE_KEY,
@@ -118,12 +118,12 @@ class Executor(BaseExampleGenExecutor):
     split_names = list(job.split_plan.names)
     examples.split_names = artifact_utils.encode_split_names(split_names)
     output_dirs = {s: artifact_utils.get_split_uri([examples], s) for s in split_names}
-    results_dir = os.path.join(examples.uri, example_gen_lib.RESULTS_DIR)
+    results_dir = os.path.join(examples.uri, merge_lib.RESULTS_DIR)
     self._convert(
-      job, output_dirs, os.path.join(examples.uri, example_gen_lib.QUARANTINE_DIR), results_dir
+      job, output_dirs, os.path.join(examples.uri, merge_lib.QUARANTINE_DIR), results_dir
     )
-    results = example_gen_lib.read_results(results_dir)
-    outcome = example_gen_lib.merge_results(
+    results = merge_lib.read_results(results_dir)
+    outcome = merge_lib.merge_results(
       results,
       split_names,
       float(exec_properties.get(MAX_BAD_ROW_FRACTION_KEY) or 0.0),

@@ -25,6 +25,7 @@ from components.example_gen import (
   csv_split,
   example_gen_lib,
   io_lib,
+  merge_lib,
   tfexample_lib,
 )
 from tests.support.example_gen_runs import BEYOND_INT64, LATE_LINE, write_messy_csv
@@ -618,7 +619,7 @@ class TestMergeResults:
       _result("f.csv", 0, lines=100, rows=100, bad=1, quarantine=parts[0]),
       _result("f.csv", 1, lines=50, rows=50, bad=1, quarantine=parts[1]),
     ]
-    out = example_gen_lib.merge_results(results, ["train", "eval"], 0.1, str(tmp_path / "ex"))
+    out = merge_lib.merge_results(results, ["train", "eval"], 0.1, str(tmp_path / "ex"))
     assert (out.rows, out.bad_rows, out.rows_per_split) == (150, 2, {"train": 142, "eval": 6})
     with open(out.quarantine_uri, newline="") as f:
       merged = list(csv.DictReader(f))
@@ -630,7 +631,7 @@ class TestMergeResults:
     csv_convert.write_quarantine(part, [{"file": "f", "chunk": 0, "line": 2, "reason": "r"}], True)
     results = [_result("f", bad=1, quarantine=part)]
     with pytest.raises(csv_errors.CsvInputError, match="1 of 10 rows") as err:
-      example_gen_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
+      merge_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
     assert os.path.exists(str(tmp_path / "ex") + ".quarantine.csv")
     assert "\n" not in str(err.value)
 
@@ -644,13 +645,13 @@ class TestMergeResults:
   )
   def test_user_errors(self, tmp_path, results, message):
     with pytest.raises(csv_errors.CsvInputError, match=message):
-      example_gen_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
+      merge_lib.merge_results(results, ["train", "eval"], 0.0, str(tmp_path / "ex"))
 
   def test_read_results_reads_json_lines_and_cleans_up(self, tmp_path):
     d = tmp_path / "r"
     d.mkdir()
     (d / "unit-1.jsonl").write_text(_result("a").to_json() + "\n" + _result("b").to_json() + "\n")
-    results = example_gen_lib.read_results(str(d))
+    results = merge_lib.read_results(str(d))
     assert [r.file for r in results] == ["a", "b"]
     assert not d.exists()
     assert json.loads(results[0].to_json())["file"] == "a"
