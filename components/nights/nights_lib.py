@@ -205,19 +205,9 @@ def end_night(
   if (
     not notify and not succeeded and serving_nights.holds_only_open_nights(serving_dir, model_name)
   ):
-    record = build_record(
-      serving_nights.open_facts(serving_dir, model_name, night),
-      night=night,
-      succeeded=succeeded,
-      error=error,
-      started=started or layout.utc_now(),
-      ended=layout.utc_now(),
-      seconds=seconds,
+    record = _discard_night(
+      serving_dir, model_name, night, error=error, started=started, seconds=seconds
     )
-    try:
-      serving_nights.discard(serving_dir, model_name, night)
-    except Exception as e:  # Left-over facts are closed as interrupted by a later night.
-      _LOG.warning("The night's facts could not be removed from %s: %s", serving_dir, e)
     return record, []
   try:
     record = close_night(
@@ -241,6 +231,47 @@ def end_night(
       seconds=seconds,
     )
     record["record_error"] = f"{type(e).__name__}: {e}"
+  return record, _send_notices(record, model_name, notify, every_night)
+
+
+def _discard_night(
+  serving_dir: str,
+  model_name: str,
+  night: str,
+  *,
+  error: str,
+  started: str | None,
+  seconds: float | None,
+) -> dict[str, Any]:
+  """A failed first try's record, built but not written, its open facts removed.
+
+  Returns:
+    The record, as `close_night` would have written it.
+  """
+  record = build_record(
+    serving_nights.open_facts(serving_dir, model_name, night),
+    night=night,
+    succeeded=False,
+    error=error,
+    started=started or layout.utc_now(),
+    ended=layout.utc_now(),
+    seconds=seconds,
+  )
+  try:
+    serving_nights.discard(serving_dir, model_name, night)
+  except Exception as e:  # Left-over facts are closed as interrupted by a later night.
+    _LOG.warning("The night's facts could not be removed from %s: %s", serving_dir, e)
+  return record
+
+
+def _send_notices(
+  record: Mapping[str, Any], model_name: str, notify: Sequence[str], every_night: bool
+) -> list[dict[str, Any]]:
+  """Sends a night's notice to every target, when its outcome is one they are told of.
+
+  Returns:
+    One dict per notice: target, ok, attempts, error; [] when none was due.
+  """
   deliveries: list[dict[str, Any]] = []
   if notify and (every_night or record["outcome"] in (STOPPED, FAILED)):
     from components.nights import notify_lib
@@ -250,7 +281,7 @@ def end_night(
     failed = record["outcome"] in (STOPPED, FAILED)
     for delivery in notify_lib.send(targets, title, body, failed=failed):
       deliveries.append(dataclasses.asdict(delivery))
-  return record, deliveries
+  return deliveries
 
 
 def message(record: Mapping[str, Any], model_name: str) -> tuple[str, str]:

@@ -300,29 +300,7 @@ def describe_summary(
       f"strategy: {strategy['strategy']} ({strategy.get('num_replicas_in_sync')} replica(s)), "
       f"chosen by the {by}"
     )
-  plan = summary.get("training_plan")
-  if plan and plan.get("inputs"):
-    lines.append(f"inputs: {plan['inputs']}")
-  if plan:
-    line = f"training: {plan['reason']}"
-    members = plan.get("members")
-    if members:
-      line += f"; ran {', '.join(str(m['epochs_run']) for m in members)} epochs"
-      if all(m.get("best_epoch") for m in members):
-        line += f", kept epochs {', '.join(str(m['best_epoch']) for m in members)}"
-      linear = plan.get("linear")
-      if linear and "share" in linear:
-        line += (
-          f"; the linear model ran {linear['epochs_run']} epochs and the held-out rows gave it "
-          f"a share of {linear['share']:g}"
-        )
-    elif plan.get("epochs_run"):
-      line += f"; ran {plan['epochs_run']} epochs"
-      if plan.get("best_epoch"):
-        line += f", kept epoch {plan['best_epoch']}"
-    lines.append(line)
-    if plan.get("warm_start"):
-      lines.append(f"warm start: {plan['warm_start']}")
+  lines += _training_lines(summary.get("training_plan"))
   if summary.get("profile_skipped"):
     lines.append(f"no profile: {summary['profile_skipped']}")
   lines += _gate_lines((summary.get("night") or {}).get("gate"))
@@ -352,6 +330,35 @@ def describe_summary(
   )
   if report:
     lines.append(f"report: {report}")
+  return lines
+
+
+def _training_lines(plan: dict[str, Any] | None) -> list[str]:
+  """The Trainer's inputs, why it trained as it did and the epochs it ran and kept, and its
+  warm start."""
+  lines = []
+  if plan and plan.get("inputs"):
+    lines.append(f"inputs: {plan['inputs']}")
+  if plan:
+    line = f"training: {plan['reason']}"
+    members = plan.get("members")
+    if members:
+      line += f"; ran {', '.join(str(m['epochs_run']) for m in members)} epochs"
+      if all(m.get("best_epoch") for m in members):
+        line += f", kept epochs {', '.join(str(m['best_epoch']) for m in members)}"
+      linear = plan.get("linear")
+      if linear and "share" in linear:
+        line += (
+          f"; the linear model ran {linear['epochs_run']} epochs and the held-out rows gave it "
+          f"a share of {linear['share']:g}"
+        )
+    elif plan.get("epochs_run"):
+      line += f"; ran {plan['epochs_run']} epochs"
+      if plan.get("best_epoch"):
+        line += f", kept epoch {plan['best_epoch']}"
+    lines.append(line)
+    if plan.get("warm_start"):
+      lines.append(f"warm start: {plan['warm_start']}")
   return lines
 
 
