@@ -29,6 +29,9 @@ CONTRACT_FILE = os.path.join("assets.extra", "contract.json")
 CONTRACT_FORMAT = "tfx-pipeline-kit.model-contract/1"
 SERVING_INPUT = "examples"
 SERVING_OUTPUT = "outputs"
+# The serving signature (serialized tf.Examples in) and the preprocessing signature (the
+# features and the label as the model sees them) a Model exports; TFMA's ModelSpec names both.
+SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
 # The concatenation a model's preprocessing ends in; each member of an ensemble has its own,
 # named with its suffix (`preprocessed_m0`, ...). The Optimizer keeps what feeds it in float

@@ -22,12 +22,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from components import model_contract
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
-from components.evaluator import conform_lib, evaluation_lib
+from components.model_scoring import conform_lib, outputs_lib
 
 
-def accuracy(outputs: evaluation_lib.ModelOutputs) -> float | None:
+def accuracy(outputs: outputs_lib.ModelOutputs) -> float | None:
   """The share of rows whose most likely class is their label (None without labelled rows)."""
   keep = ~np.isnan(outputs.labels)
   if not keep.any():
@@ -37,7 +38,7 @@ def accuracy(outputs: evaluation_lib.ModelOutputs) -> float | None:
   return float(np.mean(guess == labels))
 
 
-def r_squared(outputs: evaluation_lib.ModelOutputs) -> tuple[float, float] | None:
+def r_squared(outputs: outputs_lib.ModelOutputs) -> tuple[float, float] | None:
   """R-squared of a one-output model on the labelled rows, its mean error taken out (1 - the
   variance of its errors over the labels' variance), and its standard error (the delta method
   on the per-row squared errors and squared deviations); None under 2 labelled rows or with
@@ -94,12 +95,12 @@ def finding(
     return None
   spec = tfma.ModelSpec(
     label_key=label_key,
-    signature_name=evaluation_lib.SERVING_SIGNATURE,
-    preprocessing_function_names=[evaluation_lib.PREPROCESSING_SIGNATURE] if preprocessing else [],
+    signature_name=model_contract.SERVING_SIGNATURE,
+    preprocessing_function_names=[model_contract.TRANSFORM_SIGNATURE] if preprocessing else [],
   )
   conform = conform_lib.conformer(tonight_types, baseline_types)
   try:
-    outputs = evaluation_lib.model_outputs(saved_model_dir, spec, files, conform)
+    outputs = outputs_lib.model_outputs(saved_model_dir, spec, files, conform)
   except ValueError:  # Outputs or labels this reader does not cover: no check.
     return None
   live = f"live version {live_version}" if live_version is not None else "the live model"
@@ -128,7 +129,7 @@ def finding(
 
 
 def _regression_finding(
-  outputs: evaluation_lib.ModelOutputs, label_key: str, margin: float, live: str
+  outputs: outputs_lib.ModelOutputs, label_key: str, margin: float, live: str
 ) -> gate_report.Finding | None:
   measured = r_squared(outputs)
   if measured is None:

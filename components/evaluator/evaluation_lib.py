@@ -3,7 +3,8 @@
 Stock TFMA computes a handful of metrics through a Beam pipeline that handles every example as
 a Python object: on 40,000 eval rows it spent 13 s where one batched `predict` takes 0.3 s. For
 the metrics this pipeline configures (`SUPPORTED_METRICS`) on the overall slice, this module
-computes the same numbers from batched predictions with numpy, following TFMA's definitions:
+computes the same numbers with numpy from batched predictions (`model_scoring.outputs_lib`),
+following TFMA's definitions:
   - ExampleCount: the examples;
   - SparseCategoricalAccuracy (a Keras metric in TFMA): argmax of the prediction == label;
   - BinaryAccuracy: prediction > 0.5 agrees with the 0/1 label;
@@ -22,12 +23,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from components import beam_args
+from components import beam_args, model_contract
+from components.model_scoring import outputs_lib
 from core import properties
 
 SUPPORTED_METRICS = (
@@ -48,10 +50,6 @@ KEY_NAMES = {
   "MeanSquaredError": "mean_squared_error",
   "MeanAbsoluteError": "mean_absolute_error",
 }
-# The serving signature and the preprocessing function this pipeline's models export.
-SERVING_SIGNATURE = "serving_default"
-PREPROCESSING_SIGNATURE = "transform_features"
-BATCH_ROWS = 8192
 # TFMA's calibration histogram and AUC constants (metrics/calibration_histogram.py and
 # binary_confusion_matrices.py in tensorflow-model-analysis 0.47).
 _NUM_BUCKETS = 10_000
@@ -102,9 +100,9 @@ def _why_not(eval_config: Any, beam_pipeline_args: Sequence[str], exec_propertie
       yield f"model spec {spec.name!r} uses prediction or weight keys"
     if not spec.label_key:
       yield f"model spec {spec.name!r} has no label_key"
-    if spec.signature_name not in ("", SERVING_SIGNATURE):
+    if spec.signature_name not in ("", model_contract.SERVING_SIGNATURE):
       yield f"signature {spec.signature_name!r}"
-    if set(spec.preprocessing_function_names) - {PREPROCESSING_SIGNATURE}:
+    if set(spec.preprocessing_function_names) - {model_contract.TRANSFORM_SIGNATURE}:
       yield f"preprocessing functions {list(spec.preprocessing_function_names)}"
   for metrics_spec in eval_config.metrics_specs:
     if metrics_spec.HasField("binarize") or metrics_spec.HasField("aggregate"):
@@ -116,101 +114,10 @@ def _why_not(eval_config: Any, beam_pipeline_args: Sequence[str], exec_propertie
         yield f"metric {metric.class_name} (with its settings)"
 
 
-# ----------------------------------------------------------------------------- predictions
-
-
-@dataclasses.dataclass
-class ModelOutputs:
-  """One model's predictions on the eval rows, and the labels as that model sees them."""
-
-  predictions: np.ndarray  # [rows, k] float64
-  labels: np.ndarray  # [rows] float64
-
-
-def record_batches(files: Sequence[str], rows: int = BATCH_ROWS) -> Iterator[Any]:
-  """Batches of serialized tf.Examples from the split's (gzipped) TFRecord files."""
-  import tensorflow as tf
-
-  compression = "GZIP" if files and files[0].endswith(".gz") else ""
-  yield from tf.data.TFRecordDataset(list(files), compression_type=compression).batch(rows)
-
-
-def model_outputs(
-  saved_model_dir: str, spec: Any, files: Sequence[str], conform=None
-) -> ModelOutputs:
-  """Runs one model over the eval split in batches, as TFMA feeds it: serialized Examples.
-
-  Args:
-    saved_model_dir: the model's SavedModel.
-    spec: its TFMA ModelSpec.
-    files: the eval split's TFRecord files.
-    conform: a function giving each batch the column types the model was trained on
-      (`conform_lib.conformer`), or None to feed the batches as they are.
-
-  Raises:
-    ValueError: when the signature has more than one output or the label cannot be found.
-  """
-  import tensorflow as tf
-
-  loaded = tf.saved_model.load(saved_model_dir)
-  serve = loaded.signatures[spec.signature_name or SERVING_SIGNATURE]
-  transform = (
-    loaded.signatures[PREPROCESSING_SIGNATURE]
-    if PREPROCESSING_SIGNATURE in spec.preprocessing_function_names
-    else None
-  )
-  input_name = _single_string_input(serve)
-  predictions, labels = [], []
-  for raw in record_batches(files):
-    batch = raw if conform is None else conform(raw)
-    outputs = serve(**{input_name: batch})
-    if len(outputs) != 1:
-      raise ValueError(f"the serving signature has {len(outputs)} outputs; TFMA runs for it")
-    [prediction] = outputs.values()
-    predictions.append(np.asarray(prediction.numpy(), np.float64).reshape(len(batch), -1))
-    labels.append(_labels(batch, spec.label_key, transform))
-  return ModelOutputs(np.concatenate(predictions), np.concatenate(labels))
-
-
-def _single_string_input(signature) -> str:
-  import tensorflow as tf
-
-  specs = signature.structured_input_signature[1]
-  if len(specs) != 1 or next(iter(specs.values())).dtype != tf.string:
-    raise ValueError("the serving signature does not take serialized Examples alone")
-  return next(iter(specs))
-
-
-def _stored_type(record: bytes, key: str):
-  """The TensorFlow type a feature is stored as in a serialized tf.Example (numbers only)."""
-  import tensorflow as tf
-
-  feature = tf.train.Example.FromString(record).features.feature.get(key)
-  if feature is None or feature.WhichOneof("kind") == "bytes_list":
-    raise ValueError(f"label {key!r} is text or absent in the examples; TFMA reads it")
-  return tf.int64 if feature.WhichOneof("kind") == "int64_list" else tf.float32
-
-
-def _labels(batch, label_key: str, transform) -> np.ndarray:
-  import tensorflow as tf
-
-  if transform is not None:
-    [name] = transform.structured_input_signature[1]
-    value = transform(**{name: batch})[label_key]
-  else:
-    dtype = _stored_type(batch.numpy()[0], label_key)
-    parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
-    value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
-  value = tf.cast(value, tf.float64).numpy().reshape(len(batch.numpy()), -1)
-  if value.shape[1] != 1:
-    raise ValueError(f"label {label_key!r} has {value.shape[1]} values per example")
-  return value[:, 0]
-
-
 # ----------------------------------------------------------------------------- metrics
 
 
-def metric_value(class_name: str, outputs: ModelOutputs) -> float:
+def metric_value(class_name: str, outputs: outputs_lib.ModelOutputs) -> float:
   """One metric, by TFMA's definition, on one model's outputs."""
   p, y = outputs.predictions, outputs.labels
   if class_name == "ExampleCount":
@@ -286,7 +193,9 @@ def roc_auc(predictions: np.ndarray, labels: np.ndarray) -> float:
   return float(np.nansum((fp_rate[:-1] - fp_rate[1:]) * heights))
 
 
-def compute_metrics(eval_config: Any, outputs: dict[str, ModelOutputs]) -> dict[Any, float]:
+def compute_metrics(
+  eval_config: Any, outputs: dict[str, outputs_lib.ModelOutputs]
+) -> dict[Any, float]:
   """Every public MetricKey TFMA would compute for this config, with its value.
 
   Args:
@@ -422,7 +331,7 @@ def task_of(eval_config: Any) -> str:
   )
 
 
-def prediction_summary(outputs: ModelOutputs, task: str) -> dict[str, Any]:
+def prediction_summary(outputs: outputs_lib.ModelOutputs, task: str) -> dict[str, Any]:
   """The candidate's predictions against the labels, small enough to keep beside the metrics.
 
   Returns:

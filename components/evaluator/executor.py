@@ -15,8 +15,9 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
 from components import memory, model_contract, tf_compat
-from components.evaluator import conform_lib, evaluation_lib, floor_lib
+from components.evaluator import evaluation_lib, floor_lib
 from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY
+from components.model_scoring import conform_lib, outputs_lib
 from core import properties, tasks
 
 
@@ -173,7 +174,7 @@ def _read_models(eval_config, input_dict, conform):
   """Each model's outputs on the eval split, or None where this path cannot read one (TFMA can).
 
   Returns:
-    (spec name -> SavedModel path, spec name -> evaluation_lib.ModelOutputs), or None.
+    (spec name -> SavedModel path, spec name -> outputs_lib.ModelOutputs), or None.
 
   Raises:
     _BaselineUnreadable: when the live version cannot read tonight's examples.
@@ -195,7 +196,7 @@ def _read_models(eval_config, input_dict, conform):
     path = path_utils.serving_model_path(artifact.uri, path_utils.is_old_model_artifact(artifact))
     models[spec.name] = path
     try:
-      outputs[spec.name] = evaluation_lib.model_outputs(
+      outputs[spec.name] = outputs_lib.model_outputs(
         path, spec, files, conform if spec.is_baseline else None
       )
     except Exception as e:  # A model this path cannot read (a module's own signatures): TFMA can.

@@ -16,7 +16,7 @@ from components.data_gate import executor as gate_executor
 from components.data_gate import gate_lib, live_check
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
-from components.evaluator import evaluation_lib
+from components.model_scoring import outputs_lib
 from core import properties
 from core.errors import UserInputError
 from tests.support import gate_data
@@ -364,13 +364,13 @@ def test_the_live_model_stops_a_night_whose_number_label_was_shuffled(regression
 def test_r_squared_and_its_standard_error_on_known_outputs():
   rng = np.random.default_rng(0)
   labels = rng.normal(size=20_000)
-  outputs = evaluation_lib.ModelOutputs(np.zeros((20_000, 1)) + labels.mean(), labels)
+  outputs = outputs_lib.ModelOutputs(np.zeros((20_000, 1)) + labels.mean(), labels)
   r2, error = live_check.r_squared(outputs)
   assert abs(r2) < 1e-9 and error < 0.02
-  perfect = evaluation_lib.ModelOutputs(labels[:, None].copy(), labels)
+  perfect = outputs_lib.ModelOutputs(labels[:, None].copy(), labels)
   assert live_check.r_squared(perfect)[0] == pytest.approx(1.0)
-  shifted = evaluation_lib.ModelOutputs(labels[:, None] + 5.0, labels)
+  shifted = outputs_lib.ModelOutputs(labels[:, None] + 5.0, labels)
   assert live_check.r_squared(shifted)[0] == pytest.approx(1.0)
   labels[::2] = np.nan
-  assert live_check.r_squared(evaluation_lib.ModelOutputs(labels[:, None], labels))[0] == 1.0
-  assert live_check.r_squared(evaluation_lib.ModelOutputs(np.ones((3, 1)), np.ones(3))) is None
+  assert live_check.r_squared(outputs_lib.ModelOutputs(labels[:, None], labels))[0] == 1.0
+  assert live_check.r_squared(outputs_lib.ModelOutputs(np.ones((3, 1)), np.ones(3))) is None

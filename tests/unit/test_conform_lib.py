@@ -1,9 +1,9 @@
 """Tonight's examples converted to the column types the live model was trained on
-(components/evaluator/conform_lib.py)."""
+(components/model_scoring/conform_lib.py)."""
 
 import tensorflow as tf
 
-from components.evaluator import conform_lib
+from components.model_scoring import conform_lib
 
 
 def _example(**features):

@@ -5,6 +5,7 @@ import json
 import numpy as np
 
 from components.evaluator import evaluation_lib
+from components.model_scoring import outputs_lib
 from components.report import inputs
 from core import properties, sources
 from models.tabular import history
@@ -48,19 +49,19 @@ def test_the_tabular_model_writes_the_history_the_page_reads(tmp_path):
 
 
 def test_the_evaluator_summarises_predictions_as_a_confusion_matrix_or_points():
-  multiclass = evaluation_lib.ModelOutputs(
+  multiclass = outputs_lib.ModelOutputs(
     np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.2, 0.7], [0.6, 0.3, 0.1]]),
     np.array([0.0, 1.0, 1.0, np.nan]),
   )
   found = evaluation_lib.prediction_summary(multiclass, "multiclass")
   assert found == {"task": "multiclass", "rows": 3, "matrix": [[1, 0, 0], [0, 1, 1], [0, 0, 0]]}
-  binary = evaluation_lib.ModelOutputs(np.array([[0.8], [0.3]]), np.array([1.0, 1.0]))
+  binary = outputs_lib.ModelOutputs(np.array([[0.8], [0.3]]), np.array([1.0, 1.0]))
   assert evaluation_lib.prediction_summary(binary, "binary")["matrix"] == [[0, 0], [1, 1]]
-  many = evaluation_lib.ModelOutputs(np.arange(5000.0)[:, None], np.arange(5000.0) + 1)
+  many = outputs_lib.ModelOutputs(np.arange(5000.0)[:, None], np.arange(5000.0) + 1)
   points = evaluation_lib.prediction_summary(many, "regression")
   assert points["rows"] == 5000 and len(points["actual"]) <= evaluation_lib.MAX_POINTS
   assert points["predicted"][1] + 1 == points["actual"][1]
   kept = {"properties": {properties.PREDICTIONS_PROPERTY: json.dumps(found)}}
   assert inputs.evaluation(kept) == {"metrics": {}, "predictions": found}
-  wide = evaluation_lib.ModelOutputs(np.eye(60)[:3], np.array([0.0, 1.0, 2.0]))
+  wide = outputs_lib.ModelOutputs(np.eye(60)[:3], np.array([0.0, 1.0, 2.0]))
   assert evaluation_lib.prediction_summary(wide, "multiclass")["matrix"] is None

@@ -1,0 +1,107 @@
+"""One model's predictions and labels on TFRecord files of serialized tf.Examples, in batches.
+
+The Evaluator scores its models this way where it computes TFMA's metrics in process, and the
+data gate scores the live model on tonight's eval rows. Both feed a model as TFMA does:
+serialized Examples to its serving signature, and the label read through its preprocessing
+signature when the model spec names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from components import model_contract
+
+BATCH_ROWS = 8192
+
+
+@dataclasses.dataclass
+class ModelOutputs:
+  """One model's predictions on the eval rows, and the labels as that model sees them."""
+
+  predictions: np.ndarray  # [rows, k] float64
+  labels: np.ndarray  # [rows] float64
+
+
+def record_batches(files: Sequence[str], rows: int = BATCH_ROWS) -> Iterator[Any]:
+  """Batches of serialized tf.Examples from the split's (gzipped) TFRecord files."""
+  import tensorflow as tf
+
+  compression = "GZIP" if files and files[0].endswith(".gz") else ""
+  yield from tf.data.TFRecordDataset(list(files), compression_type=compression).batch(rows)
+
+
+def model_outputs(
+  saved_model_dir: str, spec: Any, files: Sequence[str], conform=None
+) -> ModelOutputs:
+  """Runs one model over the eval split in batches, as TFMA feeds it: serialized Examples.
+
+  Args:
+    saved_model_dir: the model's SavedModel.
+    spec: its TFMA ModelSpec.
+    files: the eval split's TFRecord files.
+    conform: a function giving each batch the column types the model was trained on
+      (`conform_lib.conformer`), or None to feed the batches as they are.
+
+  Raises:
+    ValueError: when the signature has more than one output or the label cannot be found.
+  """
+  import tensorflow as tf
+
+  loaded = tf.saved_model.load(saved_model_dir)
+  serve = loaded.signatures[spec.signature_name or model_contract.SERVING_SIGNATURE]
+  transform = (
+    loaded.signatures[model_contract.TRANSFORM_SIGNATURE]
+    if model_contract.TRANSFORM_SIGNATURE in spec.preprocessing_function_names
+    else None
+  )
+  input_name = _single_string_input(serve)
+  predictions, labels = [], []
+  for raw in record_batches(files):
+    batch = raw if conform is None else conform(raw)
+    outputs = serve(**{input_name: batch})
+    if len(outputs) != 1:
+      raise ValueError(f"the serving signature has {len(outputs)} outputs; TFMA runs for it")
+    [prediction] = outputs.values()
+    predictions.append(np.asarray(prediction.numpy(), np.float64).reshape(len(batch), -1))
+    labels.append(_labels(batch, spec.label_key, transform))
+  return ModelOutputs(np.concatenate(predictions), np.concatenate(labels))
+
+
+def _single_string_input(signature) -> str:
+  import tensorflow as tf
+
+  specs = signature.structured_input_signature[1]
+  if len(specs) != 1 or next(iter(specs.values())).dtype != tf.string:
+    raise ValueError("the serving signature does not take serialized Examples alone")
+  return next(iter(specs))
+
+
+def _stored_type(record: bytes, key: str):
+  """The TensorFlow type a feature is stored as in a serialized tf.Example (numbers only)."""
+  import tensorflow as tf
+
+  feature = tf.train.Example.FromString(record).features.feature.get(key)
+  if feature is None or feature.WhichOneof("kind") == "bytes_list":
+    raise ValueError(f"label {key!r} is text or absent in the examples; TFMA reads it")
+  return tf.int64 if feature.WhichOneof("kind") == "int64_list" else tf.float32
+
+
+def _labels(batch, label_key: str, transform) -> np.ndarray:
+  import tensorflow as tf
+
+  if transform is not None:
+    [name] = transform.structured_input_signature[1]
+    value = transform(**{name: batch})[label_key]
+  else:
+    dtype = _stored_type(batch.numpy()[0], label_key)
+    parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
+    value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
+  value = tf.cast(value, tf.float64).numpy().reshape(len(batch.numpy()), -1)
+  if value.shape[1] != 1:
+    raise ValueError(f"label {label_key!r} has {value.shape[1]} values per example")
+  return value[:, 0]
