@@ -4,8 +4,9 @@ One owner for three things every component reads:
   - the layout of a Model artifact (`Format-Serving/`, TFX's own path, and the contract file
     the trainer writes beside the SavedModel, `Format-Serving/assets.extra/contract.json`), and
     the module that built it (imported before its Keras model is loaded);
-  - the raw columns of a schema and how a serialized tf.Example becomes model inputs
-    (one [batch, 1] tensor per column; a missing value is NaN for numbers, '' for text);
+  - the raw columns of a schema (and their schema types, `schema_types`) and how a serialized
+    tf.Example becomes model inputs (one [batch, 1] tensor per column; a missing value is NaN
+    for numbers, '' for text);
   - Keras input names for columns (columns may hold characters TensorFlow rejects in names).
 
 TensorFlow is imported lazily, so the pipeline's runners can import this module cheaply.
@@ -21,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core import tasks
+from core import column_types, tasks
 from core.errors import UserInputError
 
 SERVING_DIR = "Format-Serving"
@@ -219,6 +220,18 @@ def label_dtype(schema, label_key: str) -> str:
         raise ContractError(f"label {label_key!r} has no values in the data; check --label-key.")
       return kinds[f.type]
   raise ContractError(f"label {label_key!r} is not a column of the data; check --label-key.")
+
+
+def schema_types(schema) -> dict[str, str]:
+  """Column -> column_types.INT, FLOAT or BYTES, as a tensorflow_metadata Schema types them."""
+  from tensorflow_metadata.proto.v0 import schema_pb2
+
+  names = {
+    schema_pb2.INT: column_types.INT,
+    schema_pb2.FLOAT: column_types.FLOAT,
+    schema_pb2.BYTES: column_types.BYTES,
+  }
+  return {f.name: names[f.type] for f in schema.feature if f.type in names}
 
 
 def _tf_dtype(dtype: str):

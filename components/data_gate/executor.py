@@ -14,7 +14,7 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
 from components import columnar, model_contract
-from components.data_gate import gate_lib, leak_check, live_check, spec, stats_view
+from components.data_gate import gate_lib, leak_check, live_check, spec
 from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.nights import nights_lib
@@ -149,8 +149,8 @@ class Executor(base_executor.BaseExecutor):
         label_key=label_key,
         classification=task != tasks.REGRESSION,
         preprocessing=contract is not None,
-        tonight_types=stats_view.schema_types(tonight.schema),
-        baseline_types=stats_view.schema_types(before.schema),
+        tonight_types=model_contract.schema_types(tonight.schema),
+        baseline_types=model_contract.schema_types(before.schema),
         thresholds=thresholds,
         live_version=live,
       )

@@ -24,14 +24,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from components import model_contract
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
 from components.example_gen import csv_infer
+from core.column_types import BYTES, FLOAT, INT
 
 # The check of `_repeated_findings`.
 REPEATED = "repeated"
-_TYPE_WORDS = {sv.INT: "whole numbers", sv.FLOAT: "numbers", sv.BYTES: "text"}
+_TYPE_WORDS = {INT: "whole numbers", FLOAT: "numbers", BYTES: "text"}
 # How many standard errors apart two means must be for a scale change to count.
 _SCALE_MIN_Z = 5.0
 
@@ -86,7 +88,8 @@ def evaluate(
     The report; `passed` is False when a finding stops the night.
   """
   now, ref = sv.column_stats(tonight.statistics), sv.column_stats(reference.statistics)
-  now_types, ref_types = sv.schema_types(tonight.schema), sv.schema_types(reference.schema)
+  now_types = model_contract.schema_types(tonight.schema)
+  ref_types = model_contract.schema_types(reference.schema)
   read = None if read_columns is None else {*read_columns, label_key}
   findings: list[rp.Finding] = []
   compared: dict[str, Mapping[str, Any]] = {}
@@ -267,7 +270,7 @@ def _column_findings(
   out = []
   before, after = ref_types.get(name, ref.type), now_types.get(name, now.type)
   if before != after:
-    compatible = {before, after} == {sv.INT, sv.FLOAT}
+    compatible = {before, after} == {INT, FLOAT}
     out.append(
       rp.Finding(
         name,
@@ -281,7 +284,7 @@ def _column_findings(
       return out
   out += _missing_finding(name, now, ref, thresholds)
   out += _new_value_finding(name, now, anomalies, thresholds)
-  if before in (sv.INT, sv.FLOAT) and after in (sv.INT, sv.FLOAT):
+  if before in (INT, FLOAT) and after in (INT, FLOAT):
     out += _scale_finding(name, now, ref, thresholds)
   return out
 

@@ -6,10 +6,8 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-# Type names as the schema spells them, and as findings print them.
-INT = "INT"
-FLOAT = "FLOAT"
-BYTES = "BYTES"
+from core import column_types
+
 # Number columns whose values are time stamps: seconds or milliseconds since 1970 from 1973 to
 # 2099, or years; they move with every night, so their drift is information.
 _EPOCH_RANGES = ((1e8, 4.1e9), (1e11, 4.1e12))
@@ -56,10 +54,10 @@ def column_stats(dataset) -> dict[str, ColumnStats]:
   from tensorflow_metadata.proto.v0 import statistics_pb2
 
   types = {
-    statistics_pb2.FeatureNameStatistics.INT: INT,
-    statistics_pb2.FeatureNameStatistics.FLOAT: FLOAT,
-    statistics_pb2.FeatureNameStatistics.STRING: BYTES,
-    statistics_pb2.FeatureNameStatistics.BYTES: BYTES,
+    statistics_pb2.FeatureNameStatistics.INT: column_types.INT,
+    statistics_pb2.FeatureNameStatistics.FLOAT: column_types.FLOAT,
+    statistics_pb2.FeatureNameStatistics.STRING: column_types.BYTES,
+    statistics_pb2.FeatureNameStatistics.BYTES: column_types.BYTES,
   }
   out = {}
   rows = int(dataset.num_examples)
@@ -94,14 +92,6 @@ def column_stats(dataset) -> dict[str, ColumnStats]:
   return out
 
 
-def schema_types(schema) -> dict[str, str]:
-  """Column -> INT, FLOAT or BYTES, as a tensorflow_metadata Schema types them."""
-  from tensorflow_metadata.proto.v0 import schema_pb2
-
-  names = {schema_pb2.INT: INT, schema_pb2.FLOAT: FLOAT, schema_pb2.BYTES: BYTES}
-  return {f.name: names[f.type] for f in schema.feature if f.type in names}
-
-
 def schema_domains(schema) -> dict[str, set[str]]:
   """Column -> the values its string domain lists (text columns SchemaGen gave a domain)."""
   domains = {d.name: set(d.value) for d in schema.string_domain}
@@ -119,9 +109,9 @@ def is_time_like(name: str, now: ColumnStats, ref: ColumnStats | None) -> bool:
   sides = [s for s in (now, ref) if s is not None and s.values > 0]
   if not sides:
     return False
-  if all(s.type == BYTES for s in sides):
+  if all(s.type == column_types.BYTES for s in sides):
     return all(_date_share(s) >= _DATE_SHARE for s in sides)
-  if any(s.type == BYTES for s in sides):
+  if any(s.type == column_types.BYTES for s in sides):
     return False
   bounds = [(s.quantile(0.0), s.quantile(1.0)) for s in sides]
   if any(lo is None or hi is None for lo, hi in bounds):

@@ -285,13 +285,11 @@ def _type_mismatch(error: BaseException) -> bool:
 
 
 def _schema_types(artifacts) -> dict[str, str] | None:
-  from components.data_gate import stats_view
-
   artifacts = [a for a in artifacts or [] if properties.live_available(a)]
   if len(artifacts) != 1:
     return None
   uri = artifacts[0].uri
-  return stats_view.schema_types(model_contract.read_schema(model_contract.schema_file(uri)))
+  return model_contract.schema_types(model_contract.read_schema(model_contract.schema_file(uri)))
 
 
 def _baseline_conformer(schema, baseline_schema, baselines):

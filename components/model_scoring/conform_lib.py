@@ -21,8 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-# tf.train.Feature kinds, by the schema type names the data gate uses.
-_KIND = {"INT": "int64_list", "FLOAT": "float_list", "BYTES": "bytes_list"}
+from core import column_types
+
+# tf.train.Feature kinds, by the schema's column types.
+_KIND = {
+  column_types.INT: "int64_list",
+  column_types.FLOAT: "float_list",
+  column_types.BYTES: "bytes_list",
+}
 
 
 def changed_columns(
