@@ -22,13 +22,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from components import model_contract
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
-from components.example_gen import csv_infer
+from core import missing_values
 from core.column_types import BYTES, FLOAT, INT
 
 # The check of `_repeated_findings`.
@@ -509,8 +507,7 @@ def _label_findings(
   out = []
   # An empty cell or a missing token (NA, ...) is a label left out of training: no class.
   unseen = sorted(c for c, n in now.items() if n and not ref.get(c) and c.strip())
-  missing = csv_infer.missing_tokens(pa.array(unseen, pa.string()))
-  new = [c for c, m in zip(unseen, missing, strict=True) if not m]
+  new = [c for c in unseen if not missing_values.is_missing(c)]
   if new:
     rows = sum(now[c] for c in new)
     named = ", ".join(repr(c) for c in new[:_NAMED_CLASSES])

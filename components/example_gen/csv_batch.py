@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.example_gen import csv_read, tfexample_lib
-from components.example_gen.csv_infer import MISSING_TOKENS, missing_tokens, parse_numeric
+from components.example_gen.csv_infer import missing_tokens, parse_numeric
 from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
+from core.missing_values import MISSING_TOKENS
 
 _MAX_CELL_IN_REASON = 60
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,6 +10,7 @@ import pyarrow.compute as pc
 
 from components.example_gen import csv_read, io_lib
 from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
+from core import missing_values
 
 # Column types follow stock CsvExampleGen (tfx_bsl's csv_decoder): a cell is INT when
 # Python's int() takes it and the value fits int64, FLOAT when float() takes it, STRING
@@ -42,18 +42,12 @@ _PLAIN_INT = r"^-?[0-9]{1,18}$"
 # Python's int() refuses longer digit strings (sys.get_int_max_str_digits); Arrow does not.
 _LONGEST_INT_STRING = 4300
 _PLAIN_FLOAT = r"^-?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$|^-?[0-9]+[eE][+-]?[0-9]+$"
-# Cells that stand for "no value" in tables written by R (NA), pandas and spreadsheets (N/A,
-# #N/A, NULL, None), SAS (.) and the UCI repository (?). Here the rules differ from stock, on
-# purpose: in a column whose other cells are numbers these are empty cells, so the column stays
-# numeric (palmerpenguins' penguins.csv writes NA, and stock makes its measurements text). In a
-# text column they stay text, as the country code NA must.
-MISSING_TOKENS = ("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "?", "-", ".")
-_MISSING = "^\\s*(?:" + "|".join(re.escape(t) for t in MISSING_TOKENS) + ")\\s*$"
 
 
 def missing_tokens(text: pa.Array) -> np.ndarray:
-  """A mask of the cells of a string array that are one of MISSING_TOKENS."""
-  return np.asarray(pc.match_substring_regex(text, _MISSING).fill_null(False), dtype=bool)
+  """A mask of the cells of a string array that are one of `missing_values.MISSING_TOKENS`."""
+  pattern = missing_values.MISSING_PATTERN
+  return np.asarray(pc.match_substring_regex(text, pattern).fill_null(False), dtype=bool)
 
 
 def infer_value_kind(cell: bytes) -> str:

@@ -28,6 +28,7 @@ from components.example_gen import (
   merge_lib,
   tfexample_lib,
 )
+from core import missing_values
 from tests.support.example_gen_runs import BEYOND_INT64, LATE_LINE, write_messy_csv
 
 _STOCK_KIND = {
@@ -53,7 +54,9 @@ def _stock_kind(cell: str) -> str:
 
 def _column_kind(cell: str) -> str:
   """A cell's part in its column's type: stock's, except that missing tokens are empty cells."""
-  return tfexample_lib.UNKNOWN if cell.strip() in csv_infer.MISSING_TOKENS else _stock_kind(cell)
+  return (
+    tfexample_lib.UNKNOWN if cell.strip() in missing_values.MISSING_TOKENS else _stock_kind(cell)
+  )
 
 
 def _write(path, text: str | bytes, compress: bool = False):
@@ -125,7 +128,7 @@ class TestTypeRules:
     assert types == {"x": "int", "y": "int", "label": "int"}
     assert csv_infer.infer_column_types([path])["x"] == "string"  # No label: the row counts.
 
-  @pytest.mark.parametrize("token", csv_infer.MISSING_TOKENS)
+  @pytest.mark.parametrize("token", missing_values.MISSING_TOKENS)
   def test_a_missing_token_among_numbers_is_an_empty_cell(self, tmp_path, token):
     path = _column_csv(tmp_path, ["1.5", token, f" {token} ", "", "2"])
     assert csv_infer.infer_column_types([path])["c"] == "float"

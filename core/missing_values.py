@@ -1,0 +1,31 @@
+"""Texts that stand for no value in a cell (NA, N/A, NULL, ...): one rule for every step.
+
+The ExampleGen reads such a cell in a number column as empty and counts a label written so as
+missing; the data gate does not take a label written so for a new class. Plain Python: the
+ExampleGen applies the same rule to whole Arrow columns through `MISSING_PATTERN`.
+"""
+
+import re
+
+# Cells that stand for "no value" in tables written by R (NA), pandas and spreadsheets (N/A,
+# #N/A, NULL, None), SAS (.) and the UCI repository (?). Here the rules differ from stock, on
+# purpose: in a column whose other cells are numbers these are empty cells, so the column stays
+# numeric (palmerpenguins' penguins.csv writes NA, and stock makes its measurements text). In a
+# text column they stay text, as the country code NA must.
+MISSING_TOKENS = ("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "?", "-", ".")
+# A cell that is one of MISSING_TOKENS, white space around it allowed, for Arrow's regular
+# expressions (RE2, whose \s is the five characters of _SPACE).
+MISSING_PATTERN = "^\\s*(?:" + "|".join(re.escape(t) for t in MISSING_TOKENS) + ")\\s*$"
+_SPACE = "\t\n\f\r "
+
+
+def is_missing(cell: str) -> bool:
+  """Whether a text cell is one of MISSING_TOKENS, as `MISSING_PATTERN` matches it.
+
+  Args:
+    cell: the cell's text.
+
+  Returns:
+    True when the cell, white space around it aside, is a missing-value token.
+  """
+  return cell.strip(_SPACE) in MISSING_TOKENS
