@@ -18,7 +18,7 @@ from components import memory, model_contract, tf_compat
 from components.evaluator import evaluation_lib, floor_lib
 from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY
 from components.model_scoring import conform_lib, outputs_lib
-from core import properties, tasks
+from core import floors, properties, tasks
 
 
 class Executor(stock_evaluator.Executor):
@@ -145,14 +145,14 @@ class Executor(stock_evaluator.Executor):
         output_dict[standard_component_specs.BLESSING_KEY]
       ).set_string_custom_property(properties.QUANTITY_CHECK_PROPERTY, check.reason)
       if not check.passed:
-        failures.append((floor_lib.EXPECTED_VALUE_RMSE, check.rmse, check.bound))
+        failures.append((floors.EXPECTED_VALUE_RMSE, check.rmse, check.bound))
     candidate = outputs[_candidate(eval_config)]
     unanswered = floor_lib.non_finite_answers(candidate.predictions, candidate.labels)
     if unanswered:
       logging.warning(
         "Evaluator: the model answered NaN or infinity for %d eval rows; not blessed.", unanswered
       )
-      failures.append((floor_lib.NON_FINITE_ANSWERS, float(unanswered), 0.0))
+      failures.append((floors.NON_FINITE_ANSWERS, float(unanswered), 0.0))
     result = evaluation_lib.write_evaluation(
       eval_config, metrics, output_uri, models, "<user provided PCollection>", failures
     )
@@ -302,7 +302,7 @@ def _baseline_conformer(schema, baseline_schema, baselines):
   return conform_lib.conformer(tonight, trained)
 
 
-def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:
+def _eval_split_floor(input_dict, exec_properties) -> floors.Floor | None:
   raw = exec_properties.get(AUTO_FLOOR_KEY)
   if not raw:
     return None
@@ -311,4 +311,4 @@ def _eval_split_floor(input_dict, exec_properties) -> floor_lib.Floor | None:
     # Examples from another ExampleGen: the floor decided before the run stays.
     return None
   stats = json.loads(examples[0].get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
-  return floor_lib.floor_from_label_stats(stats, json.loads(raw)["task"])
+  return floors.from_label_stats(stats, json.loads(raw)["task"])

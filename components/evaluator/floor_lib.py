@@ -1,11 +1,8 @@
-"""The Evaluator's automatic floor, taken from the eval split the model is evaluated on.
+"""The Evaluator's side of the blessing floor: the floor set in its TFMA config, and the checks a
+candidate passes besides it.
 
-Without `--min-accuracy` (or `--max-mse`), a classifier must beat always answering the eval
-split's most frequent label by `AUTO_FLOOR_MARGIN`, and a regressor's mean squared error must
-stay under `AUTO_MSE_SHARE` of the eval split's label variance (what always answering the
-mean scores). The ExampleGen counts the label's values per split (`label_stats` on the
-Examples artifact), so the floor is the eval split's own: on a file whose rows are ordered or
-duplicated, the whole column's majority share can be far from the eval split's.
+The floor itself (the flags', or the automatic one from the eval split's label counts) is
+decided by `core.floors`, as the command line decides it before the run.
 """
 
 from __future__ import annotations
@@ -14,81 +11,10 @@ import dataclasses
 import json
 from typing import Any
 
-from core import defaults, properties, tasks
+from core import properties, tasks
 
 _ACCURACY_METRICS = ("BinaryAccuracy", "SparseCategoricalAccuracy", "CategoricalAccuracy")
 _MSE_METRICS = ("MeanSquaredError",)
-
-
-@dataclasses.dataclass(frozen=True)
-class Floor:
-  """A threshold and why.
-
-  Attributes:
-    value: the accuracy floor (classification) or the mean squared error ceiling.
-    reason: one sentence for the summary.
-  """
-
-  value: float
-  reason: str
-
-
-def floor_from_label_stats(
-  stats: dict[str, Any], task: str, split: str = properties.EVAL_SPLIT
-) -> Floor | None:
-  """The automatic floor of `task` from one split's label counts, or None without them.
-
-  Args:
-    stats: the Examples' `label_stats` (split -> {"rows", "counts", "total", "total_sq"}).
-    task: binary, multiclass or regression.
-    split: the split the Evaluator reads.
-
-  Returns:
-    The Floor, or None when the split has no counts (or the label is not numeric for a
-    regression).
-  """
-  counts = stats.get(split)
-  if not counts or not counts.get("rows"):
-    return None
-  rows = int(counts["rows"])
-  if task == tasks.REGRESSION:
-    if "total" not in counts:
-      return None
-    mean = counts["total"] / rows
-    variance = max(counts["total_sq"] / rows - mean * mean, 0.0)
-    ceiling = defaults.AUTO_MSE_SHARE * variance
-    return Floor(
-      ceiling,
-      f"auto: mean squared error below {defaults.AUTO_MSE_SHARE:g} x the {split} split's label "
-      f"variance ({variance:.4g}), i.e. better than always predicting the mean",
-    )
-  values = counts.get("counts") or {}
-  if not values:
-    return None
-  return accuracy_floor(
-    max(values.values()) / rows, f"of its {rows} rows", f" of the {split} split"
-  )
-
-
-# How the reason of an automatic accuracy floor begins (the run summary recognises it).
-AUTO_ACCURACY = "auto: accuracy"
-
-
-def accuracy_floor(majority: float, of_rows: str, of_split: str = "") -> Floor:
-  """The automatic floor over the most frequent class's share: AUTO_FLOOR_MARGIN above it.
-
-  Args:
-    majority: the most frequent class's share of the rows.
-    of_rows: which rows, for the reason ("of its 40 rows").
-    of_split: which split, for the reason (" of the eval split"), or "".
-  """
-  floor = min(round(majority + defaults.AUTO_FLOOR_MARGIN, 4), 0.99)
-  return Floor(
-    floor,
-    f"{AUTO_ACCURACY} at least {floor:g}, i.e. {defaults.AUTO_FLOOR_MARGIN:g} better than always "
-    f"answering the most frequent class{of_split} ({majority:.4g} {of_rows}; --min-accuracy "
-    "sets another floor)",
-  )
 
 
 def with_floor(eval_config_json: str, task: str, value: float) -> str:
@@ -120,11 +46,8 @@ def auto_floor_spec(task: str) -> str:
 
 # ----------------------------------------------------------------------------- classes or quantity
 
-# The check a multiclass model of number classes also passes under the automatic floor: the
-# expected value of its class probabilities must err less than always answering the train
-# split's mean label. A count read as classes (spell lengths 1..28) fails it; codes (digits
-# 0..9) pass it by far, since a right class is a right value.
-EXPECTED_VALUE_RMSE = "expected_value_rmse"
+# The check a multiclass model of number classes also passes under the automatic floor; a
+# candidate that fails it fails as `core.floors.EXPECTED_VALUE_RMSE`.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,11 +120,8 @@ def quantity_check(
 
 # ----------------------------------------------------------------------------- answers
 
-# The check every candidate passes where this kit evaluates in process: no eval row with a label
-# gets an answer that is not a finite number. TFMA's error metrics leave such rows out (its
-# mean squared error skips a NaN error), so a model answering NaN for some inputs would be
-# scored on the others and blessed; TF Serving would then answer NaN to requests like them.
-NON_FINITE_ANSWERS = "non_finite_answers"
+# The check every candidate evaluated in process passes; a candidate that fails it fails as
+# `core.floors.NON_FINITE_ANSWERS`.
 
 
 def non_finite_answers(predictions, labels) -> int:

@@ -12,8 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from components.evaluator import floor_lib
-from core import defaults, properties
+from core import defaults, floors, properties
 
 Getter = Callable[[str], Any]
 # A binary eval split this much one class leaves accuracy little room above always answering it.
@@ -170,7 +169,7 @@ def imbalance_hint(summary: dict[str, Any]) -> str:
   auc = (summary.get("eval_metrics") or {}).get("auc")
   if summary.get("task") != "binary" or auc is None or floor.get("value") is None:
     return ""
-  if not str(floor.get("reason", "")).startswith(floor_lib.AUTO_ACCURACY):
+  if not str(floor.get("reason", "")).startswith(floors.AUTO_ACCURACY):
     return ""
   majority = float(floor["value"]) - defaults.AUTO_FLOOR_MARGIN
   if majority < IMBALANCED_SHARE:
@@ -241,14 +240,14 @@ def _failure_text(failure) -> str:
   name = failure.metric_key.name
   value = failure.metric_value.double_value.value
   threshold = failure.metric_threshold
-  if name == floor_lib.EXPECTED_VALUE_RMSE:
+  if name == floors.EXPECTED_VALUE_RMSE:
     return (
       f"the label's classes are numbers, and the expected value of the model's class scores errs "
       f"more than always answering the train mean (RMSE {value:.4g} against "
       f"{threshold.value_threshold.upper_bound.value:.4g}): the label reads as a quantity; pass "
       "--task regression"
     )
-  if name == floor_lib.NON_FINITE_ANSWERS:
+  if name == floors.NON_FINITE_ANSWERS:
     return (
       f"the model answered NaN or infinity for {value:.0f} eval rows (the error metrics leave "
       "those rows out, and TF Serving would answer requests like them the same way): make the "

@@ -18,12 +18,8 @@ import uuid
 from collections.abc import Sequence
 
 from components import storage
-from components.evaluator import floor_lib
-from core import defaults, properties, tasks
+from core import defaults, floors, properties, tasks
 from core.errors import UserInputError
-
-# The automatic regression ceiling (the Evaluator recomputes it on the eval split, and the
-# accuracy floor comes from there too: evaluator.floor_lib).
 
 
 class CheckError(UserInputError):
@@ -376,14 +372,9 @@ def decide_label(
 ) -> LabelDecision:
   """Profiles the label column of the input and decides the task and the floor.
 
-  Without `--min-accuracy`, a classifier must beat always answering the most frequent class
-  by defaults.AUTO_FLOOR_MARGIN (floor_lib.accuracy_floor); without `--max-mse`, a
-  regressor's mean squared error must stay under defaults.AUTO_MSE_SHARE of the label's
-  variance (what always answering the mean scores).
-
-  When the model learns a label a Transform computes (`model_label_key`, e.g. TFX's taxi
-  example turns the float `tips` into the 0/1 `tips_xf`) and the task is given, the raw
-  column says nothing about the model's label: the task is the one given, and the floor is
+  The floor is the one `core.floors` decides from the label column (the Evaluator decides it
+  again from the eval split). When the model learns a label a Transform computes and the task
+  is given (`floors.label_sets_floor`), the task is the one given, and the floor is
   `--min-accuracy` / `--max-mse` or none.
 
   Raises:
@@ -400,20 +391,14 @@ def decide_label(
   )
   # Rows with an empty label are left out by the ExampleGen: only the others train and score.
   present = profile.num_rows - profile.num_empty
-  if model_label_key and model_label_key != label_key and requested_task != tasks.AUTO:
-    if requested_task == tasks.REGRESSION:
-      reason = f"--max-mse {max_mse:g}" if max_mse is not None else "no ceiling"
-    else:
-      reason = f"--min-accuracy {min_accuracy:g}" if min_accuracy is not None else "no floor"
-    reason += (
-      f" (the model learns {model_label_key!r}, which the Transform computes, so the "
-      f"column {label_key!r} sets no automatic one)"
-    )
+  if not floors.label_sets_floor(label_key, model_label_key, requested_task):
     return LabelDecision(
       requested_task,
       min_accuracy or 0.0,
       max_mse,
-      reason,
+      floors.computed_label_reason(
+        requested_task, min_accuracy, max_mse, label_key, model_label_key
+      ),
       present,
       task_reason=f"--task {requested_task}",
       unlabeled=profile.num_empty,
@@ -429,25 +414,15 @@ def decide_label(
 
 
 def _floor(task, profile, present, distinct, min_accuracy, max_mse) -> LabelDecision:
-  """The decision's floor: the flags', or the automatic one from the label's profile."""
+  """The decision's floor (`floors.decide`), from the flags or the label's profile."""
   if task == tasks.REGRESSION:
-    if max_mse is not None:
-      return LabelDecision(task, 0.0, max_mse, f"--max-mse {max_mse:g}", present)
-    variance = getattr(profile, "variance", None)
-    if variance is None or not present:
-      return LabelDecision(task, 0.0, None, "no ceiling (--max-mse not given)", present)
-    ceiling = defaults.AUTO_MSE_SHARE * variance
-    reason = (
-      f"auto: mean squared error below {defaults.AUTO_MSE_SHARE:g} x the label variance "
-      f"({variance:.4g}), i.e. better than always predicting the mean"
-    )
-    return LabelDecision(task, 0.0, ceiling, reason, present, auto=True)
-  if min_accuracy is not None:
-    return LabelDecision(task, min_accuracy, None, f"--min-accuracy {min_accuracy:g}", present)
+    variance = getattr(profile, "variance", None) if present else None
+    floor = floors.decide(task, min_accuracy, max_mse, variance=variance)
+    return LabelDecision(task, 0.0, floor.value, floor.reason, present, auto=floor.auto)
   counts = getattr(profile, "value_counts", None) or {}
   majority = max(counts.values()) / present if counts and present else 1.0 / len(distinct)
-  floor = floor_lib.accuracy_floor(majority, "of the rows")
-  return LabelDecision(task, floor.value, None, floor.reason, present, auto=True)
+  floor = floors.decide(task, min_accuracy, max_mse, majority=majority)
+  return LabelDecision(task, floor.value, None, floor.reason, present, auto=floor.auto)
 
 
 # A number with a decimal comma (or an integer), as a European spreadsheet writes it.

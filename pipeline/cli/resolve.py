@@ -9,8 +9,8 @@ import re
 from typing import Any
 
 from components import storage
-from components.distributed_trainer import steps_lib
-from core import defaults, tasks
+from components.distributed_trainer import trainer_api
+from core import defaults, floors, tasks
 from pipeline.cli import checks
 from pipeline.definition.config import PipelineConfig
 
@@ -120,12 +120,8 @@ def _fields_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     "max_accuracy_drop": args.max_accuracy_drop,
     "max_error_increase": args.max_error_increase,
     "min_eval_examples": args.min_eval_examples,
-    "auto_floor": (
-      args.min_accuracy is None
-      and args.max_mse is None
-      and (
-        not args.eval_label_key or args.eval_label_key == args.label_key or args.task == tasks.AUTO
-      )
+    "auto_floor": floors.automatic(
+      args.task, args.label_key, args.eval_label_key, args.min_accuracy, args.max_mse
     ),
     "variant_max_accuracy_drop": args.variant_max_drop,
     "model_name": args.model_name,
@@ -204,7 +200,7 @@ def _check_values(args: argparse.Namespace) -> tuple[str, ...]:
     checks.check_at_least("--train-steps", args.train_steps, 1)
   if args.profile_steps and args.train_steps:
     # Without --train-steps the trainer checks the range against its plan, before training.
-    steps_lib.check_profile_steps(args.profile_steps, args.train_steps)
+    trainer_api.check_profile_steps(args.profile_steps, args.train_steps)
   from components.serving.paths import PusherError, validate_model_name
 
   if args.model_name is None:

@@ -79,7 +79,7 @@ class PipelineConfig:
   min_eval_examples: int = defaults.MIN_EVAL_EXAMPLES
   # How the floor was chosen, for the summary ("--min-accuracy", or the auto rule).
   floor_reason: str = ""
-  # No floor was given: the Evaluator takes it from the eval split (evaluator.floor_lib).
+  # No floor was given: the Evaluator takes it from the eval split (core.floors.from_label_stats).
   auto_floor: bool = False
   # Optimizer.
   optimizer_variants: tuple[str, ...] = defaults.DEFAULT_VARIANTS

@@ -1,4 +1,5 @@
-"""The Evaluator's automatic floor from the eval split (components/evaluator/floor_lib.py)."""
+"""The Evaluator's side of the floor: its TFMA config, the quantity and answers checks
+(components/evaluator/floor_lib.py)."""
 
 import json
 
@@ -7,42 +8,7 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
 from components.evaluator import floor_lib
-from core import defaults
-
-STATS = {
-  "train": {"rows": 100, "counts": {"a": 58, "b": 42}, "overflow": False},
-  "eval": {"rows": 40, "counts": {"a": 29, "b": 11}, "overflow": False},
-}
-
-
-def test_classification_floor_is_the_eval_splits_majority_share_plus_the_margin():
-  floor = floor_lib.floor_from_label_stats(STATS, "binary")
-  assert floor.value == pytest.approx(29 / 40 + defaults.AUTO_FLOOR_MARGIN)
-  assert floor.reason == (
-    "auto: accuracy at least 0.735, i.e. 0.01 better than always answering the most frequent "
-    "class of the eval split (0.725 of its 40 rows; --min-accuracy sets another floor)"
-  )
-
-
-def test_regression_ceiling_is_a_share_of_the_eval_splits_variance():
-  values = [1.0, 2.0, 4.0, 9.0]
-  stats = {
-    "eval": {
-      "rows": 4,
-      "counts": {},
-      "total": sum(values),
-      "total_sq": sum(v * v for v in values),
-    }
-  }
-  mean = sum(values) / 4
-  variance = sum((v - mean) ** 2 for v in values) / 4
-  floor = floor_lib.floor_from_label_stats(stats, "regression")
-  assert floor.value == pytest.approx(defaults.AUTO_MSE_SHARE * variance)
-
-
-def test_no_counts_no_floor():
-  assert floor_lib.floor_from_label_stats({}, "binary") is None
-  assert floor_lib.floor_from_label_stats({"eval": {"rows": 3, "counts": {}}}, "regression") is None
+from core import floors
 
 
 def test_with_floor_sets_the_task_metrics_value_threshold_only():
@@ -139,7 +105,7 @@ def test_a_failed_quantity_check_fails_the_validation_and_names_the_fix(tmp_path
     str(tmp_path),
     {"candidate": "/m"},
     "<data>",
-    [(floor_lib.EXPECTED_VALUE_RMSE, 6.1, 5.56)],
+    [(floors.EXPECTED_VALUE_RMSE, 6.1, 5.56)],
   )
   assert not result.validation_ok
   report = facts.read_tfma_validation(str(tmp_path))
