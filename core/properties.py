@@ -60,7 +60,7 @@ SPLIT_COLUMN_CONFIG = "split_column"
 STRATEGY_PROPERTY = "strategy"
 NUM_REPLICAS_PROPERTY = "num_replicas_in_sync"
 STRATEGY_REASON_PROPERTY = "strategy_reason"
-# "trainer" or "module": who chose the strategy that trained (strategy_lib.CHOSEN_BY_*).
+# "trainer" or "module": who chose the strategy that trained (trainer_api.CHOSEN_BY_*).
 STRATEGY_CHOSEN_BY_PROPERTY = "strategy_chosen_by"
 EVAL_ACCURACY_PROPERTY = "eval_accuracy"
 EVAL_METRICS_PROPERTY = "eval_metrics"

@@ -32,7 +32,7 @@ def tabular_model(tmp_path_factory) -> dict:
     Examples uri, the schema.pbtxt path, the exported SavedModel folder (a Model artifact's
     Format-Serving), the TrainResult and the generated rows.
   """
-  from components.distributed_trainer import strategy_lib
+  from components.distributed_trainer import trainer_api
   from models.tabular import plan as tabular_plan
   from models.tabular import runner
   from tests.support import tabular_data
@@ -51,7 +51,7 @@ def tabular_model(tmp_path_factory) -> dict:
     train_steps=100,
     num_epochs=2,
   )
-  result = runner.train(settings, strategy_lib.default_strategy())
+  result = runner.train(settings, trainer_api.default_strategy())
   return {
     **data,
     "root": root,

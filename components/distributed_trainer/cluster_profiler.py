@@ -2,7 +2,7 @@
 
 A local cluster tells its processes their profiler ports in PROFILER_PORTS_ENV; a TFJob's
 replicas derive theirs from TF_CONFIG. Training without a cluster profiles through
-TensorBoard's own `profile_batch` instead (distributed_trainer_lib.fit).
+TensorBoard's own `profile_batch` instead (trainer_api.fit).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import json_utils
 
 from components.distributed_trainer import distributed_trainer_lib as lib
-from components.distributed_trainer import executor
+from components.distributed_trainer import executor, trainer_api
 from components.distributed_trainer.spec import DistributedTrainerSpec
 from core import defaults
 
@@ -69,7 +69,7 @@ def _check_arguments(
     )
   if global_batch_size < 1:
     raise lib.TrainerInputError(f"global_batch_size must be >= 1, got {global_batch_size}")
-  if mixed_precision not in lib.MIXED_PRECISION_POLICIES:
+  if mixed_precision not in trainer_api.MIXED_PRECISION_POLICIES:
     raise lib.TrainerInputError(
       f"mixed_precision={mixed_precision!r}; pass one of 'mixed_float16', 'mixed_bfloat16' or ''"
     )

@@ -24,9 +24,9 @@ from components.distributed_trainer import (
   steps_lib,
   strategy_lib,
   tfjob_cluster,
+  trainer_api,
   user_module,
 )
-from components.distributed_trainer import distributed_trainer_lib as lib
 from components.serving import layout as serving_layout
 from core import defaults, properties
 from core.errors import UserInputError
@@ -114,7 +114,7 @@ class Executor(trainer_executor.GenericExecutor):
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
     attempt: int = 0,
-  ) -> lib.TrainResult:
+  ) -> trainer_api.TrainResult:
     """Trains in this process under the strategy for its TF_CONFIG (also used by workers).
 
     Args:
@@ -180,7 +180,7 @@ class Executor(trainer_executor.GenericExecutor):
     exec_properties: dict[str, Any],
     workers: int,
     num_ps: int,
-  ) -> tuple[lib.TrainResult, int]:
+  ) -> tuple[trainer_api.TrainResult, int]:
     model_run_dir, spec_path = _write_spec(input_dict, output_dict, exec_properties)
     # The workers import this package by module path, so they need its parent on their path.
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
@@ -197,7 +197,7 @@ class Executor(trainer_executor.GenericExecutor):
       _worker_command(sys.executable, spec_path),
       num_workers=workers,
       num_ps=num_ps,
-      log_dir=lib.run_state_dir(model_run_dir, "cluster_logs"),
+      log_dir=trainer_api.run_state_dir(model_run_dir, "cluster_logs"),
       timeout_s=float(
         _prop(exec_properties, constants.WORKER_TIMEOUT_KEY, defaults.WORKER_TIMEOUT_S)
       ),
@@ -205,7 +205,7 @@ class Executor(trainer_executor.GenericExecutor):
       env=env,
     )
     chief_type = "chief" if num_ps else "worker"
-    result = lib.read_result(lib.result_path(model_run_dir, chief_type, 0))
+    result = trainer_api.read_result(trainer_api.result_path(model_run_dir, chief_type, 0))
     return result, run.restarts
 
   def _run_tfjob(
@@ -214,7 +214,7 @@ class Executor(trainer_executor.GenericExecutor):
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
     tfjob: str,
-  ) -> tuple[lib.TrainResult, int, int]:
+  ) -> tuple[trainer_api.TrainResult, int, int]:
     """Trains in a Kubeflow TFJob; returns the chief's result, the restarts and the workers.
 
     Every replica runs the worker entry point on a spec written under model_run (the
@@ -244,7 +244,9 @@ class Executor(trainer_executor.GenericExecutor):
       tfjob_cluster.connect(), body, timeout_s=timeout_s, poll_s=settings.poll_s
     )
     chief_type, chief_index = settings.chief()
-    result = lib.read_result(lib.result_path(model_run_dir, chief_type, chief_index))
+    result = trainer_api.read_result(
+      trainer_api.result_path(model_run_dir, chief_type, chief_index)
+    )
     model.set_string_custom_property(properties.TFJOB_NAME_PROPERTY, run.name)
     model.set_string_custom_property(properties.TFJOB_NAMESPACE_PROPERTY, run.namespace)
     model.set_string_custom_property(
@@ -260,7 +262,7 @@ def _write_spec(input_dict, output_dict, exec_properties) -> tuple[str, str]:
   The spec lives under model_run, which the worker processes (or TFJob replicas) can read.
   """
   model_run_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_RUN_KEY])
-  spec_path = lib.run_state_dir(model_run_dir, "spec.json")
+  spec_path = trainer_api.run_state_dir(model_run_dir, "spec.json")
   fileio.makedirs(os.path.dirname(spec_path))
   with fileio.open(spec_path, "w") as f:
     f.write(
@@ -343,7 +345,9 @@ def training_fingerprint(data: list[str], exec_properties: dict[str, Any]) -> st
   return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _record(model: types.Artifact, result: lib.TrainResult, num_workers: int, restarts: int):
+def _record(
+  model: types.Artifact, result: trainer_api.TrainResult, num_workers: int, restarts: int
+):
   """Writes the strategy, the task and the evaluation onto the Model artifact."""
   model.set_string_custom_property(properties.STRATEGY_PROPERTY, result.strategy)
   model.set_int_custom_property(properties.NUM_REPLICAS_PROPERTY, result.num_replicas_in_sync)

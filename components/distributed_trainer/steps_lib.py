@@ -16,7 +16,6 @@ from typing import Any
 
 from components import records
 from core import defaults, properties
-from core.errors import UserInputError
 
 
 def count_examples(artifacts: Sequence[Any], split: str) -> int:
@@ -113,38 +112,13 @@ def with_train_steps(exec_properties: dict[str, Any], steps: int) -> dict[str, A
   return {**exec_properties, key: proto_utils.proto_to_json(train_args)}
 
 
-def check_profile_steps(profile_steps: Sequence[int] | None, total_steps: int) -> None:
-  """Refuses a profile range the run will not reach.
-
-  Args:
-    profile_steps: (first, last) training steps, 1-based and inclusive, or None.
-    total_steps: optimizer steps the run takes.
-
-  Raises:
-    UserInputError: when the range is empty or ends after the last step.
-  """
-  if not profile_steps:
-    return
-  first, last = (int(s) for s in profile_steps)
-  if first < 1 or last < first:
-    raise UserInputError(
-      f"--profile-steps {first},{last} is not a range of training steps; pass FIRST,LAST with "
-      "1 <= FIRST <= LAST."
-    )
-  if last > total_steps:
-    raise UserInputError(
-      f"--profile-steps {first},{last} ends after the last training step of this run "
-      f"({total_steps}); pass a range between 1 and {total_steps} or raise --train-steps."
-    )
-
-
 def profile_not_reached(
   profile_steps: Sequence[int] | None, last_step: int, epochs_run: int, epochs: int
 ) -> str | None:
   """Why no profile was written when training stopped before the range began, else None.
 
-  The up-front check (`check_profile_steps`) holds the range to the plan's last step; early
-  stopping can end training long before that, and then the profiler never starts.
+  The up-front check (`trainer_api.check_profile_steps`) holds the range to the plan's last
+  step; early stopping can end training long before that, and then the profiler never starts.
 
   Args:
     profile_steps: (first, last) training steps asked for, or None.

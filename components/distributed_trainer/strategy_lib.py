@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components.distributed_trainer.trainer_api import BuiltStrategy, StrategyChoice
 from core.defaults import (
   AUTO,
   MIRRORED,
@@ -22,9 +23,6 @@ from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
 
-# The strategy of a process that nobody chose one for (the stock TFX Trainer).
-DEFAULT = "default"
-
 # TF_CONFIG job names that take part in training (the 'evaluator' job does not).
 _TRAINING_JOBS = ("chief", "master", "worker")
 # Environment variables that name a remote or local TPU for TPUClusterResolver.
@@ -33,19 +31,6 @@ _TPU_ENV_VARS = ("TPU_NAME", "TPU_WORKER_HOSTNAMES", "COLAB_TPU_ADDR")
 
 class StrategyUnavailableError(UserInputError):
   """A requested strategy cannot run here; the message names what is missing."""
-
-
-@dataclasses.dataclass(frozen=True)
-class StrategyChoice:
-  """The concrete strategy picked for this process and why.
-
-  Attributes:
-    name: one of ONE_DEVICE, MIRRORED, MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TPU.
-    reason: one human-readable sentence recorded on the model artifact.
-  """
-
-  name: str
-  reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,33 +302,6 @@ def count_gpus() -> int:
   return len(tf.config.list_physical_devices("GPU"))
 
 
-@dataclasses.dataclass
-class BuiltStrategy:
-  """A constructed strategy with what was chosen and why.
-
-  Attributes:
-    strategy: the tf.distribute.Strategy.
-    choice: the StrategyChoice it came from.
-    cluster_coordinator: the ClusterCoordinator for PARAMETER_SERVER, else None.
-    is_chief: whether this process exports.
-    task_type: TF_CONFIG task type ('chief' without a cluster).
-    task_index: TF_CONFIG task index.
-    num_workers: training processes in the cluster (chief + workers; 1 without a cluster).
-  """
-
-  strategy: Any
-  choice: StrategyChoice
-  cluster_coordinator: Any = None
-  is_chief: bool = True
-  task_type: str = "chief"
-  task_index: int = 0
-  num_workers: int = 1
-
-  @property
-  def num_replicas_in_sync(self) -> int:
-    return int(self.strategy.num_replicas_in_sync)
-
-
 def _tpu_address() -> str:
   for var in _TPU_ENV_VARS:
     if os.environ.get(var):
@@ -459,16 +417,6 @@ def build_strategy(
   return built
 
 
-def default_strategy() -> BuiltStrategy:
-  """The strategy in effect when no DistributedTrainer built one (e.g. the stock Trainer)."""
-  import tensorflow as tf
-
-  return BuiltStrategy(
-    strategy=tf.distribute.get_strategy(),
-    choice=StrategyChoice(DEFAULT, "no strategy was chosen: TensorFlow's default strategy"),
-  )
-
-
 # The kit's name for each public strategy class, for strategies a module builds itself.
 _CLASS_NAMES = (
   ("TPUStrategy", TPU),
@@ -477,10 +425,6 @@ _CLASS_NAMES = (
   ("MirroredStrategy", MIRRORED),
   ("OneDeviceStrategy", ONE_DEVICE),
 )
-
-# Who decided the strategy that trained (recorded on the Model artifact).
-CHOSEN_BY_TRAINER = "trainer"
-CHOSEN_BY_MODULE = "module"
 
 
 def strategy_name(strategy) -> str:

@@ -13,7 +13,7 @@ from tfx.types import standard_component_specs
 
 from components import tf_compat
 from components.distributed_trainer import steps_lib
-from components.distributed_trainer.module_marks import is_marked, plans_own_steps
+from components.distributed_trainer.trainer_api import is_marked, plans_own_steps
 from core import defaults
 
 
@@ -50,7 +50,7 @@ def tuner_properties(
 
   Returns:
     The properties with a positive EvalArgs.num_steps, and a positive TrainArgs.num_steps for
-    a tuner_fn that does not plan its own steps (`module_marks.plans_own_steps`; the default
+    a tuner_fn that does not plan its own steps (`trainer_api.plans_own_steps`; the default
     model's sizes each trial to the data itself).
   """
   exec_properties, _ = steps_lib.with_eval_steps(

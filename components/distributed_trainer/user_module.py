@@ -17,9 +17,8 @@ from tfx.components.util import udf_utils
 from tfx.types import standard_component_specs
 
 from components import model_contract
-from components.distributed_trainer import distributed_trainer_lib as lib
-from components.distributed_trainer import strategy_lib
-from components.distributed_trainer.module_marks import is_marked, manages_strategy, plans_own_steps
+from components.distributed_trainer import strategy_lib, trainer_api
+from components.distributed_trainer.trainer_api import is_marked, manages_strategy, plans_own_steps
 from core import defaults
 from core.errors import UserCodeError, UserInputError
 
@@ -42,7 +41,7 @@ class DistributedFnArgs(fn_args_utils.FnArgs):
     num_epochs: epochs the training steps are split into (a backup is saved after each).
     steps_per_execution: steps per compiled call.
     mixed_precision: '', 'mixed_float16' or 'mixed_bfloat16'.
-    built_strategy: the strategy_lib.BuiltStrategy (for modules that manage the strategy).
+    built_strategy: the trainer_api.BuiltStrategy (for modules that manage the strategy).
     attempt: restart count of the surrounding local cluster.
     backup_dir: where BackupAndRestore keeps its checkpoint: keyed by the run's training
       fingerprint and outside the execution's own folders, so a rerun of a killed run with
@@ -104,7 +103,9 @@ def is_own_module(exec_properties: dict[str, Any]) -> bool:
   ) and not exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
 
 
-def run_module(fn_args: DistributedFnArgs, exec_properties: dict[str, Any]) -> lib.TrainResult:
+def run_module(
+  fn_args: DistributedFnArgs, exec_properties: dict[str, Any]
+) -> trainer_api.TrainResult:
   """Loads the module's run_fn, else its build_model, and trains with it in this process.
 
   A module with only `build_model(hparams)` is trained by the run_fn at
@@ -219,26 +220,29 @@ def _keras3_note(source: tuple[str, str] | None) -> str:
   )
 
 
-def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
+def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> trainer_api.TrainResult:
   """Runs a run_fn: inside the strategy scope for stock ones; non-chiefs save to scratch."""
   from components import tf_compat
 
   built = fn_args.built_strategy
   if is_marked(run_fn, manages_strategy):
     run_fn(fn_args)
-    return lib.read_result(
-      lib.result_path(fn_args.model_run_dir, built.task_type, built.task_index)
+    return trainer_api.read_result(
+      trainer_api.result_path(fn_args.model_run_dir, built.task_type, built.task_index)
     )
   scratch = None
   if not built.is_chief:
     # Stock modules save unconditionally, and a distributed save must run on every worker,
     # so non-chiefs save to a private folder that is removed afterwards.
-    scratch = lib.run_state_dir(
+    scratch = trainer_api.run_state_dir(
       fn_args.model_run_dir, "scratch", f"{built.task_type}-{built.task_index}"
     )
     fn_args.serving_model_dir = os.path.join(scratch, model_contract.SERVING_DIR)
   if built.choice.name == defaults.MULTI_WORKER_MIRRORED:
-    files = min(len(lib.list_files(fn_args.train_files)), len(lib.list_files(fn_args.eval_files)))
+    files = min(
+      len(trainer_api.list_files(fn_args.train_files)),
+      len(trainer_api.list_files(fn_args.eval_files)),
+    )
     if files < built.num_workers:
       _LOG.info(
         "%d input file(s) for %d workers: sharding run_fn datasets by record.",
@@ -253,14 +257,14 @@ def _train_run_fn(run_fn, fn_args: DistributedFnArgs) -> lib.TrainResult:
   finally:
     if scratch:
       shutil.rmtree(scratch, ignore_errors=True)
-  result = lib.TrainResult.under(built, defaults.RUN_FN, trainer_strategy=built.choice.name)
+  result = trainer_api.TrainResult.under(built, defaults.RUN_FN, trainer_strategy=built.choice.name)
   if scope.module_strategy is not None:
     result = _module_chose(result, scope.module_strategy, built)
-  lib.write_result(fn_args.model_run_dir, result)
+  trainer_api.write_result(fn_args.model_run_dir, result)
   return result
 
 
-def _module_chose(result: lib.TrainResult, strategy, built) -> lib.TrainResult:
+def _module_chose(result: trainer_api.TrainResult, strategy, built) -> trainer_api.TrainResult:
   """The result of a run_fn that trained under a strategy it built and entered itself."""
   name = strategy_lib.strategy_name(strategy)
   replicas = int(strategy.num_replicas_in_sync)
@@ -280,5 +284,5 @@ def _module_chose(result: lib.TrainResult, strategy, built) -> lib.TrainResult:
     strategy=name,
     strategy_reason=reason,
     num_replicas_in_sync=replicas,
-    strategy_chosen_by=strategy_lib.CHOSEN_BY_MODULE,
+    strategy_chosen_by=trainer_api.CHOSEN_BY_MODULE,
   )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from components.distributed_trainer.module_marks import manages_strategy, plans_own_steps
+from components.distributed_trainer.trainer_api import manages_strategy, plans_own_steps
 from core import defaults
 from models.tabular import runner
 from models.tabular.model import Body

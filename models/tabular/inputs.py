@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from components import model_contract, records, tf_compat
-from components.distributed_trainer import distributed_trainer_lib as train_lib
+from components.distributed_trainer import trainer_api
 from components.model_contract import NUMERIC, label_target
 from core import tasks
 from models.tabular import read
@@ -48,16 +48,16 @@ def make_dataset(
   batch_size: int,
   *,
   training: bool,
-  seed: int = train_lib.DEFAULT_SHUFFLE_SEED,
+  seed: int = trainer_api.DEFAULT_SHUFFLE_SEED,
   num_shards: int = 1,
   shard_index: int = 0,
-  holdout: str = train_lib.ALL_RECORDS,
-  every: int = train_lib.HOLDOUT_EVERY,
+  holdout: str = trainer_api.ALL_RECORDS,
+  every: int = trainer_api.HOLDOUT_EVERY,
   group: tuple[str, str] | None = None,
 ):
-  """(features, target) batches from gzipped tf.Example files; see train_lib.record_dataset."""
+  """(features, target) batches from gzipped tf.Example files; see trainer_api.record_dataset."""
 
-  ds = train_lib.record_dataset(
+  ds = trainer_api.record_dataset(
     files,
     batch_size,
     training=training,
@@ -159,7 +159,7 @@ def arrays_dataset(
   batch_size: int,
   *,
   training: bool,
-  seed: int = train_lib.DEFAULT_SHUFFLE_SEED,
+  seed: int = trainer_api.DEFAULT_SHUFFLE_SEED,
   num_shards: int = 1,
   shard_index: int = 0,
 ):
@@ -209,3 +209,17 @@ def in_memory(dataset, batch_size: int):
   features = {k: np.concatenate([b[0][k] for b in batches]) for k in batches[0][0]}
   target = np.concatenate([b[1] for b in batches])
   return tf.data.Dataset.from_tensor_slices((features, target)).batch(batch_size).cache()
+
+
+def held_out_in_memory(train_files, profile: Profile, batch_size: int):
+  """The held-out slice of the training files, read once and kept as parsed batches."""
+  held = make_dataset(
+    train_files,
+    profile,
+    batch_size,
+    training=False,
+    holdout=trainer_api.HOLDOUT_RECORDS,
+    every=profile.holdout_every,
+    group=profile.holdout_group,
+  )
+  return in_memory(held, batch_size)

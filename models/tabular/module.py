@@ -21,8 +21,8 @@ Keras layers, so a reader that imports it (the Optimizer) loads the saved model 
 
 from typing import Any
 
-from components.distributed_trainer.module_marks import manages_strategy, plans_own_steps
-from models.tabular import model, runner
+from components.distributed_trainer.trainer_api import manages_strategy, plans_own_steps
+from models.tabular import model, runner, tuning
 
 
 def _body(x, hparams: dict[str, Any], suffix: str = ""):
@@ -41,4 +41,4 @@ def run_fn(fn_args) -> None:
 @plans_own_steps
 def tuner_fn(fn_args):
   """Searches width, depth and learning rate; `--tune-trials` bounds the trials."""
-  return runner.tuner_fn(fn_args, _body)
+  return tuning.tuner_fn(fn_args, _body)

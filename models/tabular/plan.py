@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from components import model_contract
-from components.distributed_trainer import distributed_trainer_lib as train_lib
+from components.distributed_trainer import trainer_api
 from core import defaults, properties, tasks
 from models.tabular.hparams import LINEAR_SHARES, check_hparams
 from models.tabular.profile import Profile, TabularInputError, hold_out_by_group, profile_data
@@ -119,12 +119,7 @@ def plan_training(
   """
   batch = int(batch_size or auto_batch_size(rows))
   if train_steps:
-    epochs = max(1, min(num_epochs, train_steps))
-    per_epoch = math.ceil(train_steps / epochs)
-    reason = f"--train-steps {train_steps}: {epochs} epochs of {per_epoch} steps of {batch}"
-    if members > 1:
-      reason += f", for each of {members} networks from different seeds, averaged"
-    return TrainingPlan(batch, epochs, per_epoch, 0, rows, 0, reason, ensemble=members)
+    return _fixed_steps_plan(rows, train_steps, batch, num_epochs, members)
   holdout = holdout_rows if early_stopping and holdout_rows >= MIN_HOLDOUT_ROWS else 0
   fit_rows = rows - holdout
   epochs = int(max_epochs or min(MAX_EPOCHS, max(MIN_EPOCHS, math.ceil(EXAMPLE_BUDGET / rows))))
@@ -143,16 +138,7 @@ def plan_training(
   elif early_stopping and holdout_rows:
     reason += f" (no early stopping: {holdout_rows} held-out rows are too few to judge by)"
   with_linear = linear and members > 1 and patience > 0
-  if members > 1:
-    reason += (
-      f"; {members} networks from different seeds, every other one with a hidden layer fewer "
-      "and no quantile bins on numbers, their outputs averaged"
-    )
-  if with_linear:
-    reason += (
-      ", and a linear model whose share of the output the held-out rows choose "
-      f"({', '.join(f'{a:g}' for a in LINEAR_SHARES)})"
-    )
+  reason += _ensemble_clause(members, with_linear)
   return TrainingPlan(
     batch,
     epochs,
@@ -165,6 +151,42 @@ def plan_training(
     ensemble=members,
     linear={} if with_linear else None,
   )
+
+
+def _fixed_steps_plan(
+  rows: int, train_steps: int, batch: int, num_epochs: int, members: int
+) -> TrainingPlan:
+  """`--train-steps`: exactly that many steps over `num_epochs` epochs, on every training row."""
+  epochs = max(1, min(num_epochs, train_steps))
+  per_epoch = math.ceil(train_steps / epochs)
+  reason = f"--train-steps {train_steps}: {epochs} epochs of {per_epoch} steps of {batch}"
+  if members > 1:
+    reason += f", for each of {members} networks from different seeds, averaged"
+  return TrainingPlan(batch, epochs, per_epoch, 0, rows, 0, reason, ensemble=members)
+
+
+def _ensemble_clause(members: int, with_linear: bool) -> str:
+  """What the data-sized plan's sentence says of an ensemble (and its linear member), or ""."""
+  if members <= 1:
+    return ""
+  clause = (
+    f"; {members} networks from different seeds, every other one with a hidden layer fewer "
+    "and no quantile bins on numbers, their outputs averaged"
+  )
+  if with_linear:
+    clause += (
+      ", and a linear model whose share of the output the held-out rows choose "
+      f"({', '.join(f'{a:g}' for a in LINEAR_SHARES)})"
+    )
+  return clause
+
+
+def plan_steps(settings: RunSettings, plan: TrainingPlan) -> int | None:
+  """Steps the data-sized plan gives each network at most; None where the run sets them
+  (--train-steps, or hparams max_epochs)."""
+  if settings.train_steps or settings.hparams.get("max_epochs"):
+    return None
+  return plan.epochs * plan.steps_per_epoch
 
 
 # ----------------------------------------------------------------------------- settings
@@ -212,7 +234,7 @@ class RunSettings:
   steps_per_execution: int = defaults.STEPS_PER_EXECUTION
   mixed_precision: str = ""
   base_model: str | None = None
-  seed: int = train_lib.DEFAULT_SHUFFLE_SEED
+  seed: int = trainer_api.DEFAULT_SHUFFLE_SEED
   profile_steps: tuple[int, int] | None = None
   backup_dir: str | None = None
   split_column: str | None = None
@@ -250,7 +272,7 @@ def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSett
     steps_per_execution=int(getattr(fn_args, "steps_per_execution", defaults.STEPS_PER_EXECUTION)),
     mixed_precision=getattr(fn_args, "mixed_precision", "") or "",
     base_model=getattr(fn_args, "base_model", None),
-    seed=int(custom.get(properties.SEED_CONFIG, train_lib.DEFAULT_SHUFFLE_SEED)),
+    seed=int(custom.get(properties.SEED_CONFIG, trainer_api.DEFAULT_SHUFFLE_SEED)),
     profile_steps=tuple(profile_steps) if profile_steps else None,
     backup_dir=getattr(fn_args, "backup_dir", None),
     split_column=custom.get(properties.SPLIT_COLUMN_CONFIG) or None,
@@ -266,8 +288,8 @@ def prepare(settings: RunSettings) -> tuple[Profile, list[str], list[str]]:
   schema = model_contract.read_schema(settings.schema_path)
   columns = model_contract.columns_from_schema(schema, settings.label_key, settings.exclude_columns)
   dtype = model_contract.label_dtype(schema, settings.label_key)
-  train_files = train_lib.list_files(settings.train_files)
-  eval_files = train_lib.list_files(settings.eval_files)
+  train_files = trainer_api.list_files(settings.train_files)
+  eval_files = trainer_api.list_files(settings.eval_files)
   profile = profile_data(
     train_files, columns, settings.label_key, dtype, settings.task, settings.hparams, settings.seed
   )

@@ -92,7 +92,7 @@ class Profile:
     label_std: standard deviation of a regression label.
     file_rows: rows of each training file, in file order.
     holdout_group: (column, dtype) whose values choose the rows held out for early stopping
-      (the pipeline's split column; `train_lib.held_out_groups`), or None: every
+      (the pipeline's split column; `trainer_api.held_out_groups`), or None: every
       `holdout_every`-th record of each file.
     file_holdout_rows: with `holdout_group`, the held-out rows of each training file.
     date_parts: the dates that number columns spell (year, month, day; date_parts.py).
@@ -112,9 +112,9 @@ class Profile:
   @property
   def holdout_every(self) -> int:
     """Every how many records of a training file one is held out for early stopping."""
-    from components.distributed_trainer import distributed_trainer_lib as train_lib
+    from components.distributed_trainer import trainer_api
 
-    return train_lib.holdout_every(self.rows)
+    return trainer_api.holdout_every(self.rows)
 
   @property
   def holdout_rows(self) -> int:

@@ -44,15 +44,15 @@ def column_values(path: str, name: str, dtype: str) -> np.ndarray:
 
 def held_out_mask(path: str, rows: int, every: int, group: tuple[str, str] | None) -> np.ndarray:
   """Which of a file's `rows` records early stopping holds out: those of the groups of `group`
-  (column, dtype) held out (`train_lib.held_out_groups`), or every `every`-th record; none for
+  (column, dtype) held out (`trainer_api.held_out_groups`), or every `every`-th record; none for
   `every` 0. `record_dataset` holds out the same records when it streams."""
-  from components.distributed_trainer import distributed_trainer_lib as train_lib
+  from components.distributed_trainer import trainer_api
 
   if group:
     values = column_values(path, *group)
     if len(values) != rows:
       raise RuntimeError(f"{path} has {len(values)} values of {group[0]!r} and {rows} rows")
-    return np.asarray(train_lib.held_out_groups(values, every), dtype=bool)
+    return np.asarray(trainer_api.held_out_groups(values, every), dtype=bool)
   mask = np.zeros(rows, bool)
   if every:
     mask[every - 1 :: every] = True

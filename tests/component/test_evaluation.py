@@ -31,7 +31,7 @@ def _artifact(kind, uri, id_=0):
 
 
 def _train(root, data, task, steps, seed):
-  from components.distributed_trainer import strategy_lib
+  from components.distributed_trainer import trainer_api
   from models.tabular import plan as tabular_plan
   from models.tabular import runner
 
@@ -48,7 +48,7 @@ def _train(root, data, task, steps, seed):
     num_epochs=2,
     seed=seed,
   )
-  runner.train(settings, strategy_lib.default_strategy())
+  runner.train(settings, trainer_api.default_strategy())
   return model_uri
 
 

@@ -12,7 +12,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, executor
+from components.distributed_trainer import constants, executor, trainer_api
 from components.distributed_trainer import distributed_trainer_lib as lib
 from core import defaults, properties
 from tests.support import example_files, trainer_progress
@@ -91,13 +91,13 @@ def test_multi_worker_mirrored_two_processes_match_single_worker(tmp_path, digit
   assert props[properties.NUM_REPLICAS_PROPERTY].int_value == 2
   assert props[properties.NUM_WORKERS_PROPERTY].int_value == 2
   assert "2 workers" in props[properties.STRATEGY_REASON_PROPERTY].string_value
-  w0 = lib.read_result(lib.result_path(run_dir, "worker", 0))
-  w1 = lib.read_result(lib.result_path(run_dir, "worker", 1))
+  w0 = trainer_api.read_result(trainer_api.result_path(run_dir, "worker", 0))
+  w1 = trainer_api.read_result(trainer_api.result_path(run_dir, "worker", 1))
   assert w0.is_chief and not w1.is_chief
   assert w0.weights_sha256 == w1.weights_sha256  # synchronous training: identical weights
   assert w1.eval_accuracy is None  # only the chief evaluates and exports
   assert os.path.exists(os.path.join(model.uri, "Format-Serving", "assets.extra", "contract.json"))
-  assert not os.path.exists(lib.run_state_dir(run_dir, "scratch"))
+  assert not os.path.exists(trainer_api.run_state_dir(run_dir, "scratch"))
 
   single, _ = _run(tmp_path / "single", digits_csv)
   assert _custom(single)[properties.STRATEGY_PROPERTY].string_value == "one_device"
@@ -117,10 +117,10 @@ def test_parameter_server_one_ps_two_workers(tmp_path, digits_csv):
   assert props[properties.STRATEGY_PROPERTY].string_value == "parameter_server"
   assert "1 ps task(s) and 2 worker(s)" in props[properties.STRATEGY_REASON_PROPERTY].string_value
   assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.85
-  logs = os.listdir(lib.run_state_dir(run_dir, "cluster_logs", "attempt-0"))
+  logs = os.listdir(trainer_api.run_state_dir(run_dir, "cluster_logs", "attempt-0"))
   assert sorted(logs) == ["chief-0.log", "pids.json", "ps-0.log", "worker-0.log", "worker-1.log"]
   # Only the coordinator ran training code; ps and workers only served.
-  results = os.listdir(lib.run_state_dir(run_dir, "results"))
+  results = os.listdir(trainer_api.run_state_dir(run_dir, "results"))
   assert results == ["chief-0.json"]
 
 
@@ -146,7 +146,7 @@ def test_parameter_server_trains_a_small_tables_ensemble(tmp_path, digits_csv):
   assert (plan["ensemble"], plan["holdout_rows"]) == (3, 0)
   assert plan["members"] == [{"epochs_run": 3, "best_epoch": None}] * 3
   assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
-  assert os.listdir(lib.run_state_dir(run_dir, "results")) == ["chief-0.json"]
+  assert os.listdir(trainer_api.run_state_dir(run_dir, "results")) == ["chief-0.json"]
 
 
 @pytest.mark.multiprocess
@@ -158,7 +158,7 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
 
   def kill_worker_1_after_two_epochs():
     # Real SIGKILL from outside once the chief has finished (and backed up) >= 2 epochs.
-    pids_file = lib.run_state_dir(run_dir, "cluster_logs", "attempt-0", "pids.json")
+    pids_file = trainer_api.run_state_dir(run_dir, "cluster_logs", "attempt-0", "pids.json")
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline and not killed:
       ends = [
@@ -201,7 +201,7 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
   assert props[properties.INITIAL_EPOCH_PROPERTY].int_value == resumed[0]
   # ... and still trained a good model.
   assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.9
-  with open(lib.run_state_dir(run_dir, "cluster_logs", "attempt-0", "pids.json")) as f:
+  with open(trainer_api.run_state_dir(run_dir, "cluster_logs", "attempt-0", "pids.json")) as f:
     assert json.load(f)["worker-1"] == killed["pid"]
 
 

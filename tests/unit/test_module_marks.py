@@ -8,7 +8,7 @@ from tfx.types import standard_component_specs as sc
 from tfx.utils import proto_utils
 
 from components.distributed_trainer import tuner, user_module
-from components.distributed_trainer.module_marks import (
+from components.distributed_trainer.trainer_api import (
   is_marked,
   manages_strategy,
   plans_own_steps,
@@ -16,7 +16,7 @@ from components.distributed_trainer.module_marks import (
 from core import defaults
 
 MARKED_TUNER = textwrap.dedent("""
-  from components.distributed_trainer.module_marks import plans_own_steps
+  from components.distributed_trainer.trainer_api import plans_own_steps
 
   @plans_own_steps
   def tuner_fn(fn_args):

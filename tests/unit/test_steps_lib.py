@@ -8,7 +8,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.distributed_trainer import steps_lib
+from components.distributed_trainer import steps_lib, trainer_api
 from core.errors import UserInputError
 
 
@@ -53,15 +53,15 @@ def test_unset_eval_steps_become_positive_and_set_ones_stay(tmp_path):
 
 
 def test_profile_range_beyond_the_run_is_refused_in_one_line():
-  steps_lib.check_profile_steps((100, 110), 600)
+  trainer_api.check_profile_steps((100, 110), 600)
   with pytest.raises(UserInputError) as error:
-    steps_lib.check_profile_steps((590, 610), 600)
+    trainer_api.check_profile_steps((590, 610), 600)
   assert str(error.value) == (
     "--profile-steps 590,610 ends after the last training step of this run (600); pass a range "
     "between 1 and 600 or raise --train-steps."
   )
   with pytest.raises(UserInputError, match="not a range"):
-    steps_lib.check_profile_steps((0, 3), 600)
+    trainer_api.check_profile_steps((0, 3), 600)
 
 
 def test_a_range_that_training_stopped_before_is_named_with_the_step_it_stopped_at():

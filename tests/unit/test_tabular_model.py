@@ -219,14 +219,14 @@ def test_the_linear_share_is_the_one_with_the_lowest_held_out_loss():
 def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_path):
   # A nightly table that grew past (or fell under) ENSEMBLE_MAX_ROWS changes between one network
   # and an ensemble; the warm start still carries the base's weights over.
-  from models.tabular import runner
+  from models.tabular import base_model
 
   profile = _profile(examples["binary"])
   hp = tabular_hparams.DEFAULT_HPARAMS
   single = tabular_model.build_model(profile, hp, members=1, seed=1)
   tabular_model.export_saved_model(single, profile, str(tmp_path / "single"))
   ensemble = tabular_model.build_model(profile, hp, members=3, seed=2)
-  copied, note = runner.warm_start(ensemble, runner.load_base(str(tmp_path / "single")))
+  copied, note = base_model.warm_start(ensemble, base_model.load_base(str(tmp_path / "single")))
   # The members built like the single network start from it; the simpler one starts fresh.
   assert {"hidden_0_m0", "hidden_1_m0", "head_m0", "hidden_0_m2", "head_m2"} <= set(copied)
   assert not any(name.endswith("_m1") for name in copied)
@@ -243,17 +243,17 @@ def test_warm_start_crosses_between_one_network_and_an_ensemble(examples, tmp_pa
   # Back to one network: it starts from the base ensemble's first member.
   tabular_model.export_saved_model(ensemble, profile, str(tmp_path / "ensemble"))
   fresh = tabular_model.build_model(profile, hp, members=1, seed=3)
-  copied, _ = runner.warm_start(fresh, runner.load_base(str(tmp_path / "ensemble")))
+  copied, _ = base_model.warm_start(fresh, base_model.load_base(str(tmp_path / "ensemble")))
   assert {"hidden_0", "head"} <= set(copied)
   np.testing.assert_array_equal(
     fresh.get_layer("hidden_0").kernel.numpy(), ensemble.get_layer("hidden_0_m0").kernel.numpy()
   )
   # Another width copies no hidden layer, and says so.
   # (The run keeps the base's width unless --hparams hidden_units asks for another: hidden_width.)
-  assert runner.hidden_width(runner.load_base(str(tmp_path / "single"))) == 64
-  assert runner.hidden_width(runner.load_base(str(tmp_path / "ensemble"))) == 64
+  assert base_model.hidden_width(base_model.load_base(str(tmp_path / "single"))) == 64
+  assert base_model.hidden_width(base_model.load_base(str(tmp_path / "ensemble"))) == 64
   wide = tabular_model.build_model(profile, {**hp, "hidden_units": 128}, members=3, seed=4)
-  copied, note = runner.warm_start(wide, runner.load_base(str(tmp_path / "single")))
+  copied, note = base_model.warm_start(wide, base_model.load_base(str(tmp_path / "single")))
   assert not any(name.startswith(("hidden_", "head")) for name in copied)
   assert (
     "; 6 changed shape (hidden_0_m0, hidden_0_m2, hidden_1_m0 and 3 more) and 3 are new "
@@ -791,14 +791,14 @@ def _rows(batches):
 @pytest.mark.parametrize("every", [0, 10])
 def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
   # The in-memory path must train and hold out exactly the records the streamed path does.
-  from components.distributed_trainer import distributed_trainer_lib as train_lib
+  from components.distributed_trainer import trainer_api
 
   data = examples["multiclass"]
   profile = _profile(data)
   files = sorted(_files(data))
   fit, held = tabular_input.load_arrays(files, profile, every)
   assert len(fit) + len(held) == profile.rows == 400
-  part = train_lib.FIT_RECORDS if every else train_lib.ALL_RECORDS
+  part = trainer_api.FIT_RECORDS if every else trainer_api.ALL_RECORDS
   streamed = tabular_input.make_dataset(
     files, profile, 64, training=False, holdout=part, every=every or 10
   )
@@ -809,7 +809,7 @@ def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
   if every:
     assert len(held) == 400 // every
     held_stream = tabular_input.make_dataset(
-      files, profile, 64, training=False, holdout=train_lib.HOLDOUT_RECORDS, every=every
+      files, profile, 64, training=False, holdout=trainer_api.HOLDOUT_RECORDS, every=every
     )
     _, held_target = _rows(list(held_stream.as_numpy_iterator()))
     np.testing.assert_array_equal(np.sort(held.target), np.sort(held_target))
@@ -821,7 +821,7 @@ def test_rows_held_in_memory_are_the_rows_streamed(examples, every):
 def test_rows_held_out_by_a_group_column_are_whole_groups_in_memory_and_streamed(examples, group):
   # With --split-column, early stopping's slice holds out whole groups, as the eval split does;
   # both input paths must agree on which rows that is.
-  from components.distributed_trainer import distributed_trainer_lib as train_lib
+  from components.distributed_trainer import trainer_api
 
   data = examples["multiclass"]
   files = sorted(_files(data))
@@ -840,7 +840,7 @@ def test_rows_held_out_by_a_group_column_are_whole_groups_in_memory_and_streamed
   written = {r[group[0]] for r in data["train"]}
   as_read = {v.encode() for v in written} if group[0] == "city" else {float(v) for v in written}
   assert groups(fit.features) | groups(held.features) == as_read
-  for part, arrays in ((train_lib.FIT_RECORDS, fit), (train_lib.HOLDOUT_RECORDS, held)):
+  for part, arrays in ((trainer_api.FIT_RECORDS, fit), (trainer_api.HOLDOUT_RECORDS, held)):
     streamed = tabular_input.make_dataset(
       files, profile, 64, training=False, holdout=part, every=every, group=group
     )
