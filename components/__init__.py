@@ -3,8 +3,9 @@
 tensorflow-model-optimization needs Keras 2, so every process that imports the
 components uses tf_keras as tf.keras unless the caller already chose.
 
-The custom artifact types are exported here because Kubeflow v2 containers
-import an artifact class from its TYPE_NAME (`components.OptimizedModel`).
+The kit's artifact types (`components.artifacts`) are exported here because
+Kubeflow v2 containers import an artifact class from its TYPE_NAME
+(`components.OptimizedModel`).
 """
 
 import os
@@ -17,12 +18,8 @@ __all__ = ["HtmlReport", "OptimizationReport", "OptimizedModel"]
 
 def __getattr__(name: str) -> Any:
   # Lazy, so that importing a plain library module does not import TFX.
-  if name == "HtmlReport":
-    from components.report import spec
-
-    return spec.HtmlReport
   if name in __all__:
-    from components.optimizer import artifacts
+    from components import artifacts
 
     return getattr(artifacts, name)
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,8 @@ from typing import Any
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 
-from components.optimizer import artifacts, executor, spec
+from components import artifacts
+from components.optimizer import executor, spec
 from components.optimizer.run_config import OptimizerConfig
 from core import defaults, tasks
 

@@ -2,7 +2,7 @@
 
 from tfx.types import component_spec, standard_artifacts
 
-from components.optimizer import artifacts
+from components import artifacts
 
 # Inputs.
 MODEL_KEY = "model"

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-__all__ = ["OptimizedModel", "Pusher"]
+__all__ = ["Pusher"]
 
 
 def __getattr__(name: str) -> Any:
@@ -11,8 +11,4 @@ def __getattr__(name: str) -> Any:
     from components.pusher.component import Pusher
 
     return Pusher
-  if name == "OptimizedModel":
-    from components.optimizer.artifacts import OptimizedModel
-
-    return OptimizedModel
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,7 @@
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.optimizer.artifacts import OptimizedModel
+from components.artifacts import OptimizedModel
 from core import properties
 
 # Input keys. The first two match stock TFX's standard_component_specs values.

@@ -9,6 +9,7 @@ from typing import Any
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 
+from components import artifacts
 from components.report import executor
 from components.report import spec as s
 
@@ -47,7 +48,7 @@ class RunReport(base_component.BaseComponent):
     super().__init__(
       spec=s.RunReportSpec(
         run_config=json.dumps(dict(run_config), sort_keys=True, default=str),
-        page=types.Channel(type=s.HtmlReport),
+        page=types.Channel(type=artifacts.HtmlReport),
         **{k: v for k, v in inputs.items() if v is not None},
       )
     )

@@ -1,10 +1,9 @@
-"""RunReport's spec and its output type: the run's report page as one HTML file."""
+"""RunReport's spec: the run's report page as one HTML file (an `artifacts.HtmlReport`)."""
 
-from tfx import types
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components.optimizer import artifacts as optimizer_artifacts
+from components import artifacts
 from core import sources
 
 # The page's inputs are the roles run_summary.json points at (`sources`), plus the artifacts the
@@ -17,13 +16,6 @@ PUSHED_MODEL_KEY = "pushed_model"
 PAGE_KEY = "page"
 # Run facts the page shows (JSON: pipeline name, data, label, task, serving folder, ...).
 RUN_CONFIG_KEY = "run_config"
-
-
-class HtmlReport(types.Artifact):
-  """A report page: its uri is the HTML file itself (as KFP's `system.HTML` artifacts are), or a
-  folder holding `index.html` where the orchestrator made the uri a folder (LocalDagRunner)."""
-
-  TYPE_NAME = "components.HtmlReport"
 
 
 class RunReportSpec(ComponentSpec):
@@ -43,14 +35,10 @@ class RunReportSpec(ComponentSpec):
     sources.MODEL_RUN: ChannelParameter(type=standard_artifacts.ModelRun, optional=True),
     sources.EVALUATION: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
     BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing, optional=True),
-    sources.OPTIMIZED_MODEL: ChannelParameter(
-      type=optimizer_artifacts.OptimizedModel, optional=True
-    ),
-    OPTIMIZATION_REPORT_KEY: ChannelParameter(
-      type=optimizer_artifacts.OptimizationReport, optional=True
-    ),
+    sources.OPTIMIZED_MODEL: ChannelParameter(type=artifacts.OptimizedModel, optional=True),
+    OPTIMIZATION_REPORT_KEY: ChannelParameter(type=artifacts.OptimizationReport, optional=True),
     PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel, optional=True),
   }
   OUTPUTS = {
-    PAGE_KEY: ChannelParameter(type=HtmlReport),
+    PAGE_KEY: ChannelParameter(type=artifacts.HtmlReport),
   }

@@ -59,7 +59,7 @@ PIPELINE_NAME_PARAMETER = "pipeline_name"
 LIVE_KEY_COMMAND = "live-key"
 LIVE_KEY_SUFFIX = "_key"
 # The type KFP 2.x (and Vertex) render as a page in the run's UI, and the kit's type of a page
-# (`components.report.spec.HtmlReport`), whose title TFX's compiler writes in its schema.
+# (`components.artifacts.HtmlReport`), whose title TFX's compiler writes in its schema.
 KFP_HTML_TYPE = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
 HTML_REPORT_TITLE = "components.HtmlReport"
 # Names of environment variables that hold credentials: never written into a package.

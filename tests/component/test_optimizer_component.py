@@ -14,9 +14,8 @@ import tensorflow as tf
 from tfx import types
 from tfx.types import artifact_utils, standard_artifacts
 
+from components.artifacts import OptimizationReport, OptimizedModel
 from components.optimizer import (
-  OptimizationReport,
-  OptimizedModel,
   Optimizer,
   run_config,
   spec,

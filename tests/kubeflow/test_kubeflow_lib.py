@@ -699,7 +699,7 @@ def test_an_html_output_gets_the_kits_page_type_back_so_tfx_can_read_it():
   from kfp.pipeline_spec import pipeline_spec_pb2
   from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as utils
 
-  from components.report import spec as report_spec
+  from components import artifacts
 
   def parse(executor_input):
     message = pipeline_spec_pb2.ExecutorInput()
@@ -724,7 +724,7 @@ def test_an_html_output_gets_the_kits_page_type_back_so_tfx_can_read_it():
     parse(executor_input)
   assert kfp_entrypoint.type_html_outputs(executor_input) == ["page"]
   outputs = parse(executor_input)
-  assert isinstance(outputs["page"][0], report_spec.HtmlReport)
+  assert isinstance(outputs["page"][0], artifacts.HtmlReport)
   assert outputs["page"][0].uri == "/r/page" and outputs["model"][0].type_name == "Model"
 
 

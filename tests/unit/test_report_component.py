@@ -5,6 +5,7 @@ import json
 import pytest
 from tfx.types import channel_utils, standard_artifacts
 
+from components import artifacts
 from components.report import executor
 from components.report import spec as report_spec
 from components.report.component import RunReport
@@ -19,7 +20,7 @@ def test_report_step_wires_its_optional_inputs_and_one_html_output():
     **{sources.STATISTICS: None},
   )
   assert set(step.inputs) == {report_spec.PUSHED_MODEL_KEY}
-  assert step.outputs[report_spec.PAGE_KEY].type is report_spec.HtmlReport
+  assert step.outputs[report_spec.PAGE_KEY].type is artifacts.HtmlReport
   assert json.loads(step.exec_properties[report_spec.RUN_CONFIG_KEY]) == {"pipeline_name": "digits"}
   with pytest.raises(TypeError, match="no input 'pushed'"):
     RunReport(run_config={}, pushed=pushed)
@@ -38,7 +39,7 @@ def test_a_page_that_cannot_be_drawn_is_still_written_and_says_why(tmp_path, mon
     raise KeyError("strategy")
 
   monkeypatch.setattr(run_page, "render_run_page", broken)
-  page = report_spec.HtmlReport()
+  page = artifacts.HtmlReport()
   page.uri = str(tmp_path / "page")
   executor.Executor().Do({}, {report_spec.PAGE_KEY: [page]}, {report_spec.RUN_CONFIG_KEY: "{}"})
   text = executor.read_page(page.uri)
