@@ -18,16 +18,13 @@ from components.example_gen import (
   csv_split,
   io_lib,
 )
+from core import spans
 
 # Bytes per unit of conversion work (a chunk of a large uncompressed file without quotes).
 CHUNK_BYTES = 16 << 20
 # Below this much input, conversion stays in the launcher's process: each DirectRunner
 # worker process costs about 350 MB and seconds to start, and on two cores saves little.
 PARALLEL_MIN_BYTES = 256 << 20
-
-SPAN_SPEC = "{SPAN"
-VERSION_SPEC = "{VERSION"
-DATE_SPECS = ("{YYYY}", "{MM}", "{DD}")
 
 
 def cpu_count() -> int:
@@ -52,11 +49,6 @@ class FilePlan:
   @property
   def paths(self) -> list[str]:
     return [p for p, _ in self.files]
-
-
-def is_unresolved(pattern: str) -> bool:
-  """Whether an input pattern still holds a {SPAN}, {VERSION} or date placeholder."""
-  return SPAN_SPEC in pattern or VERSION_SPEC in pattern or any(d in pattern for d in DATE_SPECS)
 
 
 def window_patterns(unresolved: str, span: int, rolling: int) -> list[tuple[int, str]]:
@@ -310,7 +302,7 @@ def plan_job(
     block_size=block_size,
     keep_label_tokens=keep_label_tokens,
     lenient_columns=frozenset(lenient_columns),
-    digest_lines=bool(unresolved_pattern) and is_unresolved(unresolved_pattern),
+    digest_lines=bool(unresolved_pattern) and spans.is_unresolved(unresolved_pattern),
   )
   split_plan = csv_split.SplitPlan(
     names=tuple(split_names),
@@ -344,7 +336,7 @@ def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | 
   proto_utils.json_to_proto(
     exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
   )
-  unresolved = any(is_unresolved(s.pattern) for s in input_config.splits)
+  unresolved = any(spans.is_unresolved(s.pattern) for s in input_config.splits)
   if not unresolved and exec_properties.get(utils.SPAN_PROPERTY_NAME) is not None:
     return None
   props = dict(exec_properties)
@@ -352,7 +344,9 @@ def resolve_without_driver(exec_properties: dict[str, Any]) -> dict[str, Any] | 
     return driver.FileBasedDriver(None).resolve_exec_properties(props, None, None)
   except ValueError as e:
     raise csv_errors.CsvInputError(
-      f"cannot resolve the span of {input_config.splits[0].pattern!r} under "
-      f"{exec_properties.get(standard_component_specs.INPUT_BASE_KEY)} ({e}); "
-      "check the data root and the {SPAN} folders."
+      spans.unresolvable(
+        input_config.splits[0].pattern,
+        exec_properties.get(standard_component_specs.INPUT_BASE_KEY),
+        str(e),
+      )
     ) from None

@@ -15,7 +15,7 @@ from tfx.utils import path_utils
 
 from components import model_contract
 from components.serving import live, manifest
-from core import properties
+from core import properties, splits
 
 _LOG = logging.getLogger(__name__)
 
@@ -84,9 +84,8 @@ def _trained_on_same_data(current: live.LiveVersion, data_fingerprints: Sequence
 
 def _statistics_splits(statistics_dir: str) -> list[str]:
   """The split names of an ExampleStatistics folder (its `Split-<name>` subfolders)."""
-  prefix = "Split-"
-  names = [n.rstrip("/") for n in fileio.listdir(statistics_dir)]
-  return sorted(n[len(prefix) :] for n in names if n.startswith(prefix))
+  found = (splits.split_of_folder(n) for n in fileio.listdir(statistics_dir))
+  return sorted(s for s in found if s is not None)
 
 
 def _available(artifact: types.Artifact, current: live.LiveVersion) -> None:

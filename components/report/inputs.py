@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from core import properties, sources
+from core import properties, sources, splits
 
 _LOG = logging.getLogger(__name__)
 # Quarantined rows the page lists (the file has all of them).
@@ -60,21 +60,22 @@ def statistics(uri: str | None) -> dict[str, dict[str, Column]]:
   out = {}
   fileio = _fileio()
   try:
-    splits = sorted(fileio.listdir(uri)) if fileio.isdir(uri) else []
+    entries = sorted(fileio.listdir(uri)) if fileio.isdir(uri) else []
   except OSError:
     return {}
-  for entry in splits:
+  for entry in entries:
     name = entry.rstrip("/")
     import tensorflow_data_validation as tfdv
     from tfx.components.statistics_gen import executor as stats_executor
 
     path = os.path.join(uri, name, stats_executor.DEFAULT_FILE_NAME)
-    if not name.startswith("Split-") or not fileio.exists(path):
+    split = splits.split_of_folder(name)
+    if split is None or not fileio.exists(path):
       continue
 
     stats = tfdv.load_stats_binary(path)
     if stats.datasets:
-      out[name[len("Split-") :]] = columns(stats.datasets[0])
+      out[split] = columns(stats.datasets[0])
   return out
 
 

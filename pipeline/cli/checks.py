@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 
 from components import storage
-from core import defaults, floors, properties, tasks
+from core import defaults, floors, properties, spans, splits, tasks
 from core.errors import UserInputError
 
 
@@ -293,30 +293,38 @@ def plan_modules(
 
 
 def input_files(data_root: str, pattern: str) -> list[str]:
-  """The files a pattern matches (local or object store), for `{SPAN}` the newest span's.
+  """The files a pattern matches (local or object store); with a `{SPAN}` or date placeholder,
+  the newest span's (and version's), as the ExampleGen's driver picks them (`spans.newest`).
 
   Raises:
-    CheckError: when an object store cannot be listed.
+    CheckError: when an object store cannot be listed, or the span cannot be resolved.
   """
+  full = os.path.join(data_root, pattern)
+  if not spans.is_unresolved(full):
+    return _glob(full, full)
+  try:
+    candidates = spans.matching(full)[0]
+  except ValueError as e:  # TFX's driver refuses the same patterns.
+    raise CheckError(spans.unresolvable(pattern, data_root, str(e))) from None
+  found = _glob(candidates, full)
+  try:
+    newest = spans.newest(full, found)
+  except ValueError as e:  # A file whose span is not a number: TFX's driver fails on it too.
+    raise CheckError(spans.unresolvable(pattern, data_root, str(e))) from None
+  return _glob(newest.pattern, full) if newest else []
+
+
+def _glob(path: str, shown: str) -> list[str]:
+  """The files a glob matches; `shown` is the pattern a listing error names."""
   from components.example_gen import io_lib
 
-  full = os.path.join(data_root, pattern.replace("{VERSION}", "*"))
   try:
-    if "{SPAN}" not in full:
-      return io_lib.glob(full)
-    found = io_lib.glob(full.replace("{SPAN}", "*"))
+    return io_lib.glob(path)
   except Exception as e:  # Object-store clients raise their own error types.
     raise CheckError(
-      f"cannot list {full} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+      f"cannot list {shown} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
       "check the path and the credentials, or pass --task to skip reading the data here."
     ) from None
-  regex = re.compile(re.escape(full).replace(r"\*", "[^/]*").replace(r"\{SPAN\}", r"(\d+)"))
-  spans: dict[int, list[str]] = {}
-  for path in found:
-    m = regex.fullmatch(path)
-    if m:
-      spans.setdefault(int(m.group(1)), []).append(path)
-  return sorted(spans[max(spans)]) if spans else []
 
 
 def default_pattern(data_root: str) -> str:
@@ -511,9 +519,11 @@ def check_grouped_eval_size(
   """
   from components.example_gen import csv_profile, csv_split
 
-  names = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
-  plan = csv_split.SplitPlan(names, hash_buckets, partition_column=column)
-  split = csv_profile.grouped_split(files, column, plan, delimiter)
+  plan = splits.plan(*hash_buckets, partition_column=column)
+  rows_plan = csv_split.SplitPlan(
+    plan.names, plan.hash_buckets, partition_column=plan.partition_column
+  )
+  split = csv_profile.grouped_split(files, column, rows_plan, delimiter)
   total = sum(split.rows)
   if not total:
     return
@@ -584,9 +594,9 @@ def eval_rows(
   files as the ExampleGen splits them (its input base is the data root)."""
   from components.example_gen import csv_profile, csv_split
 
-  names = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
-  plan = csv_split.SplitPlan(names, hash_buckets, input_base=data_root)
+  plan = splits.plan(*hash_buckets)
+  rows_plan = csv_split.SplitPlan(plan.names, plan.hash_buckets, input_base=data_root)
   split = csv_profile.position_split(
-    files, label_key, plan, delimiter, keep_text_tokens=keep_text_tokens
+    files, label_key, rows_plan, delimiter, keep_text_tokens=keep_text_tokens
   )
-  return split[1]
+  return split[plan.names.index(properties.EVAL_SPLIT)]

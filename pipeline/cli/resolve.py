@@ -10,7 +10,7 @@ from typing import Any
 
 from components import storage
 from components.distributed_trainer import trainer_api
-from core import defaults, floors, tasks
+from core import defaults, floors, properties, splits, tasks
 from pipeline.cli import checks
 from pipeline.definition.config import PipelineConfig
 
@@ -276,7 +276,8 @@ def _decide_from_data(
 ) -> checks.LabelDecision:
   """Reads the data where this machine can: the columns the flags name, the task, the floor."""
   local_data = local_paths and not storage.is_remote(data_root)
-  eval_share = 1 / (_DEFAULTS.train_hash_buckets + _DEFAULTS.eval_hash_buckets)
+  # The split the run makes (factory.py builds the ExampleGen's from the same plan).
+  plan = splits.plan(_DEFAULTS.train_hash_buckets, _DEFAULTS.eval_hash_buckets, args.split_column)
   # Object-store data is read here too when this machine can reach it (run_local); the
   # Kubeflow compiler (local_paths=False) cannot assume that.
   readable = local_data or (
@@ -302,18 +303,26 @@ def _decide_from_data(
       args.max_mse,
       model_label_key=args.eval_label_key,
     )
-    buckets = (_DEFAULTS.train_hash_buckets, _DEFAULTS.eval_hash_buckets)
-    if args.split_column:
+    if plan.partition_column:
       checks.check_grouped_eval_size(
-        files, args.split_column, args.delimiter, buckets, decision.rows, args.min_eval_examples
+        files,
+        plan.partition_column,
+        args.delimiter,
+        plan.hash_buckets,
+        decision.rows,
+        args.min_eval_examples,
       )
     else:
       keep_tokens = tasks.keeps_label_tokens(args.task)
       evals = checks.eval_rows(
-        files, data_root, args.label_key, args.delimiter, buckets, keep_tokens
+        files, data_root, args.label_key, args.delimiter, plan.hash_buckets, keep_tokens
       )
       checks.check_eval_size(
-        decision.rows, evals, eval_share, args.min_eval_examples, decision.unlabeled
+        decision.rows,
+        evals,
+        plan.share(properties.EVAL_SPLIT),
+        args.min_eval_examples,
+        decision.unlabeled,
       )
     return decision
   if args.task == tasks.AUTO:

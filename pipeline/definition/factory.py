@@ -31,7 +31,7 @@ from components.pusher import Pusher
 from components.report import spec as report_spec
 from components.report.component import RunReport
 from components.statistics_gen import StatisticsGen
-from core import defaults, properties, sources, tasks
+from core import defaults, properties, sources, splits, tasks
 from pipeline.definition import nodes
 from pipeline.definition.config import PipelineConfig
 
@@ -196,17 +196,14 @@ def _example_gen(config: PipelineConfig) -> CsvExampleGen:
   input_config = example_gen_pb2.Input(
     splits=[example_gen_pb2.Input.Split(name="single_split", pattern=config.input_pattern)]
   )
+  plan = splits.plan(config.train_hash_buckets, config.eval_hash_buckets, config.split_column)
   output_config = example_gen_pb2.Output(
     split_config=example_gen_pb2.SplitConfig(
       splits=[
-        example_gen_pb2.SplitConfig.Split(
-          name=properties.TRAIN_SPLIT, hash_buckets=config.train_hash_buckets
-        ),
-        example_gen_pb2.SplitConfig.Split(
-          name=properties.EVAL_SPLIT, hash_buckets=config.eval_hash_buckets
-        ),
+        example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets)
+        for name, buckets in zip(plan.names, plan.hash_buckets, strict=True)
       ],
-      partition_feature_name=config.split_column or "",
+      partition_feature_name=plan.partition_column or "",
     )
   )
   return CsvExampleGen(

@@ -225,6 +225,26 @@ def test_eval_rows_are_counted_by_the_split_the_run_makes(tmp_path):
   assert elsewhere != counted  # the key is 'birthwt/data.csv' there, not 'data.csv'
 
 
+def test_input_files_are_the_newest_span_and_version_the_example_gen_reads(tmp_path):
+  for name in ["span-9/v7/a.csv", "span-10/v1/a.csv", "span-10/v2/a.csv", "span-10/v2/b.csv"]:
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("x\n1\n")
+  assert checks.input_files(str(tmp_path), "span-{SPAN}/v{VERSION}/*.csv") == [
+    str(tmp_path / "span-10" / "v2" / "a.csv"),
+    str(tmp_path / "span-10" / "v2" / "b.csv"),
+  ]
+  assert checks.input_files(str(tmp_path), "span-{SPAN}/*.csv") == []
+  (tmp_path / "span-old" / "v1").mkdir(parents=True)
+  (tmp_path / "span-old" / "v1" / "a.csv").write_text("x\n1\n")
+  with pytest.raises(checks.CheckError) as raised:
+    checks.input_files(str(tmp_path), "span-{SPAN}/*/*.csv")
+  assert str(raised.value).startswith(
+    f"cannot resolve the span of 'span-{{SPAN}}/*/*.csv' under {tmp_path} (Cannot find span "
+    "number from "
+  )
+  assert str(raised.value).endswith("; check the data root and the {SPAN} folders.")
+
+
 @pytest.mark.parametrize(
   ("value", "shown"),
   [("a\nb", "\\n"), ("digits\x1b[31m", "\\x1b"), ("x\u2028y", "\\u2028"), ("tab\there", "\\t")],

@@ -531,12 +531,6 @@ class TestPlanning:
     with pytest.raises(csv_errors.CsvInputError, match="partition_feature_name 'p'"):
       example_gen_lib.check_named_columns("f.csv", ["a"], ",", None, "p")
 
-  def test_is_unresolved(self):
-    assert example_gen_lib.is_unresolved("span-{SPAN}/*")
-    assert example_gen_lib.is_unresolved("span-{SPAN:3}/v{VERSION}/*")
-    assert example_gen_lib.is_unresolved("{YYYY}-{MM}-{DD}/*")
-    assert not example_gen_lib.is_unresolved("span-3/*")
-
 
 def _result(file, chunk=0, lines=0, rows=10, bad=0, per_split=None, quarantine=None, error=None):
   return csv_convert.UnitResult(
