@@ -11,7 +11,7 @@ from typing import Any
 from components import storage
 from components.distributed_trainer import trainer_api
 from core import defaults, floors, properties, splits, tasks
-from pipeline.cli import checks
+from pipeline.cli import checks, data_checks
 from pipeline.definition.config import PipelineConfig
 
 _DEFAULTS = PipelineConfig()
@@ -267,13 +267,13 @@ def _resolve_paths(
     )
   pattern = args.input_pattern
   if pattern is None:
-    pattern = checks.default_pattern(data_root) if local_data else "*.csv"
+    pattern = data_checks.default_pattern(data_root) if local_data else "*.csv"
   return data_root, module_file, transform_module, schema, pattern, plan
 
 
 def _decide_from_data(
   args: argparse.Namespace, data_root: str, pattern: str, local_paths: bool
-) -> checks.LabelDecision:
+) -> data_checks.LabelDecision:
   """Reads the data where this machine can: the columns the flags name, the task, the floor."""
   local_data = local_paths and not storage.is_remote(data_root)
   # The split the run makes (factory.py builds the ExampleGen's from the same plan).
@@ -284,7 +284,7 @@ def _decide_from_data(
     local_paths and storage.is_remote(data_root) and args.task == tasks.AUTO
   )
   if readable:
-    files = checks.input_files(data_root, pattern)
+    files = data_checks.input_files(data_root, pattern)
     if not files:
       raise checks.CheckError(
         f"no file under {data_root} matches {pattern!r}; check --data-root and --input-pattern."
@@ -292,8 +292,8 @@ def _decide_from_data(
     wanted = [("--exclude-columns", c) for c in args.exclude_columns]
     if args.split_column:
       wanted.append(("--split-column", args.split_column))
-    checks.check_flag_columns(files[0], args.delimiter, wanted)
-    decision = checks.decide_label(
+    data_checks.check_flag_columns(files[0], args.delimiter, wanted)
+    decision = data_checks.decide_label(
       files,
       args.label_key,
       args.delimiter,
@@ -304,7 +304,7 @@ def _decide_from_data(
       model_label_key=args.eval_label_key,
     )
     if plan.partition_column:
-      checks.check_grouped_eval_size(
+      data_checks.check_grouped_eval_size(
         files,
         plan.partition_column,
         args.delimiter,
@@ -314,10 +314,10 @@ def _decide_from_data(
       )
     else:
       keep_tokens = tasks.keeps_label_tokens(args.task)
-      evals = checks.eval_rows(
+      evals = data_checks.eval_rows(
         files, data_root, args.label_key, args.delimiter, plan.hash_buckets, keep_tokens
       )
-      checks.check_eval_size(
+      data_checks.check_eval_size(
         decision.rows,
         evals,
         plan.share(properties.EVAL_SPLIT),
@@ -332,4 +332,4 @@ def _decide_from_data(
     )
   floor = args.min_accuracy or 0.0
   given = f"--task {args.task}"
-  return checks.LabelDecision(args.task, floor, args.max_mse, "", 0, task_reason=given)
+  return data_checks.LabelDecision(args.task, floor, args.max_mse, "", 0, task_reason=given)

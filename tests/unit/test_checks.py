@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from core import defaults, errors
-from pipeline.cli import checks, flags, resolve
+from pipeline.cli import checks, data_checks, flags, resolve
 from tests.support.cli_runs import REPO_ROOT
 
 MODULE = textwrap.dedent(
@@ -160,7 +160,7 @@ def test_check_grouped_eval_size_foresees_the_split_of_whole_groups(tmp_path):
     return [str(path)]
 
   def check(files, rows, minimum=20):
-    checks.check_grouped_eval_size(files, "g", ",", (4, 1), rows, minimum)
+    data_checks.check_grouped_eval_size(files, "g", ",", (4, 1), rows, minimum)
 
   # 300 groups of 2 rows: about a fifth of the rows in eval, as without a split column.
   check(write([f"u{i // 2}" for i in range(600)]), 600)
@@ -186,16 +186,16 @@ def test_check_grouped_eval_size_foresees_the_split_of_whole_groups(tmp_path):
 
 
 def test_check_eval_size_message():
-  checks.check_eval_size(rows=300, eval_rows=50, eval_share=0.2, min_eval_examples=50)
+  data_checks.check_eval_size(rows=300, eval_rows=50, eval_share=0.2, min_eval_examples=50)
   with pytest.raises(checks.CheckError) as raised:
-    checks.check_eval_size(rows=189, eval_rows=25, eval_share=0.2, min_eval_examples=30)
+    data_checks.check_eval_size(rows=189, eval_rows=25, eval_share=0.2, min_eval_examples=30)
   assert str(raised.value) == (
     "the data has 189 rows, and the eval split gets 25 of them, fewer than "
     "--min-eval-examples 30; add rows (about 25 more) or lower --min-eval-examples."
   )
   # dslabs' polls_us_election_2016: 4,208 polls, 30 of them with an adjpoll_mcmullin.
   with pytest.raises(checks.CheckError) as raised:
-    checks.check_eval_size(
+    data_checks.check_eval_size(
       rows=30, eval_rows=6, eval_share=0.2, min_eval_examples=20, unlabeled=4178
     )
   assert str(raised.value) == (
@@ -217,11 +217,13 @@ def test_eval_rows_are_counted_by_the_split_the_run_makes(tmp_path):
   from components.example_gen import csv_profile, csv_split
 
   files = [str(folder / "data.csv")]
-  counted = checks.eval_rows(files, str(folder), "low", ",", (4, 1), keep_text_tokens=False)
+  counted = data_checks.eval_rows(files, str(folder), "low", ",", (4, 1), keep_text_tokens=False)
   plan = csv_split.SplitPlan(("train", "eval"), (4, 1), input_base=str(folder))
   split = csv_profile.position_split(files, "low", plan)
   assert counted == split[1] and sum(split) == 189 - 4
-  elsewhere = checks.eval_rows(files, str(tmp_path), "low", ",", (4, 1), keep_text_tokens=False)
+  elsewhere = data_checks.eval_rows(
+    files, str(tmp_path), "low", ",", (4, 1), keep_text_tokens=False
+  )
   assert elsewhere != counted  # the key is 'birthwt/data.csv' there, not 'data.csv'
 
 
@@ -229,15 +231,15 @@ def test_input_files_are_the_newest_span_and_version_the_example_gen_reads(tmp_p
   for name in ["span-9/v7/a.csv", "span-10/v1/a.csv", "span-10/v2/a.csv", "span-10/v2/b.csv"]:
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("x\n1\n")
-  assert checks.input_files(str(tmp_path), "span-{SPAN}/v{VERSION}/*.csv") == [
+  assert data_checks.input_files(str(tmp_path), "span-{SPAN}/v{VERSION}/*.csv") == [
     str(tmp_path / "span-10" / "v2" / "a.csv"),
     str(tmp_path / "span-10" / "v2" / "b.csv"),
   ]
-  assert checks.input_files(str(tmp_path), "span-{SPAN}/*.csv") == []
+  assert data_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv") == []
   (tmp_path / "span-old" / "v1").mkdir(parents=True)
   (tmp_path / "span-old" / "v1" / "a.csv").write_text("x\n1\n")
   with pytest.raises(checks.CheckError) as raised:
-    checks.input_files(str(tmp_path), "span-{SPAN}/*/*.csv")
+    data_checks.input_files(str(tmp_path), "span-{SPAN}/*/*.csv")
   assert str(raised.value).startswith(
     f"cannot resolve the span of 'span-{{SPAN}}/*/*.csv' under {tmp_path} (Cannot find span "
     "number from "
@@ -296,23 +298,23 @@ def test_a_label_of_decimal_comma_numbers_is_refused_before_it_becomes_classes(t
   rows = [f"0,0{i};{20 + i % 7},{i % 10}" for i in range(300)]
   path = _csv(tmp_path, "crim;medv", rows)
   with pytest.raises(checks.CheckError) as raised:
-    checks.decide_label([path], "medv", ";", "auto", 1000, None, None)
+    data_checks.decide_label([path], "medv", ";", "auto", 1000, None, None)
   assert str(raised.value) == (
     "the label 'medv' holds numbers written with a decimal comma ('20,0', '20,1'), which read "
     "as text and would make each value a class; write the file with '.' as the decimal mark "
     "(pandas: pd.read_csv(path, sep=';', decimal=',').to_csv(path, index=False)), or pass "
     "--task multiclass if they are class names."
   )
-  as_classes = checks.decide_label([path], "medv", ";", "multiclass", 1000, None, None)
+  as_classes = data_checks.decide_label([path], "medv", ";", "multiclass", 1000, None, None)
   assert as_classes.task == "multiclass"
   # Text that is not all numbers stays a text label.
   text = _csv(tmp_path, "x;size", [f"{i};{'1,5' if i % 2 else 'large'}" for i in range(300)])
-  assert checks.decide_label([text], "size", ";", "auto", 1000, None, None).task == "binary"
+  assert data_checks.decide_label([text], "size", ";", "auto", 1000, None, None).task == "binary"
 
 
 def test_decide_label_floor_beats_the_majority_class(tmp_path):
   rows = [f"{i},{'spam' if i % 4 == 0 else 'ham'}" for i in range(200)]
-  decision = checks.decide_label(
+  decision = data_checks.decide_label(
     [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, None, None
   )
   assert decision.task == "binary" and decision.rows == 200
@@ -321,7 +323,7 @@ def test_decide_label_floor_beats_the_majority_class(tmp_path):
     "auto: accuracy at least 0.76, i.e. 0.01 better than always answering the most frequent "
     "class (0.75 of the rows; --min-accuracy sets another floor)"
   )
-  given = checks.decide_label(
+  given = data_checks.decide_label(
     [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, 0.9, None
   )
   assert given.min_accuracy == 0.9 and given.floor_reason == "--min-accuracy 0.9"
@@ -333,9 +335,9 @@ def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_a
   # MASS's survey: Exer is Freq, Some or None (no exercise), which R writes as 'None'.
   rows = [f"{i},{('Freq', 'Some', 'None', 'None')[i % 4]}" for i in range(200)]
   path = _csv(tmp_path, "x,exer", rows)
-  auto = checks.decide_label([path], "exer", ",", "auto", 1000, None, None)
+  auto = data_checks.decide_label([path], "exer", ",", "auto", 1000, None, None)
   assert (auto.task, auto.rows, auto.task_reason) == ("binary", 100, "two label values")
-  classes = checks.decide_label([path], "exer", ",", "multiclass", 1000, None, None)
+  classes = data_checks.decide_label([path], "exer", ",", "multiclass", 1000, None, None)
   assert (classes.task, classes.rows) == ("multiclass", 200)
   assert classes.task_reason == "--task multiclass"
   assert classes.min_accuracy == pytest.approx(0.51)  # 'None' is half the rows
@@ -344,7 +346,7 @@ def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_a
 def test_decide_label_regression_ceiling_from_the_variance(tmp_path):
   values = [0.5 * i for i in range(100)]
   rows = [f"{i},{v}" for i, v in enumerate(values)]
-  decision = checks.decide_label(
+  decision = data_checks.decide_label(
     [_csv(tmp_path, "x,price", rows)], "price", ",", "auto", 1000, None, None
   )
   mean = sum(values) / len(values)
@@ -356,7 +358,9 @@ def test_decide_label_regression_ceiling_from_the_variance(tmp_path):
 def test_decide_label_class_cap_is_one_line_naming_column_and_count(tmp_path):
   rows = [f"{i},{chr(97 + i % 10)}" for i in range(100)]
   with pytest.raises(errors.UserInputError) as raised:
-    checks.decide_label([_csv(tmp_path, "x,species", rows)], "species", ",", "auto", 3, None, None)
+    data_checks.decide_label(
+      [_csv(tmp_path, "x,species", rows)], "species", ",", "auto", 3, None, None
+    )
   message = str(raised.value)
   assert message.startswith("label column 'species' has at least 10 distinct values, over the ")
   assert "3-class cap" in message and "\n" not in message
