@@ -33,8 +33,14 @@ TESTS ?=
 test: $(STAMP)
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) $(TESTS)
 
+# The fast layer, to run while working: tests/fast/ and the layout checks, the tests that need no
+# TensorFlow, Beam or TFX. The tf_free plugin refuses those imports, in the session and in the
+# processes its tests start, so a test that needs them fails here instead of slowing it down.
+# One file of it: make test-fast TESTS=tests/fast/test_tasks.py
+FAST_TESTS := tests/fast tests/unit/test_layout.py
+
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest $(XDIST) -m "not e2e and not multiprocess" $(PYTEST_ARGS) $(TESTS)
+	$(BIN)/python -m pytest $(XDIST) -p tests.support.tf_free $(PYTEST_ARGS) $(or $(TESTS),$(FAST_TESTS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
