@@ -1,8 +1,8 @@
 """The blessing floor: the accuracy a classifier must reach, the error a regressor must stay under.
 
 One owner for the rule, which is applied twice: before the run, the command line decides it
-from the label column of the whole input (`pipeline/cli/checks.py`, so the summary can say it
-up front); inside the run, the Evaluator decides it again from the eval split's own label
+from the label column of the whole input (`pipeline/cli/data_checks.py`, so the summary can say
+it up front); inside the run, the Evaluator decides it again from the eval split's own label
 counts (`label_stats` on the Examples), since on a file whose rows are ordered or duplicated the
 whole column's majority share can be far from the eval split's.
 

@@ -3,7 +3,7 @@ TFX keeps each split of an artifact in.
 
 The plan is built once here, for the pipeline (`pipeline/definition/factory.py` turns it into
 the ExampleGen's output config) and for the command line's checks, which estimate before the run
-the rows each split will get (`pipeline/cli/checks.py`).
+the rows each split will get (`pipeline/cli/data_checks.py`).
 """
 
 from __future__ import annotations
