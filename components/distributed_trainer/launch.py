@@ -22,6 +22,8 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from core.errors import UserInputError
+
 ATTEMPT_ENV = "LOCAL_CLUSTER_ATTEMPT"
 _TAIL_CHARS = 3000
 _TERMINATE_GRACE_S = 5.0
@@ -29,8 +31,15 @@ _TERMINATE_GRACE_S = 5.0
 Task = tuple[str, int]
 
 
-class ClusterError(RuntimeError):
-  """A local cluster failed or timed out; the message carries the failing process's log tail."""
+class ClusterError(UserInputError):
+  """A local cluster failed or timed out; the message carries the failing process's log tail.
+
+  What fails a process of the cluster is the user's to fix: their module, their data, the
+  settings (worker_timeout_s, the batch over the replicas) or the cluster (a TFJob's; see
+  tfjob_lib.TFJobError). So it is a UserInputError: runners print its first line, which names
+  the process and where its log is, and no traceback of ours; the process's own traceback is
+  in that log, whose tail follows the line (and a TFJob step logs each replica's tail).
+  """
 
 
 @dataclasses.dataclass

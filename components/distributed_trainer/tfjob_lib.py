@@ -46,7 +46,10 @@ TAIL_LINES = 40
 
 
 class TFJobError(ClusterError):
-  """The TFJob failed, timed out or cannot be used; one summary line, then a log tail."""
+  """The TFJob failed, timed out or cannot be used; one summary line, then a log tail.
+
+  A ClusterError, so a UserInputError: the step ends in the summary line alone.
+  """
 
 
 def get_job(api: tfjob_cluster.Api, namespace: str, name: str) -> dict[str, Any] | None:

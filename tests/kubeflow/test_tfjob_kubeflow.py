@@ -1,9 +1,13 @@
-"""run_kubeflow.py --workers: the flags' checks, the compiled TFJob settings, and the whole
-pipeline on the local KFP launcher with the DistributedTrainer's replicas as a TFJob."""
+"""run_kubeflow.py --workers: the flags' checks, the compiled TFJob settings, the whole
+pipeline on the local KFP launcher with the DistributedTrainer's replicas as a TFJob, and the
+trainer's step ending in one line when a replica fails."""
 
 import json
 import pathlib
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -11,7 +15,7 @@ from components.distributed_trainer import constants, distributed_trainer_lib, t
 from core import properties
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib
-from tests.support import fake_kubernetes, kfp_launcher
+from tests.support import example_files, fake_kubernetes, kfp_launcher
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes
 
@@ -227,3 +231,91 @@ def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
     # --profile-steps traced each replica's profiler server (its TF_CONFIG port + 1).
     traces = _traces(trainer.artifacts["model_run"].uri)
     assert len(traces) == 2 and len({t.split("_")[-1] for t in traces}) == 2, traces
+
+
+FAILING_MODULE = textwrap.dedent("""
+  import time
+
+
+  def run_fn(fn_args):
+    if fn_args.task_index == 1:
+      raise ValueError("boom on worker 1 (planted by the test)")
+    time.sleep(600)
+""")
+
+
+def _runtime_artifact(artifact, title: str, **metadata) -> dict:
+  """An ExecutorInput artifact list of one artifact, as KFP's launcher writes it."""
+  entry = {"uri": artifact.uri, "type": {"schemaTitle": title}, "metadata": metadata}
+  return {"artifacts": [{"name": f"{title}-1", **entry}]}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(300)
+def test_a_failing_tfjob_worker_ends_the_kubeflow_step_in_one_line(tmp_path, digits_csv):
+  # The DistributedTrainer step as its pod runs it (our entrypoint around TFX's), with a
+  # worker whose run_fn raises: the user's module to fix, so one line and no traceback of ours.
+  from tfx.proto import trainer_pb2
+  from tfx.types import standard_component_specs as sc
+  from tfx.utils import proto_utils
+
+  module = tmp_path / "failing.py"
+  module.write_text(FAILING_MODULE)
+  inputs, outputs = example_files.trainer_artifacts(str(tmp_path / "run"), str(digits_csv))
+  examples = inputs[sc.EXAMPLES_KEY][0]
+  settings = tfjob_manifest.TFJobSettings(workers=2, image=IMAGE, backoff_limit=1, poll_s=0.5)
+  parameters = {
+    sc.TRAIN_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.TrainArgs(num_steps=50)),
+    sc.EVAL_ARGS_KEY: proto_utils.proto_to_json(trainer_pb2.EvalArgs()),
+    sc.MODULE_FILE_KEY: str(module),
+    sc.CUSTOM_CONFIG_KEY: "null",
+    constants.STRATEGY_KEY: "auto",
+    constants.TFJOB_KEY: settings.to_json(),
+  }
+  executor_input = {
+    "inputs": {
+      "artifacts": {
+        sc.EXAMPLES_KEY: _runtime_artifact(
+          examples, "tfx.Examples", split_names=examples.split_names
+        ),
+        sc.SCHEMA_KEY: _runtime_artifact(inputs[sc.SCHEMA_KEY][0], "tfx.Schema"),
+      },
+      "parameters": {k: {"stringValue": v} for k, v in parameters.items()},
+    },
+    "outputs": {
+      "artifacts": {
+        sc.MODEL_KEY: _runtime_artifact(outputs[sc.MODEL_KEY][0], "tfx.Model"),
+        sc.MODEL_RUN_KEY: _runtime_artifact(outputs[sc.MODEL_RUN_KEY][0], "tfx.ModelRun"),
+      },
+      "outputFile": str(tmp_path / "step" / "executor_output.json"),
+    },
+  }
+  # A kubelet-like restart back-off, so that the step reads the failed container's log.
+  with FakeKubernetes(
+    namespace="kubeflow-user",
+    base_env=project_env(PYTHONPATH=str(REPO_ROOT)),
+    cwd=str(REPO_ROOT),
+    crash_backoff_s=3.0,
+  ) as fake:
+    env = project_env(KUBECONFIG=fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    proc = subprocess.run(
+      [
+        sys.executable, "-m", "pipeline.definition.kfp_entrypoint",
+        "--executor_class_path", "components.distributed_trainer.executor.Executor",
+        "--json_serialized_invocation_args", json.dumps(executor_input),
+      ],
+      capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=280, check=False,
+    )  # fmt: skip
+    assert not fake.jobs and not fake.pods
+  name = tfjob_manifest.job_name(outputs[sc.MODEL_KEY][0].uri)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith(
+    f"error: TFJob kubeflow-user/{name} failed: worker 1 exited with status 1 ("
+  ), proc.stderr[-3000:]
+  assert last.endswith("its log ends with:"), last
+  # The worker's own traceback is in the replica logs the step copied into its log; the step
+  # printed none of its own.
+  assert "boom on worker 1 (planted by the test)" in proc.stderr
+  assert "TFJobError" not in proc.stderr and "in _main" not in proc.stderr

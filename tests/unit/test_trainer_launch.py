@@ -99,6 +99,28 @@ def test_failed_worker_surfaces_its_exit_and_stderr_tail(tmp_path):
 
 @pytest.mark.multiprocess
 @pytest.mark.timeout(60)
+def test_a_failed_worker_ends_a_local_run_in_one_line_naming_its_log(tmp_path):
+  # run_local.py ends a run with the first line of a UserInputError anywhere in the chain and
+  # no traceback of ours (pipeline/cli/reporting.py); the worker's own is in the log it names.
+  from pipeline.cli import reporting
+
+  command, _ = _command(tmp_path, "fail_worker_1")
+  with pytest.raises(launch.ClusterError) as error:
+    launch.run_local_cluster(command, 2, log_dir=str(tmp_path / "logs"), timeout_s=50)
+  step = RuntimeError("the DistributedTrainer step failed")
+  step.__cause__ = error.value
+  line = reporting.user_error_message(step)
+  assert line == str(error.value).splitlines()[0]
+  log = str(tmp_path / "logs" / "attempt-0" / "worker-1.log")
+  assert line == (
+    f"local cluster failed: worker 1 exited with status 3 (attempt 1 of 1); log {log} ends with:"
+  )
+  with open(log) as f:
+    assert "boom: worker 1 cannot train" in f.read()
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(60)
 def test_cluster_restarts_after_a_failure_on_fresh_ports(tmp_path):
   command, out = _command(tmp_path, "fail_first_attempt")
   run = launch.run_local_cluster(
