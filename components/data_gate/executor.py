@@ -174,13 +174,6 @@ class Executor(base_executor.BaseExecutor):
     result.set_string_custom_property(properties.GATE_SUMMARY_PROPERTY, report.short())
 
 
-def read_report(result: types.Artifact) -> dict[str, Any]:
-  """The report a DataGate wrote into its result artifact."""
-  return json.loads(
-    io_utils.read_string_file(os.path.join(result.uri, properties.GATE_REPORT_FILE))
-  )
-
-
 def _statistics(artifacts: list[types.Artifact]):
   import tensorflow_data_validation as tfdv
 

@@ -16,7 +16,8 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
 from components import model_contract, storage, tf_compat
-from components.optimizer import data_lib, optimizer_lib, report, spec, variant_index
+from components.artifact_files import variant_index
+from components.optimizer import data_lib, optimizer_lib, report, spec
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
 from core import defaults, properties
 

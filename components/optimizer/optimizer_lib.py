@@ -16,22 +16,21 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from components.artifact_files.variant_index import (
+  KEY_BASELINE,
+  KEY_BLESSED,
+  KEY_VARIANTS,
+  STATUS_FAILED,
+  STATUS_OK,
+  STATUS_SKIPPED,
+  write_index,
+)
 from components.optimizer import formats, keras_model, runtime_base
 from components.optimizer.formats import tensorrt as tensorrt_format
 from components.optimizer.measurement import Judge, batch1_latency_ms, file_sizes
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
+from components.optimizer.signature import SIGNATURE_FILE, signature_document
 from components.optimizer.variant_base import ConversionContext, ConversionRefused, Variant
-from components.optimizer.variant_index import (
-  KEY_BASELINE,
-  KEY_BLESSED,
-  KEY_VARIANTS,
-  SIGNATURE_FILE,
-  STATUS_FAILED,
-  STATUS_OK,
-  STATUS_SKIPPED,
-  signature_document,
-  write_index,
-)
 from core import defaults, properties
 from core.errors import UserInputError
 

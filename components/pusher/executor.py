@@ -20,9 +20,8 @@ from tfx.components.pusher import executor as stock_pusher
 from tfx.types import artifact_utils
 
 from components import model_contract, storage, tf_compat
-from components.evaluator import evaluation_lib
+from components.artifact_files import evaluation_metrics, variant_index
 from components.nights import nights_lib
-from components.optimizer import variant_index
 from components.pusher import spec as s
 from components.serving import history, layout, live, manifest, publish
 from core import properties
@@ -223,7 +222,7 @@ class Executor(stock_pusher.Executor):
     extra[manifest.TRAINING_DATA_FIELD] = _training_data_facts(examples)
     evaluation = input_dict.get(s.EVALUATION_KEY)
     if evaluation:
-      extra[manifest.EVALUATION_FIELD] = evaluation_lib.read_overall_metrics(
+      extra[manifest.EVALUATION_FIELD] = evaluation_metrics.read_overall_metrics(
         artifact_utils.get_single_uri(evaluation)
       )
     if transform_needed_by:
@@ -257,7 +256,7 @@ def _night_facts(
       else None
     ),
     "metrics": (
-      evaluation_lib.read_overall_metrics(artifact_utils.get_single_uri(evaluation))
+      evaluation_metrics.read_overall_metrics(artifact_utils.get_single_uri(evaluation))
       if evaluation
       else None
     ),

@@ -189,11 +189,13 @@ def _version(value):
 def read_tfma_metrics(uri: str) -> dict[str, float]:
   """Overall-slice metrics of the candidate model in a TFMA evaluation folder (the diffs
   against the baseline as `<name>_diff_vs_baseline`)."""
-  from components.evaluator import evaluation_lib
+  from components.artifact_files import evaluation_metrics
 
-  metrics = evaluation_lib.read_overall_metrics(uri)
-  out = dict(metrics[evaluation_lib.CANDIDATE])
-  out.update({f"{k}_{evaluation_lib.DIFF}": v for k, v in metrics[evaluation_lib.DIFF].items()})
+  metrics = evaluation_metrics.read_overall_metrics(uri)
+  out = dict(metrics[evaluation_metrics.CANDIDATE])
+  out.update(
+    {f"{k}_{evaluation_metrics.DIFF}": v for k, v in metrics[evaluation_metrics.DIFF].items()}
+  )
   return out
 
 

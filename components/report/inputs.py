@@ -163,12 +163,12 @@ def evaluation(found: Mapping[str, Any]) -> dict[str, Any]:
   """The candidate's and the live model's metrics in an evaluation folder, and how the
   candidate's predictions fell (a property of the ModelEvaluation):
   {"metrics": {candidate, baseline, diff_vs_baseline}, "predictions"}."""
-  from components.evaluator import evaluation_lib
+  from components.artifact_files import evaluation_metrics
 
   uri = found.get("uri")
   predictions = (found.get("properties") or {}).get(properties.PREDICTIONS_PROPERTY)
   return {
-    "metrics": evaluation_lib.read_overall_metrics(uri) if uri else {},
+    "metrics": evaluation_metrics.read_overall_metrics(uri) if uri else {},
     "predictions": json.loads(predictions) if predictions else None,
   }
 
@@ -181,7 +181,7 @@ def variants(summary: Mapping[str, Any]) -> dict[str, Any] | None:
   uri = artifact(summary, sources.OPTIMIZED_MODEL).get("uri")
   if not uri:
     return None
-  from components.optimizer import variant_index
+  from components.artifact_files import variant_index
 
   try:
     index, _ = variant_index.read_index(uri)

@@ -10,11 +10,11 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types import standard_component_specs
 
+from components.artifact_files import variant_index
 from components.data_gate import spec as gate_spec
 from components.example_gen import csv_batch
 from components.live_model import spec as live_model_spec
 from components.optimizer import spec as optimizer_spec
-from components.optimizer import variant_index
 from components.report import facts
 from core import properties, sources
 from pipeline.definition import nodes

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from tfx.types import standard_artifacts
 
+from components.artifact_files import gate_result
 from components.data_gate import executor as gate_executor
 from components.data_gate import gate_lib, live_check
 from components.data_gate import report as gate_report
@@ -298,7 +299,7 @@ def test_executor_passes_a_first_night_and_an_accepted_change(taxi, tmp_path):
     _gate_inputs(taxi, tmp_path / "b", "renamed"), tmp_path / "b", accept='["payment_type"]'
   )
   assert accepted.get_int_custom_property("passed") == 1
-  report = gate_executor.read_report(accepted)
+  report = gate_result.read_report(accepted)
   assert {f["column"] for f in report["findings"] if f["accepted"]} == {"payment_type"}
 
 

@@ -14,12 +14,12 @@ import tensorflow as tf
 from tfx import types
 from tfx.types import artifact_utils, standard_artifacts
 
+from components.artifact_files import variant_index
 from components.artifacts import OptimizationReport, OptimizedModel
 from components.optimizer import (
   Optimizer,
   run_config,
   spec,
-  variant_index,
 )
 from components.optimizer import executor as executor_module
 from core import defaults

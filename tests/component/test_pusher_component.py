@@ -16,8 +16,8 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.orchestration.local import local_dag_runner
 from tfx.types import standard_artifacts
 
+from components.artifact_files import variant_index
 from components.artifacts import OptimizedModel
-from components.optimizer import variant_index
 from components.pusher import Pusher
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s

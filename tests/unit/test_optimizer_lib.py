@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from components.artifact_files import variant_index
 from components.optimizer import (
   formats,
   optimizer_lib,
@@ -16,7 +17,6 @@ from components.optimizer import (
   run_config,
   runtime_base,
   variant_base,
-  variant_index,
 )
 from components.optimizer.formats import onnx as onnx_format
 from components.optimizer.formats import tensorrt as trt_format
