@@ -1,7 +1,8 @@
 """Texts that stand for no value in a cell (NA, N/A, NULL, ...): one rule for every step.
 
 The ExampleGen reads such a cell in a number column as empty and counts a label written so as
-missing; the data gate does not take a label written so for a new class. Plain Python: the
+missing; the data gate does not take a label written so for a new class; the run summary and
+the report page say how many rows such labels left out (`label_tokens_note`). Plain Python: the
 ExampleGen applies the same rule to whole Arrow columns through `MISSING_PATTERN`.
 """
 
@@ -29,3 +30,21 @@ def is_missing(cell: str) -> bool:
     True when the cell, white space around it aside, is a missing-value token.
   """
   return cell.strip(_SPACE) in MISSING_TOKENS
+
+
+def label_tokens_note(tokens: dict[str, int]) -> str:
+  """What the summary and the report say of the rows left out for a text label written as a
+  missing token, e.g. "label NA in 11 rows; --task multiclass learns it as a class".
+
+  Args:
+    tokens: token -> rows left out (the Examples' unlabeled label tokens).
+
+  Returns:
+    The note, or "" without tokens.
+  """
+  if not tokens:
+    return ""
+  counts = ", ".join(f"{t} in {n:,} row{'s' if n != 1 else ''}" for t, n in tokens.items())
+  pronoun = "it" if len(tokens) == 1 else "them"
+  noun = "a class" if len(tokens) == 1 else "classes"
+  return f"label {counts}; --task multiclass learns {pronoun} as {noun}"

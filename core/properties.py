@@ -37,6 +37,9 @@ EXAMPLES_UNLABELED_ROWS = "num_unlabeled_rows"
 # Examples: of those, the rows whose text label is a missing token, by token (JSON, e.g.
 # {"NA": 11}); absent when there are none. `--task multiclass` keeps them as classes.
 EXAMPLES_UNLABELED_TOKENS = "unlabeled_label_tokens"
+# Examples: the file of the quarantined rows (CSV: file, line, reason, row); the report page
+# shows the first few.
+EXAMPLES_QUARANTINE = "quarantine_uri"
 
 # TFX's blessing flag on a ModelBlessing (the Evaluator's, 0/1) and an ExampleAnomalies (the
 # ExampleValidator's, JSON by split).

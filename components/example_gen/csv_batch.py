@@ -111,17 +111,6 @@ def bad_column(reason: str) -> str | None:
   return ast.literal_eval(m.group(1)) if m else None
 
 
-def label_tokens_note(tokens: dict[str, int]) -> str:
-  """What the summary and the report say of the rows left out for a text label written as a
-  missing token, e.g. "label NA in 11 rows; --task multiclass learns it as a class"."""
-  if not tokens:
-    return ""
-  counts = ", ".join(f"{t} in {n:,} row{'s' if n != 1 else ''}" for t, n in tokens.items())
-  pronoun = "it" if len(tokens) == 1 else "them"
-  noun = "a class" if len(tokens) == 1 else "classes"
-  return f"label {counts}; --task multiclass learns {pronoun} as {noun}"
-
-
 class _Rejections:
   """The rows of one batch rejected so far, each with the first reason found for it."""
 

@@ -36,8 +36,7 @@ from core import properties
 _LOG = logging.getLogger(__name__)
 
 
-# Custom properties recorded on the Examples artifact.
-QUARANTINE_PROPERTY = "quarantine_uri"
+# A custom property recorded on the Examples artifact (the others are core.properties').
 COLUMN_TYPES_PROPERTY = "column_types"
 
 
@@ -188,7 +187,7 @@ class Executor(BaseExampleGenExecutor):
       examples.set_string_custom_property(
         properties.EXAMPLES_UNLABELED_TOKENS, json.dumps(outcome.unlabeled_tokens)
       )
-    examples.set_string_custom_property(QUARANTINE_PROPERTY, outcome.quarantine_uri)
+    examples.set_string_custom_property(properties.EXAMPLES_QUARANTINE, outcome.quarantine_uri)
     examples.set_string_custom_property(
       COLUMN_TYPES_PROPERTY, json.dumps(column_types, sort_keys=True)
     )

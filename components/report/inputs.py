@@ -123,9 +123,7 @@ def quarantine(examples: Mapping[str, Any]) -> dict[str, Any]:
     "tokens": json.loads(props.get(properties.EXAMPLES_UNLABELED_TOKENS) or "{}"),
     "first": [],
   }
-  from components.example_gen import executor as example_gen
-
-  path = props.get(example_gen.QUARANTINE_PROPERTY)
+  path = props.get(properties.EXAMPLES_QUARANTINE)
   if not path:
     return found
   try:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.example_gen import csv_batch
 from components.report import charts, inputs
 from components.report.page import Html, esc, fact, figure, join, note, pairs, section, table, tag
-from core import properties, sources
+from core import missing_values, properties, sources
 
 SPLITS = (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
 
@@ -82,7 +81,7 @@ def data_section(
   ]
   left_out = [("quarantined rows", fact("quarantined", quarantined.get("count")))]
   if quarantined.get("unlabeled"):
-    tokens = csv_batch.label_tokens_note(quarantined.get("tokens") or {})
+    tokens = missing_values.label_tokens_note(quarantined.get("tokens") or {})
     shown = f"{quarantined['unlabeled']:,}" + (f" ({tokens})" if tokens else "")
     left_out.append(("of them without a label", fact("unlabeled", quarantined["unlabeled"], shown)))
   parts: list[Any] = [pairs([*counts, *left_out])]

@@ -12,11 +12,10 @@ from tfx.types import standard_component_specs
 
 from components.artifact_files import variant_index
 from components.data_gate import spec as gate_spec
-from components.example_gen import csv_batch
 from components.live_model import spec as live_model_spec
 from components.optimizer import spec as optimizer_spec
 from components.report import facts
-from core import properties, sources
+from core import missing_values, properties, sources
 from pipeline.definition import nodes
 
 _STATES = {
@@ -176,7 +175,7 @@ def _examples_line(a) -> str:
   )
   if unlabeled:
     malformed = f" and {bad - unlabeled} bad" if bad - unlabeled else ""
-    tokens = csv_batch.label_tokens_note(
+    tokens = missing_values.label_tokens_note(
       json.loads(_prop(a, properties.EXAMPLES_UNLABELED_TOKENS) or "{}")
     )
     tokens = f" ({tokens})" if tokens else ""

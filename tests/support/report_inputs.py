@@ -7,7 +7,6 @@ import json
 import pathlib
 from typing import Any
 
-from components.example_gen import executor as example_gen
 from core import properties, sources
 
 
@@ -131,7 +130,7 @@ def write_run(root: pathlib.Path) -> dict[str, Any]:
           properties.examples_rows("train"): 90,
           properties.examples_rows("eval"): 10,
           properties.EXAMPLES_BAD_ROWS: 1,
-          example_gen.QUARANTINE_PROPERTY: str(quarantine),
+          properties.EXAMPLES_QUARANTINE: str(quarantine),
         },
       },
       sources.STATISTICS: {"uri": str(stats), "properties": {}},

@@ -272,11 +272,11 @@ class TestConvertBatch:
     assert csv_batch.bad_column("missing label 'label'") is None
 
   def test_the_note_on_label_tokens_names_each_token_and_the_flag(self):
-    assert csv_batch.label_tokens_note({}) == ""
-    assert csv_batch.label_tokens_note({"None": 24}) == (
+    assert missing_values.label_tokens_note({}) == ""
+    assert missing_values.label_tokens_note({"None": 24}) == (
       "label None in 24 rows; --task multiclass learns it as a class"
     )
-    assert csv_batch.label_tokens_note({"?": 1, "NA": 1200}) == (
+    assert missing_values.label_tokens_note({"?": 1, "NA": 1200}) == (
       "label ? in 1 row, NA in 1,200 rows; --task multiclass learns them as classes"
     )
 
