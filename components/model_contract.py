@@ -4,9 +4,9 @@ One owner for three things every component reads:
   - the layout of a Model artifact (`Format-Serving/`, TFX's own path, and the contract file
     the trainer writes beside the SavedModel, `Format-Serving/assets.extra/contract.json`), and
     the module that built it (imported before its Keras model is loaded);
-  - the raw columns of a schema (and their schema types, `schema_types`) and how a serialized
-    tf.Example becomes model inputs (one [batch, 1] tensor per column; a missing value is NaN
-    for numbers, '' for text);
+  - the raw columns of a schema (their schema types, `schema_types`, and stored types, by
+    core.column_types' tables) and how a serialized tf.Example becomes model inputs (one
+    [batch, 1] tensor per column; a missing value is NaN for numbers, '' for text);
   - Keras input names for columns (columns may hold characters TensorFlow rejects in names).
 
 TensorFlow is imported lazily, so the pipeline's runners can import this module cheaply.
@@ -22,7 +22,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core import column_types, tasks
+from core import tasks
+from core.column_types import (
+  SCHEMA_TO_STORED,
+  SCHEMA_TYPES,
+  STORED_FLOAT32,
+  STORED_INT64,
+  STORED_STRING,
+)
 from core.errors import UserInputError
 
 SERVING_DIR = "Format-Serving"
@@ -46,12 +53,9 @@ ROWS_SIGNATURE = "rows"
 # A signature taking the Keras model's own inputs by name (what the Optimizer measures).
 MODEL_INPUTS_SIGNATURE = "model_inputs"
 
+# How the model takes a column: in the numeric input, or as a text input of its own.
 NUMERIC = "numeric"
 CATEGORICAL = "categorical"
-# Column dtypes as stored in the tf.Examples.
-INT64 = "int64"
-FLOAT32 = "float32"
-STRING = "string"
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
 
@@ -71,7 +75,7 @@ class Column:
 
   Attributes:
     name: the column (feature) name.
-    dtype: INT64, FLOAT32 or STRING.
+    dtype: its stored type, STORED_INT64, STORED_FLOAT32 or STORED_STRING.
   """
 
   name: str
@@ -79,7 +83,7 @@ class Column:
 
   @property
   def kind(self) -> str:
-    return CATEGORICAL if self.dtype == STRING else NUMERIC
+    return CATEGORICAL if self.dtype == STORED_STRING else NUMERIC
 
   @property
   def input_name(self) -> str:
@@ -168,10 +172,7 @@ def columns_from_schema(
     ContractError: when the label or an excluded column is not in the schema, or nothing is
       left to learn from.
   """
-  from tensorflow_metadata.proto.v0 import schema_pb2
-
-  kinds = {schema_pb2.INT: INT64, schema_pb2.FLOAT: FLOAT32, schema_pb2.BYTES: STRING}
-  typed = {f.name: kinds[f.type] for f in schema.feature if f.type in kinds}
+  typed = {n: SCHEMA_TO_STORED[t] for n, t in schema_types(schema).items()}
   names = sorted(f.name for f in schema.feature)
   for key, what in [(label_key, "label"), *((c, "excluded column") for c in exclude)]:
     if key is not None and key not in names:
@@ -210,34 +211,38 @@ def _short_list(names: Sequence[str], limit: int = 12) -> str:
 
 
 def label_dtype(schema, label_key: str) -> str:
-  """INT64, FLOAT32 or STRING: how the label is stored."""
-  from tensorflow_metadata.proto.v0 import schema_pb2
-
-  kinds = {schema_pb2.INT: INT64, schema_pb2.FLOAT: FLOAT32, schema_pb2.BYTES: STRING}
+  """STORED_INT64, STORED_FLOAT32 or STORED_STRING (core.column_types): how the label is stored."""
   for f in schema.feature:
     if f.name == label_key:
-      if f.type not in kinds:
+      schema_type = _schema_type(f)
+      if schema_type is None:
         raise ContractError(f"label {label_key!r} has no values in the data; check --label-key.")
-      return kinds[f.type]
+      return SCHEMA_TO_STORED[schema_type]
   raise ContractError(f"label {label_key!r} is not a column of the data; check --label-key.")
 
 
 def schema_types(schema) -> dict[str, str]:
-  """Column -> column_types.INT, FLOAT or BYTES, as a tensorflow_metadata Schema types them."""
+  """Column -> its core.column_types.SCHEMA_TYPES type, as a tensorflow_metadata Schema types it
+  (features of other types, STRUCT or none, are left out)."""
+  return {f.name: t for f in schema.feature if (t := _schema_type(f)) is not None}
+
+
+def _schema_type(feature) -> str | None:
+  """A schema feature's type by its FeatureType name, None unless one of SCHEMA_TYPES."""
   from tensorflow_metadata.proto.v0 import schema_pb2
 
-  names = {
-    schema_pb2.INT: column_types.INT,
-    schema_pb2.FLOAT: column_types.FLOAT,
-    schema_pb2.BYTES: column_types.BYTES,
-  }
-  return {f.name: names[f.type] for f in schema.feature if f.type in names}
+  name = schema_pb2.FeatureType.Name(feature.type)
+  return name if name in SCHEMA_TYPES else None
 
 
 def _tf_dtype(dtype: str):
   import tensorflow as tf
 
-  return {INT64: tf.int64, FLOAT32: tf.float32, STRING: tf.string}[dtype]
+  return {
+    STORED_INT64: tf.int64,
+    STORED_FLOAT32: tf.float32,
+    STORED_STRING: tf.string,
+  }[dtype]
 
 
 def parse_columns(serialized, columns: Sequence[Column]) -> dict[str, Any]:
@@ -265,10 +270,10 @@ def parse_columns(serialized, columns: Sequence[Column]) -> dict[str, Any]:
   numbers = []
   for c in columns:
     ragged = parsed[c.name]
-    if c.dtype == STRING:
+    if c.dtype == STORED_STRING:
       out[c.input_name] = ragged.to_tensor(default_value="", shape=[None, 1])
     else:
-      values = tf.cast(ragged, tf.float32) if c.dtype == INT64 else ragged
+      values = tf.cast(ragged, tf.float32) if c.dtype == STORED_INT64 else ragged
       numbers.append(values.to_tensor(default_value=float("nan"), shape=[None, 1]))
   if numbers:
     out[NUMERIC_INPUT] = numbers[0] if len(numbers) == 1 else tf.concat(numbers, axis=1)
@@ -335,7 +340,7 @@ def parse_label(serialized, label_key: str, dtype: str):
 
   parsed = tf.io.parse_example(serialized, {label_key: tf.io.RaggedFeature(_tf_dtype(dtype))})
   ragged = parsed[label_key]
-  default = "" if dtype == STRING else (0 if dtype == INT64 else float("nan"))
+  default = {STORED_STRING: "", STORED_INT64: 0}.get(dtype, float("nan"))
   return ragged.to_tensor(default_value=default, shape=[None, 1])[:, 0]
 
 
@@ -349,10 +354,7 @@ def label_target(label, info: tasks.LabelInfo, dtype: str):
 
   if info.task == tasks.REGRESSION:
     return tf.cast(label, tf.float32)
-  classes = tf.constant(
-    list(info.classes),
-    dtype={"int64": tf.int64, "float32": tf.float32, "string": tf.string}[dtype],
-  )
+  classes = tf.constant(list(info.classes), dtype=_tf_dtype(dtype))
   hit = tf.equal(tf.expand_dims(label, 1), tf.expand_dims(classes, 0))
   index = tf.where(
     tf.reduce_any(hit, axis=1), tf.argmax(tf.cast(hit, tf.int32), axis=1), tf.constant(-1, tf.int64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from core import defaults
+from core import column_types, defaults
 from core.errors import UserInputError
 
 AUTO = "auto"
@@ -17,11 +17,6 @@ BINARY = "binary"
 MULTICLASS = "multiclass"
 REGRESSION = "regression"
 TASKS = (BINARY, MULTICLASS, REGRESSION)
-
-# Column kinds, as the ExampleGen types a CSV column.
-INT = "int"
-FLOAT = "float"
-STRING = "string"
 
 # Whole-number labels with up to this many values are classes whatever the values. With more,
 # only a run of codes from 0 or 1 (0..K-1, 1..K) is; other whole numbers (a body mass in grams,
@@ -92,7 +87,8 @@ def infer_task(
 
   Args:
     label_key: the label column, for messages.
-    kind: the column kind (INT, FLOAT, STRING), None when every label is empty.
+    kind: the column's CSV kind (column_types.CSV_INT, CSV_FLOAT, CSV_STRING), None when every
+      label is empty.
     distinct: the distinct non-empty label values seen (possibly capped).
     distinct_count: how many distinct values there are (at least len(distinct)).
     requested: AUTO or one of TASKS (the `--task` flag).
@@ -113,7 +109,7 @@ def infer_task(
       "fix the data, and if another column holds the label, pass it with --label-key."
     )
   if requested == REGRESSION:
-    if kind == STRING:
+    if kind == column_types.CSV_STRING:
       raise LabelError(
         f"label column {label_key!r} holds text, so it cannot be a regression target; pass "
         "--task multiclass or --task binary, or another --label-key."
@@ -132,9 +128,11 @@ def infer_task(
   if requested == AUTO:
     if distinct_count == 2:
       return BINARY
-    if kind == FLOAT:
+    if kind == column_types.CSV_FLOAT:
       return REGRESSION
-    if kind == INT and (distinct_count > max_classes or _quantity(distinct, distinct_count)):
+    if kind == column_types.CSV_INT and (
+      distinct_count > max_classes or _quantity(distinct, distinct_count)
+    ):
       return REGRESSION
     task = MULTICLASS
   else:
@@ -169,10 +167,10 @@ def task_reason(
     return f"--task {requested}"
   if task == BINARY:
     return "two label values"
-  if kind == STRING:
+  if kind == column_types.CSV_STRING:
     return f"{distinct_count:,} text values"
   complete = len(distinct) == distinct_count
-  if kind == FLOAT:
+  if kind == column_types.CSV_FLOAT:
     whole = complete and all(float(v).is_integer() for v in distinct)
     few = distinct_count <= MAX_UNCODED_CLASSES
     return "numbers with a decimal point" + (

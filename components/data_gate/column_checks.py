@@ -17,9 +17,9 @@ from typing import Any
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
-from core.column_types import BYTES, FLOAT, INT
+from core.column_types import SCHEMA_BYTES, SCHEMA_FLOAT, SCHEMA_INT
 
-_TYPE_WORDS = {INT: "whole numbers", FLOAT: "numbers", BYTES: "text"}
+_TYPE_WORDS = {SCHEMA_INT: "whole numbers", SCHEMA_FLOAT: "numbers", SCHEMA_BYTES: "text"}
 # How many standard errors apart two means must be for a scale change to count.
 _SCALE_MIN_Z = 5.0
 
@@ -85,7 +85,7 @@ def column_findings(
   out = []
   before, after = ref_types.get(name, ref.type), now_types.get(name, now.type)
   if before != after:
-    compatible = {before, after} == {INT, FLOAT}
+    compatible = {before, after} == {SCHEMA_INT, SCHEMA_FLOAT}
     out.append(
       rp.Finding(
         name,
@@ -99,7 +99,7 @@ def column_findings(
       return out
   out += _missing_finding(name, now, ref, thresholds)
   out += _new_value_finding(name, now, reasons, description, thresholds)
-  if before in (INT, FLOAT) and after in (INT, FLOAT):
+  if before in (SCHEMA_INT, SCHEMA_FLOAT) and after in (SCHEMA_INT, SCHEMA_FLOAT):
     out += _scale_finding(name, now, ref, thresholds)
   return out
 

@@ -51,14 +51,6 @@ class ColumnStats:
 
 def column_stats(dataset) -> dict[str, ColumnStats]:
   """The columns of a DatasetFeatureStatistics (a tensorflow_metadata proto), by name."""
-  from tensorflow_metadata.proto.v0 import statistics_pb2
-
-  types = {
-    statistics_pb2.FeatureNameStatistics.INT: column_types.INT,
-    statistics_pb2.FeatureNameStatistics.FLOAT: column_types.FLOAT,
-    statistics_pb2.FeatureNameStatistics.STRING: column_types.BYTES,
-    statistics_pb2.FeatureNameStatistics.BYTES: column_types.BYTES,
-  }
   out = {}
   rows = int(dataset.num_examples)
   for feature in dataset.features:
@@ -74,7 +66,7 @@ def column_stats(dataset) -> dict[str, ColumnStats]:
       known = common.tot_num_values > 0
       out[name] = ColumnStats(
         name,
-        types[feature.type],
+        _schema_type(feature),
         rows,
         int(common.tot_num_values),
         quantiles,
@@ -88,8 +80,18 @@ def column_stats(dataset) -> dict[str, ColumnStats]:
       if feature.string_stats.HasField("rank_histogram"):
         for b in feature.string_stats.rank_histogram.buckets:
           top.setdefault(b.label, b.sample_count)
-      out[name] = ColumnStats(name, types[feature.type], rows, int(common.tot_num_values), top=top)
+      out[name] = ColumnStats(
+        name, _schema_type(feature), rows, int(common.tot_num_values), top=top
+      )
   return out
+
+
+def _schema_type(feature) -> str:
+  """The schema type (core.column_types.SCHEMA_TYPES) of a feature's statistics."""
+  from tensorflow_metadata.proto.v0 import statistics_pb2
+
+  name = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type)
+  return column_types.STATS_TO_SCHEMA[name]
 
 
 def schema_domains(schema) -> dict[str, set[str]]:
@@ -109,9 +111,9 @@ def is_time_like(name: str, now: ColumnStats, ref: ColumnStats | None) -> bool:
   sides = [s for s in (now, ref) if s is not None and s.values > 0]
   if not sides:
     return False
-  if all(s.type == column_types.BYTES for s in sides):
+  if all(s.type == column_types.SCHEMA_BYTES for s in sides):
     return all(_date_share(s) >= _DATE_SHARE for s in sides)
-  if any(s.type == column_types.BYTES for s in sides):
+  if any(s.type == column_types.SCHEMA_BYTES for s in sides):
     return False
   bounds = [(s.quantile(0.0), s.quantile(1.0)) for s in sides]
   if any(lo is None or hi is None for lo, hi in bounds):

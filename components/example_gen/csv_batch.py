@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from components.example_gen import csv_read, tfexample_lib
 from components.example_gen.csv_infer import missing_tokens, parse_numeric
-from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
+from core.column_types import CSV_FLOAT, CSV_INT, CSV_STRING, CSV_UNKNOWN
 from core.missing_values import MISSING_TOKENS
 
 _MAX_CELL_IN_REASON = 60
@@ -23,7 +23,7 @@ class ConvertOptions:
   """How one CSV file is turned into examples.
 
   Attributes:
-    column_types: Column name -> one of `csv_infer.COLUMN_TYPES`, for every column.
+    column_types: Column name -> one of `core.column_types.CSV_KINDS`, for every column.
     label_key: Column that must be present and non-empty in every row, or None.
     allow_non_finite: Whether NaN and +-inf are accepted in float columns.
     delimiter: Field delimiter.
@@ -57,7 +57,7 @@ class BatchVerdict:
 
   Attributes:
     columns: (name, kind, values) of the kept rows, values flat (int64, float32
-      or binary) with nulls for empty cells, None for an UNKNOWN column.
+      or binary) with nulls for empty cells, None for a CSV_UNKNOWN column.
     num_kept: Rows kept.
     bad_index: Indices of the rejected rows in the batch.
     bad_reason: Why each was rejected.
@@ -139,7 +139,7 @@ def _reject_label_tokens(name: str, column: pa.Array, rejections: _Rejections) -
 def _typed_numbers(
   name: str, column: pa.Array, kind: str, options: ConvertOptions, rejections: _Rejections
 ) -> pa.Array:
-  """An INT or FLOAT column's values, rejecting the rows whose cell cannot be one.
+  """A CSV_INT or CSV_FLOAT column's values, rejecting the rows whose cell cannot be one.
 
   Returns:
     The values (int64 or float32), null where a cell is empty or was not a number.
@@ -149,12 +149,12 @@ def _typed_numbers(
   lenient = name in options.lenient_columns
   if failed.any() and not lenient:
     cells = text.to_pylist()
-    noun = "an integer" if kind == INT else "a number"
+    noun = "an integer" if kind == CSV_INT else "a number"
     # Each row gets its own cell in the reason, so this is `reject` with a reason per row.
     for i in np.flatnonzero(failed & ~rejections.bad):
       rejections.reasons[i] = f"column {name!r}: {_short(cells[i])!r} is not {noun}"
     rejections.bad |= failed
-  if kind == FLOAT:
+  if kind == CSV_FLOAT:
     # Checked as float32, the type written: 1e39 is finite only as a float64.
     values = values.cast(pa.float32())
     if not options.allow_non_finite and values.null_count < len(values):
@@ -204,11 +204,11 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
   typed: dict[str, pa.Array | None] = {}
   for name, column in columns.items():
     kind = options.column_types[name]
-    if kind == STRING:
+    if kind == CSV_STRING:
       if name == options.label_key and not options.keep_label_tokens:
         _reject_label_tokens(name, column, rejections)
       typed[name] = column
-    elif kind == UNKNOWN:
+    elif kind == CSV_UNKNOWN:
       typed[name] = None
     else:
       typed[name] = _typed_numbers(name, column, kind, options, rejections)

@@ -28,7 +28,7 @@ from components.example_gen.csv_errors import MAX_QUOTED_TEXT, CsvInputError
 from components.example_gen.csv_profile import LabelCounts
 from components.example_gen.csv_read import Chunk
 from components.example_gen.csv_split import SplitPlan
-from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
+from core.column_types import CSV_FLOAT, CSV_INT, CSV_STRING, CSV_UNKNOWN
 
 # Typed batches are serialised as tf.Examples a column at a time (tfexample_lib), split by
 # a hash of each row's place in its file, and written as gzipped TFRecords without
@@ -141,7 +141,12 @@ def _split_of(
 
 
 # Arrow types of the flat values csv_batch types each kind of column as.
-_FLAT_TYPES = {INT: pa.int64(), FLOAT: pa.float32(), STRING: pa.binary(), UNKNOWN: pa.null()}
+_FLAT_TYPES = {
+  CSV_INT: pa.int64(),
+  CSV_FLOAT: pa.float32(),
+  CSV_STRING: pa.binary(),
+  CSV_UNKNOWN: pa.null(),
+}
 
 
 def _flat_schema(names: Sequence[str], column_types: dict[str, str]) -> pa.Schema:

@@ -8,21 +8,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from components import model_contract
 from components.example_gen import csv_read, io_lib
-from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
 from core import missing_values
+from core.column_types import CSV_FLOAT, CSV_INT, CSV_STRING, CSV_UNKNOWN, SCHEMA_TO_CSV
 
-# Column types follow stock CsvExampleGen (tfx_bsl's csv_decoder): a cell is INT when
-# Python's int() takes it and the value fits int64, FLOAT when float() takes it, STRING
-# otherwise, and a column takes the highest type of its cells over the whole input
-# (INT < FLOAT < STRING; all empty: UNKNOWN). Arrow's casts are the fast path, used only
-# where they provably agree with Python: on arrays whose bytes come from a small alphabet
-# (Arrow also reads '0x10' as 16 and 'nan(1)' as NaN, Python does not) and on cells
-# matching plain number patterns. Other cells (' 12', '+5', '1_000', ...) go through
+# Column types (core.column_types' CSV kinds) follow stock CsvExampleGen (tfx_bsl's
+# csv_decoder): a cell is INT when Python's int() takes it and the value fits int64, FLOAT
+# when float() takes it, STRING otherwise, and a column takes the highest type of its cells
+# over the whole input (INT < FLOAT < STRING; all empty: UNKNOWN). Arrow's casts are the fast
+# path, used only where they provably agree with Python: on arrays whose bytes come from a
+# small alphabet (Arrow also reads '0x10' as 16 and 'nan(1)' as NaN, Python does not) and on
+# cells matching plain number patterns. Other cells (' 12', '+5', '1_000', ...) go through
 # Python's int() and float().
 
-COLUMN_TYPES = (INT, FLOAT, STRING, UNKNOWN)
-_RANK = {UNKNOWN: 0, INT: 1, FLOAT: 2, STRING: 3}
+_RANK = {CSV_UNKNOWN: 0, CSV_INT: 1, CSV_FLOAT: 2, CSV_STRING: 3}
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
@@ -53,15 +53,15 @@ def missing_tokens(text: pa.Array) -> np.ndarray:
 def infer_value_kind(cell: bytes) -> str:
   """The type of one cell by stock CsvExampleGen's rules (tfx_bsl `_InferValueType`)."""
   if not cell:
-    return UNKNOWN
+    return CSV_UNKNOWN
   try:
-    return INT if _INT64_MIN <= int(cell) <= _INT64_MAX else STRING
+    return CSV_INT if _INT64_MIN <= int(cell) <= _INT64_MAX else CSV_STRING
   except ValueError:
     try:
       float(cell)
     except ValueError:
-      return STRING
-    return FLOAT
+      return CSV_STRING
+    return CSV_FLOAT
 
 
 def _try_cast(values: pa.Array, target: pa.DataType) -> pa.Array | None:
@@ -87,8 +87,8 @@ def column_kind(text: pa.Array, floor: str) -> str:
     text: UTF-8 cells, nulls for empty ones.
     floor: The column's type so far.
   """
-  if floor == STRING:
-    return STRING
+  if floor == CSV_STRING:
+    return CSV_STRING
   if text.null_count:
     text = text.drop_null()
   if len(text) == 0:
@@ -96,12 +96,12 @@ def column_kind(text: pa.Array, floor: str) -> str:
   _, data = csv_read.cell_bytes(text)
   digits_only = bool(_INT_BYTES[data].all())
   kind = None
-  if digits_only and floor != FLOAT and _try_cast(text, pa.int64()) is not None:
-    kind, suspect = INT, _LONGEST_INT_STRING
+  if digits_only and floor != CSV_FLOAT and _try_cast(text, pa.int64()) is not None:
+    kind, suspect = CSV_INT, _LONGEST_INT_STRING
   elif _FLOAT_BYTES[data].all() and _try_cast(text, pa.float64()) is not None:
     # Every cell is a Python float; the Python ints among them are the cells of digits
     # and '-' only, and those beyond int64 make a STRING column.
-    kind, suspect = (INT if digits_only else FLOAT), 18
+    kind, suspect = (CSV_INT if digits_only else CSV_FLOAT), 18
   if kind is not None:
     # Long digit strings are left to Python: beyond int64 they are strings, and beyond
     # Python's 4300-digit limit for int() they are floats.
@@ -116,13 +116,13 @@ def column_kind(text: pa.Array, floor: str) -> str:
   missing = missing_tokens(text)
   kind = floor
   if plain_int.any():
-    kind = max(kind, INT, key=_RANK.get)
+    kind = max(kind, CSV_INT, key=_RANK.get)
   if plain_float.any():
-    kind = max(kind, FLOAT, key=_RANK.get)
+    kind = max(kind, CSV_FLOAT, key=_RANK.get)
   rest = np.flatnonzero(~plain_int & ~plain_float & ~missing)
   for cell in text.take(pa.array(rest)).to_pylist() if len(rest) else ():
     kind = max(kind, infer_value_kind(cell.encode()), key=_RANK.get)
-    if kind == STRING:
+    if kind == CSV_STRING:
       break
   return kind
 
@@ -134,17 +134,17 @@ def parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
     The values (nulls for empty cells, MISSING_TOKENS and failed cells) and a mask of the
     non-empty cells that are neither a missing token nor an int64 (INT) or a number (FLOAT).
   """
-  target = pa.int64() if kind == INT else pa.float64()
-  allowed = _INT_BYTES if kind == INT else _FLOAT_BYTES
+  target = pa.int64() if kind == CSV_INT else pa.float64()
+  allowed = _INT_BYTES if kind == CSV_INT else _FLOAT_BYTES
   fast = allowed[csv_read.cell_bytes(text)[1]].all()
-  if fast and kind == INT and len(text) > text.null_count:
+  if fast and kind == CSV_INT and len(text) > text.null_count:
     fast = pc.max(pc.binary_length(text)).as_py() <= _LONGEST_INT_STRING
   if fast:
     cast = _try_cast(text, target)
     if cast is not None:
       return cast, np.zeros(len(text), dtype=bool)
   plain_int, plain_float = _plain_masks(text)
-  plain = plain_int if kind == INT else plain_int | plain_float
+  plain = plain_int if kind == CSV_INT else plain_int | plain_float
   cast = pc.cast(pc.if_else(pa.array(plain), text, pa.scalar(None, pa.string())), target)
   rest = np.flatnonzero(~plain & np.asarray(text.is_valid(), dtype=bool) & ~missing_tokens(text))
   if len(rest) == 0:
@@ -154,11 +154,11 @@ def parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
   failed = np.zeros(len(text), dtype=bool)
   for i, cell in zip(rest, text.take(pa.array(rest)).to_pylist(), strict=True):
     try:
-      value = int(cell.encode()) if kind == INT else float(cell.encode())
+      value = int(cell.encode()) if kind == CSV_INT else float(cell.encode())
     except ValueError:
       failed[i] = True
       continue
-    if kind == INT and not _INT64_MIN <= value <= _INT64_MAX:
+    if kind == CSV_INT and not _INT64_MIN <= value <= _INT64_MAX:
       failed[i] = True
       continue
     numbers[i] = value
@@ -177,7 +177,7 @@ def infer_column_types(
   Streams every file once. A cell is an int when Python's int() reads it
   within int64, a float when float() reads it, else a string; a column takes
   the highest type of its cells (int < float < string), and a column empty in
-  every row is `UNKNOWN`. Rows the conversion quarantines whatever the types
+  every row is `CSV_UNKNOWN`. Rows the conversion quarantines whatever the types
   (wrong number of fields, bytes that are not UTF-8, a missing label) do not count.
   Files whose columns differ from the first file's are skipped here; the
   conversion reports them. Column order may differ between files.
@@ -189,10 +189,10 @@ def infer_column_types(
     block_size: Bytes per read block to start with.
 
   Returns:
-    Column name -> one of COLUMN_TYPES.
+    Column name -> one of core.column_types.CSV_KINDS.
   """
   names = csv_read.read_header(paths[0], delimiter)
-  kinds = dict.fromkeys(names, UNKNOWN)
+  kinds = dict.fromkeys(names, CSV_UNKNOWN)
   for path in paths:
     file_names = csv_read.read_header(path, delimiter)
     if set(file_names) != set(names):
@@ -211,20 +211,20 @@ def infer_column_types(
         drop |= np.asarray(batch.column(label_key).is_null(), dtype=bool)
       counted = batch.filter(pa.array(~drop)) if drop.any() else batch
       for name in names:
-        if kinds[name] != STRING:
+        if kinds[name] != CSV_STRING:
           kinds[name] = column_kind(counted.column(name).cast(pa.string()), kinds[name])
-      if all(k == STRING for k in kinds.values()):
+      if all(k == CSV_STRING for k in kinds.values()):
         return kinds
   return kinds
 
 
 def types_from_schema(schema_path: str) -> dict[str, str]:
-  """Reads column types from a TFMD schema.pbtxt (INT, FLOAT, BYTES features)."""
+  """Reads column types from a TFMD schema.pbtxt (INT, FLOAT, BYTES features) as CSV kinds."""
   from google.protobuf import text_format
   from tensorflow_metadata.proto.v0 import schema_pb2
 
   schema = schema_pb2.Schema()
   with io_lib.open_read(schema_path) as f:
     text_format.Parse(f.read().decode("utf-8"), schema)
-  kinds = {schema_pb2.INT: INT, schema_pb2.FLOAT: FLOAT, schema_pb2.BYTES: STRING}
-  return {f.name: kinds[f.type] for f in schema.feature if f.type in kinds}
+  types = model_contract.schema_types(schema)
+  return {name: SCHEMA_TO_CSV[t] for name, t in types.items()}

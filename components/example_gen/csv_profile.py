@@ -20,7 +20,7 @@ from components.example_gen.csv_errors import (
   shown_names,
 )
 from components.example_gen.csv_infer import column_kind, missing_tokens, parse_numeric
-from components.example_gen.tfexample_lib import FLOAT, INT, STRING, UNKNOWN
+from core.column_types import CSV_FLOAT, CSV_INT, CSV_STRING, CSV_UNKNOWN
 
 
 class LabelCounts:
@@ -134,16 +134,16 @@ def _missing_cells(cells: Sequence[bytes], kind: str, keep_text_tokens: bool) ->
   """The cells that are empty by csv_infer's rule (its missing tokens): in a label of any kind,
   the only column profiled (the ExampleGen leaves such rows out, text labels included, unless
   `keep_text_tokens` makes a text label's tokens values, as `--task multiclass` does)."""
-  if kind == UNKNOWN or not cells or (kind == STRING and keep_text_tokens):
+  if kind == CSV_UNKNOWN or not cells or (kind == CSV_STRING and keep_text_tokens):
     return set()
   mask = missing_tokens(pa.array(cells, pa.binary()).cast(pa.string()))
   return {c for c, m in zip(cells, mask, strict=True) if m}
 
 
 def _typed_value(cell: bytes, kind: str) -> Any:
-  if kind == INT:
+  if kind == CSV_INT:
     return int(cell)
-  if kind == FLOAT:
+  if kind == CSV_FLOAT:
     return float(cell)
   return cell.decode("utf-8")
 
@@ -173,7 +173,7 @@ class _ColumnTally:
   def __init__(self, max_distinct: int, keep_text_tokens: bool):
     self.max_distinct = max_distinct
     self.keep_text_tokens = keep_text_tokens
-    self.kind = UNKNOWN
+    self.kind = CSV_UNKNOWN
     self.rows = self.empty = 0
     # Cells as written -> rows; dropped once there are more than max_distinct of them.
     self.counts: collections.Counter[bytes] = collections.Counter()
@@ -188,8 +188,8 @@ class _ColumnTally:
     self.empty += values.null_count
     text = values.cast(pa.string())
     self.kind = column_kind(text, self.kind)
-    if self.kind in (INT, FLOAT):
-      numbers, _ = parse_numeric(text, FLOAT)
+    if self.kind in (CSV_INT, CSV_FLOAT):
+      numbers, _ = parse_numeric(text, CSV_FLOAT)
       self.moments.add(numbers.drop_null().to_numpy(zero_copy_only=False))
     if self.truncated:
       return
@@ -206,9 +206,9 @@ class _ColumnTally:
   def profile(self, column: str) -> ColumnProfile:
     """The profile of everything added, under the column's name."""
     kind, rows, empty = self.kind, self.rows, self.empty
-    if kind == UNKNOWN:
+    if kind == CSV_UNKNOWN:
       return ColumnProfile(column, None, rows, empty, (), False, 0, {})
-    numeric = kind in (INT, FLOAT) and self.moments.count > 0
+    numeric = kind in (CSV_INT, CSV_FLOAT) and self.moments.count > 0
     spread = {
       "mean": self.moments.mean if numeric else None,
       "variance": self.moments.m2 / self.moments.count if numeric else None,
@@ -405,7 +405,7 @@ def position_split(
   """
   present = np.zeros(len(plan.names), dtype=np.int64)
   tokens = np.zeros(len(plan.names), dtype=np.int64)
-  kind = UNKNOWN
+  kind = CSV_UNKNOWN
   for path in paths:
     key = csv_split.file_key(path, plan.input_base)
     record = 2
@@ -421,7 +421,7 @@ def position_split(
       token = missing_tokens(text) & valid
       present += np.bincount(splits[valid], minlength=len(plan.names))
       tokens += np.bincount(splits[token], minlength=len(plan.names))
-  if kind == UNKNOWN:
+  if kind == CSV_UNKNOWN:
     return tuple(0 for _ in plan.names)
-  kept = present if kind == STRING and keep_text_tokens else present - tokens
+  kept = present if kind == CSV_STRING and keep_text_tokens else present - tokens
   return tuple(int(n) for n in kept)

@@ -8,10 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-INT = "int"
-FLOAT = "float"
-STRING = "string"
-UNKNOWN = "unknown"
+from core.column_types import CSV_FLOAT, CSV_INT, CSV_STRING, CSV_UNKNOWN
 
 # Wire format (tensorflow/core/example/{example,feature}.proto), field by field:
 #   Example  { Features features = 1; }
@@ -21,12 +18,12 @@ UNKNOWN = "unknown"
 #   BytesList { repeated bytes value = 1; }  FloatList { repeated float value = 1 [packed]; }
 #   Int64List { repeated int64 value = 1 [packed]; }
 # A cell with a value becomes a one-value list, an empty cell an empty list of the
-# column's type, and every cell of an UNKNOWN column a Feature with no kind set, as
+# column's type, and every cell of a CSV_UNKNOWN column a Feature with no kind set, as
 # stock CsvExampleGen writes them. The bytes are built for a whole column at once
 # with numpy: each row's piece is laid out in a fixed-width matrix and the unused
 # bytes are masked out. This is several times faster than building protos per row.
 _LENGTH_DELIMITED = 0x0A  # Field 1, wire type 2: every length-delimited field 1 here.
-_KIND_TAG = {STRING: 0x0A, FLOAT: 0x12, INT: 0x1A}
+_KIND_TAG = {CSV_STRING: 0x0A, CSV_FLOAT: 0x12, CSV_INT: 0x1A}
 _VALUE_TAG = b"\x12"  # Map entry field 2 (the Feature).
 
 
@@ -117,7 +114,7 @@ def _numeric_segments(key: bytes, kind: str, values: pa.Array) -> list:
   n = len(values)
   valid = np.asarray(values.is_valid(), dtype=bool)
   filled = (values.fill_null(0) if values.null_count else values).to_numpy(zero_copy_only=False)
-  if kind == INT:
+  if kind == CSV_INT:
     value, value_lengths = _varints(filled.astype(np.int64).view(np.uint64))
   else:
     value = filled.astype("<f4").view(np.uint8).reshape(n, 4)
@@ -142,7 +139,7 @@ def _bytes_piece(key: bytes, values: pa.Array) -> pa.Array:
   list_len = 1 + size_varint[1] + size
   list_len_varint = _varints(list_len)
   len_value = np.where(valid, 1 + list_len_varint[1] + list_len, 2)
-  kind = np.full((n, 1), _KIND_TAG[STRING], dtype=np.uint8)
+  kind = np.full((n, 1), _KIND_TAG[CSV_STRING], dtype=np.uint8)
   empty = np.zeros((n, 1), dtype=np.uint8)
   # A value: kind tag, list length, value tag, value length; an empty cell: tag, 0.
   list_len_or_zero = (
@@ -187,8 +184,8 @@ def serialize_examples(
 
   Args:
     columns: (name, kind, values) per feature. `values` is a flat int64, float32
-      or binary array (kind INT, FLOAT, STRING) with nulls for empty cells, or
-      None for an UNKNOWN column.
+      or binary array (kind CSV_INT, CSV_FLOAT, CSV_STRING) with nulls for empty cells, or
+      None for a CSV_UNKNOWN column.
     num_rows: Rows.
 
   Returns:
@@ -202,9 +199,9 @@ def serialize_examples(
   strings: list[pa.Array] = []
   for name, kind, values in columns:
     key = _key(name)
-    if kind == UNKNOWN or values is None:
+    if kind == CSV_UNKNOWN or values is None:
       segments.append(_unknown_piece(key))
-    elif kind == STRING:
+    elif kind == CSV_STRING:
       strings.append(_bytes_piece(key, values))
     else:
       segments.extend(_numeric_segments(key, kind, values))

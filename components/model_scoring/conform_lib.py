@@ -25,9 +25,8 @@ from core import column_types
 
 # tf.train.Feature kinds, by the schema's column types.
 _KIND = {
-  column_types.INT: "int64_list",
-  column_types.FLOAT: "float_list",
-  column_types.BYTES: "bytes_list",
+  schema_type: column_types.STORED_TO_FEATURE_LIST[stored]
+  for schema_type, stored in column_types.SCHEMA_TO_STORED.items()
 }
 
 

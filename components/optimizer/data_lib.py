@@ -15,7 +15,7 @@ from tfx.types import artifact_utils
 
 from components import model_contract, records
 from components.optimizer import keras_model
-from core import properties, tasks
+from core import column_types, properties, tasks
 from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -350,10 +350,10 @@ def as_input(name: str, value: tf.Tensor, spec: tf.TensorSpec) -> tf.Tensor:
 def _guess_dtype(info: tasks.LabelInfo) -> str:
   classes = info.classes
   if classes and isinstance(classes[0], str):
-    return model_contract.STRING
+    return column_types.STORED_STRING
   if classes and all(isinstance(c, int) for c in classes):
-    return model_contract.INT64
-  return model_contract.FLOAT32
+    return column_types.STORED_INT64
+  return column_types.STORED_FLOAT32
 
 
 def read_sample(

@@ -19,7 +19,7 @@ import numpy as np
 
 from components import model_contract
 from components.model_contract import CATEGORICAL, NUMERIC, Column
-from core import defaults, tasks
+from core import column_types, defaults, tasks
 from models.tabular import read
 from models.tabular.date_parts import DateParts, find_date_parts
 from models.tabular.quantiles import bins_per_column, quantile_edges
@@ -210,9 +210,9 @@ class _RowSample:
 
 
 def _label_value(value, dtype: str):
-  if dtype == model_contract.STRING:
+  if dtype == column_types.STORED_STRING:
     return value.decode("utf-8", "replace")
-  if dtype == model_contract.INT64:
+  if dtype == column_types.STORED_INT64:
     return int(value)
   return float(value)
 
@@ -322,15 +322,15 @@ class _Tally:
           self.counts[c.name] = Counter({v: n for v, n in counts.items() if n > 1})
       self.missing[c.name] += int((~present).sum())
       batch[c.name] = values
-    if self.label_dtype != model_contract.STRING:
+    if self.label_dtype != column_types.STORED_STRING:
       batch[_SAMPLED_LABEL] = label.astype(np.float64)
     self.sample.add(batch)
 
   def _add_label(self, label: np.ndarray) -> None:
-    if self.label_dtype == model_contract.STRING:
+    if self.label_dtype == column_types.STORED_STRING:
       label = label[label != b""]
     else:
-      if self.label_dtype == model_contract.FLOAT32:
+      if self.label_dtype == column_types.STORED_FLOAT32:
         label = label[~np.isnan(label)]
       self.label_moments.add(label)
     if not self.label_overflow:
@@ -348,11 +348,7 @@ class _Tally:
 
   def label_info(self, label_key: str, task: str) -> tasks.LabelInfo:
     """The label's task (`task`, or inferred from its values) and classes."""
-    kind = {
-      model_contract.INT64: tasks.INT,
-      model_contract.FLOAT32: tasks.FLOAT,
-      model_contract.STRING: tasks.STRING,
-    }[self.label_dtype]
+    kind = column_types.STORED_TO_CSV[self.label_dtype]
     distinct = sorted(_label_value(v, self.label_dtype) for v in self.label_values)
     count = len(distinct) + (1 if self.label_overflow else 0)
     decided = tasks.infer_task(label_key, kind, distinct, count, task, self.max_classes)

@@ -15,12 +15,13 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from components import columnar, model_contract
-from components.model_contract import INT64, STRING, Column
+from components.model_contract import Column
+from core.column_types import STORED_FLOAT32, STORED_INT64, STORED_STRING
 
 # Rows per batch, either way.
 BATCH_ROWS = 4096
 # How each stored dtype sits in the copy (csv_convert's flat types).
-_COPY_TYPES = {INT64: "int64", model_contract.FLOAT32: "float", STRING: "binary"}
+_COPY_TYPES = {STORED_INT64: "int64", STORED_FLOAT32: "float", STORED_STRING: "binary"}
 
 
 def file_batches(
@@ -76,9 +77,9 @@ def _copy_of(path: str, wanted: Sequence[tuple[str, str]]):
 
 def _values(array, dtype: str) -> np.ndarray:
   """A flat column as parse_label or parse_columns returns it: 0, NaN or b'' where empty."""
-  if dtype == STRING:
+  if dtype == STORED_STRING:
     return array.fill_null(b"").to_numpy(zero_copy_only=False)
-  if dtype == INT64:
+  if dtype == STORED_INT64:
     return array.fill_null(0).to_numpy(zero_copy_only=False)
   return array.fill_null(float("nan")).to_numpy(zero_copy_only=False)
 
@@ -89,8 +90,8 @@ def _inputs(batch, columns: Sequence[Column]) -> dict[str, np.ndarray]:
   numbers = []
   for c in columns:
     array = batch.column(c.name)
-    if c.dtype == STRING:
-      out[c.input_name] = _values(array, STRING).reshape(-1, 1)
+    if c.dtype == STORED_STRING:
+      out[c.input_name] = _values(array, STORED_STRING).reshape(-1, 1)
       continue
     values = array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float32)
     if array.null_count:

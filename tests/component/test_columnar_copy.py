@@ -188,20 +188,21 @@ def test_the_trainer_reads_the_same_arrays_from_the_copy_as_from_the_tf_examples
   """models/tabular/read.py: model inputs and raw labels from the copy equal parse_columns' and
   parse_label's, gaps included (an int column with empty cells, floats with NaN and
   infinities, 12-digit ints, text with empty cells)."""
-  from components.model_contract import FLOAT32, INT64, STRING, Column
+  from components.model_contract import Column
+  from core.column_types import STORED_FLOAT32, STORED_INT64, STORED_STRING
   from models.tabular import read as tabular_read
 
   columns = [
-    Column("sparse", INT64),
-    Column("oddfloat", FLOAT32),
-    Column("id", INT64),
-    Column("text", STRING),
-    Column("mixed", FLOAT32),
+    Column("sparse", STORED_INT64),
+    Column("oddfloat", STORED_FLOAT32),
+    Column("id", STORED_INT64),
+    Column("text", STORED_STRING),
+    Column("mixed", STORED_FLOAT32),
   ]
   for path in _shards(examples, "train"):
     assert os.path.exists(columnar.file_for(path))
-    copied = list(tabular_read.file_batches(path, columns, "label", INT64))
-    parsed = list(tabular_read._parsed(path, columns, "label", INT64))
+    copied = list(tabular_read.file_batches(path, columns, "label", STORED_INT64))
+    parsed = list(tabular_read._parsed(path, columns, "label", STORED_INT64))
     assert len(copied) == len(parsed) >= 1
     for (features, label), (want_features, want_label) in zip(copied, parsed, strict=True):
       np.testing.assert_array_equal(label, want_label)
@@ -212,18 +213,19 @@ def test_the_trainer_reads_the_same_arrays_from_the_copy_as_from_the_tf_examples
 
 
 def test_the_trainer_parses_the_tf_examples_without_a_copy_that_fits(examples, tmp_path):
-  from components.model_contract import FLOAT32, INT64, Column
+  from components.model_contract import Column
+  from core.column_types import STORED_FLOAT32, STORED_INT64
   from models.tabular import read as tabular_read
 
   path = _shards(examples, "train")[0]
   # The copy holds `sparse` as int64: asked for as a float column, it does not serve.
-  assert tabular_read._copy_of(path, [("sparse", FLOAT32)]) is None
-  assert tabular_read._copy_of(path, [("no_such_column", INT64)]) is None
-  assert tabular_read._copy_of(path, [("sparse", INT64)]) is not None
+  assert tabular_read._copy_of(path, [("sparse", STORED_FLOAT32)]) is None
+  assert tabular_read._copy_of(path, [("no_such_column", STORED_INT64)]) is None
+  assert tabular_read._copy_of(path, [("sparse", STORED_INT64)]) is not None
   alone = tmp_path / "Split-train" / "data-00000.gz"
   alone.parent.mkdir()
   shutil.copy(path, alone)
-  columns = [Column("sparse", INT64)]
-  parsed = list(tabular_read.file_batches(str(alone), columns, "label", INT64))
-  copied = list(tabular_read.file_batches(path, columns, "label", INT64))
+  columns = [Column("sparse", STORED_INT64)]
+  parsed = list(tabular_read.file_batches(str(alone), columns, "label", STORED_INT64))
+  copied = list(tabular_read.file_batches(path, columns, "label", STORED_INT64))
   assert sum(len(label) for _, label in parsed) == sum(len(label) for _, label in copied) > 1000

@@ -53,12 +53,13 @@ def test_the_summary_says_when_early_stopping_left_the_profile_range_unreached()
 
 def test_the_summary_says_how_the_model_read_its_columns():
   from components import model_contract
+  from core import column_types
   from models.tabular import profile, text_columns
 
   def stats(name, dtype, **kw):
     return profile.ColumnStats(model_contract.Column(name, dtype), 10, 0, **kw)
 
-  text, num = model_contract.STRING, model_contract.FLOAT32
+  text, num = column_types.STORED_STRING, column_types.STORED_FLOAT32
   columns = [
     stats("amount", num),
     stats("rate", num),

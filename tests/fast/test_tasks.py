@@ -3,6 +3,7 @@
 import pytest
 
 from core import errors, tasks
+from core.column_types import CSV_FLOAT, CSV_INT, CSV_STRING
 
 
 def infer(kind, distinct, count=None, requested=tasks.AUTO, max_classes=1000):
@@ -13,12 +14,12 @@ def infer(kind, distinct, count=None, requested=tasks.AUTO, max_classes=1000):
 @pytest.mark.parametrize(
   ("kind", "distinct", "expected"),
   [
-    (tasks.STRING, ["benign", "malignant"], tasks.BINARY),
-    (tasks.INT, [0, 1], tasks.BINARY),
-    (tasks.FLOAT, [0.0, 1.0], tasks.BINARY),
-    (tasks.STRING, ["setosa", "versicolor", "virginica"], tasks.MULTICLASS),
-    (tasks.INT, list(range(10)), tasks.MULTICLASS),
-    (tasks.FLOAT, [0.5, 1.25, 3.0], tasks.REGRESSION),
+    (CSV_STRING, ["benign", "malignant"], tasks.BINARY),
+    (CSV_INT, [0, 1], tasks.BINARY),
+    (CSV_FLOAT, [0.0, 1.0], tasks.BINARY),
+    (CSV_STRING, ["setosa", "versicolor", "virginica"], tasks.MULTICLASS),
+    (CSV_INT, list(range(10)), tasks.MULTICLASS),
+    (CSV_FLOAT, [0.5, 1.25, 3.0], tasks.REGRESSION),
   ],
 )
 def test_auto_task_from_the_label_values(kind, distinct, expected):
@@ -26,27 +27,27 @@ def test_auto_task_from_the_label_values(kind, distinct, expected):
 
 
 def test_many_integer_values_are_classes_up_to_the_cap_and_regression_when_asked():
-  assert infer(tasks.INT, list(range(50))) == tasks.MULTICLASS
-  assert infer(tasks.INT, list(range(50)), requested=tasks.REGRESSION) == tasks.REGRESSION
-  assert infer(tasks.STRING, ["a", "b"], requested=tasks.MULTICLASS) == tasks.MULTICLASS
+  assert infer(CSV_INT, list(range(50))) == tasks.MULTICLASS
+  assert infer(CSV_INT, list(range(50)), requested=tasks.REGRESSION) == tasks.REGRESSION
+  assert infer(CSV_STRING, ["a", "b"], requested=tasks.MULTICLASS) == tasks.MULTICLASS
 
 
 def test_whole_numbers_past_twenty_values_are_classes_only_as_a_run_of_codes():
-  assert infer(tasks.INT, list(range(1, 51))) == tasks.MULTICLASS  # codes 1..50
+  assert infer(CSV_INT, list(range(1, 51))) == tasks.MULTICLASS  # codes 1..50
   # penguins-raw "Body Mass (g)": 94 values from 2,700 to 6,300 in steps of 25.
-  assert infer(tasks.INT, list(range(2700, 2700 + 25 * 94, 25))) == tasks.REGRESSION
+  assert infer(CSV_INT, list(range(2700, 2700 + 25 * 94, 25))) == tasks.REGRESSION
   # randhie "mdvis", doctor visits: 59 values from 0 to 77, with gaps.
   visits = [*range(59 - 10), 57, 58, 62, 63, 65, 69, 72, 74, 76, 77]
-  assert infer(tasks.INT, visits) == tasks.REGRESSION
-  assert infer(tasks.INT, visits, requested=tasks.MULTICLASS) == tasks.MULTICLASS
+  assert infer(CSV_INT, visits) == tasks.REGRESSION
+  assert infer(CSV_INT, visits, requested=tasks.MULTICLASS) == tasks.MULTICLASS
   # Up to twenty whole numbers are classes whatever they are (wine quality 3..9, years).
-  assert infer(tasks.INT, [3, 4, 5, 6, 7, 8, 9]) == tasks.MULTICLASS
-  assert infer(tasks.INT, list(range(1990, 2010))) == tasks.MULTICLASS
+  assert infer(CSV_INT, [3, 4, 5, 6, 7, 8, 9]) == tasks.MULTICLASS
+  assert infer(CSV_INT, list(range(1990, 2010))) == tasks.MULTICLASS
 
 
 def test_class_cap_names_the_column_and_the_count():
   with pytest.raises(tasks.LabelError) as raised:
-    infer(tasks.STRING, [f"c{i}" for i in range(10)], max_classes=3)
+    infer(CSV_STRING, [f"c{i}" for i in range(10)], max_classes=3)
   message = str(raised.value)
   assert message.startswith("label column 'y' has 10 distinct values, over the 3-class cap;")
   assert "--max-classes N" in message and "--task regression" in message
@@ -55,34 +56,34 @@ def test_class_cap_names_the_column_and_the_count():
 
 def test_many_distinct_integers_are_a_quantity():
   # A price column: thousands of whole numbers, no classes.
-  assert infer(tasks.INT, list(range(20)), count=5919, max_classes=10) == tasks.REGRESSION
+  assert infer(CSV_INT, list(range(20)), count=5919, max_classes=10) == tasks.REGRESSION
   with pytest.raises(tasks.LabelError, match="over the 10-class cap"):
-    infer(tasks.INT, list(range(20)), count=5919, requested=tasks.MULTICLASS, max_classes=10)
+    infer(CSV_INT, list(range(20)), count=5919, requested=tasks.MULTICLASS, max_classes=10)
 
 
 def test_class_cap_with_a_count_that_stopped_early_says_at_least():
   # A profile that stopped after 4 values passes what it counted plus one.
   with pytest.raises(tasks.LabelError, match="has at least 4 distinct values, over the 3-class"):
-    infer(tasks.STRING, ["a", "b", "c", "d"], count=5, max_classes=3)
+    infer(CSV_STRING, ["a", "b", "c", "d"], count=5, max_classes=3)
   with pytest.raises(tasks.LabelError, match="has at least 12 distinct values"):
-    infer(tasks.STRING, [], count=13, max_classes=3)
+    infer(CSV_STRING, [], count=13, max_classes=3)
 
 
 def test_class_cap_applies_to_a_requested_classification_but_not_to_regression():
   with pytest.raises(tasks.LabelError, match="over the 5-class cap"):
-    infer(tasks.FLOAT, [float(i) for i in range(6)], requested=tasks.MULTICLASS, max_classes=5)
+    infer(CSV_FLOAT, [float(i) for i in range(6)], requested=tasks.MULTICLASS, max_classes=5)
   floats = [float(i) for i in range(6)]
-  assert infer(tasks.FLOAT, floats, max_classes=5) == tasks.REGRESSION
+  assert infer(CSV_FLOAT, floats, max_classes=5) == tasks.REGRESSION
 
 
 def test_one_value_is_refused_naming_it():
   with pytest.raises(tasks.LabelError) as raised:
-    infer(tasks.STRING, ["spam"])
+    infer(CSV_STRING, ["spam"])
   assert "label column 'y' has one value only ('spam')" in str(raised.value)
   assert "--label-key" in str(raised.value)
 
 
-@pytest.mark.parametrize(("kind", "count"), [(None, 0), (tasks.INT, 0)])
+@pytest.mark.parametrize(("kind", "count"), [(None, 0), (CSV_INT, 0)])
 def test_empty_label_is_refused(kind, count):
   with pytest.raises(tasks.LabelError, match="label column 'y' is empty in every row") as raised:
     infer(kind, [], count=count)
@@ -92,17 +93,17 @@ def test_empty_label_is_refused(kind, count):
 
 def test_requested_task_checks():
   with pytest.raises(tasks.LabelError, match="--task binary needs exactly two label values"):
-    infer(tasks.STRING, ["a", "b", "c"], requested=tasks.BINARY)
+    infer(CSV_STRING, ["a", "b", "c"], requested=tasks.BINARY)
   with pytest.raises(tasks.LabelError, match="holds text, so it cannot be a regression target"):
-    infer(tasks.STRING, ["a", "b", "c"], requested=tasks.REGRESSION)
+    infer(CSV_STRING, ["a", "b", "c"], requested=tasks.REGRESSION)
   with pytest.raises(tasks.LabelError, match="--task 'ranking' is unknown"):
-    infer(tasks.STRING, ["a", "b"], requested="ranking")
+    infer(CSV_STRING, ["a", "b"], requested="ranking")
 
 
 def test_label_errors_are_user_input_errors_found_through_the_cause_chain():
   try:
     try:
-      infer(tasks.STRING, ["only"])
+      infer(CSV_STRING, ["only"])
     except tasks.LabelError as e:
       raise RuntimeError("wrapped by an orchestrator") from e
   except RuntimeError as outer:
@@ -121,32 +122,32 @@ def test_label_info_sorts_classes_and_round_trips_json():
 @pytest.mark.parametrize(
   ("kind", "distinct", "count", "requested", "reason"),
   [
-    (tasks.INT, list(range(10)), 10, tasks.AUTO, "10 whole-number values"),
-    (tasks.INT, list(range(1, 30)), 29, tasks.AUTO, "whole-number codes 1..29"),
+    (CSV_INT, list(range(10)), 10, tasks.AUTO, "10 whole-number values"),
+    (CSV_INT, list(range(1, 30)), 29, tasks.AUTO, "whole-number codes 1..29"),
     (
-      tasks.INT,
+      CSV_INT,
       [1, 2, 5, 9, 13, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 40],
       22,
       tasks.AUTO,
       "22 whole-number values (1..40), more than 20 and not a run of codes from 0 or 1",
     ),
-    (tasks.INT, list(range(1000)), 1001, tasks.AUTO, "at least 1,000 whole-number values"),
+    (CSV_INT, list(range(1000)), 1001, tasks.AUTO, "at least 1,000 whole-number values"),
     # What csv_profile passes once it stopped counting: no values, the count so far plus one.
-    (tasks.INT, [], 1001, tasks.AUTO, "at least 1,000 whole-number values"),
-    (tasks.STRING, ["a", "b", "c"], 3, tasks.AUTO, "3 text values"),
-    (tasks.STRING, ["female", "male"], 2, tasks.AUTO, "two label values"),
-    (tasks.FLOAT, [0.5, 1.25, 3.0], 3, tasks.AUTO, "numbers with a decimal point"),
+    (CSV_INT, [], 1001, tasks.AUTO, "at least 1,000 whole-number values"),
+    (CSV_STRING, ["a", "b", "c"], 3, tasks.AUTO, "3 text values"),
+    (CSV_STRING, ["female", "male"], 2, tasks.AUTO, "two label values"),
+    (CSV_FLOAT, [0.5, 1.25, 3.0], 3, tasks.AUTO, "numbers with a decimal point"),
     # pandas writes integer codes with an empty cell among them as 1.0, 2.0 (mi's nlsyV).
     (
-      tasks.FLOAT,
+      CSV_FLOAT,
       [1.0, 2.0, 3.0, 4.0],
       4,
       tasks.AUTO,
       "numbers with a decimal point, though its 4 values 1..4 are whole; --task multiclass reads "
       "them as classes",
     ),
-    (tasks.FLOAT, [float(v) for v in range(30)], 30, tasks.AUTO, "numbers with a decimal point"),
-    (tasks.INT, list(range(10)), 10, tasks.REGRESSION, "--task regression"),
+    (CSV_FLOAT, [float(v) for v in range(30)], 30, tasks.AUTO, "numbers with a decimal point"),
+    (CSV_INT, list(range(10)), 10, tasks.REGRESSION, "--task regression"),
   ],
 )
 def test_the_reason_for_the_task_names_what_decided_it(kind, distinct, count, requested, reason):
@@ -156,8 +157,8 @@ def test_the_reason_for_the_task_names_what_decided_it(kind, distinct, count, re
 
 def test_the_reason_names_the_class_cap_a_whole_number_label_is_over():
   values = list(range(30))
-  task = tasks.infer_task("y", tasks.INT, values, 30, tasks.AUTO, 20)
+  task = tasks.infer_task("y", CSV_INT, values, 30, tasks.AUTO, 20)
   assert task == tasks.REGRESSION
-  assert tasks.task_reason(tasks.INT, values, 30, tasks.AUTO, task, 20) == (
+  assert tasks.task_reason(CSV_INT, values, 30, tasks.AUTO, task, 20) == (
     "30 whole-number values, over --max-classes 20"
   )

@@ -26,18 +26,22 @@ from components.example_gen import (
   example_gen_lib,
   io_lib,
   merge_lib,
-  tfexample_lib,
 )
-from core import missing_values
+from core import column_types, missing_values
 from tests.support.example_gen_runs import BEYOND_INT64, LATE_LINE, write_messy_csv
 
 _STOCK_KIND = {
-  csv_decoder.ColumnType.UNKNOWN: tfexample_lib.UNKNOWN,
-  csv_decoder.ColumnType.INT: tfexample_lib.INT,
-  csv_decoder.ColumnType.FLOAT: tfexample_lib.FLOAT,
-  csv_decoder.ColumnType.STRING: tfexample_lib.STRING,
+  csv_decoder.ColumnType.UNKNOWN: column_types.CSV_UNKNOWN,
+  csv_decoder.ColumnType.INT: column_types.CSV_INT,
+  csv_decoder.ColumnType.FLOAT: column_types.CSV_FLOAT,
+  csv_decoder.ColumnType.STRING: column_types.CSV_STRING,
 }
-_RANK = [tfexample_lib.UNKNOWN, tfexample_lib.INT, tfexample_lib.FLOAT, tfexample_lib.STRING]
+_RANK = [
+  column_types.CSV_UNKNOWN,
+  column_types.CSV_INT,
+  column_types.CSV_FLOAT,
+  column_types.CSV_STRING,
+]
 EDGE_CELLS = [
   "12", " 12", "12 ", "\t8\n", "+5", "-5", "-0", "007", "1_000", "1__0", "_1", "1e5", "1E3",
   "1e+5", "1e-5", "1.5e3", "1.5", ".5", "5.", ".", "1e", "e5", "nan", "NaN", "-nan", "+nan",
@@ -55,7 +59,7 @@ def _stock_kind(cell: str) -> str:
 def _column_kind(cell: str) -> str:
   """A cell's part in its column's type: stock's, except that missing tokens are empty cells."""
   return (
-    tfexample_lib.UNKNOWN if cell.strip() in missing_values.MISSING_TOKENS else _stock_kind(cell)
+    column_types.CSV_UNKNOWN if cell.strip() in missing_values.MISSING_TOKENS else _stock_kind(cell)
   )
 
 

@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
-from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from components import model_contract
 from components.model_contract import Column
-from core import errors
+from core import column_types, errors
+from core.column_types import STORED_FLOAT32, STORED_INT64, STORED_STRING
 
 COLUMNS = [
-  Column("age", model_contract.INT64),
-  Column("income", model_contract.FLOAT32),
-  Column("city", model_contract.STRING),
+  Column("age", STORED_INT64),
+  Column("income", STORED_FLOAT32),
+  Column("city", STORED_STRING),
 ]
 
 
@@ -86,10 +87,10 @@ def test_multi_valued_features_keep_their_first_value():
 
 def test_parse_label_fills_missing_labels():
   records = tf.constant([_example(y=_bytes("cat")), _example()])
-  labels = model_contract.parse_label(records, "y", model_contract.STRING).numpy()
+  labels = model_contract.parse_label(records, "y", STORED_STRING).numpy()
   assert labels.tolist() == [b"cat", b""]
   records = tf.constant([_example(y=_floats(2.5)), _example(y=_floats())])
-  values = model_contract.parse_label(records, "y", model_contract.FLOAT32).numpy()
+  values = model_contract.parse_label(records, "y", STORED_FLOAT32).numpy()
   assert values[0] == 2.5 and math.isnan(values[1])
 
 
@@ -119,6 +120,21 @@ def test_columns_from_schema_order_names_and_exclusions():
   assert [c.input_name for c in columns] == ["numeric", "numeric", "text_color_name"]
   assert [c.name for c in model_contract.numeric_columns(columns)] == ["alpha", "zeta"]
   assert model_contract.label_dtype(SCHEMA, "label") == "string"
+
+
+def test_schema_types_read_tensorflow_metadata_names_as_core_column_types_spells_them():
+  assert model_contract.schema_types(SCHEMA) == {
+    "zeta": "FLOAT",
+    "id": "INT",
+    "label": "BYTES",
+    "color name": "BYTES",
+    "alpha": "INT",
+  }
+  with pytest.raises(model_contract.ContractError, match="'never_set' has no values"):
+    model_contract.label_dtype(SCHEMA, "never_set")
+  assert set(column_types.SCHEMA_TYPES) <= set(schema_pb2.FeatureType.keys())
+  stats_types = set(statistics_pb2.FeatureNameStatistics.Type.keys()) - {"STRUCT"}
+  assert set(column_types.STATS_TO_SCHEMA) == stats_types
 
 
 @pytest.mark.parametrize(
@@ -159,7 +175,7 @@ def test_contract_file_round_trip(tmp_path):
 def test_a_column_named_self_saves_and_serves_under_its_recorded_rows_key(tmp_path):
   # Ecdat's Hmda has a column `self` (self-employed): as a signature input named `self`, saving
   # the SavedModel failed with "got multiple values for argument 'self'".
-  columns = [Column("self", model_contract.INT64), Column("dir", model_contract.FLOAT32)]
+  columns = [Column("self", STORED_INT64), Column("dir", STORED_FLOAT32)]
   assert [model_contract.rows_key(c.name) for c in columns] == ["self_", "dir"]
   numbers = tf.keras.Input((2,), name=model_contract.NUMERIC_INPUT)
   model = tf.keras.Model({model_contract.NUMERIC_INPUT: numbers}, tf.keras.layers.Dense(1)(numbers))

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from components import model_contract
-from core import errors, tasks
+from core import column_types, errors, tasks
 from models.tabular import custom_network, module, quantiles, text_columns
 from models.tabular import hparams as tabular_hparams
 from models.tabular import inputs as tabular_input
@@ -531,8 +531,8 @@ def test_date_bins_encode_where_a_day_ranks_in_the_trend():
 
 
 def _text_tally(cells: dict[str, list[bytes]], label=None) -> tabular_profile._Tally:
-  columns = [model_contract.Column(name, model_contract.STRING) for name in cells]
-  tally = tabular_profile._Tally(columns, model_contract.FLOAT32, 20, seed=0)
+  columns = [model_contract.Column(name, column_types.STORED_STRING) for name in cells]
+  tally = tabular_profile._Tally(columns, column_types.STORED_FLOAT32, 20, seed=0)
   rows = len(next(iter(cells.values())))
   features = {
     model_contract.TEXT_PREFIX + name: np.array(values, object).reshape(-1, 1)
