@@ -12,8 +12,11 @@ import sys
 import traceback
 
 # The packages the fast layer refuses: each costs seconds of CPU to import, or pulls one in.
-# Every `tensorflow_*` package too (TFDV, TFMA, TFT, the model optimization toolkit, io, ...).
+# Every `tensorflow_*` package too (TFDV, TFMA, TFT, the model optimization toolkit, io, ...),
+# but tensorflow_metadata: the Schema and statistics protos, protobuf alone (30 ms, no
+# TensorFlow), which the runners' checks read before anything heavy loads.
 HEAVY = ("tensorflow", "apache_beam", "tfx", "tfx_bsl", "ml_metadata", "keras", "tf_keras")
+LIGHT = ("tensorflow_metadata",)
 # Set (to "1") in the environment of a fast session, so that the Python processes its tests
 # start refuse the same packages (through SITE_DIR's sitecustomize on PYTHONPATH).
 ENV = "TFXKIT_TF_FREE"
@@ -21,9 +24,9 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_free_sit
 
 
 def is_heavy(name: str) -> bool:
-  """Whether module `name` is one of HEAVY, a `tensorflow_*` package, or inside one."""
+  """Whether module `name` is one of HEAVY, a `tensorflow_*` package but LIGHT, or inside one."""
   top = name.partition(".")[0]
-  return top in HEAVY or top.startswith("tensorflow_")
+  return top in HEAVY or (top.startswith("tensorflow_") and top not in LIGHT)
 
 
 def loaded() -> list[str]:
