@@ -1,0 +1,483 @@
+"""pipeline.cli's checks and flag parsing: every mistake is one line that names the fix."""
+
+import argparse
+import os
+import subprocess
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from core import defaults, errors
+from pipeline.cli import checks, data_checks, flags, resolve
+
+MODULE = textwrap.dedent(
+  """
+  import tensorflow as tf
+
+  def preprocessing_fn(inputs):
+    return inputs
+
+  def _helper():
+    return None
+
+  async def tuner_fn(fn_args):
+    return None
+
+  run_fn = _helper
+
+
+  class NotAFunction:
+    def build_model(self):
+      return None
+  """
+)
+
+
+def _write(path, text):
+  path.write_text(textwrap.dedent(text))
+  return str(path)
+
+
+def test_module_functions_reads_top_level_functions_without_importing(tmp_path):
+  module = _write(tmp_path / "module.py", MODULE)
+  assert checks.module_functions(module) >= {"preprocessing_fn", "tuner_fn", "run_fn", "_helper"}
+  # Methods are not module functions, and the module's imports are never run.
+  assert "build_model" not in checks.module_functions(module)
+
+
+@pytest.mark.parametrize(
+  ("name", "content", "message"),
+  [
+    ("missing.py", None, "does not exist; pass a Python module file"),
+    ("folder", "dir", "is not a file"),
+    ("broken.py", "def run_fn(:\n", "is not valid Python (line 1)"),
+  ],
+)
+def test_module_functions_errors(tmp_path, name, content, message):
+  path = tmp_path / name
+  if content == "dir":
+    path.mkdir()
+  elif content is not None:
+    path.write_text(content)
+  with pytest.raises(checks.CheckError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    checks.module_functions(str(path))
+
+
+def test_plan_modules_decides_transform_and_tuner(tmp_path):
+  module = _write(tmp_path / "module.py", MODULE)
+  assert checks.plan_modules(module, None, tune=True) == checks.ModulePlan(True, True)
+  plain = _write(tmp_path / "plain.py", "def build_model(hparams):\n  return None\n")
+  assert checks.plan_modules(plain, None, tune=False) == checks.ModulePlan(
+    False, False, "build_model"
+  )
+  transform = _write(tmp_path / "transform.py", "def preprocessing_fn(inputs):\n  return inputs\n")
+  assert checks.plan_modules(plain, transform, tune=False).transform is True
+  # The bundled module (None) has a tuner_fn.
+  assert checks.plan_modules(None, None, tune=True) == checks.ModulePlan(False, True, "default")
+  # Files that are not on this machine cannot be read, so they are taken at their word.
+  assert checks.plan_modules("gs://bucket/m.py", None, tune=False, local=False).tune is False
+
+
+def test_plan_modules_errors_name_the_missing_function(tmp_path):
+  plain = _write(tmp_path / "plain.py", "def run_fn(fn_args):\n  pass\n")
+  with pytest.raises(checks.CheckError) as raised:
+    checks.plan_modules(plain, None, tune=True)
+  assert str(raised.value) == (
+    f"--tune needs a tuner_fn(fn_args) in {plain}; add one or leave out --tune."
+  )
+  with pytest.raises(checks.CheckError, match=r"--transform-module .* defines no preprocessing_fn"):
+    checks.plan_modules(plain, plain, tune=False)
+  empty = _write(tmp_path / "empty.py", "x = 1\n")
+  with pytest.raises(
+    checks.CheckError, match="defines neither run_fn\\(fn_args\\) nor build_model"
+  ):
+    checks.plan_modules(empty, None, tune=False)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+  """A folder this process cannot write: chmod 500, or for root a read-only tmpfs mount."""
+  folder = tmp_path / "read_only"
+  folder.mkdir()
+  folder.chmod(0o500)
+  mounted = False
+  if os.access(folder, os.W_OK):
+    folder.chmod(0o700)
+    done = subprocess.run(
+      ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+      capture_output=True,
+      check=False,
+    )
+    if done.returncode != 0:
+      pytest.skip("this user writes into read-only folders and cannot mount a read-only one")
+    mounted = True
+  try:
+    yield folder
+  finally:
+    if mounted:
+      subprocess.run(["umount", "-l", str(folder)], check=False)
+    folder.chmod(0o700)
+
+
+def test_check_writable_on_a_read_only_folder(read_only_folder):
+  target = read_only_folder / "out"
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_writable("--output-dir", str(target))
+  message = str(raised.value)
+  assert message.startswith(f"--output-dir {target} cannot be written (")
+  assert message.endswith(f"in {read_only_folder}); pass a folder you can write.")
+
+
+def test_check_writable_on_a_file_and_below_a_file(tmp_path):
+  checks.check_writable("--output-dir", str(tmp_path / "new" / "deeper"))  # parents may be new
+  assert not (tmp_path / "new").exists()  # and the check creates nothing
+  target = tmp_path / "a_file"
+  target.write_text("x")
+  with pytest.raises(checks.CheckError, match="is a file, not a folder; pass a folder"):
+    checks.check_writable("--output-dir", str(target))
+  with pytest.raises(checks.CheckError, match=f"{target} is a file, not a folder"):
+    checks.check_writable("--serving-dir", str(target / "below"))
+
+
+def test_check_grouped_eval_size_foresees_the_split_of_whole_groups(tmp_path):
+  from components.example_gen import csv_split
+
+  def group_in(split: int) -> str:
+    plan = csv_split.SplitPlan(("train", "eval"), (4, 1), partition_column="g")
+    for i in range(1000):
+      cells = pa.RecordBatch.from_arrays([pa.array([f"g{i}".encode()])], ["g"])
+      hashes = csv_split.row_hashes(cells, np.ones(1, dtype=bool), "g")
+      if csv_split.assign_splits(hashes, plan)[0] == split:
+        return f"g{i}"
+    raise AssertionError("no value hashed to the split")
+
+  def write(groups):
+    path = tmp_path / "d.csv"
+    path.write_text("g,x,y\n" + "".join(f"{g},{i},{i % 2}\n" for i, g in enumerate(groups)))
+    return [str(path)]
+
+  def check(files, rows, minimum=20):
+    data_checks.check_grouped_eval_size(files, "g", ",", (4, 1), rows, minimum)
+
+  # 300 groups of 2 rows: about a fifth of the rows in eval, as without a split column.
+  check(write([f"u{i // 2}" for i in range(600)]), 600)
+  # One group hashed to eval: the train split would be empty.
+  with pytest.raises(checks.CheckError) as raised:
+    check(write([group_in(1)] * 200), 200)
+  assert str(raised.value) == (
+    f"--split-column 'g' has 1 value, and a grouped split keeps each value's rows in one split: "
+    f"that puts all 200 rows in the eval split and none in the train split (the largest group, "
+    f"'{group_in(1)}', has 200 rows); split by a column with more and smaller groups, or leave "
+    "--split-column out."
+  )
+  # A large group in train and a small one in eval: 40 of 340 rows.
+  files = write([group_in(0)] * 300 + [group_in(1)] * 40)
+  check(files, 340, minimum=40)
+  with pytest.raises(
+    checks.CheckError, match=r"puts about 40 of 340 rows in the eval split, fewer "
+  ):
+    check(files, 340, minimum=41)
+  # Empty cells are one group, named as such.
+  with pytest.raises(checks.CheckError, match=r"\(the largest group, empty cells, has 300 rows\)"):
+    check(write([""] * 300 + [f"u{i}" for i in range(5)]), 305)
+
+
+def test_check_eval_size_message():
+  data_checks.check_eval_size(rows=300, eval_rows=50, eval_share=0.2, min_eval_examples=50)
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.check_eval_size(rows=189, eval_rows=25, eval_share=0.2, min_eval_examples=30)
+  assert str(raised.value) == (
+    "the data has 189 rows, and the eval split gets 25 of them, fewer than "
+    "--min-eval-examples 30; add rows (about 25 more) or lower --min-eval-examples."
+  )
+  # dslabs' polls_us_election_2016: 4,208 polls, 30 of them with an adjpoll_mcmullin.
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.check_eval_size(
+      rows=30, eval_rows=6, eval_share=0.2, min_eval_examples=20, unlabeled=4178
+    )
+  assert str(raised.value) == (
+    "the data has 30 rows with a label (4,178 more have none), and the eval split gets 6 of "
+    "them, fewer than --min-eval-examples 20; add rows with a label (about 70 more) or lower "
+    "--min-eval-examples."
+  )
+
+
+def test_eval_rows_are_counted_by_the_split_the_run_makes(tmp_path):
+  # The eval split's share of 189 rows is 37.8, but the split by a row's place gives what it
+  # gives: the count must be the ExampleGen's (tests/component/test_example_gen.py checks
+  # position_split against the executor), and it moves with the file's path under the root.
+  folder = tmp_path / "birthwt"
+  folder.mkdir()
+  (folder / "data.csv").write_text(
+    "age,low\n" + "".join(f"{20 + i % 20},{'' if i % 50 == 0 else i % 2}\n" for i in range(189))
+  )
+  from components.example_gen import csv_profile, csv_split
+
+  files = [str(folder / "data.csv")]
+  counted = data_checks.eval_rows(files, str(folder), "low", ",", (4, 1), keep_text_tokens=False)
+  plan = csv_split.SplitPlan(("train", "eval"), (4, 1), input_base=str(folder))
+  split = csv_profile.position_split(files, "low", plan)
+  assert counted == split[1] and sum(split) == 189 - 4
+  elsewhere = data_checks.eval_rows(
+    files, str(tmp_path), "low", ",", (4, 1), keep_text_tokens=False
+  )
+  assert elsewhere != counted  # the key is 'birthwt/data.csv' there, not 'data.csv'
+
+
+def test_input_files_are_the_newest_span_and_version_the_example_gen_reads(tmp_path):
+  for name in ["span-9/v7/a.csv", "span-10/v1/a.csv", "span-10/v2/a.csv", "span-10/v2/b.csv"]:
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("x\n1\n")
+  assert data_checks.input_files(str(tmp_path), "span-{SPAN}/v{VERSION}/*.csv") == [
+    str(tmp_path / "span-10" / "v2" / "a.csv"),
+    str(tmp_path / "span-10" / "v2" / "b.csv"),
+  ]
+  assert data_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv") == []
+  (tmp_path / "span-old" / "v1").mkdir(parents=True)
+  (tmp_path / "span-old" / "v1" / "a.csv").write_text("x\n1\n")
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.input_files(str(tmp_path), "span-{SPAN}/*/*.csv")
+  assert str(raised.value).startswith(
+    f"cannot resolve the span of 'span-{{SPAN}}/*/*.csv' under {tmp_path} (Cannot find span "
+    "number from "
+  )
+  assert str(raised.value).endswith("; check the data root and the {SPAN} folders.")
+
+
+@pytest.mark.parametrize(
+  ("value", "shown"),
+  [("a\nb", "\\n"), ("digits\x1b[31m", "\\x1b"), ("x\u2028y", "\\u2028"), ("tab\there", "\\t")],
+)
+def test_control_characters_are_refused(value, shown):
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_text("--model-name", value)
+  assert str(raised.value) == f"--model-name contains control characters ({shown}); remove them."
+  assert isinstance(raised.value, errors.UserInputError)
+  checks.check_text("--model-name", "plain name, with ünïcode")
+
+
+def test_simple_flag_checks():
+  checks.check_fraction("--max-bad-row-fraction", 0.0)
+  with pytest.raises(checks.CheckError, match=r"--min-accuracy must be between 0 and 1, got 1\.5"):
+    checks.check_fraction("--min-accuracy", 1.5)
+  with pytest.raises(checks.CheckError, match="--train-steps must be at least 1, got 0"):
+    checks.check_at_least("--train-steps", 0, 1)
+  # NaN compares false with everything, so it must not slip through as "not below".
+  with pytest.raises(checks.CheckError, match="--max-mse must be at least 0, got nan"):
+    checks.check_at_least("--max-mse", float("nan"), 0)
+  with pytest.raises(checks.CheckError, match="--min-accuracy must be between 0 and 1, got nan"):
+    checks.check_fraction("--min-accuracy", float("nan"))
+
+
+def _csv(tmp_path, header, rows):
+  path = tmp_path / "data.csv"
+  path.write_text(header + "\n" + "".join(f"{r}\n" for r in rows))
+  return str(path)
+
+
+def test_a_label_of_decimal_comma_numbers_is_refused_before_it_becomes_classes(tmp_path):
+  # MASS/Boston as a European spreadsheet saves it: ';' between fields, ',' in decimals.
+  rows = [f"0,0{i};{20 + i % 7},{i % 10}" for i in range(300)]
+  path = _csv(tmp_path, "crim;medv", rows)
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.decide_label([path], "medv", ";", "auto", 1000, None, None)
+  assert str(raised.value) == (
+    "the label 'medv' holds numbers written with a decimal comma ('20,0', '20,1'), which read "
+    "as text and would make each value a class; write the file with '.' as the decimal mark "
+    "(pandas: pd.read_csv(path, sep=';', decimal=',').to_csv(path, index=False)), or pass "
+    "--task multiclass if they are class names."
+  )
+  as_classes = data_checks.decide_label([path], "medv", ";", "multiclass", 1000, None, None)
+  assert as_classes.task == "multiclass"
+  # Text that is not all numbers stays a text label.
+  text = _csv(tmp_path, "x;size", [f"{i};{'1,5' if i % 2 else 'large'}" for i in range(300)])
+  assert data_checks.decide_label([text], "size", ";", "auto", 1000, None, None).task == "binary"
+
+
+def test_decide_label_floor_beats_the_majority_class(tmp_path):
+  rows = [f"{i},{'spam' if i % 4 == 0 else 'ham'}" for i in range(200)]
+  decision = data_checks.decide_label(
+    [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, None, None
+  )
+  assert decision.task == "binary" and decision.rows == 200
+  assert decision.min_accuracy == pytest.approx(0.76)
+  assert decision.floor_reason == (
+    "auto: accuracy at least 0.76, i.e. 0.01 better than always answering the most frequent "
+    "class (0.75 of the rows; --min-accuracy sets another floor)"
+  )
+  given = data_checks.decide_label(
+    [_csv(tmp_path, "x,kind", rows)], "kind", ",", "auto", 1000, 0.9, None
+  )
+  assert given.min_accuracy == 0.9 and given.floor_reason == "--min-accuracy 0.9"
+
+
+def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_as_classes(
+  tmp_path,
+):
+  # MASS's survey: Exer is Freq, Some or None (no exercise), which R writes as 'None'.
+  rows = [f"{i},{('Freq', 'Some', 'None', 'None')[i % 4]}" for i in range(200)]
+  path = _csv(tmp_path, "x,exer", rows)
+  auto = data_checks.decide_label([path], "exer", ",", "auto", 1000, None, None)
+  assert (auto.task, auto.rows, auto.task_reason) == ("binary", 100, "two label values")
+  classes = data_checks.decide_label([path], "exer", ",", "multiclass", 1000, None, None)
+  assert (classes.task, classes.rows) == ("multiclass", 200)
+  assert classes.task_reason == "--task multiclass"
+  assert classes.min_accuracy == pytest.approx(0.51)  # 'None' is half the rows
+
+
+def test_decide_label_regression_ceiling_from_the_variance(tmp_path):
+  values = [0.5 * i for i in range(100)]
+  rows = [f"{i},{v}" for i, v in enumerate(values)]
+  decision = data_checks.decide_label(
+    [_csv(tmp_path, "x,price", rows)], "price", ",", "auto", 1000, None, None
+  )
+  mean = sum(values) / len(values)
+  variance = sum((v - mean) ** 2 for v in values) / len(values)
+  assert decision.task == "regression" and decision.min_accuracy == 0.0
+  assert decision.max_mse == pytest.approx(defaults.AUTO_MSE_SHARE * variance, rel=0.02)
+
+
+def test_decide_label_class_cap_is_one_line_naming_column_and_count(tmp_path):
+  rows = [f"{i},{chr(97 + i % 10)}" for i in range(100)]
+  with pytest.raises(errors.UserInputError) as raised:
+    data_checks.decide_label(
+      [_csv(tmp_path, "x,species", rows)], "species", ",", "auto", 3, None, None
+    )
+  message = str(raised.value)
+  assert message.startswith("label column 'species' has at least 10 distinct values, over the ")
+  assert "3-class cap" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+  ("text", "expected"),
+  [
+    ("hidden_units=128", {"hidden_units": 128}),
+    (
+      "hidden_units=128, learning_rate=0.01,activation=relu",
+      {"hidden_units": 128, "learning_rate": 0.01, "activation": "relu"},
+    ),
+    ("dropout=1e-1,,", {"dropout": 0.1}),
+    ("name= wide ", {"name": "wide"}),
+    ("", {}),
+  ],
+)
+def test_hparams_parsing(text, expected):
+  parsed = flags._hparams(text)
+  assert parsed == expected
+  assert {k: type(v) for k, v in parsed.items()} == {k: type(v) for k, v in expected.items()}
+
+
+@pytest.mark.parametrize("text", ["hidden_units", "=3", "a=1,b"])
+def test_hparams_parsing_rejects_parts_without_key_and_value(text):
+  with pytest.raises(argparse.ArgumentTypeError, match="is not key=value"):
+    flags._hparams(text)
+
+
+def _args(tmp_path, *argv):
+  parser = argparse.ArgumentParser()
+  flags.add_pipeline_args(parser)
+  return parser.parse_args([str(a) for a in argv])
+
+
+def test_repeated_hparams_flags_add_up_and_a_later_value_wins(tmp_path):
+  args = _args(
+    tmp_path,
+    "--hparams",
+    "learning_rate=0.01,num_layers=2",
+    "--hparams",
+    "numeric_bins=0",
+    "--hparams",
+    "num_layers=3",
+  )
+  assert args.hparams == {"learning_rate": 0.01, "num_layers": 3, "numeric_bins": 0}
+  # The default is not shared between parses.
+  assert _args(tmp_path).hparams == {}
+
+
+def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
+  rows = [f"{i},{i % 7},{'yes' if i % 3 == 0 else 'no'}" for i in range(300)]
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("id,x,target\n" + "".join(f"{r}\n" for r in rows))
+  args = _args(
+    tmp_path,
+    "--data-root",
+    data,
+    "--label-key",
+    "target",
+    "--exclude-columns",
+    "id, x",
+    "--hparams",
+    "hidden_units=16",
+    "--optimizer-variants",
+    "tflite_float32,onnx",
+  )
+  config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  assert config.task == "binary"
+  assert config.min_accuracy == pytest.approx(0.677, abs=1e-3)  # majority 2/3 + 0.01
+  assert config.exclude_columns == ("id", "x")
+  assert config.hparams == {"hidden_units": 16}
+  assert config.optimizer_variants == ("tflite_float32", "onnx")
+  assert config.input_pattern == "*.csv"
+  assert config.data_root == str(data)
+  assert config.pipeline_root == str(tmp_path / "root")
+
+
+@pytest.mark.parametrize(
+  ("flags", "variants", "tensorrt"),
+  [
+    ((), ("tflite_float32", "tflite_dynamic_range", "tflite_float16", "tflite_int8"), "auto"),
+    (("--optimizer-variants", "none"), (), "off"),
+    (("--optimizer-variants", "none", "--tensorrt", "required"), (), "required"),
+    (("--optimizer-variants", "onnx", "--tensorrt", "off"), ("onnx",), "off"),
+  ],
+)
+def test_no_optimizer_variants_means_no_tensorrt_unless_asked(tmp_path, flags, variants, tensorrt):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(300)))
+  args = _args(tmp_path, "--data-root", data, *flags)
+  config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  assert set(config.optimizer_variants) >= set(variants)
+  assert (config.optimizer_variants == ()) == (variants == ())
+  assert config.tensorrt == tensorrt
+
+
+@pytest.mark.parametrize("spelling", ["\\t", "tab", "\t"])
+def test_a_tab_delimiter_may_be_typed_as_the_hint_prints_it(tmp_path, spelling):
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = "".join(f"{i}\t{i % 3}\t{'a' if i % 2 else 'b'}\n" for i in range(400))
+  (data / "d.tsv").write_text("x\tlabel\tkind\n" + rows)
+  args = _args(tmp_path, "--data-root", data, "--input-pattern", "*.tsv", "--delimiter", spelling)
+  config = resolve.config_from_args(args, str(tmp_path / "root"), str(tmp_path / "serving"))
+  assert config.delimiter == "\t"
+  assert config.task == "multiclass"
+
+
+def test_config_from_args_refusals(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("x,label\n" + "".join(f"{i},{i % 2}\n" for i in range(40)))
+  root, serving = str(tmp_path / "root"), str(tmp_path / "serving")
+  with pytest.raises(checks.CheckError, match="fewer than --min-eval-examples 50"):
+    resolve.config_from_args(_args(tmp_path, "--data-root", data), root, serving)
+  with pytest.raises(checks.CheckError, match="--eval-label-key names a label made by a Transform"):
+    resolve.config_from_args(
+      _args(tmp_path, "--data-root", data, "--eval-label-key", "label_xf"), root, serving
+    )
+  for delimiter in (";;", '"'):
+    with pytest.raises(checks.CheckError, match="--delimiter must be one character"):
+      resolve.config_from_args(
+        _args(tmp_path, "--data-root", data, "--delimiter", delimiter), root, serving
+      )
+  with pytest.raises(checks.CheckError, match="control characters"):
+    resolve.config_from_args(
+      _args(tmp_path, "--data-root", data, "--delimiter", "\r"), root, serving
+    )
+  with pytest.raises(checks.CheckError, match="pass --task binary, multiclass or regression"):
+    resolve.config_from_args(
+      _args(tmp_path, "--data-root", "gs://bucket/data"), root, serving, local_paths=False
+    )
