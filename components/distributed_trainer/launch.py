@@ -31,14 +31,15 @@ _TERMINATE_GRACE_S = 5.0
 Task = tuple[str, int]
 
 
-class ClusterError(UserInputError):
+class ClusterError(UserInputError, RuntimeError):
   """A local cluster failed or timed out; the message carries the failing process's log tail.
 
   What fails a process of the cluster is the user's to fix: their module, their data, the
   settings (worker_timeout_s, the batch over the replicas) or the cluster (a TFJob's; see
   tfjob_lib.TFJobError). So it is a UserInputError: runners print its first line, which names
   the process and where its log is, and no traceback of ours; the process's own traceback is
-  in that log, whose tail follows the line (and a TFJob step logs each replica's tail).
+  in that log, whose tail follows the line (and a TFJob step logs each replica's tail). It
+  stays a RuntimeError, as it was, for code that catches it as one.
   """
 
 
