@@ -45,6 +45,11 @@ EXAMPLES_QUARANTINE = "quarantine_uri"
 # ExampleValidator's, JSON by split).
 BLESSED_PROPERTY = "blessed"
 
+# The night's id: an execution property of the steps that record the night (the DataGate, the
+# Pusher and the RunReport) and a parameter of the Kubeflow exit task. A Kubeflow package sets
+# it to the run's id placeholder, which the orchestrator fills in, as it fills any parameter;
+# a local run leaves it out, and those steps read `nights_lib.NIGHT_ID_ENV`.
+NIGHT_ID_KEY = "night_id"
 
 # The DistributedTrainer.
 # Keys of `custom_config` the pipeline fills for the module (the default model reads them; every

@@ -85,6 +85,7 @@ class Executor(base_executor.BaseExecutor):
         "spans": _spans(examples),
         "rows": _rows(examples),
       },
+      nights_lib.night_id(exec_properties),
     )
     for finding in report.findings:
       _LOG.info("DataGate: %s%s", finding.text, " (accepted)" if finding.accepted else "")

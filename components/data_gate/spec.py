@@ -32,6 +32,7 @@ class DataGateSpec(ComponentSpec):
     ACCEPT_KEY: ExecutionParameter(type=str, optional=True),
     properties.SERVING_DIR_KEY: ExecutionParameter(type=str),
     properties.MODEL_NAME_KEY: ExecutionParameter(type=str),
+    properties.NIGHT_ID_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
     STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics),

@@ -9,9 +9,11 @@ one. Closing merges the facts with the outcome into one record and appends it to
 log. The serving package keeps the facts and the records (`components.serving.nights`); what
 they say is decided here.
 
-The night's id reaches the steps through the environment (`NIGHT_ID_ENV`): `run_local.py`
-sets it, and every Kubeflow step gets it from the run's id (`kubeflow_night.add_exit_handler`).
-A step run without it (a pipeline driven another way) records nothing.
+The night's id reaches the steps that record it (the DataGate, the Pusher, the RunReport and
+Kubeflow's exit task) through the pipeline on Kubeflow: their `night_id` parameter holds the
+run's id placeholder, which the orchestrator fills in (`night_id`). `run_local.py` sets it in the
+environment (`NIGHT_ID_ENV`) instead. A step run without either (a pipeline driven another way)
+records nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from components.serving import layout
 from components.serving import nights as serving_nights
+from core import properties
 
 _LOG = logging.getLogger(__name__)
 
@@ -42,19 +45,40 @@ FAILED = "failed"
 OUTCOMES = (PUSHED, NOT_PUSHED, STOPPED, FAILED)
 
 
-def night_id() -> str | None:
-  """The id of the night this process runs a step of, or None."""
+def night_id(exec_properties: Mapping[str, Any] | None = None) -> str | None:
+  """The id of the night a step runs in, or None outside a night.
+
+  Args:
+    exec_properties: the step's execution properties. Their `properties.NIGHT_ID_KEY`, once
+      the orchestrator filled it in (a Kubeflow package passes the run's id placeholder), is
+      the night; else `NIGHT_ID_ENV` (run_local.py sets it) is.
+  """
+  value = str((exec_properties or {}).get(properties.NIGHT_ID_KEY) or "").strip()
+  if value and "{{" not in value:
+    return value
   value = os.environ.get(NIGHT_ID_ENV, "").strip()
   return value or None
 
 
-def record_step(serving_dir: str, model_name: str, step: str, facts: Mapping[str, Any]) -> bool:
+def record_step(
+  serving_dir: str,
+  model_name: str,
+  step: str,
+  facts: Mapping[str, Any],
+  night: str | None = None,
+) -> bool:
   """Keeps one step's facts for the night's record; a no-op outside a night.
+
+  Args:
+    serving_dir, model_name: the model folder whose nights log gets the record.
+    step: GATE_STEP or PUSHER_STEP.
+    facts: what the step found, as JSON values.
+    night: the night's id (`night_id(exec_properties)`); None: `NIGHT_ID_ENV`'s, if any.
 
   Returns:
     Whether the facts were written.
   """
-  night = night_id()
+  night = night or night_id()
   if night is None:
     return False
   serving_nights.record_facts(serving_dir, model_name, night, step, facts)

@@ -77,6 +77,7 @@ class Executor(stock_pusher.Executor):
       exec_properties[properties.MODEL_NAME_KEY],
       nights_lib.PUSHER_STEP,
       _night_facts(input_dict, pushed_model),
+      nights_lib.night_id(exec_properties),
     )
 
   def _push(

@@ -29,6 +29,7 @@ class PusherSpec(ComponentSpec):
   PARAMETERS = {
     properties.SERVING_DIR_KEY: ExecutionParameter(type=str),
     properties.MODEL_NAME_KEY: ExecutionParameter(type=str),
+    properties.NIGHT_ID_KEY: ExecutionParameter(type=str, optional=True),
     KEEP_VERSIONS_KEY: ExecutionParameter(type=int),
     properties.LIVE_KEY_KEY: ExecutionParameter(type=str, optional=True),
   }

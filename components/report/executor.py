@@ -36,7 +36,11 @@ class Executor(base_executor.BaseExecutor):
     page = artifact_utils.get_single_instance(output_dict[s.PAGE_KEY])
     path = page_path(page.uri)
     try:
-      summary = summary_from_inputs(input_dict, json.loads(exec_properties[s.RUN_CONFIG_KEY]))
+      summary = summary_from_inputs(
+        input_dict,
+        json.loads(exec_properties[s.RUN_CONFIG_KEY]),
+        nights_lib.night_id(exec_properties),
+      )
       text = run_page.render_run_page(summary)
     except Exception as e:  # As locally: the page never fails a run that pushed.
       _LOG.exception("The report page could not be drawn")
@@ -63,7 +67,7 @@ def _one(input_dict: dict[str, list[types.Artifact]], key: str) -> types.Artifac
 
 
 def summary_from_inputs(
-  input_dict: dict[str, list[types.Artifact]], run_config: dict[str, Any]
+  input_dict: dict[str, list[types.Artifact]], run_config: dict[str, Any], night: str | None = None
 ) -> dict[str, Any]:
   """The run_summary.json the page reads, from the step's inputs.
 
@@ -91,7 +95,6 @@ def summary_from_inputs(
   )
   summary["components_note"] = "the steps' states and times are in the Kubeflow run's graph"
   summary["config"] = run_config
-  night = nights_lib.night_id()
   summary["night"] = {"night": night} if night else None
   summary[sources.ARTIFACTS] = {
     role: sources.pointer(

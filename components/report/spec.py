@@ -4,7 +4,7 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components import artifacts
-from core import sources
+from core import properties, sources
 
 # The page's inputs are the roles run_summary.json points at (`sources`), plus the artifacts the
 # local summary reads its facts from (the trained model, the blessing, the Optimizer's report,
@@ -23,6 +23,7 @@ class RunReportSpec(ComponentSpec):
 
   PARAMETERS = {
     RUN_CONFIG_KEY: ExecutionParameter(type=str),
+    properties.NIGHT_ID_KEY: ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
     sources.EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True),

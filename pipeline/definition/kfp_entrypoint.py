@@ -18,11 +18,6 @@ do itself:
    registered (tensorflow-io), and the process ends with `os._exit` once the outputs are
    written (tensorflow-io aborts the interpreter at exit).
 
-4. `--night_id VALUE` (`kubeflow_night.add_night_id`) is taken out of the arguments before TFX
-   parses them and becomes `nights_lib.NIGHT_ID_ENV`, under which the DataGate and the Pusher
-   record the night's facts. A value that is still the placeholder (open-source KFP does not
-   replace it in arguments) is ignored: there the variable comes from the pod's run-id label.
-
 `python -m pipeline.definition.kfp_entrypoint resolve-span --executor_input {{$}}` is the span
 resolver task that `kubeflow_lib.add_span_resolvers` adds in front of each ExampleGen,
 `... live-key --executor_input {{$}}` the task `add_live_key_task` adds in front of LiveModel,
@@ -130,37 +125,6 @@ def type_html_outputs(executor_input: dict[str, Any]) -> list[str]:
   return retyped
 
 
-def _resolved(value: str | None) -> bool:
-  """Whether a run-time value was filled in (not empty, not a `{{$...}}` placeholder left as is)."""
-  return bool(value) and "{{" not in value
-
-
-def take_night_id(argv: Sequence[str]) -> list[str]:
-  """`argv` without `--night_id VALUE`; a filled-in VALUE becomes `nights_lib.NIGHT_ID_ENV`.
-
-  A placeholder left as is keeps what the environment has (on open-source KFP, the run's id
-  from the pod's label: `kubeflow_package.platform_spec`).
-  """
-  from components.nights import nights_lib
-
-  args, value = [], None
-  i = 0
-  while i < len(argv):
-    arg = argv[i]
-    if arg == kubeflow_night.NIGHT_ID_FLAG and i + 1 < len(argv):
-      value = argv[i + 1]
-      i += 2
-      continue
-    if arg.startswith(kubeflow_night.NIGHT_ID_FLAG + "="):
-      value = arg[len(kubeflow_night.NIGHT_ID_FLAG) + 1 :]
-    else:
-      args.append(arg)
-    i += 1
-  if _resolved(value):
-    os.environ[nights_lib.NIGHT_ID_ENV] = value
-  return args
-
-
 def _uris(args: Sequence[str]) -> list[str]:
   """Artifact URIs and string parameters of an invocation: what register_filesystems checks."""
   invocation = flag_value(args, INVOCATION_FLAG) or flag_value(args, EXECUTOR_INPUT_FLAG)
@@ -191,7 +155,7 @@ def run_executor(argv: Sequence[str]) -> None:
   tf_compat.keras_tuner_on_tf_keras()
   tf_compat.install_user_modules_once()
   tf_compat.tfx_package_only_for_remote_beam()
-  args = patch_args(take_night_id(argv))
+  args = patch_args(argv)
   hard_exit = _register_filesystems(args)
 
   from absl import app
@@ -361,9 +325,7 @@ def run_night_end(argv: Sequence[str]) -> int:
   hard_exit = _register_filesystems(argv)
   serving_dir = values[properties.SERVING_DIR_KEY]
   model_name = values[properties.MODEL_NAME_KEY]
-  night = values.get(kubeflow_night.NIGHT_ID_PARAMETER)
-  if not _resolved(night):
-    night = nights_lib.night_id()
+  night = nights_lib.night_id(values)
   if night is None:
     night = nights_lib.new_night_id()
     print(f"warning: the run's id did not reach this step; recording night {night} without facts")

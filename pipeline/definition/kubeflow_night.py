@@ -1,9 +1,11 @@
-"""The end of a night on Kubeflow: the run's id in every TFX step, and the exit handler.
+"""The night on Kubeflow: the run's id as a parameter of the steps that record it, and the exit
+handler.
 
 TFX has no exit handler. `add_exit_handler` moves every step into a sub-DAG and adds `NightEnd`
 after it, which runs even when a step failed and closes the night
-(`components.nights.nights_lib`); `add_night_id` gives every TFX step the run's id, under which
-the steps record what they found (see `add_night_id` for how it reaches them).
+(`components.nights.nights_lib`); `add_night_id` gives the steps that record the night (the
+DataGate, the Pusher and the RunReport) the run's id as their `night_id` parameter, under which
+they record what they found.
 """
 
 from __future__ import annotations
@@ -13,21 +15,19 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.arguments import flag_value
 from core import properties
 from pipeline.definition import kubeflow_lib, nodes
 
-# The night: the run's id in every TFX step, the sub-DAG of the steps and the exit task after it.
-NIGHT_ID_FLAG = "--night_id"
+# The night: the run's id as a parameter, the sub-DAG of the steps and the exit task after it.
+# Vertex AI fills the placeholder in a parameter's constant, and so does open-source KFP's
+# driver from backend 2.4 on (kubeflow/pipelines#11599); each run gets its own value.
 RUN_ID_PLACEHOLDER = "{{$.pipeline_job_uuid}}"
-# KFP labels every pod of a run with the run's id (pipeline/runid), which the downward API turns
-# into an environment variable; its launcher leaves the placeholder above in arguments as it is.
-RUN_ID_FIELD_PATH = "metadata.labels['pipeline/runid']"
+# The TFX steps that record the night's facts (or name the night), by node id.
+NIGHT_STEPS = (nodes.DATA_GATE, nodes.PUSHER, nodes.RUN_REPORT)
 NIGHT_DAG = "Night"
 NIGHT_END = "NightEnd"
 NIGHT_END_COMMAND = "night-end"
 STATUS_PARAMETER = "status"
-NIGHT_ID_PARAMETER = "night_id"
 NOTIFY_PARAMETER = "notify"
 EVERY_NIGHT_PARAMETER = "every_night"
 EXIT_TRIGGER = {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
@@ -39,37 +39,33 @@ EXIT_TRIGGER = {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
 FINAL_STATUS_TARGETS = (kubeflow_lib.VERTEX,)
 
 
-def _runs_tfx_executor(container: Mapping[str, Any]) -> bool:
-  return container.get("command", [])[-1:] == [kubeflow_lib.ENTRYPOINT_MODULE] and bool(
-    flag_value(container.get("args") or [], kubeflow_lib.CLASS_PATH_FLAG)
-  )
+def add_night_id(spec: Mapping[str, Any]) -> list[str]:
+  """Gives the steps that record the night (`NIGHT_STEPS`) the run's id as their `night_id`
+  parameter (`properties.NIGHT_ID_KEY`, optional in their specs), and never caches them.
 
-
-def add_night_id(spec: Mapping[str, Any]) -> int:
-  """Appends `--night_id {{$.pipeline_job_uuid}}` to every container that runs a TFX executor
-  through our entrypoint, which takes it out before TFX parses its flags and sets
-  `nights_lib.NIGHT_ID_ENV`, under which the steps record the night's facts.
-
-  It goes into the arguments, not a parameter: KFP's cache key holds the command and arguments
-  before their placeholders are replaced, but parameter values after, so a parameter would give
-  every run its own key and nothing would come from the cache. Vertex AI replaces the
-  placeholder in arguments. Open-source KFP's launcher replaces only `{{$}}` and input and
-  output placeholders there, so it arrives as written and the entrypoint ignores it; on KFP the
-  variable comes from the pod's `pipeline/runid` label instead (`platform_spec`), which is no
-  part of the cache key either.
+  The value reaches the step through the pipeline, as any parameter does: the orchestrator
+  fills in the placeholder, the step's executor reads it from its execution properties
+  (`nights_lib.night_id`). Neither pod labels nor arguments carry it. A parameter is part of
+  KFP's cache key after its value is filled in, so these steps could not come from the cache
+  anyway (a cached step would record nothing for tonight); the cache is turned off for them to
+  say so. The other steps keep their cache keys.
 
   Returns:
-    How many containers got the flag (one that has it already is left alone).
+    The steps that got the parameter, in run order.
   """
-  count = 0
-  for ex in spec["deploymentSpec"]["executors"].values():
-    container = ex.get("container")
-    if not container or not _runs_tfx_executor(container):
-      continue
-    if flag_value(container["args"], NIGHT_ID_FLAG) is None:
-      container["args"] = [*container["args"], NIGHT_ID_FLAG, RUN_ID_PLACEHOLDER]
-      count += 1
-  return count
+  steps = [name for name in NIGHT_STEPS if name in kubeflow_lib.tasks(spec)]
+  for name in steps:
+    definitions = kubeflow_lib.component(spec, name).setdefault("inputDefinitions", {})
+    definitions.setdefault("parameters", {})[properties.NIGHT_ID_KEY] = {
+      "parameterType": "STRING",
+      "isOptional": True,
+    }
+    inputs = kubeflow_lib.tasks(spec)[name].setdefault("inputs", {})
+    inputs.setdefault("parameters", {})[properties.NIGHT_ID_KEY] = {
+      "runtimeValue": {"constant": RUN_ID_PLACEHOLDER}
+    }
+  kubeflow_lib.disable_cache(spec, steps)
+  return steps
 
 
 def has_exit_handler(spec: Mapping[str, Any]) -> bool:
@@ -127,7 +123,7 @@ def add_exit_handler(
   constants = {
     properties.SERVING_DIR_KEY: serving_dir,
     properties.MODEL_NAME_KEY: model_name,
-    NIGHT_ID_PARAMETER: RUN_ID_PLACEHOLDER,
+    properties.NIGHT_ID_KEY: RUN_ID_PLACEHOLDER,
     NOTIFY_PARAMETER: json.dumps(list(notify)),
     EVERY_NIGHT_PARAMETER: "true" if every_night else "false",
   }
@@ -194,11 +190,3 @@ def _add_night_end(
     }
   }
   return values
-
-
-def needs_night_env(spec: Mapping[str, Any]) -> bool:
-  """Whether the steps of a KFP package need the run's id as an environment variable."""
-  return has_exit_handler(spec) or any(
-    flag_value((ex.get("container") or {}).get("args") or [], NIGHT_ID_FLAG)
-    for ex in spec["deploymentSpec"]["executors"].values()
-  )

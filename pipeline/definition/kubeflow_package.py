@@ -13,7 +13,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from components.nights import nights_lib
 from core import properties
 from pipeline.definition import kubeflow_lib, kubeflow_night, nodes
 
@@ -36,11 +35,6 @@ def platform_spec(
   may live on them) and every secret variable (object-store credentials, notify URLs for
   NightEnd's `--notify env:NAME`).
 
-  A package with a night (`add_night_id`, `add_exit_handler`) also gives every step the run's
-  id as `nights_lib.NIGHT_ID_ENV`, from the pod label KFP sets on every pod of a run
-  (`fieldPathAsEnv`, read by the KFP backend from 2.1 on; kfp-kubernetes 1.0.0's protos
-  predate it, so it is added to the JSON as KFP's compiler would write it).
-
   Args:
     spec: the pipelineSpec.
     volumes: (PVC name, mount path) pairs.
@@ -60,10 +54,6 @@ def platform_spec(
     ],
   )
   config = json_format.MessageToDict(message)
-  if kubeflow_night.needs_night_env(spec):
-    config["fieldPathAsEnv"] = [
-      {"name": nights_lib.NIGHT_ID_ENV, "fieldPath": kubeflow_night.RUN_ID_FIELD_PATH}
-    ]
   executors = {
     kubeflow_lib.component(spec, name)["executorLabel"]: copy.deepcopy(config)
     for name in kubeflow_lib.tasks(spec)
@@ -86,8 +76,9 @@ def postprocess(
 ) -> dict[str, Any]:
   """Applies every post-processing step for `target` to a compiled package, in place.
 
-  A package with a Pusher also gets the night: the run's id in every TFX step and the exit
-  handler that closes the night (`add_night_id`, `add_exit_handler`).
+  A package with a Pusher also gets the night: the run's id as the `night_id` parameter of the
+  steps that record it, and the exit handler that closes the night (`add_night_id`,
+  `add_exit_handler`).
 
   Args:
     doc: the PipelineJob JSON written by KubeflowV2DagRunner.
@@ -137,7 +128,7 @@ def kfp_package(
   secret_env: Sequence[tuple[str, str, str]] = (),
 ) -> str:
   """The package open-source KFP uploads: the bare PipelineSpec, then a platform spec if any
-  (volumes, secrets, or the night's id for a package with a night).
+  (volumes, secrets).
 
   Both documents are JSON, which is YAML; they are separated by `---` as KFP expects. The
   PipelineJob's pipeline root becomes the spec's `defaultPipelineRoot`, which KFP uses for a
@@ -148,7 +139,7 @@ def kfp_package(
   if root:
     spec["defaultPipelineRoot"] = root
   parts = [json.dumps(spec, indent=1, sort_keys=True)]
-  if volumes or secret_env or kubeflow_night.needs_night_env(spec):
+  if volumes or secret_env:
     platform = platform_spec(spec, volumes, secret_env)
     parts.append(json.dumps(platform, indent=1, sort_keys=True))
   return "\n---\n".join(parts) + "\n"

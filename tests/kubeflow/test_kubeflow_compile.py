@@ -126,10 +126,12 @@ def test_kfp_package_is_schema_2_1_with_container_tasks_only(kfp_compiled):
   assert order[0] == "CsvExampleGen_span" and order[-1] == kubeflow_night.NIGHT_END
 
 
-def test_kfp_caching_pusher_and_key_tasks_never_cached(kfp_compiled):
+def test_kfp_caching_night_steps_and_key_tasks_never_cached(kfp_compiled):
   tasks = kubeflow_lib.tasks(_spec(kfp_compiled))
   caching = {name: t["cachingOptions"]["enableCache"] for name, t in tasks.items()}
-  for name in ("Pusher", "CsvExampleGen_span", "LiveModel_key", kubeflow_night.NIGHT_END):
+  # The steps that record the night (DataGate, Pusher, RunReport), the key tasks and NightEnd.
+  never = (*kubeflow_night.NIGHT_STEPS, "CsvExampleGen_span", "LiveModel_key")
+  for name in (*never, kubeflow_night.NIGHT_END):
     assert caching.pop(name) is False, name
   assert all(caching.values()), caching
   # LiveModel's cache key holds what the serving folder serves.
@@ -282,13 +284,23 @@ def test_both_packages_close_each_night_in_an_exit_handler(kfp_compiled, vertex_
     }
     container = kubeflow_lib.executor(spec, kubeflow_night.NIGHT_END)["container"]
     assert container["image"] == kubeflow_lib.executor(spec, "Pusher")["container"]["image"]
-    # The run's id is an argument of every TFX step, a parameter of NightEnd alone.
+    # The run's id is a parameter of the steps that record the night and of NightEnd, in no
+    # step's arguments; those steps are never cached.
+    steps = kubeflow_lib.tasks(spec)
+    recording = {"DataGate", "Pusher", "RunReport"}
+    assert recording <= set(steps)
     for name, path in kfp_launcher.executor_class_paths(spec).items():
       args = kubeflow_lib.executor(spec, name)["container"]["args"]
-      assert args[-2:] == ["--night_id", "{{$.pipeline_job_uuid}}"], (name, path)
-    steps = kubeflow_lib.tasks(spec)
-    assert json.dumps(steps).count("{{$.pipeline_job_uuid}}") == 1
-  # On KFP every step, NightEnd too, gets the volume, the secrets and the run's id (its label).
+      assert not any("night_id" in a or "pipeline_job_uuid" in a for a in args), (name, path)
+      night = steps[name].get("inputs", {}).get("parameters", {}).get("night_id")
+      if name in recording:
+        assert night == {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}, name
+        assert steps[name]["cachingOptions"] == {"enableCache": False}, name
+      else:
+        assert night is None, name
+    assert json.dumps(steps).count("{{$.pipeline_job_uuid}}") == len(recording) + 1
+  # On KFP every step, NightEnd too, gets the volume and the secrets; no pod label carries the
+  # run's id.
   package = kfp_compiled[0].parent / "pipeline.kfp.yaml"
   parsed = kfp_client._extract_pipeline_yaml(str(package))
   executors = parsed.platform_spec.platforms["kubernetes"].deployment_spec.executors
@@ -297,9 +309,7 @@ def test_both_packages_close_each_night_in_an_exit_handler(kfp_compiled, vertex_
     for name in kubeflow_lib.tasks(_spec(kfp_compiled))
   }
   for config in executors.values():
-    assert [dict(e) for e in config["fieldPathAsEnv"]] == [
-      {"name": "TFXKIT_NIGHT_ID", "fieldPath": "metadata.labels['pipeline/runid']"}
-    ]
+    assert "fieldPathAsEnv" not in config
   end_config = executors[kubeflow_night.NIGHT_END + "_executor"]
   assert end_config["pvcMount"][0]["mountPath"] == "/mnt/serving"
   assert end_config["secretAsEnv"][0]["secretName"] == "minio-creds"

@@ -425,9 +425,11 @@ def _five_nights(tmp_path, store, env, hook) -> None:
     env=env,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
-  # The upload package: the spec and its platform spec, which gives the steps the run's id.
+  # The upload package: the spec alone. The night's id reaches the steps that record it as a
+  # parameter the launcher fills in, as KFP's driver does; no pod label and no argument.
   upload = tmp_path / "digits.kfp.yaml"
   package, platform = kfp_launcher.load_package(upload), kfp_launcher.load_platform_spec(upload)
+  assert platform == {}
   # Some 50 steps over five nights: each is a child of one warm process (see warm_python)
   # rather than a fresh one, which would spend about 13 s importing TensorFlow and TFX.
   launcher = kfp_launcher.LocalKfp(
@@ -448,11 +450,13 @@ def _five_nights(tmp_path, store, env, hook) -> None:
 
   # Same data: the span resolver and the live key task run (never cached) and find what they
   # found last night (the live version carries the key night 1's LiveModel had), so everything
-  # else is served from KFP's cache; the Pusher always runs and finds the same training live.
+  # else is served from KFP's cache but the steps that record the night: the DataGate, the
+  # Pusher (which finds the same training live) and the RunReport always run.
   second = launcher.run(package, "night-2", platform=platform)
   assert _ran(second) == {
     "CsvExampleGen_span",
     "LiveModel_key",
+    "DataGate",
     "Pusher",
     "RunReport",
     "NightEnd",
@@ -518,6 +522,18 @@ def _five_nights(tmp_path, store, env, hook) -> None:
   assert stopped["line"].startswith("the data gate stopped this night")
   (notice,) = hook.requests
   assert "stopped" in json.dumps(notice["json"])
+  # Every night is recorded under its run's id, with what its steps found.
+  records = store.records()
+  assert [r["outcome"] for r in records] == [
+    "pushed",
+    "not_pushed",
+    "pushed",
+    "not_pushed",
+    "stopped",
+  ]
+  for results, record in zip((first, second, third, fourth, fifth), records, strict=True):
+    night = results["DataGate"].executor_input["inputs"]["parameterValues"]["night_id"]
+    assert record["night"] == night and "{{" not in night
 
 
 @pytest.mark.e2e

@@ -527,7 +527,7 @@ def test_postprocess_gives_a_package_with_a_pusher_its_night_on_both_targets():
   # Without a Pusher there is no night.
   bare = kubeflow_package.postprocess(_package(without_pusher=True), kubeflow_lib.KFP, [])
   assert not kubeflow_night.has_exit_handler(bare["pipelineSpec"])
-  assert kubeflow_night.NIGHT_ID_FLAG not in json.dumps(bare)
+  assert kubeflow_night.RUN_ID_PLACEHOLDER not in json.dumps(bare)
 
 
 def _without_night(target):
@@ -541,22 +541,32 @@ def _without_night(target):
   return spec
 
 
-def test_night_id_is_an_argument_of_every_tfx_step_and_changes_no_cache_key_input():
+def test_night_id_is_a_parameter_of_the_steps_that_record_the_night_and_no_argument():
   for target in kubeflow_lib.TARGETS:
     spec = kubeflow_package.postprocess(_package(), target, ["Pusher"])["pipelineSpec"]
     plain = _without_night(target)
     for name, task in kubeflow_lib.tasks(plain).items():
-      # Parameters and inputs, which KFP's cache key holds resolved, are as they were ...
-      assert kubeflow_lib.tasks(spec)[name] == task, name
+      # No step's command or arguments carry the run's id ...
       args = kubeflow_lib.executor(spec, name)["container"]["args"]
-      before = kubeflow_lib.executor(plain, name)["container"]["args"]
-      # ... and the run's id is a placeholder in the arguments, which the key holds unresolved.
-      if flag_value(before, kubeflow_lib.CLASS_PATH_FLAG):
-        assert args == [*before, "--night_id", "{{$.pipeline_job_uuid}}"], name
-      else:
-        assert args == before, name
+      assert args == kubeflow_lib.executor(plain, name)["container"]["args"], name
+      if name not in kubeflow_night.NIGHT_STEPS:
+        # ... and the steps that record nothing keep their parameters, so their cache keys.
+        assert kubeflow_lib.tasks(spec)[name] == task, name
+        continue
+      # The Pusher gets it as a parameter the orchestrator fills in, and is never cached.
+      got = kubeflow_lib.tasks(spec)[name]
+      assert got["inputs"]["parameters"][properties.NIGHT_ID_KEY] == {
+        "runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}
+      }
+      assert got["cachingOptions"] == {"enableCache": False}
+      declared = kubeflow_lib.component(spec, name)["inputDefinitions"]["parameters"]
+      assert declared[properties.NIGHT_ID_KEY] == {"parameterType": "STRING", "isOptional": True}
+      rest = copy.deepcopy(got)
+      del rest["inputs"]["parameters"][properties.NIGHT_ID_KEY]
+      assert rest == task, name
     text = json.dumps(kubeflow_lib.tasks(spec))
-    assert text.count("{{$.pipeline_job_uuid}}") == 1  # NightEnd's night_id only
+    assert text.count("{{$.pipeline_job_uuid}}") == 2  # the Pusher's and NightEnd's night_id
+    assert "{{$.pipeline_job_uuid}}" not in json.dumps(spec["deploymentSpec"])
 
 
 def test_a_second_exit_handler_is_refused_and_the_night_id_is_added_once():
@@ -564,7 +574,7 @@ def test_a_second_exit_handler_is_refused_and_the_night_id_is_added_once():
   snapshot = copy.deepcopy(spec)
   with pytest.raises(kubeflow_lib.PackageError, match="has an exit handler"):
     _add_exit_handler(spec)
-  assert kubeflow_night.add_night_id(spec) == 0
+  assert kubeflow_night.add_night_id(spec) == ["Pusher"]  # the same parameter again
   assert spec == snapshot
   with pytest.raises(kubeflow_lib.PackageError, match="has no Pusher"):
     _add_exit_handler(_package(without_pusher=True)["pipelineSpec"])
@@ -590,7 +600,7 @@ def test_every_helper_finds_the_steps_inside_the_exit_handler():
   assert kubeflow_lib.executor(spec, NIGHT_END)["container"]["env"] == [
     {"name": "S3_USE_HTTPS", "value": "0"}
   ]
-  # Every step, NightEnd too, gets the volumes, the secrets and the run's id from its label.
+  # Every step, NightEnd too, gets the volumes and the secrets; the run's id is no pod label.
   secret = ("hooks", "url", "HOOK")
   platform = kubeflow_package.platform_spec(spec, [("serving-pvc", "/mnt/serving")], [secret])
   executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
@@ -598,9 +608,7 @@ def test_every_helper_finds_the_steps_inside_the_exit_handler():
   for config in executors.values():
     assert config["pvcMount"] == [{"constant": "serving-pvc", "mountPath": "/mnt/serving"}]
     assert config["secretAsEnv"][0]["keyToEnv"] == [{"secretKey": "url", "envVar": "HOOK"}]
-    assert config["fieldPathAsEnv"] == [
-      {"name": nights_lib.NIGHT_ID_ENV, "fieldPath": "metadata.labels['pipeline/runid']"}
-    ]
+    assert "fieldPathAsEnv" not in config
   # A key task added after the exit handler goes beside its source, inside the sub-DAG.
   late = _package()["pipelineSpec"]
   _add_exit_handler(late)
@@ -613,20 +621,16 @@ def test_every_helper_finds_the_steps_inside_the_exit_handler():
     kubeflow_lib.tasks(late)
 
 
-def test_entrypoint_takes_the_night_id_out_of_tfx_arguments(monkeypatch):
-  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "unset")
-  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV)
-  args = ["--executor_class_path", "a.B", "--night_id", "run-7", "--runner=DirectRunner"]
-  assert kfp_entrypoint.take_night_id(args) == [
-    "--executor_class_path",
-    "a.B",
-    "--runner=DirectRunner",
-  ]
-  assert os.environ[nights_lib.NIGHT_ID_ENV] == "run-7"
-  # Open-source KFP leaves the placeholder in arguments: the id from the pod's label stays.
-  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "from-the-label")
-  assert kfp_entrypoint.take_night_id(["--night_id", "{{$.pipeline_job_uuid}}", "x"]) == ["x"]
-  assert os.environ[nights_lib.NIGHT_ID_ENV] == "from-the-label"
+def test_a_step_reads_the_night_from_its_parameter_else_from_the_environment(monkeypatch):
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
+  assert nights_lib.night_id({properties.NIGHT_ID_KEY: "run-7"}) == "run-7"
+  assert nights_lib.night_id({}) is None
+  # A placeholder the orchestrator left as is names no night; run_local.py's variable does.
+  assert nights_lib.night_id({properties.NIGHT_ID_KEY: "{{$.pipeline_job_uuid}}"}) is None
+  monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "local-night")
+  assert nights_lib.night_id({properties.NIGHT_ID_KEY: "{{$.pipeline_job_uuid}}"}) == "local-night"
+  assert nights_lib.night_id(None) == "local-night"
+  assert nights_lib.night_id({properties.NIGHT_ID_KEY: "run-7"}) == "run-7"
 
 
 def test_night_outcome_comes_from_the_final_status_or_else_from_the_facts():
