@@ -14,7 +14,7 @@ from tfx import types
 from tfx.types import artifact_utils
 
 from components import model_contract, records
-from components.optimizer import keras_model
+from components.optimizer.formats import keras_model
 from core import column_types, properties, tasks
 from core.errors import UserInputError
 

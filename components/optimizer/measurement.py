@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from components.optimizer import runtime_base
+from components.optimizer.formats import runtime_base
 from components.optimizer.run_config import OptimizerConfig
 from core import tasks
 

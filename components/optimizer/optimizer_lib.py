@@ -25,12 +25,13 @@ from components.artifact_files.variant_index import (
   STATUS_SKIPPED,
   write_index,
 )
-from components.optimizer import formats, keras_model, runtime_base
+from components.optimizer import formats
+from components.optimizer.formats import keras_model, runtime_base
 from components.optimizer.formats import tensorrt as tensorrt_format
+from components.optimizer.formats.variant_base import ConversionContext, ConversionRefused, Variant
 from components.optimizer.measurement import Judge, batch1_latency_ms, file_sizes
 from components.optimizer.run_config import ModelFacts, OptimizerConfig
 from components.optimizer.signature import SIGNATURE_FILE, signature_document
-from components.optimizer.variant_base import ConversionContext, ConversionRefused, Variant
 from core import defaults, properties
 from core.errors import UserInputError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.optimizer import runtime_base
+from components.optimizer.formats import runtime_base
 from components.optimizer.run_config import ModelFacts
 
 SIGNATURE_FILE = "signature.json"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from components.optimizer import optimizer_lib, run_config, runtime_base
+from components.optimizer import optimizer_lib, run_config
+from components.optimizer.formats import runtime_base
 from models.tabular import layers as preprocessing_layers
 from tests.support import tabular_data as td
 

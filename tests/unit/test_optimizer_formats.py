@@ -9,20 +9,16 @@ import pytest
 import tensorflow as tf
 
 from components.artifact_files import variant_index
-from components.optimizer import (
-  data_lib,
+from components.optimizer import data_lib, formats, optimizer_lib, report, run_config
+from components.optimizer.formats import (
   fine_tuning,
-  formats,
   keras_model,
-  optimizer_lib,
-  report,
-  run_config,
   runtime_base,
+  tflite,
   variant_base,
 )
 from components.optimizer.formats import onnx as onnx_format
 from components.optimizer.formats import tensorrt as trt_format
-from components.optimizer.formats import tflite
 from core import defaults
 from core.errors import UserInputError
 from models.tabular import layers as preprocessing_layers
@@ -48,8 +44,9 @@ import os
 
 import tensorflow as tf
 
-from components.optimizer import formats, runtime_base
-from components.optimizer.variant_base import Conversion, Variant
+from components.optimizer import formats
+from components.optimizer.formats import runtime_base
+from components.optimizer.formats.variant_base import Conversion, Variant
 
 
 @formats.register

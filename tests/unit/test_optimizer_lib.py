@@ -10,17 +10,10 @@ import pytest
 import tensorflow as tf
 
 from components.artifact_files import variant_index
-from components.optimizer import (
-  formats,
-  optimizer_lib,
-  report,
-  run_config,
-  runtime_base,
-  variant_base,
-)
+from components.optimizer import formats, optimizer_lib, report, run_config
 from components.optimizer.formats import onnx as onnx_format
+from components.optimizer.formats import runtime_base, tflite, variant_base
 from components.optimizer.formats import tensorrt as trt_format
-from components.optimizer.formats import tflite
 from core import defaults
 from core.errors import UserInputError
 from tests.support.optimizer_models import (

@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-  from components.optimizer.variant_base import Variant
+  from components.optimizer.formats.variant_base import Variant
 
 # One line per format: the module that defines its variants and registers them with `register`.
 # A format imports its back-end packages through `backend` when a variant runs, so listing one

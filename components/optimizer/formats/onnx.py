@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components.optimizer import formats, runtime_base
-from components.optimizer.variant_base import Conversion, ConversionContext, Variant
+from components.optimizer import formats
+from components.optimizer.formats import runtime_base
+from components.optimizer.formats.variant_base import Conversion, ConversionContext, Variant
 from core import defaults
 
 ONNX_OPSET = 17

@@ -11,8 +11,9 @@ from tensorflow.core.function.polymorphism.function_type import sanitize_arg_nam
 from tensorflow.core.protobuf import saved_model_pb2
 
 from components import model_contract
-from components.optimizer import fine_tuning, formats, runtime_base
-from components.optimizer.variant_base import Conversion, ConversionContext, Variant
+from components.optimizer import formats
+from components.optimizer.formats import fine_tuning, runtime_base
+from components.optimizer.formats.variant_base import Conversion, ConversionContext, Variant
 from core import defaults
 
 

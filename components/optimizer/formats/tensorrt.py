@@ -8,9 +8,10 @@ import os
 
 import numpy as np
 
-from components.optimizer import formats, runtime_base
+from components.optimizer import formats
 from components.optimizer.formats import onnx as onnx_format
-from components.optimizer.variant_base import Conversion, ConversionContext, Variant
+from components.optimizer.formats import runtime_base
+from components.optimizer.formats.variant_base import Conversion, ConversionContext, Variant
 from core import defaults
 from core.errors import UserInputError
 

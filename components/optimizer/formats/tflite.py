@@ -12,9 +12,9 @@ import numpy as np
 import tensorflow as tf
 
 from components import model_contract
-from components.optimizer import fine_tuning, formats, keras_model, runtime_base
-from components.optimizer.formats import savedmodel_pruning
-from components.optimizer.variant_base import (
+from components.optimizer import formats
+from components.optimizer.formats import fine_tuning, keras_model, runtime_base, savedmodel_pruning
+from components.optimizer.formats.variant_base import (
   Conversion,
   ConversionContext,
   ConversionRefused,

@@ -6,7 +6,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.optimizer import runtime_base
+from components.optimizer.formats import runtime_base
 
 
 class RestoredCall(tf.keras.layers.Layer):

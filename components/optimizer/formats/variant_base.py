@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from components import model_contract
-from components.optimizer import runtime_base
+from components.optimizer.formats import runtime_base
 
 T = TypeVar("T")
 

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from components.optimizer import formats, runtime_base
+from components.optimizer import formats
+from components.optimizer.formats import runtime_base
 
 _LOG = logging.getLogger(__name__)
 # tfmot is a dependency of the kit; named here so that a broken install says what to reinstall.
