@@ -385,7 +385,8 @@ class Source:
         for alias in node.names:
           name = f"{base}.{alias.name}"
           found.append(Import(path, node.lineno, name if name in self.known else base))
-    return sorted(found, key=lambda item: item.line)
+    # `from m import a, b` of one module m is one import of it.
+    return sorted(dict.fromkeys(found), key=lambda item: item.line)
 
   def resolve(self, name: str) -> str | None:
     """The module or package of ours that `name` is or lies in; None for another's."""
