@@ -36,11 +36,14 @@ test: $(STAMP)
 # The fast layer, to run while working: tests/fast/ and the layout checks, the tests that need no
 # TensorFlow, Beam or TFX. The tf_free plugin refuses those imports, in the session and in the
 # processes its tests start, so a test that needs them fails here instead of slowing it down.
-# One file of it: make test-fast TESTS=tests/fast/test_tasks.py
+# Two workers that steal single tests from each other (its files differ in length a lot): 87 s
+# on 2 cores, 101 s in one process (2026-12-02; docs/testing.md).
+# One file of it: make test-fast TESTS=tests/fast/test_tasks.py; in one process: FAST_XDIST=
 FAST_TESTS := tests/fast tests/unit/test_layout.py
+FAST_XDIST ?= -n 2 --dist worksteal
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest $(XDIST) -p tests.support.tf_free $(PYTEST_ARGS) $(or $(TESTS),$(FAST_TESTS))
+	$(BIN)/python -m pytest $(FAST_XDIST) -p tests.support.tf_free $(PYTEST_ARGS) $(or $(TESTS),$(FAST_TESTS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
