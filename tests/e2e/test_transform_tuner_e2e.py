@@ -1,152 +1,21 @@
-"""A module in the style of TFX's penguin example (preprocessing_fn, tuner_fn, run_fn), end to end.
+"""A module in the style of TFX's penguin example whose preprocessing_fn fails, end to end.
 
-One pipeline run with `--tune` exercises both stock components: Transform runs with the
-module's preprocessing_fn, the Tuner with its tuner_fn (3 trials, from --tune-trials), and the
-run_fn trains with the best hyper-parameters on the transformed examples. A second run with
-the same data and module is served from the cache and pushes nothing.
+What a user reads when their preprocessing_fn raises inside the stock Transform: its traceback,
+then one line naming the function and the module file. The module's Transform, Tuner, training,
+optimization and push go through the executors in
+`tests/component/test_transform_tuner_module.py`; a rerun with a Transform and a Tuner served
+from the cache is `tests/e2e/test_stock_modules_e2e.py`'s.
 """
 
 from __future__ import annotations
 
-import json
-import pathlib
-
-import numpy as np
 import pytest
-import tensorflow as tf
 
-from tests.support.cli_runs import REPO_ROOT, load_summary, run_script, states
+from tests.support.cli_runs import run_script
 
 pytestmark = pytest.mark.e2e
 
-MODULE = REPO_ROOT / "tests" / "data" / "penguin_transform_module.py"
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
-
-
-@pytest.fixture(scope="module")
-def transform_runs(tmp_path_factory):
-  from sklearn.datasets import load_iris
-
-  root = tmp_path_factory.mktemp("transform")
-  iris = load_iris()
-  data = root / "data"
-  data.mkdir()
-  lines = [",".join([*FEATURES, "species"])]
-  lines += [
-    ",".join([*(f"{v:.2f}" for v in x), iris.target_names[y]])
-    for x, y in zip(iris.data, iris.target, strict=True)
-  ]
-  (data / "iris.csv").write_text("\n".join(lines) + "\n")
-  out = root / "out"
-  flags = (
-    "--data-root", data, "--output-dir", out, "--module-file", MODULE,
-    "--label-key", "species", "--eval-label-key", "species_xf", "--model-name", "iris",
-    "--tune", "--tune-trials", "3", "--train-steps", "150", "--eval-steps", "5",
-    # 150 rows: about 30 in the eval split.
-    "--min-eval-examples", "20", "--min-accuracy", "0.8",
-    "--optimizer-variants", "tflite_float32,onnx", "--quiet",
-  )  # fmt: skip
-  first = run_script("run_local.py", *flags, timeout=1500, warm=True)
-  first_summary = load_summary(out) if (out / "run_summary.json").exists() else None
-  rerun = run_script("run_local.py", *flags, timeout=900, warm=True)
-  return {
-    "out": out,
-    "first": first,
-    "first_summary": first_summary,
-    "rerun": rerun,
-    "rerun_summary": load_summary(out),
-    "rows": lines[1:],
-  }
-
-
-@pytest.mark.timeout(2400)
-def test_transform_and_tuner_run_and_the_model_is_pushed(transform_runs):
-  proc, summary = transform_runs["first"], transform_runs["first_summary"]
-  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-  assert summary["status"] == "succeeded", summary.get("error")
-  ran = states(summary)
-  assert ran["Transform"] == "ran" and ran["Tuner"] == "ran"
-  assert summary["blessed"] is True
-  assert summary["eval_metrics"]["sparse_categorical_accuracy"] >= 0.8
-  assert summary["pushed"]["pushed"] is True and summary["pushed"]["version"] == 1
-
-
-@pytest.mark.timeout(2400)
-def test_the_tuner_searched_3_trials_and_the_trainer_used_its_best(transform_runs):
-  out = transform_runs["out"]
-  [best_file] = (out / "pipeline_root" / "Tuner" / "best_hyperparameters").glob("*/*")
-  best = json.loads(best_file.read_text())
-  values = best["values"]
-  assert set(values) == {"learning_rate", "num_layers"}
-  [results_file] = (out / "pipeline_root" / "Tuner" / "tuner_results").glob("*/*")
-  trials = json.loads(results_file.read_text())
-  assert len(trials) == 3, trials  # --tune-trials, read by the module's tuner_fn
-  assert values == {k: trials[0][k] for k in values}  # best first
-  # The trainer got those hyper-parameters: the pushed model has that many hidden layers.
-  version_dir = pathlib.Path(transform_runs["first_summary"]["pushed"]["path"])
-  model = tf.keras.models.load_model(version_dir)
-  hidden = [
-    layer
-    for layer in model.layers
-    if isinstance(layer, tf.keras.layers.Dense) and layer.units == 8  # the module's width
-  ]
-  assert len(hidden) == values["num_layers"]
-
-
-@pytest.mark.timeout(2400)
-def test_the_pushed_model_serves_raw_examples(transform_runs):
-  version_dir = pathlib.Path(transform_runs["first_summary"]["pushed"]["path"])
-  model = tf.saved_model.load(str(version_dir))
-  examples, truth = [], []
-  for line in transform_runs["rows"]:
-    *values, species = line.split(",")
-    features = {
-      name: tf.train.Feature(float_list=tf.train.FloatList(value=[float(v)]))
-      for name, v in zip(FEATURES, values, strict=True)
-    }
-    features["species"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[species.encode()]))
-    example = tf.train.Example(features=tf.train.Features(feature=features))
-    examples.append(example.SerializeToString())
-    truth.append(species)
-  serialized = tf.constant(examples)
-  [logits] = model.signatures["serving_default"](examples=serialized).values()
-  # The label as the model sees it: Transform's vocabulary index, through the exported
-  # transform_features signature (as the Evaluator reads it).
-  labels = model.signatures["transform_features"](examples=serialized)["species_xf"].numpy()
-  index_of = dict(zip(truth, labels.ravel().tolist(), strict=True))
-  assert len(set(index_of.values())) == 3  # one index per species
-  predicted = np.argmax(logits.numpy(), axis=1)
-  assert np.mean(predicted == labels.ravel()) >= 0.8
-
-
-@pytest.mark.timeout(2400)
-def test_optimizer_measures_tflite_and_onnx_of_the_transformed_model(transform_runs):
-  out = transform_runs["out"]
-  [report_file] = (out / "pipeline_root" / "Optimizer" / "report").glob("*/report.json")
-  report = json.loads(report_file.read_text())
-  rows = {v["name"]: v for v in report["variants"]}
-  for name in ("tflite_float32", "onnx"):
-    row = rows[name]
-    assert row["status"] == "ok", row.get("reason")
-    assert row["agreement"] >= 0.99, (name, row["agreement"])
-    # The module's model takes transformed features: the variant says so, and the Pusher
-    # ships the transform graph beside it.
-    assert row["preprocessing_included"] is False
-  version_dir = pathlib.Path(transform_runs["first_summary"]["pushed"]["path"])
-  manifest = json.loads((version_dir / "manifest.json").read_text())
-  assert sorted(manifest["transform_graph"]["needed_by"]) == ["onnx", "tflite_float32"]
-  assert (version_dir / manifest["transform_graph"]["path"] / "transform_fn").is_dir()
-
-
-@pytest.mark.timeout(2400)
-def test_a_rerun_is_served_from_the_cache_and_pushes_nothing(transform_runs):
-  proc, summary = transform_runs["rerun"], transform_runs["rerun_summary"]
-  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-  ran = states(summary)
-  assert {name for name, state in ran.items() if state != "cached"} == {"Pusher"}, ran
-  assert summary["pushed"]["pushed"] is False
-  assert "live version 1 was trained on the same data" in summary["pushed"]["reason"]
-
 
 BROKEN_PREPROCESSING = """
 import tensorflow_transform as tft
@@ -162,12 +31,20 @@ def run_fn(fn_args):
 
 
 @pytest.mark.timeout(900)
-def test_a_failing_preprocessing_fn_keeps_its_traceback_and_names_the_function(
-  transform_runs, tmp_path
-):
+def test_a_failing_preprocessing_fn_keeps_its_traceback_and_names_the_function(tmp_path):
+  from sklearn.datasets import load_iris
+
+  iris = load_iris()
+  data = tmp_path / "data"
+  data.mkdir()
+  lines = [",".join([*FEATURES, "species"])]
+  lines += [
+    ",".join([*(f"{v:.2f}" for v in x), iris.target_names[y]])
+    for x, y in zip(iris.data, iris.target, strict=True)
+  ]
+  (data / "iris.csv").write_text("\n".join(lines) + "\n")
   module = tmp_path / "broken_module.py"
   module.write_text(BROKEN_PREPROCESSING)
-  data = transform_runs["out"].parent / "data"
   proc = run_script(
     "run_local.py",
     "--data-root", data, "--output-dir", tmp_path / "out", "--module-file", module,
