@@ -1,5 +1,5 @@
 """Object-store paths: the Pusher's upload order, ExampleGen's file access and the whole pipeline on
-an S3 server.
+an S3 server (one run, shared by the tests that read what it wrote).
 
 The S3 server is moto's, started on loopback by the test. TensorFlow reaches it through
 tensorflow-io (S3_ENDPOINT) and Beam through boto3 (AWS_ENDPOINT_URL_S3). Everything that
@@ -8,8 +8,6 @@ imports tensorflow-io runs in a subprocess: tensorflow-io aborts the interpreter
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -121,13 +119,23 @@ def _run(env, out, *extra):
   )
 
 
+@pytest.fixture(scope="module")
+def s3_run(s3_server, tmp_path_factory):
+  """The pipeline once on the bundled digits, with its data, artifacts and serving folder on S3.
+
+  Returns:
+    (boto3 client, the run's process, its --output-dir).
+  """
+  client, env = s3_server
+  client.upload_file(str(REPO_ROOT / "data" / "digits" / "digits.csv"), BUCKET, "data/digits.csv")
+  out = tmp_path_factory.mktemp("s3_run") / "out"
+  return client, _run(env, out), out
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(1200)
-def test_pipeline_reads_writes_and_pushes_on_s3(s3_server, tmp_path, digits_csv):
-  client, env = s3_server
-  client.upload_file(str(digits_csv), BUCKET, "data/digits.csv")
-  out = tmp_path / "out"
-  first = _run(env, out)
+def test_pipeline_reads_writes_and_pushes_on_s3(s3_run):
+  client, first, out = s3_run
   assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
   summary = json.loads((out / "run_summary.json").read_text())
   assert (
@@ -150,46 +158,18 @@ def test_pipeline_reads_writes_and_pushes_on_s3(s3_server, tmp_path, digits_csv)
   }
   assert not os.path.exists(out / "pipeline_root")
 
-  second = _run(env, out)
-  assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
-  rerun = json.loads((out / "run_summary.json").read_text())
-  assert rerun["pushed"]["pushed"] is False
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1200)
+def test_the_serving_folder_on_s3_holds_the_version_its_history_and_the_nights(s3_run):
+  # The version, the Pusher's history and the night's record, and nothing else (no staging
+  # leftovers). Pushing the same training again, a new version and a rollback on S3 are the
+  # Pusher's and the rollback runner's: tests/component/test_pusher_object_store.py.
+  client, first, _ = s3_run
+  assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
   listed = client.list_objects_v2(Bucket=BUCKET, Prefix="serving/digits/", Delimiter="/")
   assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == [
     "serving/digits/.history/",
     "serving/digits/.nights/",
     "serving/digits/1/",
   ]
-
-  # New data: a second file in the data root pushes version 2; a rollback on the object store
-  # re-publishes version 1 as version 3.
-  rows = digits_csv.read_text().splitlines()
-  client.put_object(
-    Bucket=BUCKET, Key="data/more.csv", Body=("\n".join([rows[0], *rows[1:300]]) + "\n").encode()
-  )
-  third = _run(env, out)
-  assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-3000:]
-  assert json.loads((out / "run_summary.json").read_text())["pushed"]["version"] == 2
-  rollback = subprocess.run(
-    [
-      sys.executable,
-      str(REPO_ROOT / "pipeline" / "rollback.py"),
-      "--serving-dir",
-      f"s3://{BUCKET}/serving",
-      "--model-name",
-      "digits",
-      "--previous",
-    ],
-    env=env,
-    cwd=REPO_ROOT,
-    capture_output=True,
-    text=True,
-    timeout=300,
-    check=False,
-  )
-  assert rollback.returncode == 0, rollback.stderr[-2000:]
-  assert "version 1 is live again as version 3" in rollback.stdout
-  restored = json.loads(
-    client.get_object(Bucket=BUCKET, Key="serving/digits/3/manifest.json")["Body"].read()
-  )
-  assert restored["republished_from"]["version"] == 1 and restored["event"] == "rollback"
