@@ -24,30 +24,13 @@ from components.pusher import spec as s
 from components.serving import paths, versions
 from components.serving.manifest import read_manifest
 from core import properties
-
-
-def _write_saved_model(path: pathlib.Path | str, bias: float) -> str:
-  """Saves a tiny real SavedModel with the project's serving signature (examples -> outputs)."""
-
-  class Tiny(tf.Module):
-    def __init__(self):
-      super().__init__()
-      self.bias = tf.Variable(tf.fill([10], bias))
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def serve(self, examples):
-      logits = tf.zeros([tf.shape(examples)[0], 10]) + self.bias
-      return {"outputs": tf.nn.softmax(logits)}
-
-  module = Tiny()
-  tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
-  return str(path)
+from tests.support import tiny_models
 
 
 def _model(tmp_path: pathlib.Path, name: str = "model", bias: float = 0.0) -> types.Artifact:
   model = standard_artifacts.Model()
   model.uri = str(tmp_path / name)
-  _write_saved_model(tmp_path / name / "Format-Serving", bias)
+  tiny_models.write_saved_model(tmp_path / name / "Format-Serving", bias)
   model.id = 11
   return model
 
@@ -378,7 +361,7 @@ def test_do_fails_loudly_when_a_blessed_variant_folder_is_missing(tmp_path):
 def test_local_run_records_real_mlmd_lineage_in_manifest(tmp_path):
   """Runs Importers + Pusher on LocalDagRunner with a real MLMD (SQLite) store."""
   model_uri = tmp_path / "model"
-  _write_saved_model(model_uri / "Format-Serving", 0.5)
+  tiny_models.write_saved_model(model_uri / "Format-Serving", 0.5)
   (tmp_path / "blessing").mkdir()
   optimized = _optimized(tmp_path, blessed=("onnx",))
   model_importer = importer.Importer(
@@ -492,7 +475,7 @@ def test_do_reads_remote_artifact_uris_through_fileio(tmp_path):
   root = f"ram://pusher-test-{os.getpid()}"
   model = standard_artifacts.Model()
   model.uri = f"{root}/model"
-  _write_saved_model(f"{root}/model/Format-Serving", 2.0)
+  tiny_models.write_saved_model(f"{root}/model/Format-Serving", 2.0)
   blessing = standard_artifacts.ModelBlessing()
   blessing.uri = f"{root}/blessing"
   blessing.set_int_custom_property(properties.BLESSED_PROPERTY, 1)

@@ -35,27 +35,14 @@ from tfx.types import standard_artifacts
 from components.pusher import executor as pusher_executor
 from components.pusher import spec as s
 from core import properties
-
-
-def saved_model(path, bias):
-  class Tiny(tf.Module):
-    def __init__(self):
-      super().__init__()
-      self.bias = tf.Variable(tf.fill([10], bias))
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def serve(self, examples):
-      return {"outputs": tf.nn.softmax(tf.zeros([tf.shape(examples)[0], 10]) + self.bias)}
-
-  module = Tiny()
-  tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+from tests.support import tiny_models
 
 
 def push(n, training, bias):
   model = standard_artifacts.Model()
   model.uri = os.path.join(ROOT, f"model-{n}")
   model.id = 10 * n + 1
-  saved_model(os.path.join(model.uri, "Format-Serving"), bias)
+  tiny_models.write_saved_model(os.path.join(model.uri, "Format-Serving"), bias)
   model.set_string_custom_property(properties.TRAINING_FINGERPRINT_PROPERTY, training)
   blessing = standard_artifacts.ModelBlessing()
   blessing.uri = os.path.join(ROOT, f"blessing-{n}")

@@ -18,28 +18,18 @@ import pytest
 import tensorflow as tf
 
 from pipeline.definition import nodes
-from tests.support import executor_runs
+from tests.support import executor_runs, tabular_data
 from tests.support.cli_runs import REPO_ROOT, states
 
 MODULE = REPO_ROOT / "tests" / "data" / "penguin_transform_module.py"
-FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 NODES = (*executor_runs.DATA, nodes.TRANSFORM, nodes.TUNER, *executor_runs.RELEASE)
 
 
 @pytest.fixture(scope="module")
 def transform_run(tmp_path_factory):
-  from sklearn.datasets import load_iris
-
   root = tmp_path_factory.mktemp("transform")
-  iris = load_iris()
   data = root / "data"
-  data.mkdir()
-  lines = [",".join([*FEATURES, "species"])]
-  lines += [
-    ",".join([*(f"{v:.2f}" for v in x), iris.target_names[y]])
-    for x, y in zip(iris.data, iris.target, strict=True)
-  ]
-  (data / "iris.csv").write_text("\n".join(lines) + "\n")
+  rows = tabular_data.write_iris_csv(data).read_text().splitlines()[1:]
   out = root / "out"
   flags = (
     "--data-root", data, "--module-file", MODULE,
@@ -52,7 +42,7 @@ def transform_run(tmp_path_factory):
   run = executor_runs.Run(flags, out).execute(
     *NODES, properties=executor_runs.NO_TRANSFORM_STATISTICS
   )
-  return {"out": out, "first_summary": run.summary(), "rows": lines[1:]}
+  return {"out": out, "first_summary": run.summary(), "rows": rows}
 
 
 @pytest.mark.timeout(1800)
@@ -97,7 +87,7 @@ def test_the_pushed_model_serves_raw_examples(transform_run):
     *values, species = line.split(",")
     features = {
       name: tf.train.Feature(float_list=tf.train.FloatList(value=[float(v)]))
-      for name, v in zip(FEATURES, values, strict=True)
+      for name, v in zip(tabular_data.IRIS_FEATURES, values, strict=True)
     }
     features["species"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[species.encode()]))
     example = tf.train.Example(features=tf.train.Features(feature=features))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import tabular_data
 from tests.support.cli_runs import run_script
 
 pytestmark = pytest.mark.e2e
 
-FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 
 BROKEN_PREPROCESSING = """
 import tensorflow_transform as tft
@@ -32,17 +32,8 @@ def run_fn(fn_args):
 
 @pytest.mark.timeout(900)
 def test_a_failing_preprocessing_fn_keeps_its_traceback_and_names_the_function(tmp_path):
-  from sklearn.datasets import load_iris
-
-  iris = load_iris()
   data = tmp_path / "data"
-  data.mkdir()
-  lines = [",".join([*FEATURES, "species"])]
-  lines += [
-    ",".join([*(f"{v:.2f}" for v in x), iris.target_names[y]])
-    for x, y in zip(iris.data, iris.target, strict=True)
-  ]
-  (data / "iris.csv").write_text("\n".join(lines) + "\n")
+  tabular_data.write_iris_csv(data)
   module = tmp_path / "broken_module.py"
   module.write_text(BROKEN_PREPROCESSING)
   proc = run_script(

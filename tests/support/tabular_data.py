@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import pathlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -148,3 +149,22 @@ def label_targets(rows: Sequence[dict], task: str) -> np.ndarray:
     return np.array([r[LABEL] for r in rows], np.float32)
   classes = CLASSES[task]
   return np.array([classes.index(r[LABEL]) for r in rows], np.int64)
+
+
+IRIS_FEATURES = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+
+
+def write_iris_csv(folder: pathlib.Path) -> pathlib.Path:
+  """scikit-learn's iris table as `folder/iris.csv` (4 number columns and a text `species`)."""
+  from sklearn.datasets import load_iris
+
+  iris = load_iris()
+  folder.mkdir(parents=True, exist_ok=True)
+  lines = [",".join([*IRIS_FEATURES, "species"])]
+  lines += [
+    ",".join([*(f"{v:.2f}" for v in x), iris.target_names[y]])
+    for x, y in zip(iris.data, iris.target, strict=True)
+  ]
+  path = folder / "iris.csv"
+  path.write_text("\n".join(lines) + "\n")
+  return path
