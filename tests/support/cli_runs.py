@@ -93,8 +93,12 @@ def moto_s3(bucket: str):
   """moto's S3-compatible server on a free loopback port, with `bucket` created.
 
   Yields (boto3 client, environment for subprocesses): tensorflow-io reads S3_ENDPOINT and
-  friends, boto3 (Beam) the AWS_* variables.
+  friends, boto3 (Beam) the AWS_* variables. moto keeps its buckets in the test process's
+  memory, shared by every server it starts there, so each server starts from an empty store:
+  another module's objects would otherwise show up in this one's bucket.
   """
+  import urllib.request
+
   import pytest
 
   moto_server = pytest.importorskip("moto.server")
@@ -103,6 +107,8 @@ def moto_s3(bucket: str):
   server.start()
   try:
     endpoint = f"http://127.0.0.1:{server._server.server_address[1]}"
+    reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=30).close()
     credentials = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials)
     client.create_bucket(Bucket=bucket)
