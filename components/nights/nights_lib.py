@@ -130,7 +130,11 @@ def build_record(
     "metrics": pusher.get("metrics"),
     "blessed": pusher.get("blessed"),
     "version": pusher.get("version") if pusher.get("pushed") else None,
-    "live_version": pusher.get("live_version", gate.get("live_version")),
+    # The Pusher's is the version live once it ran, pushed or not; a night that stopped or
+    # failed before it keeps the one the gate compared with.
+    "live_version": (
+      pusher["live_version"] if pusher.get("live_version") is not None else gate.get("live_version")
+    ),
   }
 
 

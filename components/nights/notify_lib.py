@@ -352,6 +352,9 @@ def _source(text: str) -> str:
 def _check_literal(text: str) -> None:
   plugin = _instantiate(text)
   if plugin is None:
+    shown = _with_password_masked(text)
+    if shown:  # The credential is the first thing to move, whether or not apprise reads the rest.
+      raise NotifyError(f"--notify {shown} holds a credential; {_KEEP_OUT}")
     scheme = text.split("://", 1)[0] if "://" in text else ""
     what = f"--notify {scheme}://..." if _SCHEME.fullmatch(scheme) else "the --notify value"
     raise NotifyError(
@@ -361,6 +364,24 @@ def _check_literal(text: str) -> None:
   shown = _shown_url(plugin)
   if shown != plugin.url(privacy=False):
     raise NotifyError(f"--notify {shown} holds a credential; {_KEEP_OUT}")
+
+
+def _with_password_masked(text: str) -> str:
+  """'SCHEME://USER:****@HOST:PORT/...' for a URL with a password in its user part, else ''.
+
+  apprise cannot parse some URLs that hold one (mail to an IP address), so the password is
+  looked for in the URL itself; the path and query, which apprise's forms can fill with more
+  secrets, are not shown.
+  """
+  try:
+    parts = urllib.parse.urlsplit(text)
+    port = parts.port
+  except ValueError:
+    return ""
+  if not (_SCHEME.fullmatch(parts.scheme) and parts.password):
+    return ""
+  where = f"{parts.hostname or ''}{f':{port}' if port else ''}"
+  return f"{parts.scheme}://{parts.username or ''}:****@{where}/..."
 
 
 @functools.lru_cache(maxsize=64)

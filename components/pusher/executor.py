@@ -9,6 +9,7 @@ signature.json) and the Transform graph they need, and retention; the serving fo
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from components import model_contract, storage, tf_compat
 from components.artifact_files import evaluation_metrics, variant_index
 from components.nights import nights_lib
 from components.pusher import spec as s
-from components.serving import history, layout, live, manifest, publish
+from components.serving import history, layout, live, manifest, paths, publish
 from core import properties
 
 _LOG = logging.getLogger(__name__)
@@ -40,7 +41,17 @@ class Executor(stock_pusher.Executor):
         "model not blessed by Evaluator: the blessing has no 'blessed' property, which means "
         "the Evaluator ran without thresholds; add value or change thresholds to its EvalConfig"
       )
-    details = [f"blessed={blessing.get_int_custom_property(properties.BLESSED_PROPERTY)}"]
+    blessed = blessing.get_int_custom_property(properties.BLESSED_PROPERTY)
+    evaluation = input_dict.get(s.EVALUATION_KEY)
+    validation = (
+      evaluation_metrics.read_validation(artifact_utils.get_single_uri(evaluation))
+      if evaluation and not blessed
+      else None
+    )
+    if validation and validation["failures"]:
+      # The Evaluator's verdict in words: the metric, its change or value, and the threshold.
+      return "model not blessed by Evaluator: " + "; ".join(validation["failures"])
+    details = [f"blessed={blessed}"]
     for key in ("blessing_message", "current_model_id", "baseline_model_id"):
       if blessing.has_custom_property(key):
         details.append(f"{key}={blessing.get_custom_property(key)}")
@@ -71,14 +82,27 @@ class Executor(stock_pusher.Executor):
     """
     self._log_startup(input_dict, output_dict, exec_properties)
     pushed_model = artifact_utils.get_single_instance(output_dict[s.PUSHED_MODEL_KEY])
-    self._push(input_dict, exec_properties, pushed_model)
-    nights_lib.record_step(
-      exec_properties[properties.SERVING_DIR_KEY],
-      exec_properties[properties.MODEL_NAME_KEY],
-      nights_lib.PUSHER_STEP,
-      _night_facts(input_dict, pushed_model),
-      nights_lib.night_id(exec_properties),
-    )
+    serving_dir = exec_properties[properties.SERVING_DIR_KEY]
+    model_name = exec_properties[properties.MODEL_NAME_KEY]
+    try:
+      self._push(input_dict, exec_properties, pushed_model)
+      nights_lib.record_step(
+        serving_dir,
+        model_name,
+        nights_lib.PUSHER_STEP,
+        _night_facts(input_dict, pushed_model, serving_dir, model_name),
+        nights_lib.night_id(exec_properties),
+      )
+    except Exception as e:
+      refused = _write_refused(e)
+      if serving_dir not in refused:  # Not the serving folder's (an input's, or no refusal).
+        raise
+      folder = paths.model_dir(serving_dir, model_name)
+      raise paths.PusherError(
+        f"the model folder {folder} cannot be written ({refused}); the Pusher publishes each "
+        "version there: run the pipeline as a user who can write that folder, or remount it "
+        "read-write."
+      ) from e
 
   def _push(
     self,
@@ -238,10 +262,26 @@ def _prop(artifact: types.Artifact, key: str):
   return artifact.get_custom_property(key) if artifact.has_custom_property(key) else None
 
 
+def _write_refused(error: BaseException) -> str:
+  """Why the file system refused a write ('' for any other error): a read-only folder or one
+  whose permissions keep this user out, as TensorFlow's file system or Python's raise it."""
+  import tensorflow as tf
+
+  if isinstance(error, tf.errors.PermissionDeniedError):
+    return " ".join(str(error.message).split()) or "permission denied"
+  if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    return f"{error.strerror} at {error.filename}" if error.filename else str(error.strerror)
+  return ""
+
+
 def _night_facts(
-  input_dict: dict[str, list[types.Artifact]], pushed_model: types.Artifact
+  input_dict: dict[str, list[types.Artifact]],
+  pushed_model: types.Artifact,
+  serving_dir: str,
+  model_name: str,
 ) -> dict[str, Any]:
-  """What the night's record takes from the Pusher: the evaluation, the blessing, the push."""
+  """What the night's record takes from the Pusher: the evaluation, the blessing, the push,
+  and the version live once it is done (pushed or not)."""
   blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
   evaluation = input_dict.get(s.EVALUATION_KEY)
   examples = input_dict.get(s.EXAMPLES_KEY) or []
@@ -250,7 +290,7 @@ def _night_facts(
     "pushed": bool(_prop(pushed_model, properties.PUSHED_PROPERTY)),
     "version": int(version) if version else None,
     "reason": _prop(pushed_model, properties.PUSHED_REASON_PROPERTY) or "",
-    "live_version": _prop(pushed_model, properties.LIVE_VERSION_PROPERTY),
+    "live_version": _live_after(pushed_model, serving_dir, model_name),
     "blessed": (
       bool(_prop(blessing, properties.BLESSED_PROPERTY))
       if blessing.has_custom_property(properties.BLESSED_PROPERTY)
@@ -264,6 +304,16 @@ def _night_facts(
     "spans": _data_spans(examples),
     "rows": _training_data_facts(examples)[manifest.TRAINING_ROWS_FIELD],
   }
+
+
+def _live_after(pushed_model: types.Artifact, serving_dir: str, model_name: str) -> int | None:
+  """The version live after the Pusher ran: the one it published or kept, else the serving
+  folder's (a model not blessed, or the same training as the live one, publishes nothing)."""
+  published = _prop(pushed_model, properties.LIVE_VERSION_PROPERTY)
+  if published is not None:
+    return int(published)
+  current = live.live_version(serving_dir, model_name)
+  return current.version if current is not None else None
 
 
 def _training_data_tree(input_dict: dict[str, list[types.Artifact]], local_dir: str) -> str:

@@ -189,14 +189,32 @@ def variants(points: Sequence[Mapping[str, Any]], metric: str) -> str:
   return _svg(fig)
 
 
+# The bound a chart's series are held to: one colour and dash that no series uses.
+BOUND_COLOR = "#222222"
+
+
 @_styled
 def nights_lines(
   labels: Sequence[str],
   lines: Mapping[str, Sequence[float | None]],
   ylabel: str,
   dashed: Sequence[str] = (),
+  bound: tuple[float, str] | None = None,
 ) -> str:
-  """Values per night, one line per series (None where a night has none)."""
+  """Values per night, one line per series (None where a night has none).
+
+  Args:
+    labels: one per night, e.g. "2026-12-01 22:15" (drawn on two lines: date, then time).
+    lines: series name -> a value per night.
+    ylabel: the values' name.
+    dashed: series drawn dashed (the live model's, beside tonight's).
+    bound: (value, label) of a horizontal line the series are held to, drawn dotted in
+      BOUND_COLOR, which no series takes, and labelled at its right end and in the legend.
+  """
+  return _svg(_nights_lines_figure(labels, lines, ylabel, dashed, bound))
+
+
+def _nights_lines_figure(labels, lines, ylabel, dashed, bound):
   fig, [ax] = _figure(10, 3.0)
   x = list(range(len(labels)))
   for i, (name, ys) in enumerate(lines.items()):
@@ -209,10 +227,24 @@ def nights_lines(
       linestyle="--" if name in dashed else "-",
       label=name,
     )
+  if bound is not None:
+    value, label = bound
+    ax.axhline(value, color=BOUND_COLOR, linestyle=":", linewidth=1.4, label=label)
+    ax.annotate(
+      label,
+      (1.0, value),
+      xycoords=("axes fraction", "data"),
+      xytext=(0, 3),
+      textcoords="offset points",
+      ha="right",
+      va="bottom",
+      fontsize=7,
+      color=BOUND_COLOR,
+    )
   _night_axis(ax, labels)
   ax.set_ylabel(ylabel)
   ax.legend(frameon=False, fontsize=8, loc="best")
-  return _svg(fig)
+  return fig
 
 
 @_styled
@@ -230,16 +262,21 @@ def nights_bars(labels: Sequence[str], bars: Mapping[str, Sequence[float]], ylab
   return _svg(fig)
 
 
+# Night labels on an axis: more would not fit side by side, upright, on a 10-inch chart.
+_NIGHT_TICKS = 12
+
+
 def _night_axis(ax, labels: Sequence[str]) -> None:
-  step = max(1, len(labels) // 16)
+  """Labels the nights upright on two lines (date, then time and the rest), at most 12 of them,
+  with room below the axes: slanted labels ran off the figure's left and bottom edges."""
+  step = -(-len(labels) // _NIGHT_TICKS) if labels else 1
   ax.set_xticks(
     range(0, len(labels), step),
-    [labels[i] for i in range(0, len(labels), step)],
-    rotation=30,
-    ha="right",
+    [labels[i].replace(" ", "\n", 1) for i in range(0, len(labels), step)],
     fontsize=7,
   )
   ax.set_xlim(-0.6, len(labels) - 0.4)
+  ax.figure.subplots_adjust(bottom=0.24)
 
 
 _SVG_OPEN = re.compile(r"<svg\b")

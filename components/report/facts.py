@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from components.artifact_files import evaluation_metrics
 from core import defaults, floors, properties
 
 Getter = Callable[[str], Any]
@@ -72,7 +73,7 @@ def summary_of(
     summary.update(blessing_facts(blessing))
   if evaluation_uri is not None:
     summary["eval_metrics"].update(read_tfma_metrics(evaluation_uri))
-    summary["validation"] = read_tfma_validation(evaluation_uri)
+    summary["validation"] = evaluation_metrics.read_validation(evaluation_uri)
   if report_uri is not None:
     summary["optimizer"] = read_optimizer_report(report_uri)
   if pushed is not None:
@@ -189,92 +190,12 @@ def _version(value):
 def read_tfma_metrics(uri: str) -> dict[str, float]:
   """Overall-slice metrics of the candidate model in a TFMA evaluation folder (the diffs
   against the baseline as `<name>_diff_vs_baseline`)."""
-  from components.artifact_files import evaluation_metrics
-
   metrics = evaluation_metrics.read_overall_metrics(uri)
   out = dict(metrics[evaluation_metrics.CANDIDATE])
   out.update(
     {f"{k}_{evaluation_metrics.DIFF}": v for k, v in metrics[evaluation_metrics.DIFF].items()}
   )
   return out
-
-
-def read_tfma_validation(uri: str) -> dict[str, Any] | None:
-  """Whether the candidate passed the Evaluator's thresholds and, if not, why.
-
-  Args:
-    uri: The ModelEvaluation artifact folder.
-
-  Returns:
-    ``{"ok": bool, "failures": [one sentence per failed check]}``, or None when the
-    evaluation holds no validation result.
-  """
-  import os
-
-  import tensorflow as tf
-  import tensorflow_model_analysis as tfma
-  from google.protobuf import text_format
-
-  if not tf.io.gfile.glob(os.path.join(uri, "validations*")):
-    return None
-  result = tfma.load_validation_result(uri)
-  failures = []
-  for per_slice in result.metric_validations_per_slice:
-    columns = [
-      f"{k.column}={getattr(k, k.WhichOneof('kind'))}"
-      for k in per_slice.slice_key.single_slice_keys
-    ]
-    where = f" (slice {', '.join(columns)})" if columns else ""
-    failures.extend(_failure_text(f) + where for f in per_slice.failures)
-  failures.extend(
-    f"no examples in slice {text_format.MessageToString(m, as_one_line=True) or 'overall'}"
-    for m in result.missing_slices
-  )
-  if not result.validation_ok and not failures:
-    failures.append("TFMA validation failed without a metric failure; see validations.tfrecord")
-  return {"ok": bool(result.validation_ok), "failures": failures}
-
-
-def _failure_text(failure) -> str:
-  """One sentence for a failed TFMA threshold, naming the metric, its value and the bound."""
-  import tensorflow_model_analysis as tfma
-
-  name = failure.metric_key.name
-  value = failure.metric_value.double_value.value
-  threshold = failure.metric_threshold
-  if name == floors.EXPECTED_VALUE_RMSE:
-    return (
-      f"the label's classes are numbers, and the expected value of the model's class scores errs "
-      f"more than always answering the train mean (RMSE {value:.4g} against "
-      f"{threshold.value_threshold.upper_bound.value:.4g}): the label reads as a quantity; pass "
-      "--task regression"
-    )
-  if name == floors.NON_FINITE_ANSWERS:
-    return (
-      f"the model answered NaN or infinity for {value:.0f} eval rows (the error metrics leave "
-      "those rows out, and TF Serving would answer requests like them the same way): make the "
-      "model answer every row, e.g. fill the missing or out-of-range values its inputs get"
-    )
-  if threshold.HasField("value_threshold"):
-    bounds = threshold.value_threshold
-    parts = []
-    if bounds.HasField("lower_bound"):
-      parts.append(f"lower bound {bounds.lower_bound.value:.4g}")
-    if bounds.HasField("upper_bound"):
-      parts.append(f"upper bound {bounds.upper_bound.value:.4g}")
-    return f"{name} = {value:.4g} is outside the value threshold ({', '.join(parts)})"
-  change = threshold.change_threshold
-  higher = change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
-  parts = []
-  if change.HasField("absolute"):
-    parts.append(f"absolute {change.absolute.value:+.4g}")
-  if change.HasField("relative"):
-    parts.append(f"relative {change.relative.value:+.4g}")
-  better = "higher" if higher else "lower"
-  return (
-    f"{name} changed by {value:+.4g} against the last blessed model, beyond the change "
-    f"threshold ({', '.join(parts)}; {better} is better)"
-  )
 
 
 def read_optimizer_report(uri: str) -> dict[str, Any] | None:

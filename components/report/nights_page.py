@@ -28,6 +28,52 @@ def primary_metric(records: Sequence[Mapping[str, Any]]) -> str | None:
   return next((m for m in PRIMARY_METRICS if m in seen), None)
 
 
+def accepted_columns(record: Mapping[str, Any]) -> list[str]:
+  """The columns whose changes the night's gate let through, each once (a column can have
+  several accepted findings), in the findings' order."""
+  findings = (record.get("gate") or {}).get("findings") or []
+  return list(dict.fromkeys(f["column"] for f in findings if f.get("accepted")))
+
+
+def largest_drift(record: Mapping[str, Any]) -> tuple[str, float, float | None] | None:
+  """(column, drift, bound) of the column that came closest to its drift bound on the night,
+  or None when the gate measured no drift. Columns are measured by different statistics, so
+  the largest is the largest share of its own bound."""
+  drift = {
+    column: d
+    for column, d in ((record.get("gate") or {}).get("drift") or {}).items()
+    if d.get("value") is not None
+  }
+  if not drift:
+    return None
+  column = max(drift, key=lambda c: drift[c]["value"] / (drift[c].get("threshold") or 1))
+  return column, float(drift[column]["value"]), drift[column].get("threshold")
+
+
+def drift_text(record: Mapping[str, Any]) -> str:
+  """The largest drift in a few words: 'trip_miles 0.31 (bound 0.1)'; '-' without one."""
+  largest = largest_drift(record)
+  if largest is None:
+    return "-"
+  column, value, bound = largest
+  return f"{column} {value:.3g}" + (f" (bound {bound:.3g})" if bound is not None else "")
+
+
+def gate_text(record: Mapping[str, Any]) -> str:
+  """What the night's gate decided, in a few words: passed (accepting which columns), stopped
+  (by which), first night, not compared; '-' without a gate."""
+  gate = record.get("gate")
+  if not gate:
+    return "-"
+  if not gate.get("compared"):
+    return "first" if "nothing was live" in (gate.get("reason") or "") else "not compared"
+  if not gate.get("passed"):
+    stops = sorted({f["column"] for f in gate.get("findings", []) if f["kind"] == "stop"})
+    return f"stopped: {', '.join(stops)}"
+  accepted = accepted_columns(record)
+  return "passed" + (f" (accepted {', '.join(accepted)})" if accepted else "")
+
+
 def _label(record: Mapping[str, Any]) -> str:
   return str(record.get("started") or record.get("night") or "?")[:16].replace("T", " ")
 
@@ -68,8 +114,9 @@ def _drift_chart(records: Sequence[Mapping[str, Any]]) -> Html | None:
     return None
   top = sorted(ratios, key=lambda c: -max(v for v in ratios[c] if v is not None))[:DRIFT_COLUMNS]
   lines = {c: ratios[c] for c in top}
-  lines["bound"] = [1.0] * len(records)
-  svg = charts.nights_lines([_label(r) for r in records], lines, "drift / bound", dashed=["bound"])
+  svg = charts.nights_lines(
+    [_label(r) for r in records], lines, "drift / bound", bound=(1.0, "bound (drift = threshold)")
+  )
   return figure("nights-drift", svg, "drift per column against the live version's training data")
 
 
@@ -91,14 +138,18 @@ def _table(
         (r.get("rows") or {}).get(properties.EVAL_SPLIT),
         fact(f"night.{i}.metric", candidate),
         live,
+        fact(f"night.{i}.gate", gate_text(r)),
+        fact(f"night.{i}.drift", drift_text(r)),
         r.get("version"),
+        fact(f"night.{i}.live_version", r.get("live_version")),
         Html(f'<span class="{esc(outcome)}">{fact(f"night.{i}.outcome", outcome)}</span>'),
         r.get("line"),
         link,
       ]
     )
   headers = ["night", "spans", "train rows", "eval rows", metric or "metric", "live model"]
-  return table([*headers, "pushed", "outcome", "why", "page"], rows)
+  headers += ["gate", "largest drift", "pushed", "live version"]
+  return table([*headers, "outcome", "why", "page"], rows)
 
 
 def render_nights_page(

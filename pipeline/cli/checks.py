@@ -201,6 +201,38 @@ def check_writable(flag: str, path: str) -> None:
     ) from None
 
 
+def check_serving_writable(flag: str, serving_dir: str, model_name: str) -> None:
+  """The local serving folder and, where it exists, its model's folder can be written: the
+  Pusher publishes each version, takes its lock and appends the history and the nights log in
+  the model's folder (an object store's is not checked).
+
+  Args:
+    flag: the flag that named the serving folder (or would have: its default is
+      <output-dir>/serving).
+    serving_dir: the serving folder.
+    model_name: the model, whose folder is `<serving_dir>/<model_name>`.
+
+  Raises:
+    CheckError: naming the folder that cannot be written and the fix.
+  """
+  if storage.is_remote(serving_dir):
+    return
+  check_writable(flag, serving_dir)
+  folder = pathlib.Path(serving_dir) / model_name
+  if not folder.is_dir():
+    return
+  try:
+    fd, probe = tempfile.mkstemp(prefix=f".write-check-{uuid.uuid4().hex[:6]}-", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
+  except OSError as e:
+    raise CheckError(
+      f"the model folder {folder} under {flag} cannot be written ({e.strerror or e}); the "
+      "Pusher publishes each version there: run as a user who can write that folder, remount "
+      "it read-write, or pass another --serving-dir."
+    ) from None
+
+
 def module_functions(path: str) -> set[str]:
   """Names of the top-level functions a module file defines (read, not imported).
 

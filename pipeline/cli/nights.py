@@ -91,24 +91,6 @@ def _metric(record: Mapping[str, Any]) -> tuple[str, str]:
   return "", "-"
 
 
-def _gate(record: Mapping[str, Any]) -> str:
-  gate = record.get("gate")
-  if not gate:
-    return "-"
-  if not gate.get("compared"):
-    return "first" if "nothing was live" in (gate.get("reason") or "") else "not compared"
-  drift = gate.get("drift") or {}
-  worst = ""
-  if drift:
-    name = max(drift, key=lambda c: drift[c]["value"] / (drift[c]["threshold"] or 1))
-    worst = f", max drift {drift[name]['value']:.2f} {name}"
-  if not gate.get("passed"):
-    stops = sorted({f["column"] for f in gate.get("findings", []) if f["kind"] == "stop"})
-    return f"stopped: {', '.join(stops)}"
-  accepted = [f["column"] for f in gate.get("findings", []) if f.get("accepted")]
-  return "passed" + (f" (accepted {', '.join(accepted)})" if accepted else "") + worst
-
-
 def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
   """One row of plain text per night, oldest first."""
   out = []
@@ -121,7 +103,8 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
         "night": _started(r),
         "spans": ",".join(str(s) for s in spans) or "-",
         "rows": f"{counts.get(TRAIN_SPLIT, '-')}/{counts.get(EVAL_SPLIT, '-')}" if counts else "-",
-        "gate": _gate(r),
+        "gate": nights_page.gate_text(r),
+        "drift": nights_page.drift_text(r),
         "metric": f"{name} {value}".strip(),
         "blessed": {True: "yes", False: "no"}.get(r.get("blessed"), "-"),
         "pushed": str(r["version"]) if r.get("version") is not None else "-",
@@ -153,9 +136,11 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
 
   table = Table(title=f"Nights of {model_name!r} ({serving_dir})", show_edge=False)
   shown = rows(records)
-  columns = ("night", "spans", "rows", "gate", "metric", "blessed", "pushed", "live", "outcome")
+  columns = ("night", "spans", "rows", "gate", "drift", "metric", "blessed", "pushed", "live")
+  columns += ("outcome",)
+  headers = {"rows": "rows train/eval", "drift": "largest drift"}
   for column in (*columns, "seconds"):
-    table.add_column("rows train/eval" if column == "rows" else column, overflow="fold")
+    table.add_column(headers.get(column, column), overflow="fold")
   for row in shown:
     table.add_row(*(row[c] for c in (*columns, "seconds")))
   console = Console(width=160)

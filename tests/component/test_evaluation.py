@@ -311,7 +311,7 @@ def answers_nan(tmp_path_factory):
 def test_a_model_answering_nan_for_some_rows_is_not_blessed_where_stock_blesses_it(
   answers_nan, tmp_path
 ):
-  from components.report import facts
+  from components.artifact_files import evaluation_metrics
 
   examples, model, nan_rows = answers_nan
   mse = tfma.MetricConfig(
@@ -337,7 +337,7 @@ def test_a_model_answering_nan_for_some_rows_is_not_blessed_where_stock_blesses_
   assert os.listdir(stock[1].uri) == ["BLESSED"]
   assert os.listdir(ours[1].uri) == ["NOT_BLESSED"]
   assert _failures(ours[0].uri) == (False, [("non_finite_answers", "", False, float(nan_rows))])
-  (failure,) = facts.read_tfma_validation(ours[0].uri)["failures"]
+  (failure,) = evaluation_metrics.read_validation(ours[0].uri)["failures"]
   assert failure.startswith(f"the model answered NaN or infinity for {nan_rows} eval rows")
 
 

@@ -130,6 +130,29 @@ def test_check_writable_on_a_read_only_folder(read_only_folder):
   assert message.endswith(f"in {read_only_folder}); pass a folder you can write.")
 
 
+def test_a_read_only_model_folder_in_a_writable_serving_folder_is_refused(read_only_folder):
+  serving, model = read_only_folder.parent, read_only_folder.name
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_serving_writable("--serving-dir", str(serving), model)
+  message = str(raised.value)
+  assert message.startswith(
+    f"the model folder {read_only_folder} under --serving-dir cannot be written ("
+  )
+  assert message.endswith("remount it read-write, or pass another --serving-dir.")
+  assert "\n" not in message
+  with pytest.raises(checks.CheckError, match=f"--serving-dir {read_only_folder} cannot be"):
+    checks.check_serving_writable("--serving-dir", str(read_only_folder), "digits")
+
+
+def test_a_writable_serving_folder_passes_with_or_without_its_model_folder(tmp_path):
+  checks.check_serving_writable("--serving-dir", str(tmp_path / "new"), "digits")
+  (tmp_path / "serving" / "digits").mkdir(parents=True)
+  checks.check_serving_writable("--serving-dir", str(tmp_path / "serving"), "digits")
+  assert [p.name for p in (tmp_path / "serving" / "digits").iterdir()] == []
+  assert not (tmp_path / "new").exists()
+  checks.check_serving_writable("--serving-dir", "s3://bucket/serving", "digits")
+
+
 def test_check_writable_on_a_file_and_below_a_file(tmp_path):
   checks.check_writable("--output-dir", str(tmp_path / "new" / "deeper"))  # parents may be new
   assert not (tmp_path / "new").exists()  # and the check creates nothing

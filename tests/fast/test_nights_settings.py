@@ -90,12 +90,39 @@ def test_records_tell_pushed_not_pushed_stopped_and_failed_nights():
   assert record["outcome"] == nights_lib.FAILED and record["spans"] is None
 
 
+def test_every_night_shows_the_live_version_pushed_or_not():
+  common = {"night": "n", "error": "", "started": "s", "ended": "e", "seconds": 1.0}
+  gate = _gate_facts(True)  # The gate compared with live version 1.
+  kept = {"pushed": False, "version": None, "live_version": 1, "reason": "model not blessed"}
+  record = nights_lib.build_record(
+    {nights_lib.GATE_STEP: gate, nights_lib.PUSHER_STEP: kept}, succeeded=True, **common
+  )
+  assert (record["version"], record["live_version"]) == (None, 1)
+  assert nights_cli.rows([record])[0]["live"] == "1"
+  # A Pusher that could not tell (facts from before it recorded the live version) and a night
+  # stopped before the Pusher keep the gate's.
+  unknown = {**kept, "live_version": None}
+  for facts in ({nights_lib.GATE_STEP: gate, nights_lib.PUSHER_STEP: unknown}, {"gate": gate}):
+    record = nights_lib.build_record(facts, succeeded=True, **common)
+    assert record["live_version"] == 1
+  pushed = {**kept, "pushed": True, "version": 2, "live_version": 2}
+  record = nights_lib.build_record(
+    {nights_lib.GATE_STEP: gate, nights_lib.PUSHER_STEP: pushed}, succeeded=True, **common
+  )
+  assert (record["version"], record["live_version"]) == (2, 2)
+
+
 def test_history_rows_read_like_the_nights():
   gate = {
     "passed": True,
     "compared": True,
-    "findings": [{"column": "fare", "kind": "stop", "accepted": True}],
-    "drift": {"fare": {"value": 0.5, "threshold": 0.4}, "x": {"value": 0.1, "threshold": 0.4}},
+    "findings": [
+      {"column": "fare", "kind": "stop", "accepted": True},
+      {"column": "x", "kind": "info", "accepted": False},
+      {"column": "fare", "kind": "stop", "accepted": True},  # Drift and scale, both accepted.
+    ],
+    # x drifted more, but fare came closer to its own bound.
+    "drift": {"fare": {"value": 0.5, "threshold": 0.4}, "x": {"value": 0.6, "threshold": 2.0}},
   }
   record = {
     "started": "2026-11-26T01:00:00Z",
@@ -114,9 +141,11 @@ def test_history_rows_read_like_the_nights():
   }
   [row] = nights_cli.rows([record])
   assert row["night"] == "2026-11-26 01:00:00"
-  assert row["gate"] == "passed (accepted fare), max drift 0.50 fare"
+  assert row["gate"] == "passed (accepted fare)"
+  assert row["drift"] == "fare 0.5 (bound 0.4)"
   assert row["metric"] == "accuracy 0.91 (+0.01 vs live)"
   assert (row["rows"], row["pushed"], row["outcome"]) == ("100/25", "3", "pushed")
   first = {"gate": {"compared": False, "reason": "nothing was live"}, "outcome": "pushed"}
   assert nights_cli.rows([first])[0]["gate"] == "first"
+  assert nights_cli.rows([first])[0]["drift"] == "-"
   assert json.dumps(nights_cli.rows([first]))  # plain text throughout

@@ -162,6 +162,21 @@ def test_literal_url_with_a_credential_is_refused_without_showing_it(text, secre
   assert isinstance(raised.value, UserInputError)
 
 
+@pytest.mark.parametrize("path", ["", "/", "/?to=ops@example.com", "/ops@example.com"])
+def test_a_credential_in_a_url_apprise_cannot_parse_is_refused_as_a_credential(path):
+  # apprise parses no mail server given by its IP address; the password is in the URL anyway.
+  text = f"mailto://{SMTP_USER}:{SMTP_PASSWORD}@127.0.0.1:2525{path}"
+  with pytest.raises(NotifyError) as raised:
+    notify_lib.parse_target(text, check_source=False)
+
+  message = str(raised.value)
+  _assert_one_line_without(message, SMTP_PASSWORD)
+  assert message.startswith(
+    f"--notify mailto://{SMTP_USER}:****@127.0.0.1:2525/... holds a credential; keep it out"
+  )
+  assert "--notify env:NAME" in message and "--notify file:PATH" in message
+
+
 @pytest.mark.parametrize(
   ("text", "shown"),
   [

@@ -88,8 +88,8 @@ def test_codes_pass_and_a_count_spread_over_its_classes_fails_against_the_mean()
 def test_a_failed_quantity_check_fails_the_validation_and_names_the_fix(tmp_path):
   from tensorflow_model_analysis.metrics import metric_types
 
+  from components.artifact_files import evaluation_metrics
   from components.evaluator import evaluation_lib
-  from components.report import facts
 
   config = tfma.EvalConfig(
     model_specs=[tfma.ModelSpec(name="candidate", label_key="y")],
@@ -108,7 +108,7 @@ def test_a_failed_quantity_check_fails_the_validation_and_names_the_fix(tmp_path
     [(floors.EXPECTED_VALUE_RMSE, 6.1, 5.56)],
   )
   assert not result.validation_ok
-  report = facts.read_tfma_validation(str(tmp_path))
+  report = evaluation_metrics.read_validation(str(tmp_path))
   assert report["ok"] is False
   assert report["failures"] == [
     "the label's classes are numbers, and the expected value of the model's class scores errs "

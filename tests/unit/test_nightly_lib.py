@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.proto import validation_result_pb2
 
+from components.artifact_files import evaluation_metrics
 from components.report import facts
 
 
@@ -43,7 +44,7 @@ def test_validation_failures_name_metric_value_and_threshold(tmp_path):
   result.missing_slices.add(feature_keys=["label"])
   _write_validation(tmp_path / "bad", result)
 
-  report = facts.read_tfma_validation(str(tmp_path / "bad"))
+  report = evaluation_metrics.read_validation(str(tmp_path / "bad"))
   assert report == {
     "ok": False,
     "failures": [
@@ -58,10 +59,10 @@ def test_validation_failures_name_metric_value_and_threshold(tmp_path):
 @pytest.mark.parametrize("ok", [True, False])
 def test_validation_without_metric_failures(tmp_path, ok):
   _write_validation(tmp_path, validation_result_pb2.ValidationResult(validation_ok=ok))
-  report = facts.read_tfma_validation(str(tmp_path))
+  report = evaluation_metrics.read_validation(str(tmp_path))
   assert report["ok"] is ok
   assert bool(report["failures"]) is not ok
-  assert facts.read_tfma_validation(str(tmp_path / "missing")) is None
+  assert evaluation_metrics.read_validation(str(tmp_path / "missing")) is None
 
 
 def _summary(task="binary", floor=0.9369, reason="auto: accuracy at least 0.9369, i.e. ..."):

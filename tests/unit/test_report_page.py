@@ -1,7 +1,9 @@
 """The report pages on small hand-built inputs: real statistics protos, real summary dicts."""
 
+import itertools
 import json
 import pathlib
+import re
 
 from components.report import charts, nights_page, page, run_page
 from tests.support import browser, report_inputs
@@ -107,6 +109,7 @@ def _night(i, outcome, accuracy, drift=None, rows=100):
     "metrics": {"candidate": {"binary_accuracy": accuracy}, "baseline": {"binary_accuracy": 0.6}},
     "gate": {"compared": drift is not None, "drift": drift or {}},
     "version": i if outcome == "pushed" else None,
+    "live_version": 1,
     "line": f"{outcome} <night {i}>",
   }
 
@@ -129,6 +132,59 @@ def test_the_nights_page_draws_metric_rows_and_drift_and_links_the_kept_run_page
   assert [facts[f"night.{i}.outcome"] for i in range(3)] == ["pushed", "stopped", "failed"]
   assert facts["night.1.rows.train"] == 80
   assert html.count('href="reports/') == 1 and "&lt;night 2&gt;" in html
+  assert [facts[f"night.{i}.live_version"] for i in range(3)] == [1, 1, 1]
+  assert [facts[f"night.{i}.drift"] for i in range(3)] == ["-", "age 0.3 (bound 0.1)", "-"]
+
+
+def test_the_nights_table_lists_each_accepted_column_once_and_the_largest_drift():
+  night = _night(1, "pushed", 0.7, {"trip_miles": {"value": 0.31, "threshold": 0.1}})
+  night["gate"]["passed"] = True
+  night["gate"]["findings"] = [
+    {"column": "trip_miles", "kind": "stop", "accepted": True},
+    {"column": "trip_miles", "kind": "stop", "accepted": True},
+  ]
+  night["gate"]["drift"]["fare"] = {"value": 0.5, "threshold": 1.0}  # Larger, but half its bound.
+  html = nights_page.render_nights_page([night], "taxi", "/s", {})
+  facts = {k: json.loads(v) for k, v in browser.facts(html).items()}
+  assert facts["night.0.gate"] == "passed (accepted trip_miles)"
+  assert facts["night.0.drift"] == "trip_miles 0.31 (bound 0.1)"
+  assert "<th>largest drift</th>" in html and "<th>live version</th>" in html
+
+
+def _stroke_styles(svg):
+  return [m for m in re.findall(r'style="([^"]*)"', svg) if "fill: none" in m and "stroke: #" in m]
+
+
+def test_the_drift_bound_is_a_labelled_dotted_line_no_column_shares(tmp_path):
+  drift = {f"c{j}": {"value": 0.1 * (j + 1), "threshold": 1.0} for j in range(10)}
+  html = nights_page.render_nights_page(
+    [_night(i, "pushed", 0.7, drift) for i in (1, 2)], "m", "/s", {}
+  )
+  svg = html[html.index('data-chart="nights-drift"') :]
+  svg = svg[svg.index("<svg") : svg.index("</svg>")]
+  bound = [m for m in _stroke_styles(svg) if f"stroke: {charts.BOUND_COLOR}" in m]
+  assert bound and all("stroke-dasharray" in m for m in bound)  # Drawn and in the legend.
+  columns = [m for m in _stroke_styles(svg) if "stroke-width: 1.5" in m]
+  assert len({m for m in columns}) == nights_page.DRIFT_COLUMNS
+  assert not any(charts.BOUND_COLOR in m or "stroke-dasharray" in m for m in columns)
+  assert svg.count(">bound (drift = threshold)</text>") == 2  # At the line's end and the legend.
+
+
+def test_night_labels_fit_the_chart_upright_with_their_year():
+  import matplotlib
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+  labels = [f"2026-12-{d:02d} 22:15" for d in range(1, 31)]
+  with matplotlib.rc_context(charts._RC):
+    fig = charts._nights_lines_figure(labels, {"a": [0.5] * 30}, "x", (), None)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ticks = fig.axes[0].get_xticklabels()
+    boxes = [t.get_window_extent(renderer) for t in ticks]
+  assert ticks[0].get_text() == "2026-12-01\n22:15" and 6 <= len(ticks) <= 12
+  for box in boxes:  # Inside the figure: the first label used to lose its year off the edge.
+    assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= fig.bbox.width, box
+  for left, right in itertools.pairwise(boxes):
+    assert left.x1 < right.x0  # Side by side, not overlapping.
 
 
 def test_every_chart_is_an_inline_svg_element():
