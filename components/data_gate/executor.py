@@ -105,13 +105,10 @@ class Executor(base_executor.BaseExecutor):
       return gate_report.not_compared(reason or "nothing was live", live)
     thresholds = th.Thresholds.from_json(props.get(spec.THRESHOLDS_KEY))
     accepted = json.loads(props.get(spec.ACCEPT_KEY) or "[]")
-    accepted += [
-      n
-      for n in history.accepted_changes(
-        props[properties.SERVING_DIR_KEY], props[properties.MODEL_NAME_KEY], live
-      )
-      if n not in accepted
-    ]
+    recorded = history.acceptances(
+      props[properties.SERVING_DIR_KEY], props[properties.MODEL_NAME_KEY], live
+    )
+    accepted += [n for n in recorded if n not in accepted]
     examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])
     label_key, task = props[spec.LABEL_KEY_KEY], props[spec.TASK_KEY]
     training = json.loads(
@@ -141,6 +138,7 @@ class Executor(base_executor.BaseExecutor):
       thresholds=thresholds,
       accepted=accepted,
     )
+    report = gate_report.with_acceptances(report, recorded)
     for found in _leak_findings(examples, tonight, before, props, thresholds):
       report = gate_report.with_finding(report, found)
     if properties.live_available(baseline):

@@ -17,6 +17,10 @@ MISSING_COLUMN = "missing_column"
 EMPTIED = "emptied"
 TYPE = "type"
 NEW_COLUMN = "new_column"
+# How an accepted name reached the gate: recorded in the serving folder's history by
+# `schedule.py local accept`, or passed to this run.
+ACCEPTED_RECORDED = "schedule.py local accept"
+ACCEPTED_FLAG = "--accept-changes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +60,7 @@ class GateReport:
     drift: column -> {"statistic", "value", "threshold"} for every column compared.
     rows: {"tonight", "reference"} training rows.
     accepted: the names `--accept-changes` gave (or the serving folder recorded).
+    acceptances: accepted name -> who let it through and why, once per name (`acceptances`).
     compared: False when there was nothing to compare with (a first night, or a live version
       pushed without its training data), with `reason` saying which.
   """
@@ -65,6 +70,7 @@ class GateReport:
   drift: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
   rows: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
   accepted: tuple[str, ...] = ()
+  acceptances: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
   compared: bool = True
   reason: str = ""
   anomalies: Any = dataclasses.field(default=None, compare=False, repr=False)  # TFDV's proto
@@ -97,6 +103,7 @@ class GateReport:
       "live_version": self.live_version,
       "rows": dict(self.rows),
       "accepted": list(self.accepted),
+      "acceptances": {k: dict(v) for k, v in self.acceptances.items()},
       "findings": [dataclasses.asdict(f) for f in self.findings],
       "drift": {k: dict(v) for k, v in self.drift.items()},
     }
@@ -109,6 +116,7 @@ class GateReport:
       drift=data.get("drift", {}),
       rows=data.get("rows", {}),
       accepted=tuple(data.get("accepted", [])),
+      acceptances=data.get("acceptances", {}),
       compared=data.get("compared", True),
       reason=data.get("reason", ""),
     )
@@ -128,6 +136,41 @@ def order_key(finding: Finding) -> tuple:
 def not_compared(reason: str, live_version: int | None = None) -> GateReport:
   """The report of a night with nothing to compare with; it passes."""
   return GateReport(live_version, compared=False, reason=reason)
+
+
+def acceptances(
+  accepted: Sequence[str], recorded: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, str]]:
+  """Who let each accepted name through and why, once per name, in `accepted`'s order.
+
+  Args:
+    accepted: every name accepted tonight (`--accept-changes`'s, then the recorded ones).
+    recorded: name -> the serving folder's acceptance of it (`history.acceptances`: reason,
+      user, host, time).
+
+  Returns:
+    name -> {"via": ACCEPTED_RECORDED or ACCEPTED_FLAG, "reason", "who" (user@host), "time"};
+    a name both recorded and passed to `--accept-changes` shows its recorded acceptance.
+  """
+  out: dict[str, dict[str, str]] = {}
+  for name in accepted:
+    entry = recorded.get(name)
+    if entry is None:
+      out[name] = {"via": ACCEPTED_FLAG, "reason": "", "who": "", "time": ""}
+      continue
+    user, host = entry.get("user") or "", entry.get("host") or ""
+    out[name] = {
+      "via": ACCEPTED_RECORDED,
+      "reason": str(entry.get("reason") or ""),
+      "who": f"{user}@{host}" if user and host else user or host,
+      "time": str(entry.get("time") or ""),
+    }
+  return out
+
+
+def with_acceptances(report: GateReport, recorded: Mapping[str, Mapping[str, Any]]) -> GateReport:
+  """The report with who let each of its accepted names through and why (`acceptances`)."""
+  return dataclasses.replace(report, acceptances=acceptances(report.accepted, recorded))
 
 
 def mark(finding: Finding, accepted: Sequence[str]) -> Finding:

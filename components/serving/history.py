@@ -4,13 +4,14 @@ Entries are appended to `layout.HISTORY` (one JSON line each on a local folder, 
 each on an object store) and never rewritten; a line torn by a crash is skipped on reading.
 The history remembers what the folders no longer show: the numbers of deleted versions (never
 reused), the trainings rollbacks moved away from (never re-pushed), and the data changes
-accepted against the live version (let through by the data gate).
+accepted against the live version (let through by the data gate) or withdrawn since.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from components import storage
@@ -19,8 +20,11 @@ from components.serving import layout, live, local, manifest, paths, store
 # The events besides a version's own (`manifest.PUSH_EVENT`, `manifest.ROLLBACK_EVENT`):
 # versions deleted by retention,
 PRUNE_EVENT = "prune"
-# and a data change accepted for the live version.
+# a data change accepted for the live version, and one withdrawn.
 ACCEPT_EVENT = "accept"
+UNACCEPT_EVENT = "unaccept"
+# What an acceptance records besides its columns: why, who (user and host) and when.
+ACCEPTANCE_FIELDS = ("reason", "user", "host", "time")
 
 
 def read_history(serving_dir: str, model_name: str) -> list[dict[str, Any]]:
@@ -68,17 +72,40 @@ def rolled_back_fingerprints(serving_dir: str, model_name: str) -> dict[str, int
   return out
 
 
-def accepted_changes(serving_dir: str, model_name: str, live_number: int | None) -> list[str]:
-  """The columns (or `all`) whose changes were accepted against live version `live_number`.
+def acceptances(
+  serving_dir: str, model_name: str, live_number: int | None
+) -> dict[str, dict[str, Any]]:
+  """The columns (or `all`) whose changes are accepted against live version `live_number`.
 
-  An acceptance holds until another version goes live: that version's own training data is
-  the next reference.
+  An acceptance holds until another version goes live (that version's own training data is
+  the next reference) or until it is withdrawn (`record_withdrawal`).
+
+  Returns:
+    Column -> its latest acceptance's `ACCEPTANCE_FIELDS`, in the order first accepted.
   """
-  names: list[str] = []
-  for entry in read_history(serving_dir, model_name):
-    if entry.get("event") == ACCEPT_EVENT and entry.get("live_version") == live_number:
-      names += [n for n in entry.get("columns") or [] if n not in names]
-  return names
+  return held_acceptances(read_history(serving_dir, model_name), live_number)
+
+
+def held_acceptances(
+  entries: Iterable[Mapping[str, Any]], live_number: int | None
+) -> dict[str, dict[str, Any]]:
+  """`acceptances` from history entries already read."""
+  held: dict[str, dict[str, Any]] = {}
+  for entry in entries:
+    if entry.get("live_version") != live_number:
+      continue
+    if entry.get("event") == ACCEPT_EVENT:
+      for name in entry.get("columns") or []:
+        held[name] = {k: entry.get(k) for k in ACCEPTANCE_FIELDS}
+    elif entry.get("event") == UNACCEPT_EVENT:
+      for name in entry.get("columns") or []:
+        held.pop(name, None)
+  return held
+
+
+def accepted_changes(serving_dir: str, model_name: str, live_number: int | None) -> list[str]:
+  """The names of `acceptances`: what the data gate lets through against `live_number`."""
+  return list(acceptances(serving_dir, model_name, live_number))
 
 
 # ----------------------------------------------------------------------------- entries
@@ -124,10 +151,19 @@ def record_acceptance(
   columns: list[str],
   reason: str,
   lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
+  *,
+  who: Mapping[str, str] | None = None,
+  check: Callable[[live.LiveVersion], None] | None = None,
 ) -> dict[str, Any]:
   """Records that changes to `columns` in the data are deliberate, against the live version.
 
-  The data gate lets those changes through until another version goes live.
+  The data gate lets those changes through until another version goes live, or until the
+  acceptance is withdrawn (`record_withdrawal`).
+
+  Args:
+    who: {"user", "host"} of whoever accepts.
+    check: called with the live version, under the lock, before anything is written; what it
+      raises is raised and nothing is recorded.
 
   Returns:
     The history entry written.
@@ -135,10 +171,75 @@ def record_acceptance(
   Raises:
     PusherError: when nothing is live (there is nothing to accept a change against).
   """
+  with _live_folder(serving_dir, model_name, lock_timeout_s, "accept") as (folder, current):
+    if check is not None:
+      check(current)
+    entry = {
+      "time": layout.utc_now(),
+      "event": ACCEPT_EVENT,
+      "live_version": current.version,
+      "columns": list(columns),
+      "reason": reason,
+      **_who(who),
+    }
+    folder.append_log(layout.HISTORY, entry)
+  return entry
+
+
+def record_withdrawal(
+  serving_dir: str,
+  model_name: str,
+  columns: list[str] | None,
+  lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
+  *,
+  who: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+  """Withdraws acceptances against the live version: the data gate stops letting them through.
+
+  Args:
+    columns: the accepted names to withdraw; None withdraws every one.
+    who: {"user", "host"} of whoever withdraws.
+
+  Returns:
+    The history entry written; its `columns` are the names withdrawn.
+
+  Raises:
+    PusherError: when nothing is live, or a name is not accepted (naming what is).
+  """
+  with _live_folder(serving_dir, model_name, lock_timeout_s, "withdraw") as (folder, current):
+    held = held_acceptances(folder.read_log(layout.HISTORY), current.version)
+    names = list(held) if columns is None else list(columns)
+    missing = [n for n in names if n not in held]
+    against = f"against live version {current.version} of {model_name!r}"
+    if not held:
+      raise paths.PusherError(f"nothing is accepted {against}, so there is nothing to take back.")
+    if missing:
+      what = " or ".join(repr(n) for n in missing)
+      raise paths.PusherError(f"{what} is not accepted {against}; accepted: {', '.join(held)}.")
+    entry = {
+      "time": layout.utc_now(),
+      "event": UNACCEPT_EVENT,
+      "live_version": current.version,
+      "columns": names,
+      **_who(who),
+    }
+    folder.append_log(layout.HISTORY, entry)
+  return entry
+
+
+def _who(who: Mapping[str, str] | None) -> dict[str, str]:
+  return {"user": (who or {}).get("user", ""), "host": (who or {}).get("host", "")}
+
+
+@contextlib.contextmanager
+def _live_folder(
+  serving_dir: str, model_name: str, lock_timeout_s: float, verb: str
+) -> Iterator[tuple[store.Folder, live.LiveVersion]]:
+  """The model folder, locked, and its live version; PusherError when nothing is live."""
   base = paths.model_dir(serving_dir, model_name)
   nothing_live = paths.PusherError(
     f"nothing is live under {base}: the data gate only compares with a live version, so "
-    "there is no change to accept yet."
+    f"there is no change to {verb} yet."
   )
   if not storage.is_remote(base) and not os.path.isdir(base):
     raise nothing_live
@@ -146,12 +247,4 @@ def record_acceptance(
     current = live.live_in(folder)
     if current is None:
       raise nothing_live
-    entry = {
-      "time": layout.utc_now(),
-      "event": ACCEPT_EVENT,
-      "live_version": current.version,
-      "columns": list(columns),
-      "reason": reason,
-    }
-    folder.append_log(layout.HISTORY, entry)
-  return entry
+    yield folder, current

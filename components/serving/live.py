@@ -15,6 +15,7 @@ import dataclasses
 import os
 from typing import Any
 
+from components import storage
 from components.serving import layout, manifest, paths, store
 
 
@@ -61,6 +62,33 @@ def live_version(serving_dir: str, model_name: str) -> LiveVersion | None:
     PusherError: If either part is invalid.
   """
   return live_in(store.folder(paths.model_dir(serving_dir, model_name)))
+
+
+def training_columns(live: LiveVersion) -> list[str] | None:
+  """The columns of the schema `live` was trained on (its `training_data/schema.pbtxt`).
+
+  Returns:
+    None where the version has no readable training schema, as versions pushed before the
+    data gate have not (the gate does not compare with those).
+  """
+  from google.protobuf import text_format
+  from tensorflow_metadata.proto.v0 import schema_pb2
+
+  path = f"{live.path}/{layout.TRAINING_DATA_DIR}/{layout.TRAINING_SCHEMA_FILE}"
+  try:
+    if storage.is_remote(path):
+      fileio, _ = _fileio()
+      if not fileio.exists(path):
+        return None
+      with fileio.open(path, "r") as f:
+        text = f.read()
+    else:
+      with open(path, encoding="utf-8") as f:
+        text = f.read()
+    schema = text_format.Parse(text, schema_pb2.Schema())
+  except (OSError, UnicodeDecodeError, text_format.ParseError):
+    return None
+  return [feature.name for feature in schema.feature]
 
 
 def _fileio():

@@ -1,10 +1,10 @@
-"""`schedule.py local history` and `accept`: the nights as a table, and a data change accepted.
+"""`schedule.py local history`: the nights as a table (`accept` and `unaccept` are in
+acceptance.py).
 
 `history --html PATH` also writes the nights page (components.report.nights_page).
 
-Both read and write the serving folder, local or on an object store, through the components
-that own it (`components.serving.nights` for the nights log, `components.serving.history` for
-the history).
+It reads the serving folder, local or on an object store, through the component that owns it
+(`components.serving.nights` for the nights log).
 """
 
 from __future__ import annotations
@@ -181,26 +181,3 @@ def write_html(
       f"cannot write the nights page to {path} ({e.strerror or e}); pass --html a path in a "
       "folder you can write to."
     ) from None
-
-
-def accept(serving_dir: str, model_name: str, columns: Sequence[str], reason: str) -> int:
-  """Records accepted data changes against the live version and says what that means."""
-  from components.data_gate import thresholds
-  from components.serving import history
-  from components.serving.paths import PusherError
-
-  names = thresholds.parse_accepted(columns)
-  if not names:
-    raise UserInputError("pass --columns: the columns whose changes are deliberate (or all).")
-  if not reason.strip():
-    raise UserInputError("pass --reason: one sentence on why the change is deliberate.")
-  try:
-    entry = history.record_acceptance(serving_dir, model_name, names, reason.strip())
-  except PusherError as e:
-    raise UserInputError(str(e)) from None
-  print(
-    f"Accepted changes to {', '.join(names)} against live version {entry['live_version']} of "
-    f"{model_name!r}: the data gate lets them through until another version goes live "
-    "(recorded in the serving folder's history)."
-  )
-  return 0

@@ -11,7 +11,7 @@ from typing import Any
 from components import storage
 from components.distributed_trainer import trainer_api
 from core import defaults, floors, properties, splits, tasks
-from pipeline.cli import checks, data_checks
+from pipeline.cli import acceptance, checks, data_checks
 from pipeline.definition.config import PipelineConfig
 
 _DEFAULTS = PipelineConfig()
@@ -69,7 +69,7 @@ def config_from_args(
     local_modules = local_paths
   paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
   data_root, module_file, transform_module, schema, pattern, plan = paths
-  decision = _decide_from_data(args, data_root, pattern, local_paths)
+  decision = _decide_from_data(args, data_root, pattern, local_paths, serving_dir)
   return PipelineConfig(
     **_fields_from_flags(args),
     data_root=data_root,
@@ -272,9 +272,10 @@ def _resolve_paths(
 
 
 def _decide_from_data(
-  args: argparse.Namespace, data_root: str, pattern: str, local_paths: bool
+  args: argparse.Namespace, data_root: str, pattern: str, local_paths: bool, serving_dir: str
 ) -> data_checks.LabelDecision:
-  """Reads the data where this machine can: the columns the flags name, the task, the floor."""
+  """Reads the data where this machine can: the columns the flags name (`--accept-changes`'s
+  may also be the live version's, in `serving_dir`), the task, the floor."""
   local_data = local_paths and not storage.is_remote(data_root)
   # The split the run makes (factory.py builds the ExampleGen's from the same plan).
   plan = splits.plan(_DEFAULTS.train_hash_buckets, _DEFAULTS.eval_hash_buckets, args.split_column)
@@ -293,6 +294,7 @@ def _decide_from_data(
     if args.split_column:
       wanted.append(("--split-column", args.split_column))
     data_checks.check_flag_columns(files[0], args.delimiter, wanted)
+    acceptance.check_flag(args.accept_changes, files, args.delimiter, serving_dir, args.model_name)
     decision = data_checks.decide_label(
       files,
       args.label_key,

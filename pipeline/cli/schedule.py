@@ -12,11 +12,14 @@ Usage:
       [--json] [--last N] [--html PATH]
   python pipeline/schedule.py local accept (--output-dir D | --serving-dir S) [--model-name M] \\
       --columns C1,C2 --reason "..."
+  python pipeline/schedule.py local unaccept (--output-dir D | --serving-dir S) [--model-name M] \\
+      --columns C1,C2|all
 
 `history` prints the nights recorded in the serving folder (local or gs://, s3://): spans, rows,
 the data gate's verdict, the metric against the live model, what was pushed, the outcome.
-`accept` records that tonight's changes to some columns are deliberate, so the data gate lets
-them through until another version goes live.
+`accept` records that tonight's changes to some columns (each a column of the live version or
+of tonight's data) are deliberate, with the reason and who accepted, so the data gate lets them
+through until another version goes live; `unaccept` takes that back (`all`: every column).
 
 KFP reads cron as six fields, seconds first (robfig/cron v1); the standard five-field form
 given here is converted (``0 2 * * *`` -> ``0 0 2 * * *``) and the next run times are printed.
@@ -49,7 +52,7 @@ from pipeline.definition.config import REPO_ROOT
 
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
 # `local` actions over the serving folder's nights rather than the crontab.
-NIGHTS_ACTIONS = ("history", "accept")
+NIGHTS_ACTIONS = ("history", "accept", "unaccept")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -266,7 +269,11 @@ def _nights(args: argparse.Namespace) -> int:
       page = nights.write_html(serving, model, args.html, args.output_dir, last=args.last)
       print(f"nights page: {page}", file=sys.stderr if args.json else sys.stdout)
     return nights.print_history(serving, model, as_json=args.json, last=args.last)
-  return nights.accept(serving, model, [args.columns or ""], args.reason)
+  from pipeline.cli import acceptance
+
+  if args.action == "unaccept":
+    return acceptance.unaccept(serving, model, [args.columns or ""])
+  return acceptance.accept(serving, model, [args.columns or ""], args.reason)
 
 
 def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:

@@ -303,6 +303,29 @@ def test_executor_passes_a_first_night_and_an_accepted_change(taxi, tmp_path):
   assert {f["column"] for f in report["findings"] if f["accepted"]} == {"payment_type"}
 
 
+def test_executor_lets_through_what_the_history_accepted_until_it_is_taken_back(taxi, tmp_path):
+  log = tmp_path / "serving" / "taxi" / "history.jsonl"
+  log.parent.mkdir(parents=True)
+  who = {"user": "alice", "host": "box", "time": "2026-12-01T09:00:00Z"}
+  accepted = {"event": "accept", "live_version": 1, "columns": ["payment_type"], **who}
+  log.write_text(json.dumps({**accepted, "reason": "renamed upstream"}) + "\n")
+  result = _run_executor(_gate_inputs(taxi, tmp_path / "a", "renamed"), tmp_path)
+  report = gate_result.read_report(result)
+  assert report["passed"] and report["accepted"] == ["payment_type"]
+  assert report["acceptances"] == {
+    "payment_type": {
+      "via": gate_report.ACCEPTED_RECORDED,
+      "reason": "renamed upstream",
+      "who": "alice@box",
+      "time": who["time"],
+    }
+  }
+  with log.open("a") as f:
+    f.write(json.dumps({**accepted, "event": "unaccept"}) + "\n")
+  with pytest.raises(UserInputError):
+    _run_executor(_gate_inputs(taxi, tmp_path / "b", "renamed"), tmp_path)
+
+
 # ----------------------------------------------------------------------------- the live model
 
 

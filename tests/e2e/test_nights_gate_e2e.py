@@ -168,6 +168,8 @@ def test_an_accepted_change_trains_and_is_recorded(nights):
   assert proc.returncode == 0, proc.stderr[-3000:]
   gate = summary["night"]["gate"]
   assert gate["passed"] and column in gate["accepted"]
+  assert gate["acceptances"][column]["reason"] == "the feed reports metres from now on"
+  assert gate["acceptances"][column]["via"] == "schedule.py local accept"
   assert {f["check"] for f in gate["findings"] if f["accepted"]} >= {"scale"}
   assert "DistributedTrainer" in states(summary)
   entries = history.read_history(str(nights.serving), MODEL)
