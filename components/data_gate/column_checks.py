@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Set
 from typing import Any
 
+from components.data_gate import bands
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
@@ -222,7 +223,7 @@ def drift_findings(
     now, ref: the columns' statistics tonight and in the live version's data.
     thresholds: the gate's thresholds.
     read: the columns the live model reads (None: every column).
-    failing: the columns above their drift bound.
+    failing: the columns above their drift bound (their band's, where they have one).
 
   Returns:
     One finding per drifted column that has values tonight, by name.
@@ -243,7 +244,7 @@ def drift_findings(
         th.DRIFT,
         kind,
         f"{name!r} drifted: {measured['statistic']} {measured['value']:.3f} > "
-        f"{measured['threshold']:g}{why}",
+        f"{bands.describe(measured)}{why}",
         float(measured["value"]),
         float(measured["threshold"]),
       )

@@ -19,6 +19,7 @@ from components.data_gate import report as gate_report
 from components.data_gate import thresholds as th
 from components.nights import nights_lib
 from components.serving import history, manifest
+from components.serving import nights as nights_log
 from core import properties, tasks
 from core.errors import UserInputError
 
@@ -137,6 +138,7 @@ class Executor(base_executor.BaseExecutor):
       read_columns=_read_columns(contract, before.schema, props),
       thresholds=thresholds,
       accepted=accepted,
+      history=_gate_history(props),
     )
     report = gate_report.with_acceptances(report, recorded)
     for found in _leak_findings(examples, tonight, before, props, thresholds):
@@ -171,6 +173,14 @@ class Executor(base_executor.BaseExecutor):
       )
     result.set_int_custom_property(properties.GATE_PASSED_PROPERTY, int(report.passed))
     result.set_string_custom_property(properties.GATE_SUMMARY_PROPERTY, report.short())
+
+
+def _gate_history(props: dict[str, Any]) -> list[dict[str, Any] | None]:
+  """The gate reports of the nights log, oldest first: each column's normal drift (`bands`)."""
+  records = nights_log.read_records(
+    props[properties.SERVING_DIR_KEY], props[properties.MODEL_NAME_KEY]
+  )
+  return [r.get("gate") for r in records]
 
 
 def _statistics(artifacts: list[types.Artifact]):

@@ -23,11 +23,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from components import model_contract
-from components.data_gate import column_checks
+from components.data_gate import bands, column_checks, shape_check
 from components.data_gate import report as rp
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
 from core import missing_values
+from core.column_types import SCHEMA_FLOAT, SCHEMA_INT
 
 # The check of `_repeated_findings`.
 REPEATED = "repeated"
@@ -65,6 +66,7 @@ def evaluate(
   read_columns: Iterable[str] | None,
   thresholds: th.Thresholds,
   accepted: Sequence[str] = (),
+  history: Sequence[Mapping[str, Any] | None] = (),
 ) -> rp.GateReport:
   """Compares tonight's training data with the live version's.
 
@@ -78,6 +80,8 @@ def evaluate(
       is information.
     thresholds: the gate's thresholds.
     accepted: names whose stopping findings are let through (`th.is_accepted`).
+    history: the gate reports of past nights, oldest first (the nights log's `gate`); each
+      column's drift is held to its band over the normal ones (`bands`).
 
   Returns:
     The report; `passed` is False when a finding stops the night.
@@ -89,8 +93,9 @@ def evaluate(
   findings: list[rp.Finding] = []
   compared: dict[str, Mapping[str, Any]] = {}
   anomalies = _tfdv_anomalies(tonight.statistics, reference, thresholds, ref)
+  anomalies.failing |= bands.apply(anomalies.drift, bands.normal_history(history), thresholds)
   for name in sorted(set(ref) | set(now)):
-    findings += column_checks.column_findings(
+    found = column_checks.column_findings(
       name,
       now.get(name),
       ref.get(name),
@@ -100,6 +105,7 @@ def evaluate(
       anomalies.descriptions.get(name, ""),
       thresholds,
     )
+    findings += _with_shape(name, now, ref, now_types, ref_types, found, thresholds, read)
     measured = anomalies.drift.get(name)
     if measured:
       compared[name] = measured
@@ -118,6 +124,36 @@ def evaluate(
   return rp.GateReport(
     live_version, tuple(findings), compared, rows, tuple(accepted), anomalies=anomalies.proto
   )
+
+
+def _with_shape(
+  name: str,
+  now: Mapping[str, sv.ColumnStats],
+  ref: Mapping[str, sv.ColumnStats],
+  now_types: Mapping[str, str],
+  ref_types: Mapping[str, str],
+  found: list[rp.Finding],
+  thresholds: th.Thresholds,
+  read: set[str] | None,
+) -> list[rp.Finding]:
+  """The column's own findings, with a number column that looks like the reference after an
+  offset, a scale with an offset or a periodic shift (`shape_check`). Such a change replaces a
+  unit change the scale check saw (an offset moves the median and the mean too, and a heavy
+  tail the spread: the offset is the better name); a pure scale change stays the scale
+  check's, and a column emptied or retyped has no shape to compare."""
+  numbers = (SCHEMA_INT, SCHEMA_FLOAT)
+  tonight, before = now.get(name), ref.get(name)
+  if tonight is None or before is None or not tonight.values or not before.values:
+    return found
+  types = (now_types.get(name, tonight.type), ref_types.get(name, before.type))
+  if any(t not in numbers for t in types) or any(f.check in (rp.EMPTIED, rp.TYPE) for f in found):
+    return found
+  change = shape_check.detect(name, tonight, before, thresholds)
+  scaled = [f for f in found if f.check == th.SCALE]
+  if change is None or (scaled and change.kind == shape_check.SCALE):
+    return found
+  kept = [f for f in found if f.check != th.SCALE]
+  return [*kept, shape_check.finding(name, change, thresholds, read)]
 
 
 # ----------------------------------------------------------------------------- TFDV

@@ -9,8 +9,14 @@ turns a check off. Checks, and what their value bounds (docs/nightly.md has the 
   drift        a column's distance from the live version's training data: the Jensen-Shannon
                divergence of number columns (TFDV, over quantile buckets; default 0.4), the
                L-infinity distance of text columns (TFDV; default 0.3)
+  band         how many standard deviations above its mean over past normal nights a column's
+               drift may rise (its own band, `bands`; default 3; `drift` stays the cap, and a
+               column's own drift threshold replaces its band)
   scale        how many times larger or smaller a number column's median, mean and spread all
                became (a unit change: metres for miles, cents for dollars)
+  shape        how many times better tonight's quantiles fit the reference's after an offset,
+               a scale with an offset, or a shift of periodic values than as they are, for the
+               change to stop the night and be named (`shape_check`)
   new_values   the share of a text column's cells holding values its known values lack
   missing      how far the share of empty cells may rise, in points of share (0.2: 5% -> 25%)
   label        the L-infinity distance between the label's class shares
@@ -33,7 +39,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from core.errors import UserInputError
 
 DRIFT = "drift"
+BAND = "band"
 SCALE = "scale"
+SHAPE = "shape"
 NEW_VALUES = "new_values"
 MISSING = "missing"
 LABEL = "label"
@@ -45,7 +53,9 @@ LEAK = "leak"
 # Defaults, measured on normal nights and faults of several real tables (docs/nightly.md).
 DEFAULTS: dict[str, float | None] = {
   DRIFT: 0.4,
+  BAND: 3.0,
   SCALE: 2.0,
+  SHAPE: 5.0,
   NEW_VALUES: 0.1,
   MISSING: 0.2,
   LABEL: 0.15,
@@ -58,7 +68,7 @@ DEFAULTS: dict[str, float | None] = {
 # divergence for the same change (DEFAULTS[DRIFT] is the numbers' default).
 TEXT_DRIFT_DEFAULT = 0.3
 # Checks that hold for one column; the others hold for the night's data as a whole.
-COLUMN_CHECKS = (DRIFT, SCALE, NEW_VALUES, MISSING, LEAK)
+COLUMN_CHECKS = (DRIFT, BAND, SCALE, SHAPE, NEW_VALUES, MISSING, LEAK)
 # What `--accept-changes` names for the dataset checks, and for every change at once.
 ROW_COUNT = ":row_count"
 REPEATED_DATA = ":repeated_data"
@@ -144,7 +154,7 @@ def _threshold_value(setting: str, check: str, raw: str) -> float | None:
     value = float(raw)
   except ValueError:
     value = math.nan
-  lowest = 1.0 if check in (SCALE, MAX_ROWS) else 0.0
+  lowest = 1.0 if check in (SCALE, SHAPE, MAX_ROWS) else 0.0
   if not math.isfinite(value) or value < lowest:
     raise GateSettingsError(
       f"--gate-threshold {setting!r}: the value must be a number of at least {lowest:g}, or off."
