@@ -6,6 +6,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pathlib
+import subprocess
 
 import pytest
 
@@ -59,3 +60,28 @@ def tabular_model(tmp_path_factory) -> dict:
     "model_uri": model_uri,
     "result": result,
   }
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+  """A folder this process cannot write: chmod 500, or for root a read-only tmpfs mount."""
+  folder = tmp_path / "read_only"
+  folder.mkdir()
+  folder.chmod(0o500)
+  mounted = False
+  if os.access(folder, os.W_OK):
+    folder.chmod(0o700)
+    done = subprocess.run(
+      ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+      capture_output=True,
+      check=False,
+    )
+    if done.returncode != 0:
+      pytest.skip("this user writes into read-only folders and cannot mount a read-only one")
+    mounted = True
+  try:
+    yield folder
+  finally:
+    if mounted:
+      subprocess.run(["umount", "-l", str(folder)], check=False)
+    folder.chmod(0o700)

@@ -32,9 +32,15 @@ from core import properties
 _LOG = logging.getLogger(__name__)
 
 NIGHT_ID_ENV = "TFXKIT_NIGHT_ID"
-# An open night untouched this long was interrupted (nights never overlap).
+# Who runs the night: run_local.py sets "<host>:<output folder>"; on Kubeflow it is "kubeflow".
+# Nights of one owner never overlap (run_local.py holds the output folder's lock, a KFP
+# recurring run has max_concurrency 1), so its open nights are dead when its next one begins.
+NIGHT_OWNER_ENV = "TFXKIT_NIGHT_OWNER"
+KUBEFLOW_OWNER = "kubeflow"
+# Another owner's open night untouched this long was interrupted too.
 INTERRUPTED_AFTER_S = 24 * 3600
-# Steps that record facts.
+# Steps that record facts; NIGHT_STEP is the night's own: who runs it, since when.
+NIGHT_STEP = "night"
 GATE_STEP = "gate"
 PUSHER_STEP = "pusher"
 # Outcomes.
@@ -42,7 +48,12 @@ PUSHED = "pushed"
 NOT_PUSHED = "not_pushed"
 STOPPED = "stopped"
 FAILED = "failed"
-OUTCOMES = (PUSHED, NOT_PUSHED, STOPPED, FAILED)
+TIMED_OUT = "timed_out"
+SKIPPED = "skipped"
+INTERRUPTED = "interrupted"
+OUTCOMES = (PUSHED, NOT_PUSHED, STOPPED, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED)
+# Outcomes that are notified to every target, not only with --notify-every-night.
+BAD_OUTCOMES = (STOPPED, FAILED, TIMED_OUT, SKIPPED, INTERRUPTED)
 
 
 def night_id(exec_properties: Mapping[str, Any] | None = None) -> str | None:
@@ -60,20 +71,62 @@ def night_id(exec_properties: Mapping[str, Any] | None = None) -> str | None:
   return value or None
 
 
+def night_owner(exec_properties: Mapping[str, Any] | None = None) -> str:
+  """Who runs the night a step runs in: `NIGHT_OWNER_ENV`'s value (run_local.py sets it), else
+  KUBEFLOW_OWNER when the orchestrator filled in the step's night id."""
+  owner = os.environ.get(NIGHT_OWNER_ENV, "").strip()
+  if owner:
+    return owner
+  value = str((exec_properties or {}).get(properties.NIGHT_ID_KEY) or "").strip()
+  return KUBEFLOW_OWNER if value and "{{" not in value else ""
+
+
+def local_owner(output_dir: str) -> str:
+  """The owner of the nights run_local.py runs in `output_dir` on this machine."""
+  import socket
+
+  return f"{socket.gethostname()}:{os.path.abspath(output_dir)}"
+
+
+def begin_night(serving_dir: str, model_name: str, night: str, owner: str) -> list[dict[str, Any]]:
+  """Opens a night: closes the owner's earlier open nights as interrupted, then records who
+  runs this one and since when.
+
+  The caller proves that the owner's earlier nights are dead: run_local.py holds the output
+  folder's lock, Kubeflow's recurring run never runs two at once.
+
+  Returns:
+    The records of the interrupted nights it closed.
+  """
+  closed = close_interrupted(serving_dir, model_name, owner=owner, keep=night)
+  import socket
+
+  facts = {"owner": owner, "host": socket.gethostname(), "pid": os.getpid()}
+  serving_nights.record_facts(
+    serving_dir, model_name, night, NIGHT_STEP, {**facts, "started": layout.utc_now()}
+  )
+  return closed
+
+
 def record_step(
   serving_dir: str,
   model_name: str,
   step: str,
   facts: Mapping[str, Any],
   night: str | None = None,
+  owner: str = "",
 ) -> bool:
   """Keeps one step's facts for the night's record; a no-op outside a night.
+
+  A night's first facts from a step, where nothing opened the night before (Kubeflow's first
+  recording step), open it with `begin_night` for `owner`.
 
   Args:
     serving_dir, model_name: the model folder whose nights log gets the record.
     step: GATE_STEP or PUSHER_STEP.
     facts: what the step found, as JSON values.
     night: the night's id (`night_id(exec_properties)`); None: `NIGHT_ID_ENV`'s, if any.
+    owner: who runs it (`night_owner(exec_properties)`); "": `NIGHT_OWNER_ENV`'s, if any.
 
   Returns:
     Whether the facts were written.
@@ -81,6 +134,12 @@ def record_step(
   night = night or night_id()
   if night is None:
     return False
+  # A night id given while the environment names none came from the orchestrator (the step's
+  # `night_id` parameter): a Kubeflow night.
+  orchestrated = not os.environ.get(NIGHT_ID_ENV, "").strip()
+  owner = owner or night_owner() or (KUBEFLOW_OWNER if orchestrated else "")
+  if owner and not serving_nights.open_facts(serving_dir, model_name, night):
+    begin_night(serving_dir, model_name, night, owner)
   serving_nights.record_facts(serving_dir, model_name, night, step, facts)
   return True
 
@@ -119,6 +178,7 @@ def build_record(
     outcome, line = NOT_PUSHED, "the pipeline ran without a Pusher"
   return {
     "night": night,
+    "owner": (facts.get(NIGHT_STEP) or {}).get("owner"),
     "started": started,
     "ended": ended,
     "seconds": seconds,
@@ -147,8 +207,12 @@ def close_night(
   error: str = "",
   started: str | None = None,
   seconds: float | None = None,
+  outcome: str | None = None,
 ) -> dict[str, Any]:
   """Writes a night's record to the nights log and removes its open facts.
+
+  Args:
+    outcome: TIMED_OUT or SKIPPED, which the facts cannot tell; None: from the facts.
 
   Returns:
     The record.
@@ -163,30 +227,71 @@ def close_night(
     ended=layout.utc_now(),
     seconds=seconds,
   )
+  if outcome is not None:
+    record.update(outcome=outcome, line=error or outcome)
   serving_nights.append_record(serving_dir, model_name, record)
   serving_nights.close_facts(serving_dir, model_name, night)
-  _close_interrupted(serving_dir, model_name)
+  close_interrupted(serving_dir, model_name)
   return record
 
 
-def _close_interrupted(serving_dir: str, model_name: str) -> None:
-  """Records nights that died before they could close themselves, as failed.
+def close_interrupted(
+  serving_dir: str, model_name: str, owner: str = "", keep: str | None = None
+) -> list[dict[str, Any]]:
+  """Records nights that died before they could close themselves, as interrupted.
 
-  Nights never overlap (run_local.py holds a lock, a KFP recurring run has max_concurrency 1),
-  so an open night whose facts are a day old belongs to a process that was killed.
+  An open night of `owner` (other than `keep`) is closed at once: the caller proves it dead.
+  Any other open night is closed once its facts are INTERRUPTED_AFTER_S old. A version the
+  night published (found by its facts, or by its time in the serving folder when the process
+  died between publishing and recording) is named in its record, so that every pushed version
+  has one night record.
+
+  Returns:
+    The records written.
   """
-  for night in serving_nights.stale_nights(serving_dir, model_name, INTERRUPTED_AFTER_S):
+  closed = []
+  stale = set(serving_nights.stale_nights(serving_dir, model_name, INTERRUPTED_AFTER_S))
+  for night in serving_nights.open_nights(serving_dir, model_name):
+    if night == keep:
+      continue
+    facts = serving_nights.open_facts(serving_dir, model_name, night)
+    mine = bool(owner) and (facts.get(NIGHT_STEP) or {}).get("owner") == owner
+    if not (mine or night in stale):
+      continue
+    started = (facts.get(NIGHT_STEP) or {}).get("started", "")
     record = build_record(
-      serving_nights.open_facts(serving_dir, model_name, night),
+      facts,
       night=night,
       succeeded=False,
-      error="the night was interrupted before it ended (its process was killed or lost)",
-      started="",
+      error="",
+      started=started,
       ended=layout.utc_now(),
       seconds=None,
     )
+    line = "interrupted: its process was killed or lost before the night ended"
+    record.update(outcome=INTERRUPTED, line=line)
+    if record.get("version") is None and started:
+      pushed = _unrecorded_versions(serving_dir, model_name, started)
+      if pushed:
+        record.update(version=pushed[-1], line=f"{line}, after it pushed version {pushed[-1]}")
     serving_nights.append_record(serving_dir, model_name, record)
     serving_nights.close_facts(serving_dir, model_name, night)
+    closed.append(record)
+  return closed
+
+
+def _unrecorded_versions(serving_dir: str, model_name: str, since: str) -> list[int]:
+  """Versions pushed at or after `since` (a UTC time stamp) that no night record names."""
+  from components.serving import manifest, versions
+
+  named = {r.get("version") for r in serving_nights.read_records(serving_dir, model_name)}
+  return [
+    row["version"]
+    for row in versions.describe_versions(serving_dir, model_name)
+    if row.get("event") == manifest.PUSH_EVENT
+    and str(row.get("created_at") or "") >= since
+    and row["version"] not in named
+  ]
 
 
 def new_night_id() -> str:
@@ -207,6 +312,8 @@ def end_night(
   seconds: float | None = None,
   notify: Sequence[str] = (),
   every_night: bool = False,
+  outcome: str | None = None,
+  heartbeat: str = "",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
   """Closes a night and sends its notices: the one ending both runners share.
 
@@ -226,17 +333,23 @@ def end_night(
     seconds: how long it ran.
     notify: notify_lib targets; failed and stopped nights are reported to them.
     every_night: report pushed and not-pushed nights too.
+    outcome: TIMED_OUT or SKIPPED (the facts cannot tell those); None: from the facts.
+    heartbeat: a notify_lib target pinged at the end of every night, its URL with '/fail'
+      appended when the night did not end well ('' for none).
 
   Returns:
     (the record, one dict per notice: target, ok, attempts, error).
   """
   if (
-    not notify and not succeeded and serving_nights.holds_only_open_nights(serving_dir, model_name)
+    outcome is None
+    and not notify
+    and not succeeded
+    and serving_nights.holds_only_open_nights(serving_dir, model_name)
   ):
     record = _discard_night(
       serving_dir, model_name, night, error=error, started=started, seconds=seconds
     )
-    return record, []
+    return record, _ping(heartbeat, record, model_name)
   try:
     record = close_night(
       serving_dir,
@@ -246,6 +359,7 @@ def end_night(
       error=error,
       started=started,
       seconds=seconds,
+      outcome=outcome,
     )
   except Exception as e:  # The folder is unwritable or gone: the notices must still go out.
     _LOG.warning("The night's record could not be written to %s: %s", serving_dir, e)
@@ -258,8 +372,11 @@ def end_night(
       ended=layout.utc_now(),
       seconds=seconds,
     )
+    if outcome is not None:
+      record.update(outcome=outcome, line=error or outcome)
     record["record_error"] = f"{type(e).__name__}: {e}"
-  return record, _send_notices(record, model_name, notify, every_night)
+  notices = _send_notices(record, model_name, notify, every_night)
+  return record, notices + _ping(heartbeat, record, model_name)
 
 
 def _discard_night(
@@ -301,15 +418,41 @@ def _send_notices(
     One dict per notice: target, ok, attempts, error; [] when none was due.
   """
   deliveries: list[dict[str, Any]] = []
-  if notify and (every_night or record["outcome"] in (STOPPED, FAILED)):
+  if notify and (every_night or record["outcome"] in BAD_OUTCOMES):
     from components.nights import notify_lib
 
     title, body = message(record, model_name)
     targets = [notify_lib.Target(t) for t in notify]
-    failed = record["outcome"] in (STOPPED, FAILED)
+    failed = record["outcome"] in BAD_OUTCOMES
     for delivery in notify_lib.send(targets, title, body, failed=failed):
       deliveries.append(dataclasses.asdict(delivery))
   return deliveries
+
+
+def _ping(heartbeat: str, record: Mapping[str, Any], model_name: str) -> list[dict[str, Any]]:
+  """Pings the heartbeat target at a night's end: its URL, or its URL + '/fail' (the failure
+  signal of healthchecks-style dead man's switches) when the night did not end well.
+
+  Returns:
+    [the delivery, under the target's printable label], or [] without a heartbeat.
+  """
+  if not heartbeat:
+    return []
+  from components.nights import notify_lib
+
+  target = notify_lib.Target(heartbeat)
+  failed = record["outcome"] in BAD_OUTCOMES
+  label = f"heartbeat {target.label()}" + (" (fail)" if failed else "")
+  try:
+    url = notify_lib.resolve_url(target)
+  except notify_lib.NotifyError as e:
+    return [{"target": label, "ok": False, "attempts": 0, "error": str(e)}]
+  if failed:
+    base, query = url.split("?", 1) if "?" in url else (url, "")
+    url = base.rstrip("/") + "/fail" + (f"?{query}" if query else "")
+  title, body = message(record, model_name)
+  (delivery,) = notify_lib.send([notify_lib.Target(url)], title, body, failed=failed)
+  return [{**dataclasses.asdict(delivery), "target": label}]
 
 
 def message(record: Mapping[str, Any], model_name: str) -> tuple[str, str]:

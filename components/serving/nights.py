@@ -112,6 +112,15 @@ def discard(serving_dir: str, model_name: str, night: str) -> None:
       fileio.rmtree(folder)
 
 
+def open_nights(serving_dir: str, model_name: str) -> list[str]:
+  """The ids of the nights whose facts are open in the model's folder, sorted."""
+  fileio = _fileio()
+  root = posixpath.join(paths.model_dir(serving_dir, model_name), layout.OPEN_DIR)
+  if not fileio.exists(root):
+    return []
+  return sorted(entry.rstrip("/") for entry in fileio.listdir(root))
+
+
 def stale_nights(serving_dir: str, model_name: str, older_than_s: float) -> list[str]:
   """Open nights whose facts were last written more than `older_than_s` ago: nights whose
   process died before it could close them (a kill, a lost machine)."""

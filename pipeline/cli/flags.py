@@ -367,3 +367,10 @@ def _add_nightly_args(g) -> None:
     action="store_true",
     help="with --notify: report every night, pushed or not, too",
   )
+  g.add_argument(
+    "--heartbeat",
+    default="",
+    metavar="TARGET",
+    help="a dead man's switch pinged at the end of every night (its URL + '/fail' when the "
+    "night did not end well), in --notify's forms, e.g. jsons://hc-ping.com/UUID or env:NAME",
+  )

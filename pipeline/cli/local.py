@@ -25,6 +25,10 @@ from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E4
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
+# The exit status of a run that found its output folder busy (EX_TEMPFAIL): the nightly job
+# records such a night as skipped.
+EXIT_BUSY = 75
+
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
   """run_local.py's flags (schedule.py checks a nightly job's flags with the same parser)."""
@@ -96,7 +100,9 @@ def check_args(args: argparse.Namespace):
   checks.check_beam_args("--beam-arg", args.beam_arg)
   serving = _location(args.serving_dir, out / "serving")
   root = _location(args.pipeline_root, out / "pipeline_root")
-  return resolve.config_from_args(args, root, serving)
+  config = resolve.config_from_args(args, root, serving)
+  checks.check_serving_writable("--serving-dir", config.serving_dir, config.model_name)
+  return config
 
 
 def main(argv=None) -> int:
@@ -115,10 +121,11 @@ def main(argv=None) -> int:
   try:
     lock.acquire(timeout=0)
   except Timeout:
-    return reporting.fail(
+    reporting.fail(
       f"another run_local.py is already using {out}; wait for it to finish or pass another "
       "--output-dir."
     )
+    return EXIT_BUSY
   except OSError as e:
     return reporting.fail(
       f"cannot lock {out / '.run.lock'} ({e.strerror}); pass another --output-dir."
@@ -135,15 +142,11 @@ def _failed_before_running(args, out: pathlib.Path, error: str) -> None:
   Nothing is recorded where the serving folder does not exist yet (a first run with a
   mistake), and nobody is notified when the --notify values are themselves the mistake.
   """
-  from components.nights import notify_lib
-
-  serving = _location(args.serving_dir, out / "serving")
-  model = args.model_name or resolve.default_model_name(args.data_root)
-  try:
-    targets = [t.text for t in notify_lib.parse_targets(args.notify)]
-  except UserInputError:
-    targets = []
-  if not targets and (storage.is_remote(serving) or not (pathlib.Path(serving) / model).is_dir()):
+  # Recording the night imports TFX: TensorFlow's start-up lines would follow the one error line.
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  serving, model, targets = night_target(args, out)
+  nobody = not targets and not heartbeat(args)
+  if nobody and (storage.is_remote(serving) or not (pathlib.Path(serving) / model).is_dir()):
     return
   from components.nights import nights_lib
 
@@ -155,10 +158,35 @@ def _failed_before_running(args, out: pathlib.Path, error: str) -> None:
     error=error,
     notify=targets,
     every_night=args.notify_every_night,
+    heartbeat=heartbeat(args),
   )
   for notice in notices:
     if not notice["ok"]:
       print(f"warning: could not notify {notice['target']}: {notice['error']}", file=sys.stderr)
+
+
+def night_target(args, out: pathlib.Path) -> tuple[str, str, list[str]]:
+  """Where a night of these flags is recorded, and who is told: (serving folder, model name,
+  notify targets); no targets when the --notify values are themselves a mistake."""
+  from components.nights import notify_lib
+
+  serving = _location(args.serving_dir, out / "serving")
+  model = args.model_name or resolve.default_model_name(args.data_root)
+  try:
+    targets = [t.text for t in notify_lib.parse_targets(args.notify)]
+  except UserInputError:
+    targets = []
+  return serving, model, targets
+
+
+def heartbeat(args) -> str:
+  """The --heartbeat target of these flags; '' when there is none or it is the mistake."""
+  from components.nights import notify_lib
+
+  try:
+    return notify_lib.parse_target(args.heartbeat).text if args.heartbeat else ""
+  except UserInputError:
+    return ""
 
 
 def _location(value: str | None, default: pathlib.Path) -> str:
@@ -245,15 +273,31 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   names = [n for n in nodes.RUN_ORDER if n in {c.id for c in pipeline.components}]
   names += [c.id for c in pipeline.components if c.id not in names]
   started_ms = int(time.time() * 1000) - 1
-  night = nights_lib.new_night_id()
+  # The nightly job names the night (it records it if the run times out); else a new one.
+  night = os.environ.get(nights_lib.NIGHT_ID_ENV) or nights_lib.new_night_id()
   night_started = layout.utc_now()
   os.environ[nights_lib.NIGHT_ID_ENV] = night
+  os.environ[nights_lib.NIGHT_OWNER_ENV] = nights_lib.local_owner(str(out))
+  _begin_night(config, night)
   table = progress.RunTable(
     names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
   )
   return _Started(
     store, pipeline, table, started_ms, time.monotonic(), night, night_started, cleanup
   )
+
+
+def _begin_night(config, night: str) -> None:
+  """Opens the night; this run holds the output folder's lock, so an open night of its own
+  left by a killed run is dead and is closed as interrupted now."""
+  from components.nights import nights_lib
+
+  owner = os.environ[nights_lib.NIGHT_OWNER_ENV]
+  try:
+    for record in nights_lib.begin_night(config.serving_dir, config.model_name, night, owner):
+      logging.warning("Night %s: %s.", record["night"], record["line"])
+  except Exception as e:  # Recording is not the run: the Pusher reports an unwritable folder.
+    logging.warning("The night could not be opened in %s: %s", config.serving_dir, e)
 
 
 def _execute(run: _Started, config, out: pathlib.Path) -> tuple[BaseException | None, str | None]:
@@ -302,8 +346,10 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
     seconds=summary["seconds"],
     notify=config.notify,
     every_night=config.notify_every_night,
+    heartbeat=config.heartbeat,
   )
   os.environ.pop(nights_lib.NIGHT_ID_ENV, None)
+  os.environ.pop(nights_lib.NIGHT_OWNER_ENV, None)
   if record["outcome"] == nights_lib.STOPPED:
     summary["status"] = "stopped"
   summary["night"] = record

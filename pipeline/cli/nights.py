@@ -110,6 +110,7 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
         "pushed": str(r["version"]) if r.get("version") is not None else "-",
         "live": str(r.get("live_version") if r.get("live_version") is not None else "-"),
         "outcome": str(r.get("outcome")),
+        "owner": str(r.get("owner") or "-"),
         "seconds": f"{r['seconds']:.0f}" if isinstance(r.get("seconds"), int | float) else "-",
         "line": str(r.get("line") or ""),
       }
@@ -138,7 +139,9 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
   shown = rows(records)
   columns = ("night", "spans", "rows", "gate", "drift", "metric", "blessed", "pushed", "live")
   columns += ("outcome",)
-  headers = {"rows": "rows train/eval", "drift": "largest drift"}
+  if len({row["owner"] for row in shown}) > 1:  # Output folders sharing one serving folder.
+    columns += ("owner",)
+  headers = {"rows": "rows train/eval", "drift": "largest drift", "owner": "run from"}
   for column in (*columns, "seconds"):
     table.add_column(headers.get(column, column), overflow="fold")
   for row in shown:
@@ -146,7 +149,7 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
   console = Console(width=160)
   console.print(table)
   for row in shown:
-    if row["outcome"] in ("stopped", "failed"):
+    if row["outcome"] not in ("pushed", "not_pushed"):
       console.print(f"{row['night']}: {row['outcome']}: {row['line']}", soft_wrap=True)
   return 0
 

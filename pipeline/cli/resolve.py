@@ -62,9 +62,8 @@ def config_from_args(
     checks.CheckError: (a UserInputError) with a one-sentence message naming the fix.
   """
   variants = _check_values(args)
-  gate, accepted, notify = _nightly_settings(
-    args, local_paths if local_notify is None else local_notify
-  )
+  local_notify = local_paths if local_notify is None else local_notify
+  gate, accepted, notify = _nightly_settings(args, local_notify)
   if local_modules is None:
     local_modules = local_paths
   paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
@@ -93,6 +92,7 @@ def config_from_args(
     gate_thresholds=gate,
     accept_changes=accepted,
     notify=notify,
+    heartbeat=_heartbeat(args.heartbeat, local_notify),
   )
 
 
@@ -150,6 +150,18 @@ def _nightly_settings(
   accepted = thresholds.parse_accepted(args.accept_changes)
   targets = notify_lib.parse_targets(args.notify, check_source=local_paths)
   return gate.to_json(), tuple(accepted), tuple(t.text for t in targets)
+
+
+def _heartbeat(value: str, local_paths: bool) -> str:
+  """The --heartbeat target, checked as a --notify value is ('' for none)."""
+  from components.nights import notify_lib
+
+  if not value:
+    return ""
+  try:
+    return notify_lib.parse_target(value, check_source=local_paths).text
+  except notify_lib.NotifyError as e:
+    raise checks.CheckError(str(e).replace("--notify", "--heartbeat")) from None
 
 
 # How a tab may be typed: '\t' (as the ExampleGen's hint prints it), 'tab', or a tab itself.

@@ -6,8 +6,11 @@ Usage:
       --serving-dir, pipeline flags ...]) [--host URL] [--token-file F] [--namespace NS] \\
       [--seconds-field] [--dry-run]
   python pipeline/schedule.py local install --cron "0 2 * * *" --output-dir D \\
-      [--job-name J] [--crontab-file F] [-- run_local.py args ...]
-  python pipeline/schedule.py local list|remove --output-dir D [--job-name J] [--crontab-file F]
+      [--time-limit 6h] [--job-name J] [--crontab-file F] [-- run_local.py args ...]
+  python pipeline/schedule.py local list|remove|run-now --output-dir D [--job-name J] \\
+      [--crontab-file F]
+  python pipeline/schedule.py local status --output-dir D [--grace 1h] [--job-name J] \\
+      [--crontab-file F]
   python pipeline/schedule.py local history (--output-dir D | --serving-dir S) [--model-name M] \\
       [--json] [--last N] [--html PATH]
   python pipeline/schedule.py local accept (--output-dir D | --serving-dir S) [--model-name M] \\
@@ -28,6 +31,12 @@ config). Credentials: --token-file, $KFP_TOKEN, $KF_PIPELINES_SA_TOKEN_PATH, els
 defaults. Tokens are never printed nor written to the package. Before the kfp client is built,
 ``<host>/apis/v2beta1/healthz`` is asked once (5 s timeout), so that a wrong host is one line.
 
+`run-now` runs the installed job at once, exactly as cron would (the same line, lock, log,
+environment and exit status). `status` prints the last night in one line and exits 1 when a
+night the schedule expected has not begun within the grace, or the last one did not end well;
+a monitor or a second cron line can run it. The crontab line runs `local night`: one night
+under the job's lock and time limit, a skipped or timed-out night recorded and notified.
+
 `local install` writes one block, ``# BEGIN tfx-pipeline-kit <job>`` / the cron line /
 ``# END tfx-pipeline-kit <job>``, replacing that job's block and keeping every other line;
 `local remove` deletes exactly that block. A value with a control character (a line feed would
@@ -45,12 +54,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from core.errors import UserInputError
+from pipeline.cli import local_jobs
 from pipeline.cli.flags import ArgumentParser
 from pipeline.cli.scheduling import cron, kfp_client, kfp_health
 from pipeline.cli.scheduling import crontab as crontab_lib
 from pipeline.definition.config import REPO_ROOT
 
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "schedule"
+# `local` actions over the output folder's crontab job (`local_jobs`).
+JOB_ACTIONS = ("install", "list", "remove", "run-now", "status", "night")
 # `local` actions over the serving folder's nights rather than the crontab.
 NIGHTS_ACTIONS = ("history", "accept", "unaccept")
 
@@ -86,8 +98,9 @@ def _build_parser() -> argparse.ArgumentParser:
   local = targets.add_parser(
     "local", help="Manage a crontab entry running run_local.py; read the nights; accept a change."
   )
-  local.add_argument("action", choices=["install", "list", "remove", *NIGHTS_ACTIONS])
+  local.add_argument("action", choices=[*JOB_ACTIONS, *NIGHTS_ACTIONS])
   _add_cron_flags(local, required=False)
+  local_jobs.add_flags(local)
   local.add_argument("--output-dir", help="Pipeline output folder (lock, logs, serving/).")
   local.add_argument(
     "--serving-dir", help="history, accept: the serving folder (default: <output-dir>/serving)."
@@ -108,8 +121,8 @@ def _build_parser() -> argparse.ArgumentParser:
   local.add_argument("--crontab-file", help="Edit this file instead of the user's crontab.")
   local.add_argument(
     "--python",
-    default=str(REPO_ROOT / ".venv" / "bin" / "python"),
-    help="Interpreter for the job (default: the repo's .venv).",
+    help="install: interpreter for the job (default: the repo's .venv); night: for "
+    "run_local.py (default: the one running this).",
   )
   return parser
 
@@ -283,103 +296,7 @@ def _local(args: argparse.Namespace, run_local_args: list[str]) -> int:
     raise cron.ScheduleError(f"local {args.action} needs --output-dir (the job's output folder).")
   output_dir = os.path.abspath(args.output_dir)
   job = cron.validate_job_name(args.job_name or crontab_lib.default_job_name(output_dir))
-  where = args.crontab_file or "your crontab"
-  if args.action == "install":
-    return _local_install(args, run_local_args, output_dir, job, where)
-  text = crontab_lib.read_crontab(args.crontab_file)
-  if args.action == "list":
-    entries = crontab_lib.list_entries(text)
-    if not entries:
-      print(f"No tfx-pipeline-kit entries in {where}.")
-    for entry in entries:
-      old = " (old one-line entry: run install again to turn it into a block)"
-      print(f"{'*' if entry.job == job else ' '} {entry.job}: {entry.schedule}{old * entry.legacy}")
-      print(f"    {entry.line}")
-    return 0
-  new_text, removed = crontab_lib.remove_entry(text, job)
-  if not removed:
-    print(f"Nothing to remove: {where} has no {job!r} entry.")
-    return 0
-  crontab_lib.write_crontab(args.crontab_file, new_text)
-  print(f"Removed {job!r} from {where}.")
-  return 0
-
-
-def _local_install(
-  args: argparse.Namespace, run_local_args: list[str], output_dir: str, job: str, where: str
-) -> int:
-  if not args.cron:
-    raise cron.ScheduleError("local install needs --cron, e.g. --cron '0 2 * * *'.")
-  spec = cron.parse_cron(args.cron, seconds_field=args.seconds_field)
-  if spec.five_field is None:
-    raise cron.ScheduleError(
-      f"{args.cron!r} needs a seconds field other than 0, which the system cron lacks."
-    )
-  if not os.access(args.python, os.X_OK):
-    raise cron.ScheduleError(
-      f"Interpreter {args.python} not found; create the repo's .venv or pass --python PATH."
-    )
-  _check_run_local_args(output_dir, run_local_args)
-  command = crontab_lib.crontab_command(
-    repo_root=str(REPO_ROOT),
-    python=args.python,
-    output_dir=output_dir,
-    job_name=job,
-    run_local_args=run_local_args,
-  )
-  text = crontab_lib.read_crontab(args.crontab_file)
-  new_text = crontab_lib.install_entry(text, spec.five_field, command, job)
-  if not (REPO_ROOT / "pipeline" / "run_local.py").is_file():
-    print("warning: pipeline/run_local.py does not exist yet; the entry will fail until it does.")
-  for name in _notify_env_names(run_local_args):
-    print(
-      f"warning: cron starts the job with an almost empty environment, so --notify env:{name} "
-      f"finds {name} only if the crontab sets it; --notify file:PATH (mode 600) needs nothing."
-    )
-  if new_text != text:
-    crontab_lib.write_crontab(args.crontab_file, new_text)
-  _print_schedule(
-    spec, f"cron {spec.five_field!r} in the system's local time zone", local_cron=True
-  )
-  state = "Installed" if new_text != text else "Already installed, unchanged:"
-  print(
-    f"{state} {job!r} in {where} (the lines from '{crontab_lib.BLOCK_BEGIN}{job}' to "
-    f"'{crontab_lib.BLOCK_END}{job}'); logs go to {output_dir}/logs/nightly.log."
-  )
-  return 0
-
-
-def _notify_env_names(run_local_args: Sequence[str]) -> list[str]:
-  """The environment variables the job's --notify env:NAME targets read."""
-  names = []
-  for i, arg in enumerate(run_local_args):
-    value = arg.partition("=")[2] if arg.startswith("--notify=") else None
-    if arg == "--notify" and i + 1 < len(run_local_args):
-      value = run_local_args[i + 1]
-    if value and value.startswith("env:"):
-      names.append(value[len("env:") :])
-  return names
-
-
-def _check_run_local_args(output_dir: str, run_local_args: Sequence[str]) -> None:
-  """Checks the nightly job's run_local.py flags now, with run_local.py's own checks.
-
-  The job runs from the repository root, so relative paths are checked from there too. A
-  misspelt flag or a bad value is refused at install time instead of failing every night.
-
-  Raises:
-    UserInputError: one line naming the fix.
-  """
-  from pipeline.cli import local as run_local
-
-  parser = run_local.build_parser(prog="schedule.py local install -- (run_local.py options)")
-  args = parser.parse_args(["--output-dir", output_dir, *run_local_args])
-  here = os.getcwd()
-  os.chdir(REPO_ROOT)
-  try:
-    run_local.check_args(args)
-  finally:
-    os.chdir(here)
+  return local_jobs.run(args, run_local_args, output_dir, job)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -99,6 +99,8 @@ class PipelineConfig:
   notify: tuple[str, ...] = ()
   # Report every night, pushed or not, too.
   notify_every_night: bool = False
+  # A dead man's switch pinged at every night's end (a notify_lib target; '' for none).
+  heartbeat: str = ""
 
   @property
   def model_label_key(self) -> str:

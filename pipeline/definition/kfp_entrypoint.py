@@ -340,6 +340,7 @@ def run_night_end(argv: Sequence[str]) -> int:
     error=error,
     notify=json.loads(values.get(kubeflow_night.NOTIFY_PARAMETER) or "[]"),
     every_night=values.get(kubeflow_night.EVERY_NIGHT_PARAMETER) == "true",
+    heartbeat=values.get(kubeflow_night.HEARTBEAT_PARAMETER) or "",
   )
   print(f"night {night}: {record['outcome']}: {record['line']}")
   for delivery in deliveries:

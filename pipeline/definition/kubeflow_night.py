@@ -29,6 +29,8 @@ NIGHT_END = "NightEnd"
 NIGHT_END_COMMAND = "night-end"
 STATUS_PARAMETER = "status"
 NOTIFY_PARAMETER = "notify"
+# Only in packages compiled with --heartbeat: the target pinged at every night's end.
+HEARTBEAT_PARAMETER = "heartbeat"
 EVERY_NIGHT_PARAMETER = "every_night"
 EXIT_TRIGGER = {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
 # Targets whose backend passes the exit task a TASK_FINAL_STATUS input. Open-source KFP 2.0 to
@@ -81,6 +83,7 @@ def add_exit_handler(
   notify: Sequence[str],
   every_night: bool,
   final_status: bool = True,
+  heartbeat: str = "",
 ) -> str:
   """Moves every task into a sub-DAG and adds the exit task that closes the night after it.
 
@@ -99,6 +102,8 @@ def add_exit_handler(
     notify: notify_lib targets for failed and stopped nights.
     every_night: notify pushed and not-pushed nights too.
     final_status: give NightEnd the `status` input (see `FINAL_STATUS_TARGETS`).
+    heartbeat: a notify_lib target NightEnd pings at every night's end (the string parameter
+      `heartbeat`, only when given).
 
   Returns:
     The exit task's name.
@@ -127,6 +132,8 @@ def add_exit_handler(
     NOTIFY_PARAMETER: json.dumps(list(notify)),
     EVERY_NIGHT_PARAMETER: "true" if every_night else "false",
   }
+  if heartbeat:
+    constants[HEARTBEAT_PARAMETER] = heartbeat
   values = _add_night_end(spec, image, constants, final_status)
   root["dag"]["tasks"] = {
     NIGHT_DAG: night_task,

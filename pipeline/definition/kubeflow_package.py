@@ -118,6 +118,7 @@ def postprocess(
       notify=config.notify if config else (),
       every_night=config.notify_every_night if config else False,
       final_status=target in kubeflow_night.FINAL_STATUS_TARGETS,
+      heartbeat=config.heartbeat if config else "",
     )
   return doc
 

@@ -126,3 +126,15 @@ print("tfx.v1" in sys.modules, any(m.startswith("google.cloud.aiplatform") for m
   nodes, imported = proc.stdout.splitlines()[-2:]
   assert "'Transform'" in nodes and "'Tuner'" in nodes
   assert imported == "False False"
+
+
+def test_run_local_refuses_a_read_only_model_folder_before_the_run(read_only_folder, tmp_path):
+  serving, model = read_only_folder.parent, read_only_folder.name
+  proc = run_script(
+    "run_local.py", "--output-dir", str(tmp_path / "out"), "--serving-dir", str(serving),
+    "--model-name", model, timeout=300,
+  )  # fmt: skip
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  (line,) = proc.stderr.strip().splitlines()
+  assert line.startswith(f"error: the model folder {read_only_folder} under --serving-dir")
+  assert not (tmp_path / "out" / "metadata.sqlite").exists()

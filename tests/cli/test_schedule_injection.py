@@ -54,8 +54,9 @@ def test_hostile_but_legal_values_reach_run_local_unchanged_when_cron_runs_the_l
 
   # Only our line: the user's lines are not ours to run.
   crontab_runs.run_like_cron(entry.line, tmp_path)
+  night = ["pipeline/schedule.py", "local", "night", "--output-dir", out, "--job-name", JOB]
   assert record.read_bytes().split(b"\0")[:-1] == [
-    os.fsencode(a) for a in ["pipeline/run_local.py", "--output-dir", out, *extra]
+    os.fsencode(a) for a in [*night, "--time-limit", "6h", "--", *extra]
   ]
   assert not pwned.exists()
   assert (pathlib.Path(out) / "logs" / "nightly.log").is_file()

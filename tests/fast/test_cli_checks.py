@@ -1,8 +1,6 @@
 """pipeline.cli's checks and flag parsing: every mistake is one line that names the fix."""
 
 import argparse
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -94,31 +92,6 @@ def test_plan_modules_errors_name_the_missing_function(tmp_path):
     checks.CheckError, match="defines neither run_fn\\(fn_args\\) nor build_model"
   ):
     checks.plan_modules(empty, None, tune=False)
-
-
-@pytest.fixture
-def read_only_folder(tmp_path):
-  """A folder this process cannot write: chmod 500, or for root a read-only tmpfs mount."""
-  folder = tmp_path / "read_only"
-  folder.mkdir()
-  folder.chmod(0o500)
-  mounted = False
-  if os.access(folder, os.W_OK):
-    folder.chmod(0o700)
-    done = subprocess.run(
-      ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
-      capture_output=True,
-      check=False,
-    )
-    if done.returncode != 0:
-      pytest.skip("this user writes into read-only folders and cannot mount a read-only one")
-    mounted = True
-  try:
-    yield folder
-  finally:
-    if mounted:
-      subprocess.run(["umount", "-l", str(folder)], check=False)
-    folder.chmod(0o700)
 
 
 def test_check_writable_on_a_read_only_folder(read_only_folder):

@@ -164,9 +164,11 @@ def test_percent_is_escaped_so_cron_does_not_cut_the_command():
   [(seen, stdin)] = crontab_runs.cron_split(f"0 2 * * * {command}")
   assert stdin is None
   words = shlex.split(seen)
-  assert words[words.index("pipeline/run_local.py") :][:6] == [
-    "pipeline/run_local.py", "--output-dir", "/out/100%", "--note", "50%", "a\\%b",
+  assert words[words.index("pipeline/schedule.py") :][:4] == [
+    "pipeline/schedule.py", "local", "night", "--output-dir",
   ]  # fmt: skip
+  assert words[words.index("--output-dir") + 1] == "/out/100%"
+  assert words[words.index("--") + 1 :][:3] == ["--note", "50%", "a\\%b"]
 
 
 _PRINTABLE = st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))
@@ -182,7 +184,7 @@ def test_any_printable_argument_survives_shell_quoting_and_cron_unchanged(args):
   [(seen, stdin)] = crontab_runs.cron_split(f"0 2 * * * {command}")
   assert stdin is None
   words = shlex.split(seen)
-  start = words.index("pipeline/run_local.py") + 3
+  start = words.index("--") + 1
   assert words[start : start + len(args)] == args
   assert words[start + len(args)] == ">>"
 

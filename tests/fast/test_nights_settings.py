@@ -149,3 +149,22 @@ def test_history_rows_read_like_the_nights():
   assert nights_cli.rows([first])[0]["gate"] == "first"
   assert nights_cli.rows([first])[0]["drift"] == "-"
   assert json.dumps(nights_cli.rows([first]))  # plain text throughout
+
+
+def test_history_tells_apart_the_nights_of_output_folders_that_share_a_serving_folder(capsys):
+  """Two output folders push to one serving folder: the table adds who ran each night."""
+  import pathlib
+  import tempfile
+
+  from components.serving import layout, store
+
+  with tempfile.TemporaryDirectory() as serving:
+    folder = pathlib.Path(serving) / "m"
+    folder.mkdir()
+    for night, owner in (("a", "host:/out/a"), ("b", "host:/out/b")):
+      record = {"night": night, "started": "2026-11-26T01:00:00Z", "outcome": "pushed"}
+      store.folder(str(folder)).append_log(layout.NIGHTS, {**record, "owner": owner})
+    assert nights_cli.print_history(serving, "m", as_json=False, last=None) == 0
+  out = capsys.readouterr().out
+  assert "run from" in out and "host:/out/a" in out and "host:/out/b" in out
+  assert [r["owner"] for r in nights_cli.rows([{"outcome": "pushed"}])] == ["-"]

@@ -187,3 +187,19 @@ def test_cli_invalid_cron_is_one_line_without_traceback():
     "e.g. '0 2 * * *'."
   )
   assert result.stdout == ""
+
+
+def test_a_schedule_that_does_not_run_within_a_year_is_refused(monkeypatch):
+  """Feb 29th: from December 2026 the next one is in 2028; from March 2027 it is within a year."""
+  cron_lib = cron
+
+  def at(day):
+    monkeypatch.setattr(cron_lib, "_now_utc", lambda: day)
+
+  at(datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc))
+  with pytest.raises(cron_lib.ScheduleError, match=r"next run would be 2028-02-29"):
+    cron_lib.parse_cron("0 2 29 2 *")
+  with pytest.raises(cron_lib.ScheduleError, match="no date matches it"):
+    cron_lib.parse_cron("0 2 30 2 *")
+  at(datetime.datetime(2027, 3, 1, tzinfo=datetime.timezone.utc))
+  assert cron_lib.parse_cron("0 2 29 2 *").five_field == "0 2 29 2 *"

@@ -1,6 +1,5 @@
 """The local crontab target: install/list/remove on a crontab file, and the entry really runs."""
 
-import fcntl
 import json
 import os
 import pathlib
@@ -47,9 +46,10 @@ def test_install_list_remove_cycle_preserves_user_lines(tmp_path, capsys):
   begin, entry, end = first[len(USER_LINES) :].splitlines()
   assert (begin, end) == (f"# BEGIN tfx-pipeline-kit {job_a}", f"# END tfx-pipeline-kit {job_a}")
   assert entry.startswith("0 2 * * * cd ")
-  assert "flock -n -E 75" in entry and f"{out_a}/.cron.lock" in entry
-  assert f"{REPO_ROOT}/.venv/bin/python pipeline/run_local.py --output-dir {out_a}" in entry
-  assert "TF_USE_LEGACY_KERAS=1" in entry and f">> {out_a}/logs/nightly.log 2>&1" in entry
+  night = f"{REPO_ROOT}/.venv/bin/python pipeline/schedule.py local night --output-dir {out_a}"
+  assert f"{night} --job-name {job_a} --time-limit 6h --" in entry
+  assert "TF_USE_LEGACY_KERAS=1" in entry and entry.endswith(f">> {out_a}/logs/nightly.log 2>&1")
+  assert json.loads((out_a / "schedule.json").read_text())["cron"] == "0 2 * * *"
 
   # Idempotent: the same install again changes nothing.
   assert _main("local", "install", "--cron", "0 2 * * *", "--output-dir", str(out_a), *common) == 0
@@ -128,33 +128,27 @@ def test_percent_signs_are_escaped_for_cron(tmp_path):
     job_name="j", run_local_args=["--note", "50%"],
   )  # fmt: skip
   assert "%" not in command.replace("\\%", "")
-  assert "/out/100\\%/.cron.lock" in command
+  assert "/out/100\\%/logs/nightly.log" in command
 
 
-def test_entry_runs_under_flock_and_skips_while_a_run_holds_the_lock(tmp_path):
+def test_entry_runs_the_night_job_from_the_repo_with_cron_s_environment(tmp_path):
   out = tmp_path / "out"
   fake_python = _executable(
     tmp_path / "fake-python",
-    '#!/bin/sh\necho "ran: $* | cwd=$(pwd) | TF_USE_LEGACY_KERAS=$TF_USE_LEGACY_KERAS"\n',
+    '#!/bin/sh\necho "ran: $* | cwd=$(pwd) | TF_USE_LEGACY_KERAS=$TF_USE_LEGACY_KERAS"\nexit 3\n',
   )
   command = crontab_lib.crontab_command(
     repo_root=str(REPO_ROOT), python=fake_python, output_dir=str(out), job_name="j",
-    run_local_args=["--quiet"],
+    run_local_args=["--quiet"], time_limit="90m",
   )  # fmt: skip
   env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}  # cron's sparse environment
-  subprocess.run(["sh", "-c", command], env=env, cwd=tmp_path, check=True, timeout=30)
+  proc = subprocess.run(["sh", "-c", command], env=env, cwd=tmp_path, check=False, timeout=30)
+  assert proc.returncode == 3  # The line exits with the night's own status.
   log = out / "logs" / "nightly.log"
   assert log.read_text().splitlines() == [
-    f"ran: pipeline/run_local.py --output-dir {out} --quiet | cwd={REPO_ROOT} "
-    "| TF_USE_LEGACY_KERAS=1"
+    f"ran: pipeline/schedule.py local night --output-dir {out} --job-name j --time-limit 90m "
+    f"-- --quiet | cwd={REPO_ROOT} | TF_USE_LEGACY_KERAS=1"
   ]
-  # While another run holds the lock, the next one does not start and says so in the log.
-  with open(out / ".cron.lock", "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    subprocess.run(["sh", "-c", command], env=env, cwd=tmp_path, check=True, timeout=30)
-  lines = log.read_text().splitlines()
-  assert len(lines) == 2
-  assert lines[1].endswith("j: skipped, the previous run still holds the lock")
 
 
 def test_default_crontab_goes_through_the_crontab_command(tmp_path, monkeypatch, capsys):
@@ -228,3 +222,22 @@ def test_history_before_any_recorded_night_says_how_the_last_run_ended(tmp_path,
   assert f"the last run in {out} (2026-11-28 02:00:05) ended failed: bad csv: row 3 (see " in err
   assert "a first try that fails is not recorded" in err
   assert not (out / "serving").exists()
+
+
+@pytest.mark.parametrize("never", ["0 2 30 2 *", "0 2 31 4 *"])
+def test_an_installed_job_keeps_its_crontab_when_a_new_schedule_never_fires(
+  tmp_path, capsys, never
+):
+  """February 30th and April 31st never come."""
+  out, crontab = tmp_path / "out", tmp_path / "crontab"
+  common = ["--output-dir", str(out), "--crontab-file", str(crontab)]
+  notify = ["--", "--notify", "json://127.0.0.1:9/n"]
+  assert _main("local", "install", "--cron", "0 2 * * *", *common, *notify) == 0
+  before = crontab.read_bytes()
+  capsys.readouterr()
+  assert _main("local", "install", "--cron", never, *common) == 1
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "does not run in the next year" in err
+  assert "Traceback" not in err
+  assert crontab.read_bytes() == before
+  assert crontab_lib.find_entries(before.decode(), None)

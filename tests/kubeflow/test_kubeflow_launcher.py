@@ -468,6 +468,12 @@ def _five_nights(tmp_path, store, env, hook) -> None:
   reason = second["Pusher"].artifacts["pushed_model"].value("pushed_reason")
   assert reason.startswith("nothing new to push: live version 1")
 
+  # A night killed after its DataGate recorded its facts: no exit task closes it. The next
+  # night's DataGate, the first step to record it, closes it as interrupted (the recurring run's
+  # max_concurrency of 1 proves it dead).
+  killed = launcher.run(package, "night-killed", until="DataGate")
+  assert kfp_launcher.states(killed)["DataGate"] == RAN and "NightEnd" not in killed
+
   # A new span: its key changes, so the ExampleGen and everything after it run, and it pushes.
   store.put("data/span-2/digits.csv", "".join(rows))
   third = launcher.run(package, "night-3", platform=platform)
@@ -527,13 +533,16 @@ def _five_nights(tmp_path, store, env, hook) -> None:
   assert [r["outcome"] for r in records] == [
     "pushed",
     "not_pushed",
+    "interrupted",
     "pushed",
     "not_pushed",
     "stopped",
   ]
-  for results, record in zip((first, second, third, fourth, fifth), records, strict=True):
+  nights = (first, second, killed, third, fourth, fifth)
+  for results, record in zip(nights, records, strict=True):
     night = results["DataGate"].executor_input["inputs"]["parameterValues"]["night_id"]
     assert record["night"] == night and "{{" not in night
+    assert record["owner"] == "kubeflow"
 
 
 @pytest.mark.e2e
@@ -544,9 +553,9 @@ def test_nightly_runs_on_the_kfp_launcher_push_only_new_spans(tmp_path):
     _five_nights(tmp_path, store, project_env(), hook)
   # NightEnd closed each night under the run's id the steps recorded their facts under.
   records = store.records()
-  outcomes = ["pushed", "not_pushed", "pushed", "not_pushed", "stopped"]
+  outcomes = ["pushed", "not_pushed", "interrupted", "pushed", "not_pushed", "stopped"]
   assert [r["outcome"] for r in records] == outcomes
-  assert [r["version"] for r in records] == [1, None, 2, None, None]
+  assert [r["version"] for r in records] == [1, None, None, 2, None, None]
 
 
 @pytest.mark.e2e

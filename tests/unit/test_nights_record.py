@@ -97,6 +97,89 @@ def test_a_night_killed_before_it_closed_is_recorded_by_a_later_one(tmp_path, mo
   nights_lib.close_night(serving, "m", "tonight", succeeded=False, error="bad csv")
   tonight, killed = nights.read_records(serving, "m")
   assert tonight["night"] == "tonight"
-  assert killed["night"] == "killed" and killed["outcome"] == nights_lib.FAILED
+  assert killed["night"] == "killed" and killed["outcome"] == nights_lib.INTERRUPTED
   assert "interrupted" in killed["line"] and killed["spans"] == [2]
   assert sorted(p.name for p in (tmp_path / "serving" / "m").iterdir()) == ["nights.jsonl"]
+
+
+def test_the_owners_next_night_closes_its_killed_night_at_once(tmp_path, monkeypatch):
+  """The lock proves the owner's open night dead: no day's wait. Another owner's stays open."""
+  serving = str(tmp_path / "serving")
+  (tmp_path / "serving" / "m").mkdir(parents=True)
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
+  nights_lib.begin_night(serving, "m", "killed", owner="host:/out-a")
+  nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(True), night="killed")
+  nights_lib.begin_night(serving, "m", "other", owner="host:/out-b")
+  closed = nights_lib.begin_night(serving, "m", "tonight", owner="host:/out-a")
+  assert [r["night"] for r in closed] == ["killed"]
+  assert closed[0]["outcome"] == nights_lib.INTERRUPTED and closed[0]["owner"] == "host:/out-a"
+  assert nights.read_records(serving, "m") == closed
+  assert nights.open_nights(serving, "m") == ["other", "tonight"]
+  record = nights_lib.close_night(serving, "m", "tonight", succeeded=False, error="bad csv")
+  assert record["owner"] == "host:/out-a" and record["outcome"] == nights_lib.FAILED
+  assert nights.open_nights(serving, "m") == ["other"]
+
+
+def test_a_night_killed_after_it_pushed_names_its_version(tmp_path, monkeypatch):
+  """Killed between publishing and recording: the version's time in the serving folder tells."""
+  from components.serving import manifest
+
+  serving = tmp_path / "serving"
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
+  (serving / "m").mkdir(parents=True)
+  nights_lib.begin_night(str(serving), "m", "killed", owner="o")
+  version = serving / "m" / "1"
+  version.mkdir()
+  created = layout.utc_now()
+  (version / layout.MANIFEST_FILE).write_text(
+    manifest.dumps(
+      manifest.push_manifest(
+        model_name="m", version=1, created_at=created, content="", files={},
+        variant_metrics={}, source={}, extra={},
+      )
+    )
+  )  # fmt: skip
+  [closed] = nights_lib.begin_night(str(serving), "m", "next", owner="o")
+  assert closed["outcome"] == nights_lib.INTERRUPTED and closed["version"] == 1
+  assert "after it pushed version 1" in closed["line"]
+
+
+def test_timed_out_and_skipped_nights_are_recorded_and_notified_as_such(tmp_path, monkeypatch):
+  serving = str(tmp_path / "serving")
+  (tmp_path / "serving" / "m").mkdir(parents=True)
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
+  sent = []
+  monkeypatch.setattr(
+    nights_lib, "_send_notices", lambda record, *a, **k: sent.append(record["outcome"]) or []
+  )
+  nights_lib.begin_night(serving, "m", "slow", owner="o")
+  record, _ = nights_lib.end_night(
+    serving, "m", "slow", succeeded=False, error="timed out after 6 h", outcome=nights_lib.TIMED_OUT
+  )
+  assert (record["outcome"], record["line"]) == (nights_lib.TIMED_OUT, "timed out after 6 h")
+  record, _ = nights_lib.end_night(
+    serving, "m", "busy", succeeded=False, error="skipped", outcome=nights_lib.SKIPPED
+  )
+  assert [r["outcome"] for r in nights.read_records(serving, "m")] == ["timed_out", "skipped"]
+  assert sent == ["timed_out", "skipped"]
+
+
+def test_the_heartbeat_is_pinged_after_every_night_and_told_of_a_bad_one(tmp_path, monkeypatch):
+  """healthchecks-style: the URL after a good night, the URL + /fail after a bad one."""
+  from tests.support import notify_servers
+
+  serving = str(tmp_path / "serving")
+  (tmp_path / "serving" / "m").mkdir(parents=True)
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
+  with notify_servers.http_server() as hook:
+    beat = f"json://127.0.0.1:{hook.server_address[1]}/ping/abc"
+    nights_lib.record_step(serving, "m", nights_lib.PUSHER_STEP, {"pushed": 1}, night="good")
+    _, good = nights_lib.end_night(serving, "m", "good", succeeded=True, heartbeat=beat)
+    _, bad = nights_lib.end_night(
+      serving, "m", "slow", succeeded=False, error="timed out", outcome=nights_lib.TIMED_OUT,
+      heartbeat=beat,
+    )  # fmt: skip
+  assert [r["path"] for r in hook.requests] == ["/ping/abc", "/ping/abc/fail"]
+  assert good[0]["ok"] and good[0]["target"].startswith(f"heartbeat {beat}")
+  assert bad[0]["ok"] and bad[0]["target"].endswith(" (fail)")
+  assert "timed_out" in hook.requests[1]["json"]["title"]

@@ -127,8 +127,31 @@ def parse_cron(expr: str, seconds_field: bool = False) -> CronSpec:
       f"Invalid cron expression {text!r} ({e}); pass minute hour day month weekday in range, "
       "e.g. '0 2 * * *' for 02:00 daily."
     ) from e
+  _check_fires_within_a_year(text, six)
   five = six.split(" ", 1)[1] if six.split(" ", 1)[0] == "0" else None
   return CronSpec(source, five, six)
+
+
+def _check_fires_within_a_year(text: str, six: str) -> None:
+  """Refuses a schedule with no run in the next 366 days (in UTC and in local time).
+
+  Every field can be in range while their combination names a date that never comes
+  ("0 2 30 2 *", February 30th) or comes only in a later year (February 29th): such an entry
+  would replace a working one and never run.
+  """
+  now = _now_utc()
+  for tz in (datetime.timezone.utc, None):
+    start = now.astimezone(tz)
+    try:
+      first = croniter(six, start, second_at_beginning=True).get_next(datetime.datetime)
+    except (ValueError, KeyError):  # CroniterBadDateError: no date at all matches.
+      first = None
+    if first is None or first - start > datetime.timedelta(days=366):
+      when = f"its next run would be {first:%Y-%m-%d}" if first else "no date matches it"
+      raise ScheduleError(
+        f"{text!r} does not run in the next year ({when}); check the day and month fields, "
+        "e.g. '0 2 * * *' for 02:00 daily."
+      )
 
 
 def _check_robfig_compatible(six: str) -> None:
@@ -168,6 +191,26 @@ def next_runs(
   start = (start or _now_utc()).astimezone(tz)
   it = croniter(spec.kfp, start, second_at_beginning=True)
   return [it.get_next(datetime.datetime) for _ in range(count)]
+
+
+def previous_run(
+  spec: CronSpec, before: datetime.datetime, local_cron: bool = False
+) -> datetime.datetime | None:
+  """The schedule's last run time at or before `before`, in UTC (None: none in 400 days).
+
+  Args:
+    spec: The schedule.
+    before: A timezone-aware time.
+    local_cron: Evaluate the schedule in local time (system cron) instead of UTC (KFP).
+  """
+  start = before.astimezone(None if local_cron else datetime.timezone.utc)
+  try:
+    when = croniter(spec.kfp, start, second_at_beginning=True).get_prev(datetime.datetime)
+  except (ValueError, KeyError):
+    return None
+  if start - when > datetime.timedelta(days=400):
+    return None
+  return when.astimezone(datetime.timezone.utc)
 
 
 def describe_next_runs(spec: CronSpec, count: int = 3, local_cron: bool = False) -> list[str]:

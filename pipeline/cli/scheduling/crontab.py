@@ -99,22 +99,24 @@ def crontab_command(
   output_dir: str,
   job_name: str,
   run_local_args: Sequence[str] = (),
+  time_limit: str = "6h",
 ) -> str:
   """Builds the command part of the crontab line (without the schedule).
 
-  The job runs ``pipeline/run_local.py --output-dir D`` from the repo with the repo's
-  interpreter, under ``flock -n D/.cron.lock`` so that a run still going when the next one is
-  due makes the new one skip (and log that it did) instead of overlapping. Output is appended
-  to ``D/logs/nightly.log``. Every value is shell-quoted, and the whole is escaped for cron's
-  ``%`` handling; values with control characters are refused because a line feed would end
-  the crontab line and start another job.
+  The job runs ``pipeline/schedule.py local night`` from the repo with the repo's interpreter:
+  it takes ``D/.cron.lock``, runs ``pipeline/run_local.py --output-dir D`` under the time
+  limit, records a night it skips or stops, and exits with the night's own status (see
+  `pipeline.cli.night_job`). Its output goes to ``D/logs/nightly.log``. Every value is
+  shell-quoted, and the whole is escaped for cron's ``%`` handling; values with control
+  characters are refused because a line feed would end the crontab line and start another job.
 
   Args:
     repo_root: Absolute repository root (cron starts in $HOME; we cd here).
     python: Interpreter, normally ``<repo>/.venv/bin/python``.
     output_dir: Absolute pipeline output folder (lock and logs live here).
-    job_name: The job's name (used in the "skipped" log line).
+    job_name: The job's name (in the log's header of each night).
     run_local_args: Extra arguments for run_local.py.
+    time_limit: The night's time limit ('6h', '90m').
 
   Returns:
     The command, one line, escaped as crontab requires.
@@ -125,31 +127,50 @@ def crontab_command(
   for value, what in ((repo_root, "the repository path"), (python, "--python")):
     reject_control_chars(value, what)
   reject_control_chars(output_dir, "--output-dir")
+  reject_control_chars(time_limit, "--time-limit")
   for position, arg in enumerate(run_local_args, start=1):
     reject_control_chars(arg, f"run_local.py argument {position} (after --)")
   validate_job_name(job_name)
   q = _cron_word
-  lock = os.path.join(output_dir, ".cron.lock")
   logs = os.path.join(output_dir, "logs")
-  log = os.path.join(logs, "nightly.log")
-  run = " ".join(
+  night = " ".join(
     [
       "TF_USE_LEGACY_KERAS=1",
-      "flock -n -E 75",
-      q(lock),
       q(python),
-      "pipeline/run_local.py",
+      "pipeline/schedule.py",
+      "local",
+      "night",
       "--output-dir",
       q(output_dir),
+      "--job-name",
+      q(job_name),
+      "--time-limit",
+      q(time_limit),
+      "--",
       *(q(a) for a in run_local_args),
     ]
   )
-  skipped = f'echo "$(date -u) {job_name}: skipped, the previous run still holds the lock"'
-  command = (
-    f"cd {q(repo_root)} && mkdir -p {q(logs)} && {{ {run} >> {q(log)} 2>&1 || "
-    f"{{ [ $? -eq 75 ] && {skipped} >> {q(log)}; }}; }}"
-  )
+  log = os.path.join(logs, "nightly.log")
+  command = f"cd {q(repo_root)} && mkdir -p {q(logs)} && {night} >> {q(log)} 2>&1"
   return cron_escape(command)
+
+
+def cron_command_of(line: str) -> str:
+  r"""The shell command of a crontab line, as cron hands it to /bin/sh: without the five
+  schedule fields, cut at the first unescaped ``%`` (cron feeds the rest to stdin), ``\%``
+  turned into ``%``."""
+  command = line.split(None, 5)[5] if len(line.split(None, 5)) == 6 else ""
+  out, i = [], 0
+  while i < len(command):
+    if command.startswith("\\%", i):
+      out.append("%")
+      i += 2
+      continue
+    if command[i] == "%":
+      break
+    out.append(command[i])
+    i += 1
+  return "".join(out)
 
 
 def block_lines(job_name: str, schedule_five_field: str, command: str) -> list[str]:

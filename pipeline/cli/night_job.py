@@ -1,0 +1,235 @@
+"""One scheduled night, as the crontab line runs it: lock, log, time limit, record, exit status.
+
+`schedule.py local install` writes a crontab line that runs `schedule.py local night`, which
+calls `run_night`:
+
+- the night's log section: ``<output>/logs/nightly.log`` gets a header line per night and is
+  rotated before a night once it is over LOG_MAX_BYTES (LOG_BACKUPS old files are kept);
+- the lock: ``<output>/.cron.lock`` (the lock earlier crontab lines took with ``flock -n``), so
+  that a night due while the previous one still runs is skipped, recorded and notified;
+- the time limit: run_local.py runs in its own process group; past the limit the whole group
+  gets SIGTERM, then SIGKILL after KILL_GRACE_S, and the night is recorded and notified as
+  timed out. The lock goes with this process;
+- the exit status: run_local.py's own (0, 1, 2), EXIT_SKIPPED or EXIT_TIMED_OUT.
+
+The night's id is given to run_local.py (`nights_lib.NIGHT_ID_ENV`) so that this process can
+record the night it had to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+
+from core.errors import UserInputError
+from pipeline.definition.config import REPO_ROOT
+
+EXIT_SKIPPED = 75  # EX_TEMPFAIL, as run_local.py's own exit on a busy output folder.
+EXIT_TIMED_OUT = 124  # As timeout(1).
+DEFAULT_TIME_LIMIT = "6h"
+KILL_GRACE_S = 60
+LOG_NAME = "nightly.log"
+LOG_MAX_BYTES = 20 * 1024 * 1024
+LOG_BACKUPS = 5
+LOCK_NAME = ".cron.lock"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, flag: str = "--time-limit") -> float:
+  """Seconds in '90m', '6h', '1d', '3600s' or '3600'.
+
+  Raises:
+    UserInputError: for anything else, or no time at all.
+  """
+  match = _DURATION.match(str(text))
+  seconds = float(match.group(1)) * _UNIT_S[match.group(2)] if match else 0
+  if seconds <= 0:
+    raise UserInputError(f"{flag} {text!r} is not a duration; pass e.g. 6h, 90m or 1d.")
+  return seconds
+
+
+def describe_duration(seconds: float) -> str:
+  """'6 h', '90 min' or '45 s'."""
+  if seconds >= 3600 and seconds % 3600 == 0:
+    return f"{seconds / 3600:g} h"
+  if seconds >= 60 and seconds % 60 == 0:
+    return f"{seconds / 60:g} min"
+  return f"{seconds:g} s"
+
+
+def rotate_log(path: pathlib.Path) -> None:
+  """Moves `path` to path.1 (path.1 to path.2 ...) when it is over LOG_MAX_BYTES."""
+  if not path.is_file() or path.stat().st_size <= LOG_MAX_BYTES:
+    return
+  for n in range(LOG_BACKUPS - 1, 0, -1):
+    older = path.with_name(f"{path.name}.{n}")
+    if older.exists():
+      older.replace(path.with_name(f"{path.name}.{n + 1}"))
+  path.replace(path.with_name(f"{path.name}.1"))
+
+
+@contextlib.contextmanager
+def _log_to(path: pathlib.Path) -> Iterator[None]:
+  """Points this process's stdout and stderr (and so its children's) at the log."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+  saved = os.dup(1), os.dup(2)
+  os.dup2(fd, 1)
+  os.dup2(fd, 2)
+  os.close(fd)
+  try:
+    yield
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
+    os.close(saved[0])
+    os.close(saved[1])
+
+
+def _stamp() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _say(text: str) -> None:
+  print(f"[{_stamp()}] {text}", flush=True)
+
+
+def run_night(
+  output_dir: str,
+  job_name: str,
+  time_limit_s: float,
+  run_local_args: Sequence[str],
+  python: str | None = None,
+) -> int:
+  """Runs one night of the job and returns its exit status (see the module's docstring)."""
+  from components.nights import nights_lib
+
+  out = pathlib.Path(output_dir).resolve()
+  logs = out / "logs"
+  logs.mkdir(parents=True, exist_ok=True)
+  log = logs / LOG_NAME
+  rotate_log(log)
+  night = nights_lib.new_night_id()
+  with _log_to(log):
+    print(f"\n==== night {night} of {job_name}, {_stamp()} ====", flush=True)
+    lock = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        why = f"skipped: the previous night still holds {out / LOCK_NAME}"
+        code = EXIT_SKIPPED
+      else:
+        code, why = _run_under_limit(out, night, time_limit_s, run_local_args, python)
+      if why:
+        _say(f"{job_name}: {why}")
+        outcome = nights_lib.SKIPPED if code == EXIT_SKIPPED else nights_lib.TIMED_OUT
+        _record(out, night, run_local_args, outcome, why)
+      _say(f"night {night} ended with exit status {code}")
+      return code
+    finally:
+      os.close(lock)  # Releases the lock.
+
+
+def _run_under_limit(
+  out: pathlib.Path,
+  night: str,
+  time_limit_s: float,
+  run_local_args: Sequence[str],
+  python: str | None,
+) -> tuple[int, str]:
+  """Runs run_local.py in its own process group; returns (exit status, why it was not a normal
+  night: '' when it was)."""
+  from components.nights import nights_lib
+
+  env = {**os.environ, nights_lib.NIGHT_ID_ENV: night, "TF_USE_LEGACY_KERAS": "1"}
+  command = [python or sys.executable, str(REPO_ROOT / "pipeline" / "run_local.py")]
+  command += ["--output-dir", str(out), *run_local_args]
+  proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, start_new_session=True)
+  stop = _stop_group_on_signals(proc)
+  try:
+    code = proc.wait(timeout=time_limit_s)
+  except subprocess.TimeoutExpired:
+    _say(f"the night ran past its limit of {describe_duration(time_limit_s)}; stopping it")
+    _stop_group(proc)
+    limit = describe_duration(time_limit_s)
+    return EXIT_TIMED_OUT, f"timed out: the night ran past its limit of {limit} and was stopped"
+  finally:
+    stop()
+  if code == EXIT_SKIPPED:  # run_local.py found its output folder busy (a run by hand).
+    return code, f"skipped: another run_local.py was using {out}"
+  return code, ""
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+  """SIGTERM to the run's process group, SIGKILL after KILL_GRACE_S."""
+  for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 30)):
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(proc.pid, sig)
+    try:
+      proc.wait(timeout=wait)
+      return
+    except subprocess.TimeoutExpired:
+      continue
+
+
+def _stop_group_on_signals(proc: subprocess.Popen):
+  """While the run goes, SIGTERM or SIGINT to this process stops the run's group too (a night
+  stopped this way is closed as interrupted by the next one). Returns the undo."""
+
+  def handler(signum, frame):
+    del frame
+    _say(f"received signal {signum}; stopping the night")
+    _stop_group(proc)
+    raise SystemExit(128 + signum)
+
+  previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+  def undo() -> None:
+    for sig, old in previous.items():
+      signal.signal(sig, old)
+
+  return undo
+
+
+def _record(
+  out: pathlib.Path, night: str, run_local_args: Sequence[str], outcome: str, why: str
+) -> None:
+  """Records and notifies a night that run_local.py could not record itself."""
+  # Recording imports TFX; TensorFlow's start-up lines have no place in the night's log.
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  from components.nights import nights_lib
+  from pipeline.cli import local as run_local
+
+  try:
+    args = run_local.build_parser().parse_args(["--output-dir", str(out), *run_local_args])
+    serving, model, targets = run_local.night_target(args, out)
+    _, notices = nights_lib.end_night(
+      serving,
+      model,
+      night,
+      succeeded=False,
+      error=why,
+      notify=targets,
+      every_night=args.notify_every_night,
+      outcome=outcome,
+      heartbeat=run_local.heartbeat(args),
+    )
+  except (Exception, SystemExit) as e:  # The log keeps the line; the next night tries again.
+    _say(f"the night could not be recorded: {type(e).__name__}: {e}")
+    return
+  for notice in notices:
+    state = "notified" if notice["ok"] else f"could not notify ({notice['error']})"
+    _say(f"{state} {notice['target']}")
