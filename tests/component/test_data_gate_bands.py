@@ -103,3 +103,16 @@ def test_changes_that_keep_a_columns_shape_stop_and_are_named(taxi, night, colum
   found = [f for f in report.stopping if f.check == th.SHAPE]
   assert [f.column for f in found] == [column], [f.text for f in report.stopping]
   assert words[:-2] in found[0].text, found[0].text
+
+
+def test_the_executor_reads_each_nights_gate_report_from_the_nights_log(tmp_path):
+  from components.data_gate import executor
+  from components.serving import nights
+  from core import properties
+
+  report = {"passed": True, "compared": True, "drift": {}, "findings": []}
+  nights.append_record(str(tmp_path), "taxi", {"night": "a", "gate": report})
+  nights.append_record(str(tmp_path), "taxi", {"night": "b", "gate": None})
+  props = {properties.SERVING_DIR_KEY: str(tmp_path), properties.MODEL_NAME_KEY: "taxi"}
+  assert executor._gate_history(props) == [report, None]
+  assert executor._gate_history({**props, properties.MODEL_NAME_KEY: "other"}) == []
