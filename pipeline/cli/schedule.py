@@ -103,10 +103,12 @@ def _build_parser() -> argparse.ArgumentParser:
   local_jobs.add_flags(local)
   local.add_argument("--output-dir", help="Pipeline output folder (lock, logs, serving/).")
   local.add_argument(
-    "--serving-dir", help="history, accept: the serving folder (default: <output-dir>/serving)."
+    "--serving-dir",
+    help="history, accept, unaccept: the serving folder (default: <output-dir>/serving).",
   )
   local.add_argument(
-    "--model-name", help="history, accept: the model (default: the only one in the folder)."
+    "--model-name",
+    help="history, accept, unaccept: the model (default: the only one in the folder).",
   )
   local.add_argument("--json", action="store_true", help="history: one JSON record per line.")
   local.add_argument("--last", type=int, help="history: only the last N nights.")
@@ -114,7 +116,8 @@ def _build_parser() -> argparse.ArgumentParser:
     "--html", metavar="PATH", help="history: also write the nights page (HTML) to PATH."
   )
   local.add_argument(
-    "--columns", help="accept: comma-separated columns, :row_count, :repeated_data, or all."
+    "--columns",
+    help="accept, unaccept: comma-separated columns, :row_count, :repeated_data, or all.",
   )
   local.add_argument("--reason", default="", help="accept: why the change is deliberate.")
   local.add_argument("--job-name", help="Entry name (default: derived from --output-dir).")

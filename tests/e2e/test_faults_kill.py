@@ -14,7 +14,7 @@ from filelock import FileLock
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.serving import layout, versions
+from components.serving import layout, nights, versions
 from components.serving.manifest import read_manifest
 from tests.support.cli_runs import REPO_ROOT, load_summary, project_env, run_script, states
 
@@ -90,7 +90,7 @@ def test_rerun_after_sigkill_mid_training_reuses_cache_and_pushes_one_complete_v
   lock.release()
   assert _store(out).get_executions_by_id([killed_id])[0].last_known_state == _RUNNING
   # No version was half-written: the serving folder holds only the killed night's open facts,
-  # which a later night records as interrupted.
+  # which the next night records as interrupted.
   kept = [p.relative_to(out / "serving") for p in (out / "serving").rglob("*") if p.is_file()]
   assert kept and all(p.parts[1] == layout.OPEN_DIR for p in kept), kept
 
@@ -106,9 +106,13 @@ def test_rerun_after_sigkill_mid_training_reuses_cache_and_pushes_one_complete_v
   assert summary["pushed"]["pushed"] and summary["pushed"]["version"] == 1
 
   model_dir = out / "serving" / "digits"
-  # The killed night's facts stay open until a night a day later records it as interrupted.
-  assert sorted(p.name for p in model_dir.iterdir() if p.is_dir()) == [layout.OPEN_DIR, "1"]
+  # The rerun held the output folder's lock, which proves the killed night dead: it closed it as
+  # interrupted before its own night began, and recorded its own after it.
+  assert sorted(p.name for p in model_dir.iterdir() if p.is_dir()) == ["1"]
   assert versions.verify_version(str(model_dir / "1")) == []
+  killed_night, night = nights.read_records(str(out / "serving"), "digits")
+  assert (killed_night["outcome"], night["outcome"]) == ("interrupted", "pushed")
+  assert killed_night["owner"] == night["owner"] and killed_night["version"] is None
 
   # The pushed model is the rerun's, and the killed execution never became COMPLETE.
   store = _store(out)

@@ -475,8 +475,10 @@ def _five_nights(tmp_path, store, env, hook) -> None:
   assert kfp_launcher.states(killed)["DataGate"] == RAN and "NightEnd" not in killed
 
   # A new span: its key changes, so the ExampleGen and everything after it run, and it pushes.
+  # This night runs the JSON package (the PipelineJob Vertex AI takes) rather than the YAML:
+  # the night's id reaches its steps through the same spec.
   store.put("data/span-2/digits.csv", "".join(rows))
-  third = launcher.run(package, "night-3", platform=platform)
+  third = launcher.run(kfp_launcher.load_package(package_path), "night-3", platform=platform)
   assert set(kfp_launcher.states(third).values()) == {RAN}
   assert _trained_on(third) == 2
   assert _pushed(third) and store.versions() == ["1", "2"]
