@@ -133,11 +133,16 @@ def run_night(
         code = EXIT_SKIPPED
       else:
         code, why = _run_under_limit(out, night, time_limit_s, run_local_args, python)
+      hard_exit = False
       if why:
         _say(f"{job_name}: {why}")
         outcome = nights_lib.SKIPPED if code == EXIT_SKIPPED else nights_lib.TIMED_OUT
-        _record(out, night, run_local_args, outcome, why)
+        hard_exit = _record(out, night, run_local_args, outcome, why)
       _say(f"night {night} ended with exit status {code}")
+      if hard_exit:  # tensorflow-io (s3://) aborts the interpreter at a normal exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
       return code
     finally:
       os.close(lock)  # Releases the lock.
@@ -206,16 +211,24 @@ def _stop_group_on_signals(proc: subprocess.Popen):
 
 def _record(
   out: pathlib.Path, night: str, run_local_args: Sequence[str], outcome: str, why: str
-) -> None:
-  """Records and notifies a night that run_local.py could not record itself."""
+) -> bool:
+  """Records and notifies a night that run_local.py could not record itself.
+
+  Returns:
+    Whether tensorflow-io was loaded for an s3:// serving folder (the process must end with
+    os._exit).
+  """
   # Recording imports TFX; TensorFlow's start-up lines have no place in the night's log.
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  from components import tf_compat
   from components.nights import nights_lib
   from pipeline.cli import local as run_local
 
+  hard_exit = False
   try:
     args = run_local.build_parser().parse_args(["--output-dir", str(out), *run_local_args])
     serving, model, targets = run_local.night_target(args, out)
+    hard_exit = tf_compat.register_filesystems([serving])
     _, notices = nights_lib.end_night(
       serving,
       model,
@@ -229,7 +242,8 @@ def _record(
     )
   except (Exception, SystemExit) as e:  # The log keeps the line; the next night tries again.
     _say(f"the night could not be recorded: {type(e).__name__}: {e}")
-    return
+    return hard_exit
   for notice in notices:
     state = "notified" if notice["ok"] else f"could not notify ({notice['error']})"
     _say(f"{state} {notice['target']}")
+  return hard_exit

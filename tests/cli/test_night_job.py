@@ -19,18 +19,18 @@ import pytest
 from components.nights import nights_lib
 from components.serving import nights
 from tests.support import crontab_runs, notify_servers
-from tests.support.cli_runs import REPO_ROOT, project_env
+from tests.support.cli_runs import REPO_ROOT, moto_s3, project_env
 
 MODEL = "m"
 
 
-def _night(out, python, *run_local_args, limit="6h", timeout=120):
+def _night(out, python, *run_local_args, limit="6h", timeout=120, env=None):
   command = [sys.executable, str(REPO_ROOT / "pipeline" / "schedule.py"), "local", "night"]
   command += ["--output-dir", str(out), "--job-name", "j", "--time-limit", limit]
   command += ["--python", str(python), "--", "--model-name", MODEL, *run_local_args]
   return subprocess.run(
     command,
-    env=project_env(),
+    env=env or project_env(),
     cwd=REPO_ROOT,
     capture_output=True,
     text=True,
@@ -112,6 +112,22 @@ def test_a_night_that_finds_the_lock_held_is_recorded_and_notified_as_skipped(tm
     assert "previous night still holds" in record["line"]
     (posted,) = hook.requests
     assert "night skipped" in posted["json"]["title"]
+
+
+@pytest.mark.timeout(300)
+def test_a_skipped_night_is_recorded_on_an_object_store_serving_folder(tmp_path):
+  """The job records it through tensorflow-io, and still exits with the night's status."""
+  out = tmp_path / "out"
+  out.mkdir()
+  stand_in = crontab_runs.executable(tmp_path / "run", "#!/bin/sh\nexit 0\n")
+  with moto_s3("kit") as (client, env), open(out / ".cron.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    proc = _night(out, stand_in, "--serving-dir", "s3://kit/serving", env=env)
+    assert proc.returncode == 75, proc.stderr[-2000:]
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="kit")["Contents"]]
+    (key,) = [k for k in keys if k.startswith(f"serving/{MODEL}/.nights/")]
+    record = json.loads(client.get_object(Bucket="kit", Key=key)["Body"].read())
+  assert record["outcome"] == nights_lib.SKIPPED
 
 
 def _install(out, crontab, *extra):
