@@ -23,6 +23,9 @@ from core.column_types import SCHEMA_BYTES, SCHEMA_FLOAT, SCHEMA_INT
 _TYPE_WORDS = {SCHEMA_INT: "whole numbers", SCHEMA_FLOAT: "numbers", SCHEMA_BYTES: "text"}
 # How many standard errors apart two means must be for a scale change to count.
 _SCALE_MIN_Z = 5.0
+# How many standard errors tonight's share of new values must lie above the share a new sample
+# is expected to hold (the reference's Good-Turing estimate) for the values to count.
+_NEW_VALUES_Z = 3.0
 
 
 def column_findings(
@@ -99,7 +102,7 @@ def column_findings(
     if not compatible:
       return out
   out += _missing_finding(name, now, ref, thresholds)
-  out += _new_value_finding(name, now, reasons, description, thresholds)
+  out += _new_value_finding(name, now, ref, reasons, description, thresholds)
   if before in (SCHEMA_INT, SCHEMA_FLOAT) and after in (SCHEMA_INT, SCHEMA_FLOAT):
     out += _scale_finding(name, now, ref, thresholds)
   return out
@@ -130,14 +133,77 @@ def _missing_finding(
   ]
 
 
+def unseen_share(ref: sv.ColumnStats) -> tuple[float, float]:
+  """The share of a new sample's cells expected to hold values the reference never had, and
+  its variance: the Good-Turing estimate (the reference's values seen exactly once over its
+  cells) and Esty's (1983) variance of its error, (n1 (1 - n1 / n) + 2 n2) / n^2 (n1, n2: the
+  values seen once and twice; n: the reference's cells).
+
+  The reference's value counts are its statistics' rank histogram (TFDV keeps 1,000 values; a
+  column gets a domain with at most 100). Where the list was cut and its rarest value was seen
+  once, every value left out was seen once too; otherwise the listed ones are counted alone.
+  """
+  if not ref.values or not ref.top:
+    return 0.0, 0.0
+  counts = [round(n) for n in ref.top.values()]
+  once, twice = counts.count(1), counts.count(2)
+  left_out = max(0, round(ref.values - sum(ref.top.values())))
+  if left_out and min(counts) <= 1:
+    once += left_out
+  cells = max(ref.values, 1)
+  share = min(1.0, once / cells)
+  return share, (once * (1 - share) + 2 * twice) / cells**2
+
+
+def new_value_share(now: sv.ColumnStats, ref: sv.ColumnStats) -> float:
+  """The share of tonight's cells holding values the reference's counts do not list (cells
+  tonight's list left out count as new)."""
+  if not now.values:
+    return 0.0
+  new = sum(n for v, n in now.top.items() if v not in ref.top)
+  new += max(0.0, now.values - sum(now.top.values()))
+  return min(1.0, new / now.values)
+
+
 def _new_value_finding(
-  name: str, now: sv.ColumnStats, reasons: Set[str], description: str, thresholds: th.Thresholds
+  name: str,
+  now: sv.ColumnStats,
+  ref: sv.ColumnStats,
+  reasons: Set[str],
+  description: str,
+  thresholds: th.Thresholds,
 ) -> list[rp.Finding]:
+  """More than the bound of tonight's cells hold values the live version's data never had
+  (TFDV's domain check), and clearly more than a new sample is expected to hold: a column
+  whose reference holds many values seen once (38 car models in 117 rows) shows unseen values
+  on every new sample. Within that expectation the values are information."""
   if "ENUM_TYPE_UNEXPECTED_STRING_VALUES" not in reasons:
     return []
-  bound = thresholds.get(th.NEW_VALUES, name)
+  bound = thresholds.get(th.NEW_VALUES, name) or 0.0
   described = re.findall(r"([^,:]+?) \((~?<?\d+%)\)", description)
   shown = ", ".join(f"{v.strip()!r} ({share})" for v, share in described[:3])
+  share = new_value_share(now, ref)
+  expected, variance = unseen_share(ref)
+  # Tonight's share errs from the expected one by the estimate's error and tonight's sampling.
+  variance += expected * (1 - expected) / max(now.values, 1)
+  chance = expected + _NEW_VALUES_Z * math.sqrt(variance)
+  limit = max(bound, chance)
+  sampled = (
+    f"expected {rp.pct(expected)} from the live version's values seen once, up to "
+    f"{rp.pct(chance)} by chance"
+  )
+  if share <= limit:
+    return [
+      rp.Finding(
+        name,
+        th.NEW_VALUES,
+        rp.INFO,
+        f"{name!r} holds values the live version's data never had in {rp.pct(share)} of its "
+        f"cells" + (f" ({shown})" if shown else "") + f", as a new sample of it does ({sampled})",
+        share,
+        limit,
+      )
+    ]
   return [
     rp.Finding(
       name,
@@ -145,9 +211,9 @@ def _new_value_finding(
       rp.STOP,
       f"{name!r} holds values the live version's data never had"
       + (f": {shown}" if shown else "")
-      + f" (more than {rp.pct(bound or 0)} of its cells)",
-      None,
-      bound,
+      + f" ({rp.pct(share)} of its cells > {rp.pct(bound)}; a new sample: {sampled})",
+      share,
+      limit,
     )
   ]
 

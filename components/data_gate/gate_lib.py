@@ -140,17 +140,23 @@ def _with_shape(
   offset, a scale with an offset or a periodic shift (`shape_check`). Such a change replaces a
   unit change the scale check saw (an offset moves the median and the mean too, and a heavy
   tail the spread: the offset is the better name); a pure scale change stays the scale
-  check's, and a column emptied or retyped has no shape to compare."""
+  check's, and so is a unit change that made whole numbers of decimals or back (fare in cents).
+  A pure scale under the scale bound (x 1.8 + 32 on values in the tens of thousands) is named
+  here unless the scale check's bound was set (for the column or all, or off): then pure scales
+  are its alone. An emptied column has no shape to compare."""
   numbers = (SCHEMA_INT, SCHEMA_FLOAT)
   tonight, before = now.get(name), ref.get(name)
   if tonight is None or before is None or not tonight.values or not before.values:
     return found
   types = (now_types.get(name, tonight.type), ref_types.get(name, before.type))
-  if any(t not in numbers for t in types) or any(f.check in (rp.EMPTIED, rp.TYPE) for f in found):
+  if any(t not in numbers for t in types) or any(f.check == rp.EMPTIED for f in found):
     return found
   change = shape_check.detect(name, tonight, before, thresholds)
   scaled = [f for f in found if f.check == th.SCALE]
-  if change is None or (scaled and change.kind == shape_check.SCALE):
+  retyped = any(f.check == rp.TYPE for f in found)
+  if change is None or (scaled and (change.kind == shape_check.SCALE or retyped)):
+    return found
+  if change.kind == shape_check.SCALE and thresholds.is_set(th.SCALE, name):
     return found
   kept = [f for f in found if f.check != th.SCALE]
   return [*kept, shape_check.finding(name, change, thresholds, read)]

@@ -4,12 +4,15 @@ Plain Python and numpy. A divergence over quantile buckets sees such a change on
 it moves the values, so a small offset (a time stamp in another time zone, Kelvin for Celsius),
 a scale with an offset (Fahrenheit for Celsius: x 1.8 + 32) or an hour of day shifted by a few
 hours (a clock in another zone) can pass a drift bound; the unit check (`column_checks`) sees
-only a pure change of scale. Here tonight's quantiles are compared with the reference's as they
-are and after the best such change; where the change fits far better (`th.SHAPE` times, 5 by
-default) and the column clearly does not fit as it is, the night stops and the change is named.
+only a pure change of scale past its bound (2x), and on values in the tens of thousands x 1.8 +
+32 is a pure x 1.8, which is judged by its share of the values' size. Here tonight's quantiles
+are compared with the reference's as they are and after the best such change; where the change
+fits far better (`th.SHAPE` times, 5 by default) and the column clearly does not fit as it is,
+the night stops and the change is named.
 
 Natural drift between two normal nights moves a column's quantiles a little, in no single
-pattern: the fit as it is stays close (under `_CLEAR_MISFIT`), and no change fits five times
+pattern: the fit as it is stays close (under `_CLEAR_MISFIT`; for a pure scale, in shares of
+the column's spread or of its size, the larger), and no change fits five times
 better than that, since sampling noise bounds how well any change can fit (the largest ratio on
 the normal nights of `bench/gate.py --sequence` is in docs/nightly.md). A periodic column read
 from ten quantile buckets fits a shift no better than about 0.01 of its period, so a shift of
@@ -70,12 +73,15 @@ class Change:
     as_is: the misfit as the column is.
     after: the misfit after the change.
     kind: OFFSET, SCALE, AFFINE or PERIODIC.
+      relative: the misfit as the column is in shares of its size (the mean magnitude of the
+      larger night's quantiles), which a scale is judged by: 0.44 for x 1.8 (None: not a scale).
   """
 
   words: str
   as_is: float
   after: float
   kind: str = ""
+  relative: float | None = None
 
   @property
   def ratio(self) -> float:
@@ -132,7 +138,9 @@ def linear_change(now: sv.ColumnStats, ref: sv.ColumnStats) -> Change | None:
     return None
   best = min(misfit for _, _, misfit in scored)
   kind, words, misfit = next(fit for fit in scored if fit[2] <= 1.5 * best + _NOISE)
-  return Change(words, as_is, misfit, kind)
+  size = max(float(np.mean(np.abs(q_ref))), float(np.mean(np.abs(q_now))))
+  relative = float(np.mean(np.abs(q_now - q_ref)) / size) if kind == SCALE and size > 0 else None
+  return Change(words, as_is, misfit, kind, relative)
 
 
 def period(name: str, now: sv.ColumnStats, ref: sv.ColumnStats) -> tuple[int, int] | None:
@@ -219,7 +227,12 @@ def detect(
     change, clear = periodic, _CLEAR_PERIODIC_MISFIT
   else:
     change, clear = linear_change(now, ref), _CLEAR_MISFIT
-  if change is None or change.as_is < clear or change.ratio < ratio:
+  if change is None or change.ratio < ratio:
+    return None
+  # A scale moves the values by a share of their size, which a column from near zero with a
+  # long tail (amounts up to the hundred thousands) shows little of in shares of its spread:
+  # it is judged by the larger of the two.
+  if max(change.as_is, change.relative or 0.0) < clear:
     return None
   return change
 
@@ -262,8 +275,9 @@ def finding(
     th.SHAPE,
     kind,
     f"{name!r} looks like {change.words}: its quantiles fit {change.ratio:.3g} times better "
-    f"after that change than as they are (misfit {change.as_is:.3f} -> {change.after:.3f}; "
-    f"> {ratio:g}){why}",
+    f"after that change than as they are (misfit {change.as_is:.3f} -> {change.after:.3f}"
+    + (f", {change.relative:.2f} of its size" if change.relative is not None else "")
+    + f"; > {ratio:g}){why}",
     change.ratio,
     ratio,
   )

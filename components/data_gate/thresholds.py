@@ -103,6 +103,10 @@ class Thresholds:
       return self.values[check]
     return TEXT_DRIFT_DEFAULT if check == DRIFT and text else DEFAULTS[check]
 
+  def is_set(self, check: str, column: str | None = None) -> bool:
+    """Whether `check` was set (or turned off) for `column` or for every column."""
+    return check in self.values or (column is not None and check in self.columns.get(column, {}))
+
   def to_json(self) -> str:
     return json.dumps({"values": dict(self.values), "columns": self.columns}, sort_keys=True)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from components.data_gate import bands, shape_check
+from components.data_gate import bands, column_checks, shape_check
 from components.data_gate import stats_view as sv
 from components.data_gate import thresholds as th
 from core.column_types import SCHEMA_FLOAT, SCHEMA_INT
@@ -173,3 +173,66 @@ def test_the_shape_check_can_be_turned_off_per_column(temperatures):
   assert shape_check.findings("temp", _stats(nights[0] + 8), _stats(ref), settings, None) == []
   with pytest.raises(th.GateSettingsError):
     th.parse_thresholds(["shape=0.5"])
+
+
+def test_a_pure_scale_of_a_heavy_tailed_column_is_named_though_under_the_unit_bound():
+  """x 1.8 + 32 on amounts in the tens of thousands is a pure x 1.8; on a column from near zero
+  with a long tail the quantiles are then under 0.25 of the spread apart, but 0.44 of their
+  size; a normal night is neither."""
+  rng = np.random.default_rng(3)
+  ref, night = rng.exponential(20000, 5000), rng.exponential(20000, 5000)
+  change = shape_check.linear_change(_stats(night * 1.8 + 32), _stats(ref))
+  assert change.kind == shape_check.SCALE and change.as_is < 0.25 < change.relative
+  found = _shape("credit", _stats(night * 1.8 + 32), _stats(ref))
+  assert len(found) == 1 and found[0].kind == "stop", found
+  assert "looks like the reference x 1.8" in found[0].text and "of its size" in found[0].text
+  assert _shape("credit", _stats(night), _stats(ref)) == []
+  # A small natural change of scale is no clear misfit either way.
+  assert _shape("credit", _stats(night * 1.05), _stats(ref)) == []
+
+
+# ----------------------------------------------------------------------------- new values
+
+
+def _text(counts: dict[str, int], name: str = "model") -> sv.ColumnStats:
+  total = sum(counts.values())
+  return sv.ColumnStats(name, "BYTES", total, total, top=counts)
+
+
+_UNEXPECTED = {"ENUM_TYPE_UNEXPECTED_STRING_VALUES"}
+
+
+def _new_values(now, ref):
+  return column_checks.column_findings(
+    "model",
+    now,
+    ref,
+    {},
+    {},
+    _UNEXPECTED,
+    "Examples contain values missing from the schema: x (~12%).",
+    th.Thresholds(),
+  )
+
+
+def test_new_values_within_the_unseen_share_a_new_sample_expects_only_inform():
+  """38 car models in 117 rows, 12 seen once: a Good-Turing unseen share of about 10%, so 14%
+  new cells on a 91-row night is sampling; a renamed column is not."""
+  ref = _text({**{f"m{i}": 1 for i in range(12)}, **{f"c{i}": 4 for i in range(26)}, "x": 1})
+  assert column_checks.unseen_share(ref)[0] == pytest.approx(13 / 117)
+  now = _text({"new1": 7, "new2": 6, **{f"c{i}": 3 for i in range(26)}, "c0": 3})
+  [found] = _new_values(now, ref)
+  assert found.kind == "info" and found.check == th.NEW_VALUES
+  assert column_checks.new_value_share(now, ref) == pytest.approx(13 / 91)
+  assert "expected 11.1%" in found.text
+  renamed = _text({f"C{i}": 3 for i in range(30)})
+  [stop] = _new_values(renamed, ref)
+  assert stop.kind == "stop" and "100.0% of its cells > 10.0%" in stop.text
+  assert "expected 11.1% from the live version's values seen once" in stop.text
+
+
+def test_new_values_stop_past_the_bound_where_the_reference_has_no_values_seen_once():
+  ref = _text({f"c{i}": 20 for i in range(5)})
+  assert column_checks.unseen_share(ref) == (0.0, 0.0)
+  [stop] = _new_values(_text({"c0": 80, "other": 12}), ref)
+  assert stop.kind == "stop" and stop.threshold == pytest.approx(0.1)
