@@ -56,7 +56,8 @@ import quality
 from components.data_gate import shape_check
 from tests.support import gate_data
 
-FAULTS = (
+# Faults in one column's values, which the gate alone (without training) can see.
+COLUMN_FAULTS = (
   "unit x1000",
   "unit x2.2",
   "offset",
@@ -65,6 +66,9 @@ FAULTS = (
   "renamed",
   "missing",
   "emptied",
+)
+FAULTS = (
+  *COLUMN_FAULTS,
   "label",
   "leak",
   "repeated",

@@ -30,16 +30,7 @@ from components.data_gate import gate_lib
 from components.data_gate import thresholds as th
 from tests.support import gate_data
 
-COLUMN_FAULTS = (
-  "unit x1000",
-  "unit x2.2",
-  "offset",
-  "affine",
-  "periodic",
-  "renamed",
-  "missing",
-  "emptied",
-)
+COLUMN_FAULTS = gate.COLUMN_FAULTS
 # The nights the faults are delivered on: the first after night 1 (no history), and the first
 # with five normal nights before it (bands.MIN_NIGHTS).
 FAULT_NIGHTS = (2, 7)
