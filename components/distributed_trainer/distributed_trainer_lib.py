@@ -127,6 +127,8 @@ def run_fit(
     else []
   )
   callbacks = _callbacks(built, config, logs, epoch_times, backup_dir, progress) + early_stopping
+  if config.warmup_steps:
+    callbacks.insert(0, stopping.warm_up(config.warmup_steps))
   start = time.perf_counter()
   history = model.fit(
     train_input(built, dataset_fn, config.global_batch_size),

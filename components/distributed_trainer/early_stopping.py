@@ -89,3 +89,27 @@ def kept_epoch(epochs: list[int], history: dict[str, list[float]], window: int =
   judged = judged or list(range(len(losses)))
   best = min(judged, key=lambda i: (losses[i], i))
   return epochs[best] + 1
+
+
+def warm_up(steps: int) -> Any:
+  """A callback that raises the learning rate linearly from rate / steps to the compiled rate
+  over the first `steps` optimizer steps (counted by the optimizer, so a run restored from a
+  backup goes on where it was). Keras calls batch hooks once per compiled call, so the rate
+  moves in steps_per_execution steps."""
+  import tensorflow as tf
+
+  class WarmUp(tf.keras.callbacks.Callback):
+    def __init__(self):
+      super().__init__()
+      self._rate = None
+
+    def on_train_begin(self, logs=None):
+      self._rate = float(tf.keras.backend.get_value(self.model.optimizer.learning_rate))
+
+    def on_train_batch_begin(self, batch, logs=None):
+      done = int(tf.keras.backend.get_value(self.model.optimizer.iterations))
+      if done <= steps:
+        rate = self._rate * min(1.0, (done + 1) / steps)
+        tf.keras.backend.set_value(self.model.optimizer.learning_rate, rate)
+
+  return WarmUp()

@@ -292,6 +292,7 @@ class FitConfig:
       quarter as many. 0: no early stopping.
     smooth_epochs: epochs whose validation losses are averaged for those decisions (1: each
       epoch alone; see early_stopping.py).
+    warmup_steps: steps over which the learning rate rises to the compiled one (0: none).
   """
 
   model_run_dir: str
@@ -306,6 +307,7 @@ class FitConfig:
   validation_steps: int = 0
   patience: int = 0
   smooth_epochs: int = 1
+  warmup_steps: int = 0
 
 
 def fit(

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 
 from components.distributed_trainer import trainer_api
+from models.tabular import stream
 from models.tabular.inputs import make_dataset
 from models.tabular.model import Body, build_model, evaluate, export_saved_model
 from models.tabular.plan import RunSettings, TrainingPlan
@@ -47,7 +48,10 @@ def evaluate_and_publish(
   share = plan.linear["share"] if plan.linear is not None else None
   plain = build_model(profile, settings.hparams, body, plan.ensemble, linear_share=share)
   plain.set_weights(model.get_weights())
-  eval_ds = make_dataset(eval_files, profile, plan.batch_size, training=False)
+  if not settings.eval_steps and stream.has_copies(eval_files, profile):
+    eval_ds = stream.ordered_dataset(eval_files, profile, plan.batch_size)
+  else:
+    eval_ds = make_dataset(eval_files, profile, plan.batch_size, training=False)
   if settings.eval_steps:
     eval_ds = eval_ds.take(settings.eval_steps)
   metrics = evaluate(plain, eval_ds, profile.label.task)

@@ -67,6 +67,11 @@ DEFAULT_HPARAMS: dict[str, Any] = {
 LEARNING_RATE = 1e-3
 SHORT_PLAN_LEARNING_RATE = 3e-3
 SHORT_PLAN_STEPS = 2_000
+# The batch LEARNING_RATE is for. A larger automatic batch (`plan.auto_batch_size`, from about
+# 260,000 training rows) takes LEARNING_RATE x sqrt(batch / BASE_BATCH), Adam's square-root
+# rule, reached by a linear warm-up over WARMUP_SHARE of the plan's steps (at most one epoch).
+BASE_BATCH = 1024
+WARMUP_SHARE = 0.05
 # Training rows under which a table is small: a narrower network (64 units).
 SMALL_TABLE_ROWS = 2_000
 # Training rows from which the network is widest (256 units).
@@ -194,16 +199,28 @@ def _check_number(name: str, value: Any, kind: type, low: float, exclusive: bool
     )
 
 
-def learning_rate_for(hparams: dict[str, Any], plan_steps: int | None) -> float:
-  """The networks' Adam learning rate: hparams learning_rate where given; else
-  LEARNING_RATE, or SHORT_PLAN_LEARNING_RATE where the data-sized plan (`plan_steps`: its
-  epochs times its steps per epoch; None where the run sets them, with --train-steps or
-  max_epochs) has fewer than SHORT_PLAN_STEPS steps."""
+def learning_rate_for(
+  hparams: dict[str, Any], plan_steps: int | None, batch_size: int = BASE_BATCH
+) -> float:
+  """The networks' Adam learning rate: hparams learning_rate where given; else LEARNING_RATE
+  scaled up for a batch over BASE_BATCH; else SHORT_PLAN_LEARNING_RATE where the data-sized
+  plan (`plan_steps`: its epochs times its steps per epoch; None where the run sets them, with
+  --train-steps or max_epochs) has fewer than SHORT_PLAN_STEPS steps, else LEARNING_RATE."""
   if hparams.get("learning_rate") is not None:
     return float(hparams["learning_rate"])
+  if batch_size > BASE_BATCH:
+    return LEARNING_RATE * math.sqrt(batch_size / BASE_BATCH)
   if plan_steps is not None and plan_steps < SHORT_PLAN_STEPS:
     return SHORT_PLAN_LEARNING_RATE
   return LEARNING_RATE
+
+
+def warmup_steps_for(hparams: dict[str, Any], batch_size: int, steps: int, per_epoch: int) -> int:
+  """Steps of the linear warm-up to a scaled learning rate (`learning_rate_for`): 0 where the
+  rate is not scaled (a batch of at most BASE_BATCH, or a rate given in hparams)."""
+  if hparams.get("learning_rate") is not None or batch_size <= BASE_BATCH:
+    return 0
+  return max(1, min(per_epoch, int(steps * WARMUP_SHARE)))
 
 
 def hidden_units_for(rows: int) -> int:

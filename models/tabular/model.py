@@ -337,10 +337,15 @@ def evaluate(model, dataset, task: str) -> dict[str, float]:
     {"accuracy": ...} for classification (rows whose label is outside the class vocabulary
     count as wrong), {"rmse": ..., "mae": ...} for regression, plus "examples".
   """
+  import tensorflow as tf
+
+  # One traced graph for every batch: called eagerly, the layers ran op by op, 27 s for the
+  # 2 million eval rows of a 10-million-row table.
+  predict = tf.function(lambda features: model(features, training=False), reduce_retracing=True)
   correct = total = 0
   sq = ab = 0.0
   for features, target in dataset:
-    pred = model(features, training=False).numpy()
+    pred = predict(features).numpy()
     y = target.numpy()
     if task == tasks.MULTICLASS:
       correct += int((pred.argmax(axis=1) == y).sum())

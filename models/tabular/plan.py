@@ -19,6 +19,17 @@ _LOG = logging.getLogger(__name__)
 EXAMPLE_BUDGET = 2_000_000
 MIN_EPOCHS = 3
 MAX_EPOCHS = 200
+# The automatic batch's largest size (`auto_batch_size`).
+MAX_AUTO_BATCH = 8192
+# Fit rows of one epoch at most. Past them an epoch is a round of this many rows, so that early
+# stopping and the learning-rate cuts judge the held-out loss every ROUND_ROWS rows, not once per
+# pass, and training stops after ROUND_PATIENCE_ROWS rows without a better held-out loss.
+ROUND_ROWS = 250_000
+ROUND_PATIENCE_ROWS = 1_000_000
+# Examples a data-sized plan reads at most, whatever MIN_EPOCHS says: on ten million rows,
+# passes after the first
+# add little that a larger batch's steps have not already learned.
+MAX_EXAMPLES = 8_000_000
 # Fewest held-out rows early stopping judges by. Below it (training splits under about 100
 # rows) the held-out loss is noise: on statsmodels' 51-row statecrime table, 3 held-out rows
 # kept the weights of epoch 1, whose RMSE was worse than always predicting the mean.
@@ -40,6 +51,8 @@ class TrainingPlan:
     smooth_epochs: epochs whose held-out losses are averaged for stopping and the epoch kept.
     ensemble: networks trained one after another from different seeds and averaged (1: one).
     members: after training, each ensemble member's epochs_run and best_epoch.
+    warmup_steps: steps of the learning rate's linear warm-up (0: none;
+      `hparams.warmup_steps_for`).
     linear: the ensemble's linear member (`mix`), None without one: {} in the plan, then
       its epochs_run, best_epoch, the share of the output the held-out slice chose and the
       held-out loss of each share tried.
@@ -59,9 +72,12 @@ class TrainingPlan:
   ensemble: int = 1
   members: tuple[dict[str, Any], ...] = ()
   linear: dict[str, Any] | None = None
+  warmup_steps: int = 0
 
   def to_json(self) -> dict[str, Any]:
     out = dataclasses.asdict(self)
+    if not self.warmup_steps:
+      del out["warmup_steps"]
     if self.ensemble == 1:  # A single network's plan reads as before ensembles existed.
       del out["ensemble"], out["members"]
     else:
@@ -72,9 +88,13 @@ class TrainingPlan:
 
 
 def auto_batch_size(rows: int) -> int:
-  """64 up to 16k rows, then doubling every 4x rows, up to 1024."""
+  """64 up to 16k rows, then doubling every 2x rows, up to MAX_AUTO_BATCH (at 2.1M rows).
+
+  A larger batch costs less per row (one step's fixed cost over more rows, larger matrix
+  products); its learning rate grows with it (`hparams.learning_rate_for`).
+  """
   batch = 64
-  while batch < 1024 and rows > batch * 256:
+  while batch < MAX_AUTO_BATCH and rows > batch * 256:
     batch *= 2
   return batch
 
@@ -126,8 +146,12 @@ def plan_training(
   per_epoch = max(1, math.ceil(fit_rows / batch))
   # A held-out loss is noisy from epoch to epoch: patience of at least 10 epochs (a fifth of the
   # budget, at most 20) lets the learning-rate cuts act before training stops.
-  patience = max(10, min(20, epochs // 5)) if holdout else 0
-  reason = f"up to {epochs} epochs of {per_epoch} steps of {batch} on {fit_rows} rows"
+  patience = max(10, min(20, epochs // 5))
+  rounds = ""
+  if not max_epochs and fit_rows > ROUND_ROWS:
+    epochs, per_epoch, patience, rounds = _rounds(epochs * fit_rows, fit_rows, batch)
+  patience = patience if holdout else 0
+  reason = f"up to {epochs} epochs of {per_epoch} steps of {batch}{rounds} on {fit_rows} rows"
   smooth = max(1, int(stopping_window)) if patience else 1
   if patience:
     reason += f", stopping after {patience} epochs without a better loss on {holdout} held-out rows"
@@ -151,6 +175,18 @@ def plan_training(
     ensemble=members,
     linear={} if with_linear else None,
   )
+
+
+def _rounds(examples: int, fit_rows: int, batch: int) -> tuple[int, int, int, str]:
+  """A large table's plan in rounds of ROUND_ROWS rows: (rounds, steps per round, patience in
+  rounds, the clause for the plan's sentence), reading at most MAX_EXAMPLES examples (or one
+  pass, if that is more) of the `examples` that whole passes would read."""
+  examples = min(examples, max(MAX_EXAMPLES, fit_rows))
+  per_round = math.ceil(ROUND_ROWS / batch)
+  rounds = math.ceil(examples / (per_round * batch))
+  patience = math.ceil(ROUND_PATIENCE_ROWS / (per_round * batch))
+  clause = f" ({per_round * batch:,} rows each, {examples / fit_rows:.3g} passes)"
+  return rounds, per_round, patience, clause
 
 
 def _fixed_steps_plan(

@@ -28,12 +28,12 @@ def file_batches(
   path: str, columns: Sequence[Column], label_key: str, label_dtype: str
 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
   """(model inputs, raw labels) of one gzipped tf.Example file, BATCH_ROWS rows at a time."""
-  reader = _copy_of(path, [*[(c.name, c.dtype) for c in columns], (label_key, label_dtype)])
+  reader = copy_of(path, [*[(c.name, c.dtype) for c in columns], (label_key, label_dtype)])
   if reader is None:
     yield from _parsed(path, columns, label_key, label_dtype)
     return
   for batch in columnar.rebatch(columnar.file_batches(reader), BATCH_ROWS):
-    yield _inputs(batch, columns), _values(batch.column(label_key), label_dtype)
+    yield batch_inputs(batch, columns), batch_label(batch, label_key, label_dtype)
 
 
 def column_values(path: str, name: str, dtype: str) -> np.ndarray:
@@ -60,7 +60,7 @@ def held_out_mask(path: str, rows: int, every: int, group: tuple[str, str] | Non
   return mask
 
 
-def _copy_of(path: str, wanted: Sequence[tuple[str, str]]):
+def copy_of(path: str, wanted: Sequence[tuple[str, str]]):
   """The open columnar copy of `path` when it exists and holds `wanted` as typed; else None."""
   import tensorflow as tf
 
@@ -75,6 +75,13 @@ def _copy_of(path: str, wanted: Sequence[tuple[str, str]]):
   return reader
 
 
+def batch_label(batch, name: str, dtype: str, keep: np.ndarray | None = None) -> np.ndarray:
+  """One flat column of a record batch of the copy, as parse_label returns it (the rows where
+  `keep`, when given)."""
+  values = _values(batch.column(name), dtype)
+  return values if keep is None else values[keep]
+
+
 def _values(array, dtype: str) -> np.ndarray:
   """A flat column as parse_label or parse_columns returns it: 0, NaN or b'' where empty."""
   if dtype == STORED_STRING:
@@ -84,18 +91,24 @@ def _values(array, dtype: str) -> np.ndarray:
   return array.fill_null(float("nan")).to_numpy(zero_copy_only=False)
 
 
-def _inputs(batch, columns: Sequence[Column]) -> dict[str, np.ndarray]:
-  """The model inputs of a batch of the copy, as `model_contract.parse_columns` makes them."""
+def batch_inputs(
+  batch, columns: Sequence[Column], keep: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+  """The model inputs of a batch of the copy, as `model_contract.parse_columns` makes them (of
+  the rows where `keep`, when given)."""
   out = {}
   numbers = []
   for c in columns:
     array = batch.column(c.name)
     if c.dtype == STORED_STRING:
-      out[c.input_name] = _values(array, STORED_STRING).reshape(-1, 1)
+      values = _values(array, STORED_STRING)
+      out[c.input_name] = (values if keep is None else values[keep]).reshape(-1, 1)
       continue
-    values = array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float32)
+    values = array.fill_null(0).to_numpy(zero_copy_only=False)
+    values = (values if keep is None else values[keep]).astype(np.float32)
     if array.null_count:
-      values[np.asarray(array.is_null(), dtype=bool)] = np.nan
+      missing = np.asarray(array.is_null(), dtype=bool)
+      values[missing if keep is None else missing[keep]] = np.nan
     numbers.append(values)
   if numbers:
     out[model_contract.NUMERIC_INPUT] = np.stack(numbers, axis=1)

@@ -22,17 +22,18 @@ from components import memory
 from components.distributed_trainer import trainer_api
 from core import defaults
 from models.tabular import history as epoch_history
-from models.tabular import mix
+from models.tabular import mix, stream
 from models.tabular.base_model import keep_width, load_base, warm_start
 from models.tabular.export import evaluate_and_publish
 from models.tabular.hparams import (
-  LEARNING_RATE,
   LINEAR_LEARNING_RATE,
+  SHORT_PLAN_LEARNING_RATE,
   SHORT_PLAN_STEPS,
   check_hparams,
   ensemble_size_for,
   hidden_units_for,
   learning_rate_for,
+  warmup_steps_for,
 )
 from models.tabular.inputs import (
   IN_MEMORY_MAX_BYTES,
@@ -171,12 +172,22 @@ def _sized_plan(
   """
   hparams = settings.hparams
   plan = _plan(settings, built, profile, members, linear=bool(hparams["linear_member"]))
-  rate = learning_rate_for(hparams, plan_steps(settings, plan))
-  if hparams["learning_rate"] is None and rate != LEARNING_RATE:
+  steps = plan_steps(settings, plan)
+  rate = learning_rate_for(hparams, steps, plan.batch_size)
+  if hparams["learning_rate"] is None and rate == SHORT_PLAN_LEARNING_RATE:
     plan = dataclasses.replace(
       plan,
       reason=f"{plan.reason}; a learning rate of {rate:g}, as {plan.epochs} epochs of "
       f"{plan.steps_per_epoch} steps are under {SHORT_PLAN_STEPS:,} steps",
+    )
+  total = plan.epochs * plan.steps_per_epoch
+  warmup = warmup_steps_for(hparams, plan.batch_size, total, plan.steps_per_epoch)
+  if warmup:
+    plan = dataclasses.replace(
+      plan,
+      warmup_steps=warmup,
+      reason=f"{plan.reason}; a learning rate of {rate:.3g} for batches of {plan.batch_size}, "
+      f"reached over the first {warmup} steps",
     )
   return dataclasses.replace(settings, hparams={**hparams, "learning_rate": rate}), plan
 
@@ -337,6 +348,7 @@ def _fit_config(
     validation_steps=math.ceil(plan.holdout_rows / plan.batch_size) if validation else 0,
     patience=plan.patience,
     smooth_epochs=plan.smooth_epochs,
+    warmup_steps=plan.warmup_steps,
   )
 
 
@@ -353,8 +365,9 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
 
   A training split that fits in IN_MEMORY_MAX_BYTES is parsed once and held in memory, so
   epochs after the first cost no reading, decompressing or parsing. Larger ones stream from the
-  files every epoch. Parameter-server workers build their input on other
-  machines, so they always stream.
+  files every epoch: from the ExampleGen's columnar copy where there is one (`stream.py`), else
+  parsing the tf.Examples. Parameter-server workers build their input on other machines, so
+  they always stream from the tf.Examples.
   """
   every = profile.holdout_every if plan.holdout_rows else 0
   streamed = (
@@ -363,8 +376,14 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
   if not streamed:
     fit_rows, held_rows = load_arrays(train_files, profile, every)
     _LOG.info("Training data in memory: %d fit rows, %d held out.", len(fit_rows), len(held_rows))
-    batches = functools.partial(arrays_dataset, fit_rows)
+    batches = functools.partial(arrays_dataset, fit_rows, training=True)
     held = arrays_dataset(held_rows, plan.batch_size, training=False) if every else None
+  elif built.choice.name != defaults.PARAMETER_SERVER and stream.has_copies(train_files, profile):
+    # Too large for memory: every epoch reads the columnar copy again, with no parsing.
+    batches = functools.partial(stream.stream_dataset, train_files, profile, every=every)
+    held_rows = stream.held_out_rows(train_files, profile, every) if every else None
+    held = arrays_dataset(held_rows, plan.batch_size, training=False) if held_rows else None
+    _LOG.info("Training data streamed from the columnar copy, %d rows held out.", plan.holdout_rows)
   else:
     part = trainer_api.FIT_RECORDS if every else trainer_api.ALL_RECORDS
     batches = functools.partial(
@@ -372,6 +391,7 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
       train_files,
       profile,
       holdout=part,
+      training=True,
       every=every or trainer_api.HOLDOUT_EVERY,
       group=profile.holdout_group,
     )
@@ -381,7 +401,6 @@ def _training_data(settings, built, profile: Profile, plan: TrainingPlan, train_
     # Each input pipeline reads its own shard, at its replicas' share of the global batch.
     return batches(
       input_context.get_per_replica_batch_size(plan.batch_size),
-      training=True,
       seed=seed,
       num_shards=input_context.num_input_pipelines,
       shard_index=input_context.input_pipeline_id,

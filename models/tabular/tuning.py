@@ -60,7 +60,8 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
     settings.num_epochs,
     base.get("max_epochs"),
   )
-  base = {**base, "learning_rate": learning_rate_for(base, plan_steps(settings, trainer_plan))}
+  rate = learning_rate_for(base, plan_steps(settings, trainer_plan), trainer_plan.batch_size)
+  base = {**base, "learning_rate": rate}
   space = _search_space(base, profile.rows)
 
   def build(hp):

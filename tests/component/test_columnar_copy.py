@@ -219,9 +219,9 @@ def test_the_trainer_parses_the_tf_examples_without_a_copy_that_fits(examples, t
 
   path = _shards(examples, "train")[0]
   # The copy holds `sparse` as int64: asked for as a float column, it does not serve.
-  assert tabular_read._copy_of(path, [("sparse", STORED_FLOAT32)]) is None
-  assert tabular_read._copy_of(path, [("no_such_column", STORED_INT64)]) is None
-  assert tabular_read._copy_of(path, [("sparse", STORED_INT64)]) is not None
+  assert tabular_read.copy_of(path, [("sparse", STORED_FLOAT32)]) is None
+  assert tabular_read.copy_of(path, [("no_such_column", STORED_INT64)]) is None
+  assert tabular_read.copy_of(path, [("sparse", STORED_INT64)]) is not None
   alone = tmp_path / "Split-train" / "data-00000.gz"
   alone.parent.mkdir()
   shutil.copy(path, alone)

@@ -729,7 +729,8 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   averaged = tabular_plan.plan_training(300, 30, None, None, 5, stopping_window=5)
   assert averaged.smooth_epochs == 5 and "the mean loss of 5 epochs" in averaged.reason
   large = tabular_plan.plan_training(800_000, 80_000, None, None, 5)
-  assert large.batch_size == 1024 and large.epochs == 3 and large.patience == 10
+  assert large.batch_size == 4096 and large.epochs == 3 and large.patience == 10
+  assert large.steps_per_epoch == 176  # 720,000 fit rows: one pass an epoch
   fixed = tabular_plan.plan_training(800_000, 80_000, 1000, None, 5)
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
   stopped = tabular_plan.plan_training(5000, 500, None, None, 5, early_stopping=False)
@@ -744,6 +745,41 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   assert mixed.linear == {} and "a linear model whose share of the output" in mixed.reason
   assert tabular_plan.plan_training(300, 30, None, None, 5, members=1, linear=True).linear is None
   assert tabular_plan.plan_training(33, 3, None, None, 5, members=3, linear=True).linear is None
+
+
+def test_past_a_million_rows_the_plan_reads_at_most_max_examples_in_rounds():
+  from models.tabular import plan as tabular_plan
+
+  assert [tabular_plan.auto_batch_size(n) for n in (16_384, 16_385, 262_145, 2_097_153)] == [
+    64,
+    128,
+    2048,
+    tabular_plan.MAX_AUTO_BATCH,
+  ]
+  assert tabular_plan.auto_batch_size(10**9) == 8192
+  # 8 million fit rows: one pass of MAX_EXAMPLES, judged on the held-out rows every round.
+  big = tabular_plan.plan_training(8_020_000, 20_000, None, None, 5)
+  assert (big.batch_size, big.steps_per_epoch, big.epochs) == (8192, 123, 8)
+  assert big.epochs * big.steps_per_epoch * big.batch_size >= tabular_plan.MAX_EXAMPLES
+  assert "8 epochs of 123 steps of 8192 (1,007,616 rows each, 1 passes)" in big.reason
+  # 2 million: MIN_EPOCHS passes are under MAX_EXAMPLES, in rounds of a million rows.
+  two = tabular_plan.plan_training(2_020_000, 20_000, None, None, 5)
+  assert (two.steps_per_epoch, two.epochs) == (123, 6) and "3 passes" in two.reason
+  # Past MAX_EXAMPLES rows, one whole pass still.
+  huge = tabular_plan.plan_training(20_020_000, 20_000, None, None, 5)
+  assert huge.epochs * huge.steps_per_epoch * huge.batch_size >= 20_000_000
+  # max_epochs keeps whole passes.
+  given = tabular_plan.plan_training(8_020_000, 20_000, None, None, 5, max_epochs=2)
+  assert (given.epochs, given.steps_per_epoch) == (2, 977)  # 8,000,000 / 8192, rounded up
+
+
+def test_a_larger_batch_takes_a_larger_rate_after_a_warm_up():
+  rate, warmup = tabular_hparams.learning_rate_for, tabular_hparams.warmup_steps_for
+  assert rate({}, 984, 8192) == pytest.approx(1e-3 * 8**0.5)
+  assert rate({}, 528, 4096) == pytest.approx(2e-3)  # not the short plan's rate
+  assert rate({}, 50_000, 1024) == 1e-3 and rate({"learning_rate": 0.01}, 984, 8192) == 0.01
+  assert warmup({}, 8192, 984, 123) == 49 and warmup({}, 8192, 10_000, 123) == 123
+  assert warmup({}, 1024, 984, 123) == 0 and warmup({"learning_rate": 0.01}, 8192, 984, 123) == 0
 
 
 def test_a_plan_of_few_steps_gets_the_larger_learning_rate():
