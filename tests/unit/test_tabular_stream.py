@@ -1,4 +1,4 @@
-"""The default model's training batches streamed from the columnar copy (models/tabular/stream.py)."""
+"""The default model's batches streamed from the columnar copy (models/tabular/stream.py)."""
 
 import os
 
@@ -18,7 +18,8 @@ from tests.support import tabular_data as td
 def data(tmp_path_factory):
   """400 multiclass training rows in two shards, each with a copy of 64-row record batches."""
   written = td.write_examples(str(tmp_path_factory.mktemp("stream")), "multiclass", 400, 50)
-  td.write_copies(os.path.join(written["examples"], "Split-train"), written["train"], "multiclass", 2)
+  train = os.path.join(written["examples"], "Split-train")
+  td.write_copies(train, written["train"], "multiclass", files=2)
   files = sorted(tf.io.gfile.glob(f"{written['examples']}/Split-train/*"))
   schema = model_contract.read_schema(written["schema"])
   columns = model_contract.columns_from_schema(schema, td.LABEL)
