@@ -172,6 +172,36 @@ def record_batches(files: Sequence[str], batch_rows: int) -> Iterator[Any]:
     yield _as_decoded(batch)
 
 
+def sampled_examples(files: Sequence[str], positions: Any) -> list[bytes] | None:
+  """The rows at `positions` (sorted, 0-based across the files in order) as serialized
+  tf.Examples, or None where a column holds no values in some file (a Feature with no kind,
+  which the encoder cannot write): then read the shards instead.
+
+  Each drawn row is the shard's record in the same place: the copy holds the same rows in the
+  same order, every value as a one-value list and an empty cell as an empty list of its type,
+  as the ExampleGen writes them. Only the drawn rows are encoded.
+  """
+  import numpy as np
+  import pyarrow as pa
+  from tfx_bsl.coders import example_coder
+
+  positions = np.asarray(positions, dtype=np.int64)
+  picked, offset = [], 0
+  for path in files:
+    reader = open_file(path)
+    for batch in file_batches(reader):
+      lo, hi = np.searchsorted(positions, [offset, offset + batch.num_rows])
+      if hi > lo:
+        picked.append(batch.take(pa.array(positions[lo:hi] - offset)))
+      offset += batch.num_rows
+  if not picked:
+    return []
+  if any(pa.types.is_null(b.schema.field(i).type) for b in picked for i in range(b.num_columns)):
+    return None
+  encoder = example_coder.RecordBatchToExamplesEncoder()
+  return [record for batch in picked for record in encoder.encode(_as_decoded(batch))]
+
+
 def _concat(batches: list) -> Any:
   import pyarrow as pa
 

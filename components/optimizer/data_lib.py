@@ -13,7 +13,7 @@ import tensorflow as tf
 from tfx import types
 from tfx.types import artifact_utils
 
-from components import model_contract, records
+from components import columnar, model_contract, records
 from components.optimizer.formats import keras_model
 from core import column_types, properties, tasks
 from core.errors import UserInputError
@@ -186,6 +186,10 @@ def _sample_records(
   records are counted and skipped inside tf.data; only the drawn ones reach Python, so a split
   of a million rows costs a read of its files, not a Python loop over them. The order is then
   shuffled, so any head of the sample (int8 calibration takes one) is a sample of the split.
+
+  Where the split has the ExampleGen's columnar copy, the same rows are read from it and only
+  they are encoded as tf.Examples: on 10,000,000 rows, reading both splits' shards took 34 s of
+  the Optimizer's 43.
   """
   compression = "GZIP" if files[0].endswith(".gz") else ""
   dataset = tf.data.TFRecordDataset(list(files), compression_type=compression)
@@ -194,8 +198,14 @@ def _sample_records(
   rng = np.random.default_rng(seed)
   every = max(1, -(-total // max_rows))
   start = int(rng.integers(every))
-  picked = dataset.skip(start).shard(every, 0).take(max_rows).batch(4096)
-  drawn = [r for batch in picked.as_numpy_iterator() for r in batch]
+  copies = columnar.complete_files(files, tf.io.gfile.exists)
+  drawn = None
+  if copies is not None:
+    positions = np.arange(start, total, every, dtype=np.int64)[:max_rows]
+    drawn = columnar.sampled_examples(copies, positions)
+  if drawn is None:
+    picked = dataset.skip(start).shard(every, 0).take(max_rows).batch(4096)
+    drawn = [r for batch in picked.as_numpy_iterator() for r in batch]
   order = rng.permutation(len(drawn))
   return [drawn[i] for i in order], SampleInfo(len(drawn), total, every, start)
 

@@ -229,3 +229,64 @@ def test_the_trainer_parses_the_tf_examples_without_a_copy_that_fits(examples, t
   parsed = list(tabular_read.file_batches(str(alone), columns, "label", STORED_INT64))
   copied = list(tabular_read.file_batches(path, columns, "label", STORED_INT64))
   assert sum(len(label) for _, label in parsed) == sum(len(label) for _, label in copied) > 1000
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+  """Our ExampleGen's output for a CSV of ints, floats and text, each with empty cells."""
+  root = tmp_path_factory.mktemp("clean")
+  data = root / "in"
+  data.mkdir()
+  rng = np.random.default_rng(0)
+  lines = ["count,price,city,label"]
+  for i in range(2500):
+    count = "" if i % 7 == 0 else str(int(rng.integers(0, 50)))
+    price = "" if i % 11 == 0 else f"{rng.uniform(0, 100):.3f}"
+    city = "" if i % 13 == 0 else f"c{int(rng.integers(0, 9))}"
+    lines.append(f"{count},{price},{city},{i % 3}")
+  (data / "data.csv").write_text("\n".join(lines) + "\n")
+  artifact = run_executor(example_gen_executor.Executor, exec_properties(data), root / "out")
+  artifact.split_names = artifact_utils.encode_split_names(list(SPLITS))
+  return artifact
+
+
+def _records(shards):
+  import tensorflow as tf
+
+  dataset = tf.data.TFRecordDataset(shards, compression_type="GZIP")
+  return [tf.train.Example.FromString(r) for r in dataset.as_numpy_iterator()]
+
+
+def test_rows_sampled_from_the_copy_are_the_shards_records(clean):
+  import tensorflow as tf
+
+  shards = _shards(clean, "train")
+  records = _records(shards)
+  positions = np.array([0, 3, 100, 101, len(records) // 2, len(records) - 1])
+  sampled = columnar.sampled_examples(columnar.complete_files(shards, os.path.exists), positions)
+  assert [tf.train.Example.FromString(r) for r in sampled] == [records[i] for i in positions]
+  assert any(
+    not f.HasField("kind") or not getattr(f, f.WhichOneof("kind")).value
+    for r in (records[i] for i in positions)
+    for f in r.features.feature.values()
+  )
+
+
+def test_the_optimizer_draws_the_same_sample_from_the_copy_as_from_the_shards(clean, monkeypatch):
+  import tensorflow as tf
+
+  from components.optimizer import data_lib
+
+  shards = _shards(clean, "train")
+  from_copy, info = data_lib._sample_records(shards, 300, seed=5)
+  monkeypatch.setattr(columnar, "complete_files", lambda files, exists: None)
+  from_shards, shard_info = data_lib._sample_records(shards, 300, seed=5)
+  assert info == shard_info and (info.rows, info.every) == (270, 6)  # 1,624 rows
+  assert [tf.train.Example.FromString(r) for r in from_copy] == [
+    tf.train.Example.FromString(r) for r in from_shards
+  ]
+
+
+def test_a_copy_with_a_column_of_no_values_is_not_sampled(examples):
+  shards = _shards(examples, "train")
+  assert columnar.sampled_examples(columnar.complete_files(shards, os.path.exists), [0, 5]) is None

@@ -719,6 +719,16 @@ def test_hyper_parameters_are_checked_in_one_line_showing_the_expected_form(hpar
   assert message in str(error.value)
 
 
+def test_the_row_sample_keeps_the_rows_with_the_smallest_keys_whatever_the_batches():
+  keys = np.random.default_rng(7).random(1000)
+  expected = sorted(np.argsort(keys)[:50].tolist())
+  for batch in (1000, 64, 7):
+    sample = tabular_profile._RowSample(50, seed=7)
+    for start in range(0, 1000, batch):
+      sample.add({"id": np.arange(start, min(start + batch, 1000)).astype(float)})
+    assert sorted(int(i) for i in sample.column("id")) == expected
+
+
 def test_the_plan_follows_the_rows_or_the_given_steps():
   from models.tabular import plan as tabular_plan
 
