@@ -161,10 +161,14 @@ def stream_dataset(
   global_batch = batch_size * num_shards
 
   def batches() -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-    for features, target in _windows(source, seed, global_batch):
+    windows = _windows(source, seed, global_batch)
+    while True:
+      features, target = next(windows)
       for at in range(0, len(target), global_batch):
         mine = slice(at + shard_index, at + global_batch, num_shards)
         yield {k: v[mine] for k, v in features.items()}, target[mine]
+      # Let go of this window before the next one is built: one window in memory at a time.
+      del features, target
 
   return source.dataset(batches)
 
@@ -218,7 +222,7 @@ def _windows(source: _Source, seed: int, rows_per_batch: int):
   time are written straight into random places of one window. The rows that do not fill a
   last batch open the next window."""
   parts = source.parts()
-  fit = [np.flatnonzero(~source.held_out(p)) for p in parts]
+  fit = [np.flatnonzero(~source.held_out(p)).astype(np.int32) for p in parts]
   carry = None
   epoch = 0
   while True:
@@ -236,7 +240,9 @@ def _windows(source: _Source, seed: int, rows_per_batch: int):
         whole = len(labels) - len(labels) % rows_per_batch
         if whole:
           yield {k: v[:whole] for k, v in features.items()}, source.targets(labels[:whole])
-        carry = ({k: v[whole:] for k, v in features.items()}, labels[whole:])
+        # Copies: views would keep the whole window alive beside the next one.
+        carry = ({k: v[whole:].copy() for k, v in features.items()}, labels[whole:].copy())
+        features = labels = None
         chosen, rows = [], 0
     epoch += 1
 

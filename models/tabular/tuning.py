@@ -42,7 +42,7 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   settings = settings_from_fn_args(fn_args)
   custom = dict(getattr(fn_args, "custom_config", None) or {})
   profile, train_files, _ = prepare(settings)
-  base = settings.hparams
+  base = dict(settings.hparams)
   plan = plan_training(
     profile.rows,
     profile.holdout_rows,
@@ -51,17 +51,7 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
     settings.num_epochs,
     20,
   )
-  # The trials' default rate is the one the trainer would use on its own plan.
-  trainer_plan = plan_training(
-    profile.rows,
-    profile.holdout_rows,
-    settings.train_steps,
-    base.get("batch_size"),
-    settings.num_epochs,
-    base.get("max_epochs"),
-  )
-  rate = learning_rate_for(base, plan_steps(settings, trainer_plan), trainer_plan.batch_size)
-  base = {**base, "learning_rate": rate}
+  base["learning_rate"] = _trainer_rate(settings, profile, base)
   space = _search_space(base, profile.rows)
 
   def build(hp):
@@ -101,6 +91,19 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
       "callbacks": callbacks,
     },
   )
+
+
+def _trainer_rate(settings, profile, base: dict) -> float:
+  """The trials' default rate: the one the trainer would use on its own plan."""
+  plan = plan_training(
+    profile.rows,
+    profile.holdout_rows,
+    settings.train_steps,
+    base.get("batch_size"),
+    settings.num_epochs,
+    base.get("max_epochs"),
+  )
+  return learning_rate_for(base, plan_steps(settings, plan), plan.batch_size)
 
 
 def _search_space(base: dict[str, Any], rows: int):

@@ -106,9 +106,9 @@ def write_copies(
   """Writes the columnar copy of `write_split`'s shards (components/columnar.py), in record
   batches of `batch_rows`; returns the copy's paths."""
   import pyarrow as pa
-  import tensorflow as tf
 
   from components import columnar
+  from components.example_gen import io_lib
 
   types = {"int": pa.int64(), "float": pa.float32(), "string": pa.binary()}
   paths = []
@@ -117,7 +117,7 @@ def write_copies(
     shard_path = os.path.join(split_folder, f"data_tfrecord-{shard:05d}-of-{files:05d}.gz")
     path = columnar.file_for(shard_path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    writer = columnar.Writer(lambda p: tf.io.gfile.GFile(p, "wb"), path)
+    writer = columnar.Writer(io_lib.open_write, path)
     for start in range(0, len(shard_rows), batch_rows):
       part = shard_rows[start : start + batch_rows]
       writer.write(
