@@ -738,9 +738,12 @@ def test_the_plan_follows_the_rows_or_the_given_steps():
   assert small.smooth_epochs == 1 and "mean" not in small.reason
   averaged = tabular_plan.plan_training(300, 30, None, None, 5, stopping_window=5)
   assert averaged.smooth_epochs == 5 and "the mean loss of 5 epochs" in averaged.reason
+  # 720,000 fit rows: 3 passes in 9 rounds of 62 steps (253,952 rows), patience 4 rounds.
   large = tabular_plan.plan_training(800_000, 80_000, None, None, 5)
-  assert large.batch_size == 4096 and large.epochs == 3 and large.patience == 10
-  assert large.steps_per_epoch == 176  # 720,000 fit rows: one pass an epoch
+  assert (large.batch_size, large.epochs, large.steps_per_epoch, large.patience) == (4096, 9, 62, 4)
+  # Under ROUND_ROWS fit rows an epoch is still one pass.
+  mid = tabular_plan.plan_training(200_000, 20_000, None, None, 5)
+  assert (mid.batch_size, mid.epochs, mid.steps_per_epoch, mid.patience) == (1024, 10, 176, 10)
   fixed = tabular_plan.plan_training(800_000, 80_000, 1000, None, 5)
   assert (fixed.epochs, fixed.steps_per_epoch, fixed.patience, fixed.holdout_rows) == (5, 200, 0, 0)
   stopped = tabular_plan.plan_training(5000, 500, None, None, 5, early_stopping=False)
@@ -769,12 +772,12 @@ def test_past_a_million_rows_the_plan_reads_at_most_max_examples_in_rounds():
   assert tabular_plan.auto_batch_size(10**9) == 8192
   # 8 million fit rows: one pass of MAX_EXAMPLES, judged on the held-out rows every round.
   big = tabular_plan.plan_training(8_020_000, 20_000, None, None, 5)
-  assert (big.batch_size, big.steps_per_epoch, big.epochs) == (8192, 123, 8)
+  assert (big.batch_size, big.steps_per_epoch, big.epochs, big.patience) == (8192, 31, 32, 4)
   assert big.epochs * big.steps_per_epoch * big.batch_size >= tabular_plan.MAX_EXAMPLES
-  assert "8 epochs of 123 steps of 8192 (1,007,616 rows each, 1 passes)" in big.reason
-  # 2 million: MIN_EPOCHS passes are under MAX_EXAMPLES, in rounds of a million rows.
+  assert "32 epochs of 31 steps of 8192 (253,952 rows each, 1 passes)" in big.reason
+  # 2 million: MIN_EPOCHS passes are under MAX_EXAMPLES, in rounds of 253,952 rows.
   two = tabular_plan.plan_training(2_020_000, 20_000, None, None, 5)
-  assert (two.steps_per_epoch, two.epochs) == (123, 6) and "3 passes" in two.reason
+  assert (two.steps_per_epoch, two.epochs) == (31, 24) and "3 passes" in two.reason
   # Past MAX_EXAMPLES rows, one whole pass still.
   huge = tabular_plan.plan_training(20_020_000, 20_000, None, None, 5)
   assert huge.epochs * huge.steps_per_epoch * huge.batch_size >= 20_000_000
