@@ -179,8 +179,9 @@ def ordered_dataset(files: Sequence[str], profile: Profile, batch_size: int):
   source = _Source(files, profile, 0)
 
   def batches() -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-    parts = (source.batch(p) for p in source.parts())
-    for batch in columnar.rebatch(parts, batch_size):
+    # In file order: no row counts needed, so the files are read once.
+    whole = (batch for reader in source.readers for batch in columnar.file_batches(reader))
+    for batch in columnar.rebatch(whole, batch_size):
       yield source.converted(batch)
 
   return source.dataset(batches)

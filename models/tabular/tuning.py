@@ -43,15 +43,12 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   custom = dict(getattr(fn_args, "custom_config", None) or {})
   profile, train_files, _ = prepare(settings)
   base = dict(settings.hparams)
-  plan = plan_training(
-    profile.rows,
-    profile.holdout_rows,
-    settings.train_steps,
-    base.get("batch_size"),
-    settings.num_epochs,
-    20,
+  plan = _plan(settings, profile, base, 20)
+  # The trials' default rate is the one the trainer would use on its own plan.
+  trainer_plan = _plan(settings, profile, base, base.get("max_epochs"))
+  base["learning_rate"] = learning_rate_for(
+    base, plan_steps(settings, trainer_plan), trainer_plan.batch_size
   )
-  base["learning_rate"] = _trainer_rate(settings, profile, base)
   space = _search_space(base, profile.rows)
 
   def build(hp):
@@ -93,17 +90,16 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   )
 
 
-def _trainer_rate(settings, profile, base: dict) -> float:
-  """The trials' default rate: the one the trainer would use on its own plan."""
-  plan = plan_training(
+def _plan(settings, profile, base: dict, max_epochs: int | None):
+  """The data-sized plan of `base`'s batch, up to `max_epochs` (None: the budget's)."""
+  return plan_training(
     profile.rows,
     profile.holdout_rows,
     settings.train_steps,
     base.get("batch_size"),
     settings.num_epochs,
-    base.get("max_epochs"),
+    max_epochs,
   )
-  return learning_rate_for(base, plan_steps(settings, plan), plan.batch_size)
 
 
 def _search_space(base: dict[str, Any], rows: int):
