@@ -64,6 +64,9 @@ TUNE_TRIALS_CONFIG = "tune_trials"
 # The column the ExampleGen split train from eval by (--split-column): the default model holds
 # out whole groups of it for early stopping, as the eval split does.
 SPLIT_COLUMN_CONFIG = "split_column"
+# True when the label is a count decided before the run to be read both ways
+# (`tasks.reads_both`): the default model trains classes and a quantity and keeps the better.
+READINGS_CONFIG = "count_readings"
 # Custom properties written on the Model artifact.
 STRATEGY_PROPERTY = "strategy"
 NUM_REPLICAS_PROPERTY = "num_replicas_in_sync"

@@ -150,6 +150,84 @@ def infer_task(
   return task
 
 
+# A label of whole numbers from 0 up, with at least this many values, read as classes by the
+# automatic rule, may serve better as a quantity: the default model then trains both readings
+# (`reads_both`) and keeps the one whose held-out error is lower.
+MIN_READINGS_VALUES = 3
+# What a count label's two readings are called in the run's records.
+CLASSES_READING = "classes"
+QUANTITY_READING = "quantity"
+
+
+def reads_both(
+  kind: str | None, distinct: Sequence, distinct_count: int, requested: str, task: str
+) -> bool:
+  """Whether the label is a count that may be read as classes or as a quantity.
+
+  Only for `--task auto`, and only when the automatic rule reads the label as classes: whole
+  numbers (an integer CSV column), none negative, at least MIN_READINGS_VALUES of them and all
+  counted. Codes (the digits 0..9) qualify too: the held-out error decides, and a right class
+  is a right value, so classes win there by far. `--task` overrides.
+  """
+  if requested != AUTO or task != MULTICLASS or kind != column_types.CSV_INT:
+    return False
+  if distinct_count < MIN_READINGS_VALUES or len(distinct) != distinct_count:
+    return False
+  return all(float(v).is_integer() and float(v) >= 0 for v in distinct)
+
+
+@dataclasses.dataclass(frozen=True)
+class Readings:
+  """How a count label's two readings did on the held-out rows, and which one was kept.
+
+  Attributes:
+    classes_rmse: the root mean squared error of the classes' expected value (the sum of each
+      class's probability times its value).
+    quantity_rmse: that of the quantity's answer.
+    rows: the held-out rows both were scored on.
+  """
+
+  classes_rmse: float
+  quantity_rmse: float
+  rows: int
+
+  @property
+  def winner(self) -> str:
+    """The reading kept: the quantity only when it errs less (classes on a tie)."""
+    return QUANTITY_READING if self.quantity_rmse < self.classes_rmse else CLASSES_READING
+
+  @property
+  def task(self) -> str:
+    return REGRESSION if self.winner == QUANTITY_READING else MULTICLASS
+
+  def describe(self) -> str:
+    """One clause for the summary: which reading won, both errors, and by how much."""
+    won, lost = (
+      (self.quantity_rmse, self.classes_rmse)
+      if self.winner == QUANTITY_READING
+      else (self.classes_rmse, self.quantity_rmse)
+    )
+    share = (1 - won / lost) * 100 if lost > 0 else 0.0
+    reading = "a quantity" if self.winner == QUANTITY_READING else "classes"
+    return (
+      f"read as {reading}: held-out RMSE {self.classes_rmse:.4g} as classes against "
+      f"{self.quantity_rmse:.4g} as a quantity on {self.rows:,} rows, {share:.1f}% lower "
+      f"(--task {MULTICLASS} or --task {REGRESSION} sets one)"
+    )
+
+  def to_json(self) -> dict:
+    return {
+      "winner": self.winner,
+      "classes_rmse": self.classes_rmse,
+      "quantity_rmse": self.quantity_rmse,
+      "rows": self.rows,
+    }
+
+  @classmethod
+  def from_json(cls, data: dict) -> Readings:
+    return cls(float(data["classes_rmse"]), float(data["quantity_rmse"]), int(data["rows"]))
+
+
 def task_reason(
   kind: str | None,
   distinct: Sequence,

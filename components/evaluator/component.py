@@ -34,6 +34,7 @@ class BaselineAwareEvaluator(base_component.BaseComponent):
     example_splits: list[str] | None = None,
     auto_floor: str | None = None,
     baseline_schema: types.BaseChannel | None = None,
+    quantity_eval_config: tfma.EvalConfig | None = None,
   ):
     """Wires the Evaluator.
 
@@ -49,6 +50,8 @@ class BaselineAwareEvaluator(base_component.BaseComponent):
         task metric's value threshold is then set from the eval split's label counts.
       baseline_schema: LiveModel's reference_schema, the schema the live version was trained
         on: the baseline is scored on the examples converted to its types (`conform_lib`).
+      quantity_eval_config: for a count label read both ways, the EvalConfig of the quantity
+        reading, used when the candidate Model's task is regression.
     """
     spec = EvaluatorSpec(
       examples=examples,
@@ -59,6 +62,7 @@ class BaselineAwareEvaluator(base_component.BaseComponent):
       example_splits=json_utils.dumps(example_splits),
       auto_floor=auto_floor,
       baseline_schema=baseline_schema,
+      quantity_eval_config=quantity_eval_config,
       evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
       blessing=types.Channel(type=standard_artifacts.ModelBlessing),
     )

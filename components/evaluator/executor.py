@@ -16,7 +16,7 @@ from tfx.utils import io_utils, path_utils, proto_utils
 
 from components import memory, model_contract, tf_compat
 from components.evaluator import evaluation_lib, floor_lib
-from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY
+from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, QUANTITY_EVAL_CONFIG_KEY
 from components.model_scoring import conform_lib, outputs_lib
 from core import floors, properties, tasks
 
@@ -35,8 +35,12 @@ class Executor(stock_evaluator.Executor):
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
   ) -> None:
+    exec_properties = _reading_followed(input_dict, exec_properties)
     key = standard_component_specs.BASELINE_MODEL_KEY
     baselines = [a for a in input_dict.get(key) or [] if properties.live_available(a)]
+    reading = _other_reading(input_dict, baselines, exec_properties)
+    if reading:
+      baselines = []
     input_dict = {**input_dict, key: baselines}
     if not baselines:
       input_dict.pop(key)
@@ -56,7 +60,7 @@ class Executor(stock_evaluator.Executor):
         config_key: floor_lib.with_floor(exec_properties[config_key], task, floor.value),
       }
       logging.info("Evaluator floor: %s", floor.reason)
-    skipped = self._evaluate(input_dict, output_dict, exec_properties, conform)
+    skipped = self._evaluate(input_dict, output_dict, exec_properties, conform) or reading
     if skipped:
       artifact_utils.get_single_instance(
         output_dict[standard_component_specs.BLESSING_KEY]
@@ -207,6 +211,53 @@ def _read_models(eval_config, input_dict, conform):
       )
       return None
   return models, outputs
+
+
+def _model_task(artifact) -> str:
+  """A Model's task: its property (the trainer's), else its contract's, else ''."""
+  if artifact.has_custom_property(properties.TASK_PROPERTY):
+    return artifact.get_string_custom_property(properties.TASK_PROPERTY)
+  for folder in (model_contract.serving_dir(artifact.uri), artifact.uri):
+    try:
+      contract = model_contract.read_contract(folder)
+    except Exception:
+      contract = None
+    if contract is not None:
+      return contract.task
+  return ""
+
+
+def _reading_followed(input_dict, exec_properties) -> dict[str, Any]:
+  """The properties for the reading the trainer kept: for a count label read both ways whose
+  candidate is a quantity (its Model's task is regression), the quantity's EvalConfig and a
+  regression's automatic floor."""
+  quantity = exec_properties.get(QUANTITY_EVAL_CONFIG_KEY)
+  models = input_dict.get(standard_component_specs.MODEL_KEY) or []
+  if not quantity or len(models) != 1 or _model_task(models[0]) != tasks.REGRESSION:
+    return exec_properties
+  logging.info("Evaluator: the trainer kept the count label's quantity reading.")
+  out = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: quantity}
+  if exec_properties.get(AUTO_FLOOR_KEY):
+    out[AUTO_FLOOR_KEY] = floor_lib.auto_floor_spec(tasks.REGRESSION)
+  return out
+
+
+def _other_reading(input_dict, baselines, exec_properties) -> str:
+  """Why the live version is not compared, when it reads a count label the other way (classes
+  against a quantity): their metrics do not compare. '' otherwise."""
+  models = input_dict.get(standard_component_specs.MODEL_KEY) or []
+  if not exec_properties.get(QUANTITY_EVAL_CONFIG_KEY) or len(baselines) != 1 or len(models) != 1:
+    return ""
+  tonight, live = _model_task(models[0]), _model_task(baselines[0])
+  if not tonight or not live or tonight == live:
+    return ""
+  skipped = (
+    f"the live version reads the count label as {live} and tonight's model as {tonight}, "
+    "whose metrics do not compare, so the live version was not scored: the blessing rests on "
+    "the value thresholds"
+  )
+  logging.warning("Evaluator: %s.", skipped)
+  return skipped
 
 
 def _candidate(eval_config) -> str:

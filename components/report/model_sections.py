@@ -60,6 +60,7 @@ def training_section(summary: Mapping[str, Any], history: Sequence[Mapping[str, 
         ("epochs run", fact("training.epochs_run", plan.get("epochs_run"))),
         ("epoch kept", fact("training.best_epoch", plan.get("best_epoch"))),
         *_member_rows(plan.get("members") or [], plan.get("linear")),
+        *([("label", plan["readings"]["reason"])] if plan.get("readings") else []),
         *([("warm start", plan["warm_start"])] if plan.get("warm_start") else []),
       ]
     )

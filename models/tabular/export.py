@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Callable
 
 from components.distributed_trainer import trainer_api
-from models.tabular import stream
+from core import tasks
+from models.tabular import readings, stream
 from models.tabular.inputs import make_dataset
 from models.tabular.model import Body, build_model, evaluate, export_saved_model
 from models.tabular.plan import RunSettings, TrainingPlan
@@ -40,14 +41,21 @@ def evaluate_and_publish(
   body: Body | None,
   eval_files: list[str],
   result: trainer_api.TrainResult,
+  kept: tasks.Readings | None = None,
 ) -> None:
-  """The chief's last steps: scores the eval split into `result` and publishes the SavedModel."""
+  """The chief's last steps: scores the eval split into `result` and publishes the SavedModel.
+
+  For a count trained both ways, `kept` says which reading the model serves (readings.py).
+  """
   # A fresh model outside the strategy scope: evaluation and export need no collectives
   # with the other workers and carry no distribution state.
   started = time.perf_counter()
   share = plan.linear["share"] if plan.linear is not None else None
   plain = build_model(profile, settings.hparams, body, plan.ensemble, linear_share=share)
   plain.set_weights(model.get_weights())
+  if kept is not None:
+    plain = readings.kept_model(plain, profile, kept)
+    profile = readings.kept_profile(profile, kept)
   if not settings.eval_steps and stream.has_copies(eval_files, profile):
     eval_ds = stream.ordered_dataset(eval_files, profile, plan.batch_size)
   else:

@@ -418,3 +418,42 @@ class WeightedMean(tf.keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "shares": self.shares}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class BothReadings(tf.keras.layers.Layer):
+  """A count label's two readings from one head of `classes` + 1 units: the classes'
+  probabilities (a softmax over the first units), then the quantity in the label's units (the
+  last unit, which learns the standardized label).
+
+  Output: float32 [batch, classes + 1].
+  """
+
+  def __init__(self, classes: int, mean: float, std: float, **kwargs):
+    super().__init__(**kwargs)
+    self.classes, self.mean, self.std = int(classes), float(mean), float(std)
+
+  def call(self, inputs):
+    x = tf.cast(inputs, tf.float32)
+    probabilities = tf.nn.softmax(x[:, : self.classes], axis=-1)
+    value = x[:, self.classes :] * self.std + self.mean
+    return tf.concat([probabilities, value], axis=-1)
+
+  def get_config(self):
+    return {**super().get_config(), "classes": self.classes, "mean": self.mean, "std": self.std}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class KeptReading(tf.keras.layers.Layer):
+  """One reading of BothReadings' output: the probabilities of the first `classes` columns, or
+  (`quantity`) the value in the last column."""
+
+  def __init__(self, classes: int, quantity: bool, **kwargs):
+    super().__init__(**kwargs)
+    self.classes, self.quantity = int(classes), bool(quantity)
+
+  def call(self, inputs):
+    return inputs[:, self.classes :] if self.quantity else inputs[:, : self.classes]
+
+  def get_config(self):
+    return {**super().get_config(), "classes": self.classes, "quantity": self.quantity}

@@ -10,7 +10,8 @@ strictly better.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -54,12 +55,24 @@ def task_loss(task: str, predicted: np.ndarray, target: np.ndarray) -> float:
   return float(-np.mean(np.log(p[np.arange(len(classes)), classes])))
 
 
+def combined(
+  network_outputs: Sequence[np.ndarray], linear_output: np.ndarray | None, share: float
+) -> np.ndarray:
+  """The ensemble's output from its members' outputs: the networks' mean, with the linear
+  member's `share` of it (as `layers.WeightedMean` computes it)."""
+  networks = np.mean(np.stack(network_outputs), axis=0)
+  if linear_output is None:
+    return networks
+  return (1 - share) * networks + share * linear_output
+
+
 def choose_linear_share(
   task: str,
   network_outputs: Sequence[np.ndarray],
   linear_output: np.ndarray,
   target: np.ndarray,
   shares: Sequence[float] = LINEAR_SHARES,
+  loss: Callable[[np.ndarray, np.ndarray], float] | None = None,
 ) -> tuple[float, dict[float, float]]:
   """The linear member's share with the lowest held-out loss.
 
@@ -69,14 +82,14 @@ def choose_linear_share(
     linear_output: the linear member's outputs on the same rows.
     target: the held-out rows' targets.
     shares: the shares tried; the first is kept unless another does strictly better.
+    loss: (outputs, target) -> held-out loss; None: `task_loss` of `task`.
 
   Returns:
     (the share, {share: held-out loss} for each share tried).
   """
-  networks = np.mean(np.stack(network_outputs), axis=0)
-  losses = {
-    float(a): task_loss(task, (1 - a) * networks + a * linear_output, target) for a in shares
-  }
+  if loss is None:
+    loss = functools.partial(task_loss, task)
+  losses = {float(a): loss(combined(network_outputs, linear_output, a), target) for a in shares}
   best = float(shares[0])
   for share, loss in losses.items():
     # Better by more than rounding: equal outputs mixed differ in the last bits.

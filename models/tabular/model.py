@@ -17,7 +17,7 @@ import numpy as np
 from components import model_contract
 from components.model_contract import CATEGORICAL, NUMERIC, label_target
 from core import tasks
-from models.tabular import layers
+from models.tabular import layers, readings
 from models.tabular.hparams import DEFAULT_HPARAMS, hidden_units_for
 from models.tabular.profile import ColumnStats, Profile, TabularInputError
 
@@ -27,8 +27,11 @@ Body = Callable[[Any, dict[str, Any]], Any]
 FREE_TEXT = "free_text"
 
 
-def _head_size(label: tasks.LabelInfo) -> int:
-  return len(label.classes) if label.task == tasks.MULTICLASS else 1
+def _head_size(profile: Profile) -> int:
+  label = profile.label
+  if label.task != tasks.MULTICLASS:
+    return 1
+  return len(label.classes) + (1 if profile.readings else 0)
 
 
 def model_hparams(profile: Profile, hparams: dict[str, Any], width: int) -> dict[str, Any]:
@@ -39,7 +42,7 @@ def model_hparams(profile: Profile, hparams: dict[str, Any], width: int) -> dict
     "task": profile.label.task,
     "num_features": int(width),
     "num_classes": max(len(profile.label.classes), 1),
-    "num_outputs": _head_size(profile.label),
+    "num_outputs": _head_size(profile),
     "feature_keys": [s.column.name for s in profile.columns],
   }
 
@@ -79,6 +82,14 @@ def _task_output(x, profile: Profile, suffix: str = ""):
   import tensorflow as tf
 
   task = profile.label.task
+  if profile.readings:
+    return layers.BothReadings(
+      len(profile.label.classes),
+      profile.label_mean,
+      profile.label_std,
+      dtype="float32",
+      name=f"readings{suffix}",
+    )(x)
   if task == tasks.MULTICLASS:
     return tf.keras.layers.Activation("softmax", dtype="float32", name=f"probabilities{suffix}")(x)
   if task == tasks.BINARY:
@@ -306,7 +317,9 @@ def compile_model(model, profile: Profile, learning_rate: float, steps_per_execu
   import tensorflow as tf
 
   task = profile.label.task
-  if task == tasks.MULTICLASS:
+  if profile.readings:
+    loss, metric = readings.loss_and_metric(profile)
+  elif task == tasks.MULTICLASS:
     loss = tf.keras.losses.SparseCategoricalCrossentropy()
     metric = tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")
   elif task == tasks.BINARY:

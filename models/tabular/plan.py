@@ -56,6 +56,8 @@ class TrainingPlan:
     linear: the ensemble's linear member (`mix`), None without one: {} in the plan, then
       its epochs_run, best_epoch, the share of the output the held-out slice chose and the
       held-out loss of each share tried.
+    readings: for a count trained both as classes and as a quantity (readings.py), each
+      reading's held-out error, the winner and the summary's sentence; None otherwise.
     fit_rows: training rows the model fits on (all but the held-out slice).
     holdout_rows: training rows held out for early stopping (0 without it).
     reason: one sentence for the summary.
@@ -73,11 +75,14 @@ class TrainingPlan:
   members: tuple[dict[str, Any], ...] = ()
   linear: dict[str, Any] | None = None
   warmup_steps: int = 0
+  readings: dict[str, Any] | None = None
 
   def to_json(self) -> dict[str, Any]:
     out = dataclasses.asdict(self)
     if not self.warmup_steps:
       del out["warmup_steps"]
+    if self.readings is None:
+      del out["readings"]
     if self.ensemble == 1:  # A single network's plan reads as before ensembles existed.
       del out["ensemble"], out["members"]
     else:
@@ -253,6 +258,8 @@ class RunSettings:
     backup_dir: BackupAndRestore's folder; None: inside model_run_dir.
     split_column: the column train and eval were split by (--split-column): early stopping
       holds out whole groups of it; None: every `holdout_every`-th record.
+    count_readings: the pipeline decided before the run that the label is a count read both
+      as classes and as a quantity (`tasks.reads_both`).
   """
 
   train_files: list[str]
@@ -274,6 +281,7 @@ class RunSettings:
   profile_steps: tuple[int, int] | None = None
   backup_dir: str | None = None
   split_column: str | None = None
+  count_readings: bool = False
 
 
 def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSettings:
@@ -312,6 +320,7 @@ def settings_from_fn_args(fn_args, allow_extra_hparams: bool = False) -> RunSett
     profile_steps=tuple(profile_steps) if profile_steps else None,
     backup_dir=getattr(fn_args, "backup_dir", None),
     split_column=custom.get(properties.SPLIT_COLUMN_CONFIG) or None,
+    count_readings=bool(custom.get(properties.READINGS_CONFIG)),
   )
 
 

@@ -88,14 +88,16 @@ class Profile:
     label: the label's task and classes.
     label_dtype: how the label is stored ('int64', 'float32' or 'string').
     rows: training rows seen.
-    label_mean: mean of a regression label.
-    label_std: standard deviation of a regression label.
+    label_mean: mean of a number label.
+    label_std: standard deviation of a number label.
     file_rows: rows of each training file, in file order.
     holdout_group: (column, dtype) whose values choose the rows held out for early stopping
       (the pipeline's split column; `trainer_api.held_out_groups`), or None: every
       `holdout_every`-th record of each file.
     file_holdout_rows: with `holdout_group`, the held-out rows of each training file.
     date_parts: the dates that number columns spell (year, month, day; date_parts.py).
+    readings: the label is a count trained both as classes and as a quantity (readings.py):
+      the head then has a unit per class plus one for the quantity.
   """
 
   columns: tuple[ColumnStats, ...]
@@ -108,6 +110,7 @@ class Profile:
   holdout_group: tuple[str, str] | None = None
   file_holdout_rows: tuple[int, ...] = ()
   date_parts: tuple[DateParts, ...] = ()
+  readings: bool = False
 
   @property
   def holdout_every(self) -> int:

@@ -20,9 +20,9 @@ from typing import Any
 
 from components import memory
 from components.distributed_trainer import trainer_api
-from core import defaults
+from core import defaults, tasks
 from models.tabular import history as epoch_history
-from models.tabular import mix, stream
+from models.tabular import mix, readings, stream
 from models.tabular.base_model import keep_width, load_base, warm_start
 from models.tabular.export import evaluate_and_publish
 from models.tabular.hparams import (
@@ -128,6 +128,7 @@ def train(
     hparams, kept_width = keep_width(hparams, profile.rows, base)
     settings = dataclasses.replace(settings, hparams=hparams)
   settings, plan = _sized_plan(settings, built, profile, members)
+  profile = _with_readings(settings, profile, plan)
   previous_policy = tf.keras.mixed_precision.global_policy()
   if settings.mixed_precision:
     tf.keras.mixed_precision.set_global_policy(settings.mixed_precision)
@@ -145,14 +146,14 @@ def train(
       for i, network in enumerate(networks)
     ]
     fit = _combined(fits, model)
-    if members > 1:
-      plan = _ensemble_plan(plan, fits, networks, validation, profile.label.task, members)
+    plan, kept = _after_fit(plan, fits, networks, validation, profile, members)
     warm_start_note = warm_note + kept_width if warm_note else ""
-    result = _result(built, module_style, settings, profile, plan, warm, warm_start_note, fit)
+    served = readings.kept_profile(profile, kept) if kept is not None else profile
+    result = _result(built, module_style, settings, served, plan, warm, warm_start_note, fit)
     if built.is_chief:
       # An ensemble's chart is its first member's.
       epoch_history.write_history(settings.model_run_dir, getattr(networks[0], "history", None))
-      evaluate_and_publish(model, settings, profile, plan, body, eval_files, result)
+      evaluate_and_publish(model, settings, profile, plan, body, eval_files, result, kept)
   finally:
     tf.keras.mixed_precision.set_global_policy(previous_policy)
   trainer_api.write_result(settings.model_run_dir, result)
@@ -223,8 +224,43 @@ def _build(
   return model, networks, warm, warm_note
 
 
+def _with_readings(settings: RunSettings, profile: Profile, plan: TrainingPlan) -> Profile:
+  """The profile, set to train both readings of a count (readings.py) where they apply and the
+  plan holds out the rows that choose between them."""
+  both = readings.applies(profile, settings.task, settings.count_readings)
+  return dataclasses.replace(profile, readings=both and plan.holdout_rows > 0)
+
+
+def _after_fit(
+  plan: TrainingPlan, fits, networks, validation, profile: Profile, members: int
+) -> tuple[TrainingPlan, tasks.Readings | None]:
+  """The plan with what the held-out rows chose after training (each member's epochs, the
+  linear member's share, a count's reading), and the reading kept (None: not a count)."""
+  if members > 1:
+    plan = _ensemble_plan(plan, fits, networks, validation, profile, members)
+  kept = _kept_reading(plan, networks, validation, profile, members)
+  if kept is not None:
+    plan = dataclasses.replace(plan, readings={**kept.to_json(), "reason": kept.describe()})
+  return plan, kept
+
+
+def _kept_reading(
+  plan: TrainingPlan, networks, validation, profile: Profile, members: int
+) -> tasks.Readings | None:
+  """For a count trained both ways, how each reading did on the held-out rows (the winner is
+  the one served); None for other labels."""
+  if not profile.readings:
+    return None
+  outputs, target = mix.held_out_outputs(networks, validation)
+  linear = outputs[members] if plan.linear is not None and len(outputs) > members else None
+  share = plan.linear["share"] if linear is not None else 0.0
+  kept = readings.errors(mix.combined(outputs[:members], linear, share), target, profile)
+  _LOG.info("Count label: %s", kept.describe())
+  return kept
+
+
 def _ensemble_plan(
-  plan: TrainingPlan, fits: list[dict[str, Any]], networks, validation, task: str, members: int
+  plan: TrainingPlan, fits: list[dict[str, Any]], networks, validation, profile: Profile, members
 ) -> TrainingPlan:
   """The plan with each member's epochs, and the linear member's share that the held-out
   batches (`validation`) chose, with the held-out loss of each share."""
@@ -233,7 +269,10 @@ def _ensemble_plan(
   if plan.linear is None:
     return plan
   outputs, target = mix.held_out_outputs(networks, validation)
-  share, losses = mix.choose_linear_share(task, outputs[:members], outputs[members], target)
+  loss = readings.held_out_loss(profile) if profile.readings else None
+  share, losses = mix.choose_linear_share(
+    profile.label.task, outputs[:members], outputs[members], target, loss=loss
+  )
   _LOG.info("Linear member's share: %g (held-out loss of each share: %s)", share, losses)
   return dataclasses.replace(
     plan,

@@ -84,6 +84,9 @@ class LabelDecision:
     auto: whether the floor is automatic (the Evaluator then takes it from the eval split).
     task_reason: why the task is the one decided (tasks.task_reason).
     unlabeled: data rows whose label is empty (or a missing token), left out.
+    readings: the label is a count the default model reads both ways (`tasks.reads_both`),
+      under the automatic floor only.
+    quantity_max_mse: the automatic ceiling of the quantity reading (with `readings`).
   """
 
   task: str
@@ -94,6 +97,8 @@ class LabelDecision:
   auto: bool = False
   task_reason: str = ""
   unlabeled: int = 0
+  readings: bool = False
+  quantity_max_mse: float | None = None
 
 
 def decide_label(
@@ -146,7 +151,16 @@ def decide_label(
   task = tasks.infer_task(label_key, profile.kind, distinct, count, requested_task, max_classes)
   decision = _floor(task, profile, present, distinct, min_accuracy, max_mse)
   why = tasks.task_reason(profile.kind, distinct, count, requested_task, task, max_classes)
-  return dataclasses.replace(decision, task_reason=why, unlabeled=profile.num_empty)
+  decision = dataclasses.replace(decision, task_reason=why, unlabeled=profile.num_empty)
+  if decision.auto and tasks.reads_both(profile.kind, distinct, count, requested_task, task):
+    variance = getattr(profile, "variance", None) if present else None
+    ceiling = floors.decide(tasks.REGRESSION, None, None, variance=variance).value
+    why = (
+      f"{why}; whole numbers from 0 up, so it is trained both as classes and as a quantity, "
+      "and the reading that errs less on held-out rows is kept"
+    )
+    return dataclasses.replace(decision, task_reason=why, readings=True, quantity_max_mse=ceiling)
+  return decision
 
 
 def _floor(task, profile, present, distinct, min_accuracy, max_mse) -> LabelDecision:

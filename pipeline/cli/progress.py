@@ -334,8 +334,8 @@ def describe_summary(
 
 
 def _training_lines(plan: dict[str, Any] | None) -> list[str]:
-  """The Trainer's inputs, why it trained as it did and the epochs it ran and kept, and its
-  warm start."""
+  """The Trainer's inputs, why it trained as it did and the epochs it ran and kept, the reading
+  a count label kept, and its warm start."""
   lines = []
   if plan and plan.get("inputs"):
     lines.append(f"inputs: {plan['inputs']}")
@@ -357,6 +357,8 @@ def _training_lines(plan: dict[str, Any] | None) -> list[str]:
       if plan.get("best_epoch"):
         line += f", kept epoch {plan['best_epoch']}"
     lines.append(line)
+    if plan.get("readings"):
+      lines.append(f"label: {plan['readings']['reason']}")
     if plan.get("warm_start"):
       lines.append(f"warm start: {plan['warm_start']}")
   return lines

@@ -82,6 +82,8 @@ def config_from_args(
     schema_path=schema,
     task=decision.task,
     task_reason=decision.task_reason,
+    count_readings=decision.readings,
+    quantity_max_mse=decision.quantity_max_mse,
     tune=plan.tune,
     min_accuracy=decision.min_accuracy,
     max_mse=decision.max_mse,

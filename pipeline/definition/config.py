@@ -53,6 +53,10 @@ class PipelineConfig:
   task: str = defaults.TASK
   # Why the task is the one resolved, for the summary (tasks.task_reason).
   task_reason: str = ""
+  # The label is a count read both ways (`tasks.reads_both`): the model keeps the reading that
+  # errs less on held-out rows, and the Evaluator follows it (with this ceiling for a quantity).
+  count_readings: bool = False
+  quantity_max_mse: float | None = None
   max_classes: int = defaults.MAX_CLASSES
   # A text label's missing tokens (NA, None) are classes (--task multiclass), not missing.
   keep_label_tokens: bool = False

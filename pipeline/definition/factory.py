@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import tensorflow_model_analysis as tfma
@@ -101,6 +102,15 @@ def make_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalCo
     slicing_specs=[tfma.SlicingSpec()],
     metrics_specs=[tfma.MetricsSpec(metrics=metrics)],
   )
+
+
+def _quantity_eval_config(config: PipelineConfig, preprocessing: bool) -> tfma.EvalConfig | None:
+  """The EvalConfig of a count label's quantity reading (`count_readings`), which the Evaluator
+  takes instead when the trainer kept that reading; None for other labels."""
+  if not config.count_readings:
+    return None
+  quantity = dataclasses.replace(config, task=tasks.REGRESSION, max_mse=config.quantity_max_mse)
+  return make_eval_config(quantity, preprocessing)
 
 
 def label_through_model(config: PipelineConfig) -> bool:
@@ -260,6 +270,8 @@ def _training(config: PipelineConfig, examples, schema, anomalies, transform, li
     custom_config[properties.PROFILE_STEPS_CONFIG] = list(config.profile_steps)
   if config.split_column:
     custom_config[properties.SPLIT_COLUMN_CONFIG] = config.split_column
+  if config.count_readings:
+    custom_config[properties.READINGS_CONFIG] = True
   train_args = trainer_pb2.TrainArgs(num_steps=config.train_steps or 0)
   eval_args = trainer_pb2.EvalArgs(num_steps=config.eval_steps)
   module_kwargs = (
@@ -316,6 +328,7 @@ def _release(
     baseline_model=live.outputs["baseline"],
     eval_config=make_eval_config(config, preprocessing),
     auto_floor=floor_lib.auto_floor_spec(config.task) if config.auto_floor else None,
+    quantity_eval_config=_quantity_eval_config(config, preprocessing),
     schema=schema,
     baseline_schema=live.outputs["reference_schema"],
   ).with_id(nodes.EVALUATOR)

@@ -309,6 +309,23 @@ def test_decide_label_floor_beats_the_majority_class(tmp_path):
   assert given.min_accuracy == 0.9 and given.floor_reason == "--min-accuracy 0.9"
 
 
+def test_a_count_label_is_decided_to_be_read_both_ways_with_the_quantitys_ceiling(tmp_path):
+  # Visits to a doctor, 0 to 9: classes by the automatic rule, a quantity by the evidence maybe.
+  rows = [f"{i},{i % 10}" for i in range(200)]
+  path = _csv(tmp_path, "x,visits", rows)
+  decision = data_checks.decide_label([path], "visits", ",", "auto", 1000, None, None)
+  assert (decision.task, decision.readings) == ("multiclass", True)
+  assert decision.quantity_max_mse == pytest.approx(0.99 * 8.25)  # AUTO_MSE_SHARE x variance
+  assert decision.task_reason == (
+    "10 whole-number values; whole numbers from 0 up, so it is trained both as classes and as "
+    "a quantity, and the reading that errs less on held-out rows is kept"
+  )
+  # --task, or a floor given for classes, keeps one reading.
+  given = data_checks.decide_label([path], "visits", ",", "multiclass", 1000, None, None)
+  floored = data_checks.decide_label([path], "visits", ",", "auto", 1000, 0.5, None)
+  assert not given.readings and not floored.readings and floored.task == "multiclass"
+
+
 def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_as_classes(
   tmp_path,
 ):

@@ -162,3 +162,46 @@ def test_the_reason_names_the_class_cap_a_whole_number_label_is_over():
   assert tasks.task_reason(CSV_INT, values, 30, tasks.AUTO, task, 20) == (
     "30 whole-number values, over --max-classes 20"
   )
+
+
+# ----------------------------------------------------------------------------- count readings
+
+
+@pytest.mark.parametrize(
+  ("kind", "distinct", "requested", "task", "expected"),
+  [
+    (CSV_INT, list(range(10)), tasks.AUTO, tasks.MULTICLASS, True),  # digits, or visits
+    (CSV_INT, [0, 1, 2, 3, 7, 12], tasks.AUTO, tasks.MULTICLASS, True),  # Affairs' counts
+    (CSV_INT, list(range(1, 29)), tasks.AUTO, tasks.MULTICLASS, True),  # spell lengths
+    (CSV_INT, [0, 1], tasks.AUTO, tasks.BINARY, False),  # two values: binary
+    (CSV_INT, [-1, 0, 1], tasks.AUTO, tasks.MULTICLASS, False),  # a negative: no count
+    (CSV_INT, list(range(10)), tasks.MULTICLASS, tasks.MULTICLASS, False),  # --task wins
+    (CSV_INT, list(range(10)), tasks.REGRESSION, tasks.REGRESSION, False),
+    (CSV_FLOAT, [0.0, 1.0, 2.0], tasks.AUTO, tasks.REGRESSION, False),
+    (CSV_STRING, ["a", "b", "c"], tasks.AUTO, tasks.MULTICLASS, False),
+  ],
+)
+def test_which_labels_are_read_both_as_classes_and_as_a_quantity(
+  kind, distinct, requested, task, expected
+):
+  assert tasks.reads_both(kind, distinct, len(distinct), requested, task) is expected
+
+
+def test_a_count_whose_values_were_not_all_counted_is_not_read_both_ways():
+  assert not tasks.reads_both(CSV_INT, [0, 1, 2], 4, tasks.AUTO, tasks.MULTICLASS)
+
+
+def test_the_reading_that_errs_less_wins_and_the_sentence_says_by_how_much():
+  quantity = tasks.Readings(classes_rmse=0.561, quantity_rmse=0.5, rows=1200)
+  assert (quantity.winner, quantity.task) == (tasks.QUANTITY_READING, tasks.REGRESSION)
+  assert quantity.describe() == (
+    "read as a quantity: held-out RMSE 0.561 as classes against 0.5 as a quantity on 1,200 "
+    "rows, 10.9% lower (--task multiclass or --task regression sets one)"
+  )
+  classes = tasks.Readings(classes_rmse=0.2, quantity_rmse=1.0, rows=50)
+  assert (classes.winner, classes.task) == (tasks.CLASSES_READING, tasks.MULTICLASS)
+  assert classes.describe().startswith("read as classes: held-out RMSE 0.2 as classes against 1")
+  assert "80.0% lower" in classes.describe()
+  # A tie keeps the classes, which the automatic rule chose before the evidence.
+  assert tasks.Readings(1.0, 1.0, 10).winner == tasks.CLASSES_READING
+  assert tasks.Readings.from_json(quantity.to_json()) == quantity

@@ -15,6 +15,8 @@ NUMERIC = ("age", "income", "ratio")
 TEXT = ("city", "color")
 COLORS = ("blue", "green", "red")
 LABEL = "label"
+# A whole-number label from 0 up that reads best as a quantity (models/tabular/readings.py).
+COUNT = "count"
 CLASSES = {"binary": ("no", "yes"), "multiclass": ("high", "low", "mid")}
 
 
@@ -23,7 +25,7 @@ def make_rows(n: int, task: str, seed: int = 0) -> list[dict]:
 
   Args:
     n: rows.
-    task: 'binary', 'multiclass' or 'regression' (text labels for the first two).
+    task: 'binary', 'multiclass' or 'regression' (text labels for the first two), or COUNT.
     seed: generator seed.
   """
   rng = np.random.default_rng(seed)
@@ -43,6 +45,9 @@ def make_rows(n: int, task: str, seed: int = 0) -> list[dict]:
     }
     if task == "regression":
       row[LABEL] = round(10.0 * score + 3.0 * ratio + float(rng.normal(0, 0.3)), 4)
+    elif task == COUNT:
+      # Events counted over a spell: Poisson, whose mean rises with one column, capped at 19.
+      row[LABEL] = int(min(rng.poisson(1 + 8 * ratio), 19))
     elif task == "binary":
       row[LABEL] = "yes" if score > 0 else "no"
     else:
@@ -66,7 +71,7 @@ def _feature(value, kind: str):
 def kinds(task: str) -> dict[str, str]:
   """Column -> 'int', 'float' or 'string', label included."""
   out = {"age": "int", "income": "float", "ratio": "float", "city": "string", "color": "string"}
-  out[LABEL] = "float" if task == "regression" else "string"
+  out[LABEL] = {"regression": "float", COUNT: "int"}.get(task, "string")
   return out
 
 
