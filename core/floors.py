@@ -99,6 +99,19 @@ def mse_ceiling(variance: float, split: str | None = None) -> Floor:
   )
 
 
+def count_classes_floor() -> Floor:
+  """The automatic floor of a count read both ways whose classes won (`tasks.reads_both`): no
+  accuracy floor, since the label is a number and its classes are scored by their expected
+  value, which must err less than always answering the train mean (EXPECTED_VALUE_RMSE), as a
+  quantity's error must stay under the label's variance."""
+  return Floor(
+    0.0,
+    "auto: a whole-number label kept as classes is blessed on their expected value, which must err "
+    "less than always answering the train mean (no accuracy floor; --min-accuracy sets one)",
+    auto=True,
+  )
+
+
 def decide(
   task: str,
   min_accuracy: float | None,

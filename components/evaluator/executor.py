@@ -52,6 +52,8 @@ class Executor(stock_evaluator.Executor):
       baselines,
     )
     floor = _eval_split_floor(input_dict, exec_properties)
+    if floor is not None and _count_as_classes(input_dict, exec_properties):
+      floor = floors.count_classes_floor()
     if floor is not None:
       task = json.loads(exec_properties[AUTO_FLOOR_KEY])["task"]
       config_key = standard_component_specs.EVAL_CONFIG_KEY
@@ -240,6 +242,16 @@ def _reading_followed(input_dict, exec_properties) -> dict[str, Any]:
   if exec_properties.get(AUTO_FLOOR_KEY):
     out[AUTO_FLOOR_KEY] = floor_lib.auto_floor_spec(tasks.REGRESSION)
   return out
+
+
+def _count_as_classes(input_dict, exec_properties) -> bool:
+  """Whether the candidate is a count read both ways that kept its classes."""
+  models = input_dict.get(standard_component_specs.MODEL_KEY) or []
+  return (
+    bool(exec_properties.get(QUANTITY_EVAL_CONFIG_KEY))
+    and len(models) == 1
+    and _model_task(models[0]) == tasks.MULTICLASS
+  )
 
 
 def _other_reading(input_dict, baselines, exec_properties) -> str:

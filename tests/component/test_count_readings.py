@@ -198,6 +198,15 @@ def test_the_evaluator_takes_the_quantitys_config_and_floor_when_the_model_kept_
   )
 
 
+def test_a_count_that_kept_its_classes_is_blessed_on_their_expected_value():
+  props = {QUANTITY_EVAL_CONFIG_KEY: "{}"}
+  classes = {sc.MODEL_KEY: [_model("/m", tasks.MULTICLASS)]}
+  assert evaluator_executor._count_as_classes(classes, props)
+  assert not evaluator_executor._count_as_classes(classes, {})
+  quantity = {sc.MODEL_KEY: [_model("/m", tasks.REGRESSION)]}
+  assert not evaluator_executor._count_as_classes(quantity, props)
+
+
 def test_a_live_version_of_the_other_reading_is_not_compared(tmp_path):
   props = {QUANTITY_EVAL_CONFIG_KEY: "{}"}
   tonight = {sc.MODEL_KEY: [_model(tmp_path / "m", tasks.REGRESSION)]}

@@ -103,3 +103,9 @@ def test_a_label_the_transform_computes_sets_no_automatic_floor():
   assert floors.computed_label_reason("multiclass", 0.7, None, "y", "y_xf").startswith(
     "--min-accuracy 0.7 (the model"
   )
+
+
+def test_a_count_kept_as_classes_has_no_accuracy_floor_and_says_what_blesses_it():
+  floor = floors.count_classes_floor()
+  assert (floor.value, floor.auto) == (0.0, True)
+  assert "expected value" in floor.reason and "--min-accuracy" in floor.reason

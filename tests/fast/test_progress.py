@@ -82,6 +82,20 @@ def test_the_summary_says_how_the_model_read_its_columns():
   assert lines.index(f"inputs: {inputs}") < lines.index("training: up to 3 epochs")
 
 
+def test_the_summary_says_which_reading_of_a_count_won_with_both_errors():
+  from core import tasks
+
+  kept = tasks.Readings(classes_rmse=0.561, quantity_rmse=0.487, rows=300)
+  plan = {"reason": "up to 3 epochs", "readings": {**kept.to_json(), "reason": kept.describe()}}
+  lines = progress.describe_summary(
+    {"status": "succeeded", "training_plan": plan}, pathlib.Path("/out"), "log"
+  )
+  assert lines[lines.index("training: up to 3 epochs") + 1] == (
+    "label: read as a quantity: held-out RMSE 0.561 as classes against 0.487 as a quantity on "
+    "300 rows, 13.2% lower (--task multiclass or --task regression sets one)"
+  )
+
+
 def test_the_summary_says_what_a_warm_start_copied():
   note = "0 of 5 layers with weights copied from the base model; its hidden layers ..."
   plan = {"reason": "up to 3 epochs", "epochs_run": 3, "warm_start": note}
