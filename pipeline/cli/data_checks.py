@@ -156,7 +156,7 @@ def decide_label(
     variance = getattr(profile, "variance", None) if present else None
     ceiling = floors.decide(tasks.REGRESSION, None, None, variance=variance).value
     why = (
-      f"{why}; whole numbers from 0 up, so it is trained both as classes and as a quantity, "
+      f"{why}; whole numbers, none below 0, so it is trained both as classes and as a quantity, "
       "and the reading that errs less on held-out rows is kept"
     )
     return dataclasses.replace(decision, task_reason=why, readings=True, quantity_max_mse=ceiling)

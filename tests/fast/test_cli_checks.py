@@ -317,7 +317,7 @@ def test_a_count_label_is_decided_to_be_read_both_ways_with_the_quantitys_ceilin
   assert (decision.task, decision.readings) == ("multiclass", True)
   assert decision.quantity_max_mse == pytest.approx(0.99 * 8.25)  # AUTO_MSE_SHARE x variance
   assert decision.task_reason == (
-    "10 whole-number values; whole numbers from 0 up, so it is trained both as classes and as "
+    "10 whole-number values; whole numbers, none below 0, so it is trained both as classes and as "
     "a quantity, and the reading that errs less on held-out rows is kept"
   )
   # --task, or a floor given for classes, keeps one reading.
