@@ -74,3 +74,40 @@ def test_the_example_gen_is_lenient_in_exactly_the_columns_left_out(tmp_path):
     pipeline = factory.create_pipeline(config)
     [example_gen] = [c for c in pipeline.components if c.id == nodes.CSV_EXAMPLE_GEN]
     assert example_gen.exec_properties.get("lenient_columns") == lenient
+
+
+def test_a_count_label_reaches_the_trainer_and_the_evaluator_with_both_readings(tmp_path):
+  # AER's DoctorVisits-like counts 0..9: the trainer is told to read them both ways, and the
+  # Evaluator gets the quantity's config (mean squared error under the whole input's ceiling).
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "d.csv").write_text("x,visits\n" + "".join(f"{i},{i % 10}\n" for i in range(300)))
+  import tensorflow_model_analysis as tfma
+  from google.protobuf import json_format
+
+  from core import properties
+  from pipeline.definition import factory, nodes  # TFX: imported by this test alone
+
+  def built(*extra):
+    flags = ["--data-root", data, "--label-key", "visits", *extra]
+    config = resolve.config_from_args(
+      _args(tmp_path, *flags), str(tmp_path / "root"), str(tmp_path / "serving")
+    )
+    components = {c.id: c for c in factory.create_pipeline(config).components}
+    return config, components[nodes.TRAINER], components[nodes.EVALUATOR]
+
+  config, trainer, evaluator = built()
+  assert (config.task, config.count_readings) == ("multiclass", True)
+  custom = trainer.exec_properties["custom_config"]
+  assert '"count_readings": true' in str(custom)
+  quantity = json_format.Parse(evaluator.exec_properties["quantity_eval_config"], tfma.EvalConfig())
+  metrics = [m.class_name for s in quantity.metrics_specs for m in s.metrics]
+  assert metrics == ["MeanSquaredError", "MeanAbsoluteError", "ExampleCount"]
+  ceiling = quantity.metrics_specs[0].metrics[0].threshold.value_threshold.upper_bound.value
+  assert ceiling == pytest.approx(config.quantity_max_mse) and ceiling > 0
+  assert "SparseCategoricalAccuracy" in evaluator.exec_properties["eval_config"]
+  # --task multiclass: one reading, and no quantity config.
+  config, trainer, evaluator = built("--task", "multiclass")
+  assert not config.count_readings
+  assert evaluator.exec_properties.get("quantity_eval_config") is None
+  assert properties.READINGS_CONFIG not in str(trainer.exec_properties["custom_config"])
