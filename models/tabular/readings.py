@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from core import column_types, tasks
-from models.tabular import layers
+from models.tabular import layers, mix
 from models.tabular.profile import Profile
 
 
@@ -78,10 +78,9 @@ def held_out_loss(profile: Profile):
 
   def loss(predicted: np.ndarray, target: np.ndarray) -> float:
     index = target.reshape(-1).astype(np.int64)
-    rows = np.arange(len(index))
-    p = np.clip(predicted[:, :classes], 1e-7, 1.0)
+    log_loss = mix.task_loss(tasks.MULTICLASS, predicted[:, :classes], target)
     error = (predicted[:, classes] - values[index]) / profile.label_std
-    return float(-np.mean(np.log(p[rows, index])) + np.mean(np.square(error)))
+    return log_loss + float(np.mean(np.square(error)))
 
   return loss
 

@@ -236,22 +236,26 @@ def _after_fit(
 ) -> tuple[TrainingPlan, tasks.Readings | None]:
   """The plan with what the held-out rows chose after training (each member's epochs, the
   linear member's share, a count's reading), and the reading kept (None: not a count)."""
+  held_out = None
+  if profile.readings or (members > 1 and plan.linear is not None):
+    # One pass over the held-out rows serves the linear member's share and the reading.
+    held_out = mix.held_out_outputs(networks, validation)
   if members > 1:
-    plan = _ensemble_plan(plan, fits, networks, validation, profile, members)
-  kept = _kept_reading(plan, networks, validation, profile, members)
+    plan = _ensemble_plan(plan, fits, held_out, profile, members)
+  kept = _kept_reading(plan, held_out, profile, members)
   if kept is not None:
     plan = dataclasses.replace(plan, readings={**kept.to_json(), "reason": kept.describe()})
   return plan, kept
 
 
 def _kept_reading(
-  plan: TrainingPlan, networks, validation, profile: Profile, members: int
+  plan: TrainingPlan, held_out, profile: Profile, members: int
 ) -> tasks.Readings | None:
-  """For a count trained both ways, how each reading did on the held-out rows (the winner is
-  the one served); None for other labels."""
+  """For a count trained both ways, how each reading did on the held-out rows (`held_out`:
+  `mix.held_out_outputs`; the winner is the one served); None for other labels."""
   if not profile.readings:
     return None
-  outputs, target = mix.held_out_outputs(networks, validation)
+  outputs, target = held_out
   linear = outputs[members] if plan.linear is not None and len(outputs) > members else None
   share = plan.linear["share"] if linear is not None else 0.0
   kept = readings.errors(mix.combined(outputs[:members], linear, share), target, profile)
@@ -260,15 +264,16 @@ def _kept_reading(
 
 
 def _ensemble_plan(
-  plan: TrainingPlan, fits: list[dict[str, Any]], networks, validation, profile: Profile, members
+  plan: TrainingPlan, fits: list[dict[str, Any]], held_out, profile: Profile, members: int
 ) -> TrainingPlan:
   """The plan with each member's epochs, and the linear member's share that the held-out
-  batches (`validation`) chose, with the held-out loss of each share."""
+  rows' outputs (`held_out`: `mix.held_out_outputs`) chose, with the held-out loss of each
+  share."""
   epochs = [{"epochs_run": f["epochs_run"], "best_epoch": f["best_epoch"]} for f in fits]
   plan = dataclasses.replace(plan, members=tuple(epochs[:members]))
   if plan.linear is None:
     return plan
-  outputs, target = mix.held_out_outputs(networks, validation)
+  outputs, target = held_out
   loss = readings.held_out_loss(profile) if profile.readings else None
   share, losses = mix.choose_linear_share(
     profile.label.task, outputs[:members], outputs[members], target, loss=loss
