@@ -35,10 +35,13 @@ class Executor(stock_evaluator.Executor):
     output_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
   ) -> None:
-    exec_properties = _reading_followed(input_dict, exec_properties)
+    # Only a count label read both ways asks which reading the candidate kept.
+    quantity = exec_properties.get(QUANTITY_EVAL_CONFIG_KEY)
+    tonight = _candidate_task(input_dict) if quantity else ""
+    exec_properties = _reading_followed(tonight, exec_properties)
     key = standard_component_specs.BASELINE_MODEL_KEY
     baselines = [a for a in input_dict.get(key) or [] if properties.live_available(a)]
-    reading = _other_reading(input_dict, baselines, exec_properties)
+    reading = _other_reading(tonight, baselines, exec_properties)
     if reading:
       baselines = []
     input_dict = {**input_dict, key: baselines}
@@ -52,7 +55,7 @@ class Executor(stock_evaluator.Executor):
       baselines,
     )
     floor = _eval_split_floor(input_dict, exec_properties)
-    if floor is not None and _count_as_classes(input_dict, exec_properties):
+    if floor is not None and _count_as_classes(tonight, exec_properties):
       floor = floors.count_classes_floor()
     if floor is not None:
       task = json.loads(exec_properties[AUTO_FLOOR_KEY])["task"]
@@ -229,13 +232,18 @@ def _model_task(artifact) -> str:
   return ""
 
 
-def _reading_followed(input_dict, exec_properties) -> dict[str, Any]:
-  """The properties for the reading the trainer kept: for a count label read both ways whose
-  candidate is a quantity (its Model's task is regression), the quantity's EvalConfig and a
-  regression's automatic floor."""
-  quantity = exec_properties.get(QUANTITY_EVAL_CONFIG_KEY)
+def _candidate_task(input_dict) -> str:
+  """The candidate Model's task (`_model_task`), or '' without one candidate."""
   models = input_dict.get(standard_component_specs.MODEL_KEY) or []
-  if not quantity or len(models) != 1 or _model_task(models[0]) != tasks.REGRESSION:
+  return _model_task(models[0]) if len(models) == 1 else ""
+
+
+def _reading_followed(tonight: str, exec_properties) -> dict[str, Any]:
+  """The properties for the reading the trainer kept: for a count label read both ways whose
+  candidate is a quantity (`tonight`, its Model's task, is regression), the quantity's
+  EvalConfig and a regression's automatic floor."""
+  quantity = exec_properties.get(QUANTITY_EVAL_CONFIG_KEY)
+  if not quantity or tonight != tasks.REGRESSION:
     return exec_properties
   logging.info("Evaluator: the trainer kept the count label's quantity reading.")
   out = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: quantity}
@@ -244,24 +252,19 @@ def _reading_followed(input_dict, exec_properties) -> dict[str, Any]:
   return out
 
 
-def _count_as_classes(input_dict, exec_properties) -> bool:
-  """Whether the candidate is a count read both ways that kept its classes."""
-  models = input_dict.get(standard_component_specs.MODEL_KEY) or []
-  return (
-    bool(exec_properties.get(QUANTITY_EVAL_CONFIG_KEY))
-    and len(models) == 1
-    and _model_task(models[0]) == tasks.MULTICLASS
-  )
+def _count_as_classes(tonight: str, exec_properties) -> bool:
+  """Whether the candidate (of task `tonight`) is a count read both ways that kept its
+  classes."""
+  return bool(exec_properties.get(QUANTITY_EVAL_CONFIG_KEY)) and tonight == tasks.MULTICLASS
 
 
-def _other_reading(input_dict, baselines, exec_properties) -> str:
-  """Why the live version is not compared, when it reads a count label the other way (classes
-  against a quantity): their metrics do not compare. '' otherwise."""
-  models = input_dict.get(standard_component_specs.MODEL_KEY) or []
-  if not exec_properties.get(QUANTITY_EVAL_CONFIG_KEY) or len(baselines) != 1 or len(models) != 1:
+def _other_reading(tonight: str, baselines, exec_properties) -> str:
+  """Why the live version is not compared, when it reads a count label the other way than the
+  candidate (of task `tonight`): their metrics do not compare. '' otherwise."""
+  if not exec_properties.get(QUANTITY_EVAL_CONFIG_KEY) or len(baselines) != 1 or not tonight:
     return ""
-  tonight, live = _model_task(models[0]), _model_task(baselines[0])
-  if not tonight or not live or tonight == live:
+  live = _model_task(baselines[0])
+  if not live or tonight == live:
     return ""
   skipped = (
     f"the live version reads the count label as {live} and tonight's model as {tonight}, "

@@ -181,35 +181,33 @@ def test_the_evaluator_takes_the_quantitys_config_and_floor_when_the_model_kept_
     QUANTITY_EVAL_CONFIG_KEY: quantity,
     AUTO_FLOOR_KEY: json.dumps({"task": tasks.MULTICLASS}),
   }
-  followed = evaluator_executor._reading_followed(
-    {sc.MODEL_KEY: [_model("/m", tasks.REGRESSION)]}, props
-  )
+  quantity_model = {sc.MODEL_KEY: [_model("/m", tasks.REGRESSION)]}
+  regression = evaluator_executor._candidate_task(quantity_model)
+  assert regression == tasks.REGRESSION
+  followed = evaluator_executor._reading_followed(regression, props)
   assert followed[sc.EVAL_CONFIG_KEY] == quantity
   assert json.loads(followed[AUTO_FLOOR_KEY]) == {"task": tasks.REGRESSION}
   # A model that kept the classes, or a run without the decision, keeps the config as it is.
-  kept = evaluator_executor._reading_followed(
-    {sc.MODEL_KEY: [_model("/m", tasks.MULTICLASS)]}, props
-  )
+  kept = evaluator_executor._reading_followed(tasks.MULTICLASS, props)
   assert kept is props
   without = {k: v for k, v in props.items() if k != QUANTITY_EVAL_CONFIG_KEY}
-  assert (
-    evaluator_executor._reading_followed({sc.MODEL_KEY: [_model("/m", "regression")]}, without)
-    is without
-  )
+  assert evaluator_executor._reading_followed(regression, without) is without
 
 
 def test_a_count_that_kept_its_classes_is_blessed_on_their_expected_value():
   props = {QUANTITY_EVAL_CONFIG_KEY: "{}"}
-  classes = {sc.MODEL_KEY: [_model("/m", tasks.MULTICLASS)]}
+  classes = evaluator_executor._candidate_task({sc.MODEL_KEY: [_model("/m", tasks.MULTICLASS)]})
   assert evaluator_executor._count_as_classes(classes, props)
   assert not evaluator_executor._count_as_classes(classes, {})
-  quantity = {sc.MODEL_KEY: [_model("/m", tasks.REGRESSION)]}
+  quantity = evaluator_executor._candidate_task({sc.MODEL_KEY: [_model("/m", tasks.REGRESSION)]})
   assert not evaluator_executor._count_as_classes(quantity, props)
 
 
 def test_a_live_version_of_the_other_reading_is_not_compared(tmp_path):
   props = {QUANTITY_EVAL_CONFIG_KEY: "{}"}
-  tonight = {sc.MODEL_KEY: [_model(tmp_path / "m", tasks.REGRESSION)]}
+  tonight = evaluator_executor._candidate_task(
+    {sc.MODEL_KEY: [_model(tmp_path / "m", tasks.REGRESSION)]}
+  )
   # LiveModel's baseline carries no task property: its contract says it.
   live = tmp_path / "live"
   contract = model_contract.ModelContract(tasks.MULTICLASS, {"key": "y"}, [], "")
