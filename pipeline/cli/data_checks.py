@@ -110,8 +110,12 @@ def decide_label(
   min_accuracy: float | None,
   max_mse: float | None,
   model_label_key: str | None = None,
+  default_model: bool = True,
 ) -> LabelDecision:
   """Profiles the label column of the input and decides the task and the floor.
+
+  A count label is read both ways (`tasks.reads_both`) only by the default model
+  (`default_model`); a run_fn module trains the task it is given.
 
   The floor is the one `core.floors` decides from the label column (the Evaluator decides it
   again from the eval split). When the model learns a label a Transform computes and the task
@@ -152,7 +156,8 @@ def decide_label(
   decision = _floor(task, profile, present, distinct, min_accuracy, max_mse)
   why = tasks.task_reason(profile.kind, distinct, count, requested_task, task, max_classes)
   decision = dataclasses.replace(decision, task_reason=why, unlabeled=profile.num_empty)
-  if decision.auto and tasks.reads_both(profile.kind, distinct, count, requested_task, task):
+  both = tasks.reads_both(profile.kind, distinct, count, requested_task, task)
+  if decision.auto and default_model and both:
     variance = getattr(profile, "variance", None) if present else None
     ceiling = floors.decide(tasks.REGRESSION, None, None, variance=variance).value
     why = (

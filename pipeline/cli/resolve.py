@@ -68,7 +68,9 @@ def config_from_args(
     local_modules = local_paths
   paths = _resolve_paths(args, pipeline_root, serving_dir, local_paths, local_modules)
   data_root, module_file, transform_module, schema, pattern, plan = paths
-  decision = _decide_from_data(args, data_root, pattern, local_paths, serving_dir)
+  # Only the default model (bundled, or around a build_model network) reads a count both ways.
+  default_model = plan.style != defaults.RUN_FN
+  decision = _decide_from_data(args, data_root, pattern, local_paths, serving_dir, default_model)
   return PipelineConfig(
     **_fields_from_flags(args),
     data_root=data_root,
@@ -286,7 +288,12 @@ def _resolve_paths(
 
 
 def _decide_from_data(
-  args: argparse.Namespace, data_root: str, pattern: str, local_paths: bool, serving_dir: str
+  args: argparse.Namespace,
+  data_root: str,
+  pattern: str,
+  local_paths: bool,
+  serving_dir: str,
+  default_model: bool = True,
 ) -> data_checks.LabelDecision:
   """Reads the data where this machine can: the columns the flags name (`--accept-changes`'s
   may also be the live version's, in `serving_dir`), the task, the floor."""
@@ -318,6 +325,7 @@ def _decide_from_data(
       args.min_accuracy,
       args.max_mse,
       model_label_key=args.eval_label_key,
+      default_model=default_model,
     )
     if plan.partition_column:
       data_checks.check_grouped_eval_size(

@@ -324,6 +324,13 @@ def test_a_count_label_is_decided_to_be_read_both_ways_with_the_quantitys_ceilin
   given = data_checks.decide_label([path], "visits", ",", "multiclass", 1000, None, None)
   floored = data_checks.decide_label([path], "visits", ",", "auto", 1000, 0.5, None)
   assert not given.readings and not floored.readings and floored.task == "multiclass"
+  # A run_fn module trains the classes it is given, under the accuracy floor.
+  module = data_checks.decide_label(
+    [path], "visits", ",", "auto", 1000, None, None, default_model=False
+  )
+  assert (module.task, module.readings, module.quantity_max_mse) == ("multiclass", False, None)
+  assert module.task_reason == "10 whole-number values"
+  assert module.floor_reason.startswith("auto: accuracy at least")
 
 
 def test_decide_label_with_task_multiclass_counts_a_text_labels_missing_tokens_as_classes(

@@ -106,8 +106,10 @@ def test_a_count_label_reaches_the_trainer_and_the_evaluator_with_both_readings(
   ceiling = quantity.metrics_specs[0].metrics[0].threshold.value_threshold.upper_bound.value
   assert ceiling == pytest.approx(config.quantity_max_mse) and ceiling > 0
   assert "SparseCategoricalAccuracy" in evaluator.exec_properties["eval_config"]
-  # --task multiclass: one reading, and no quantity config.
-  config, trainer, evaluator = built("--task", "multiclass")
-  assert not config.count_readings
-  assert evaluator.exec_properties.get("quantity_eval_config") is None
-  assert properties.READINGS_CONFIG not in str(trainer.exec_properties["custom_config"])
+  # --task multiclass, or a run_fn module of one's own: one reading, no quantity config.
+  module = REPO_ROOT / "tests" / "data" / "modules" / "simple_keras_module.py"
+  for extra in (("--task", "multiclass"), ("--module-file", module)):
+    config, trainer, evaluator = built(*extra)
+    assert not config.count_readings and config.task == "multiclass"
+    assert evaluator.exec_properties.get("quantity_eval_config") is None
+    assert properties.READINGS_CONFIG not in str(trainer.exec_properties["custom_config"])
