@@ -119,17 +119,19 @@ def _as_decoded(batch: Any) -> Any:
   return pa.RecordBatch.from_arrays(arrays, names)
 
 
-def open_file(path: str) -> Any:
+def open_file(path: str, first_column_only: bool = False) -> Any:
   """An Arrow IPC file reader of one columnar file: memory-mapped when local, read whole from
-  an object store (through TensorFlow's file systems, as the rest of the artifact is)."""
+  an object store (through TensorFlow's file systems, as the rest of the artifact is).
+  `first_column_only` leaves the other columns of each batch unread."""
   import pyarrow as pa
 
+  options = pa.ipc.IpcReadOptions(included_fields=[0]) if first_column_only else None
   if not storage.is_remote(path):
-    return pa.ipc.open_file(pa.memory_map(path))
+    return pa.ipc.open_file(pa.memory_map(path), options=options)
   import tensorflow as tf
 
   with tf.io.gfile.GFile(path, "rb") as f:
-    return pa.ipc.open_file(pa.BufferReader(f.read()))
+    return pa.ipc.open_file(pa.BufferReader(f.read()), options=options)
 
 
 def rebatch(batches: Iterable[Any], rows: int) -> Iterator[Any]:
@@ -172,28 +174,48 @@ def record_batches(files: Sequence[str], batch_rows: int) -> Iterator[Any]:
     yield _as_decoded(batch)
 
 
-def sampled_examples(files: Sequence[str], positions: Any) -> list[bytes] | None:
+def batch_sizes(files: Sequence[str]) -> list[int]:
+  """The rows of every record batch of the files, in order.
+
+  Only each batch's first column is read: the others stay compressed, so counting a split of
+  65 columns costs about a sixty-fifth of reading it.
+  """
+  sizes: list[int] = []
+  for path in files:
+    reader = open_file(path, first_column_only=True)
+    sizes.extend(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+  return sizes
+
+
+def sampled_examples(
+  files: Sequence[str], positions: Any, sizes: Sequence[int] | None = None
+) -> list[bytes] | None:
   """The rows at `positions` (sorted, 0-based across the files in order) as serialized
   tf.Examples, or None where a column holds no values in some file (a Feature with no kind,
   which the encoder cannot write): then read the shards instead.
 
   Each drawn row is the shard's record in the same place: the copy holds the same rows in the
   same order, every value as a one-value list and an empty cell as an empty list of its type,
-  as the ExampleGen writes them. Only the drawn rows are encoded.
+  as the ExampleGen writes them. Only the drawn rows are encoded. Given the batches' `sizes`
+  (`batch_sizes`), a batch that holds no drawn row is not read at all.
   """
   import numpy as np
   import pyarrow as pa
   from tfx_bsl.coders import example_coder
 
   positions = np.asarray(positions, dtype=np.int64)
+  known = iter(sizes) if sizes is not None else None
   picked, offset = [], 0
   for path in files:
     reader = open_file(path)
-    for batch in file_batches(reader):
-      lo, hi = np.searchsorted(positions, [offset, offset + batch.num_rows])
+    for i in range(reader.num_record_batches):
+      batch = None if known is not None else reader.get_batch(i)
+      rows = next(known) if known is not None else batch.num_rows
+      lo, hi = np.searchsorted(positions, [offset, offset + rows])
       if hi > lo:
+        batch = batch if batch is not None else reader.get_batch(i)
         picked.append(batch.take(pa.array(positions[lo:hi] - offset)))
-      offset += batch.num_rows
+      offset += rows
   if not picked:
     return []
   if any(pa.types.is_null(b.schema.field(i).type) for b in picked for i in range(b.num_columns)):

@@ -62,7 +62,12 @@ def _sample_line(report: dict, metric: str) -> str:
   sampling = report.get("sampling") or {}
   evals = sampling.get(properties.EVAL_SPLIT)
   rows = report.get("rows", {}).get(properties.EVAL_SPLIT, 0)
-  if evals and evals.get("every", 1) > 1:
+  if evals and evals.get("batch_every", 1) > 1:
+    drawn = (
+      f"{evals['rows']:,} of the split's {evals['of']:,} (every {evals['every']}th record of "
+      f"every {evals['batch_every']}th record batch, from random starts)"
+    )
+  elif evals and evals.get("every", 1) > 1:
     drawn = (
       f"{evals['rows']:,} of the split's {evals['of']:,} (every {evals['every']}th record from "
       "a random start)"
