@@ -245,7 +245,8 @@ def _sample_records(
   drawn = None
   if sizes is not None and total > _READ_ROWS and len(sizes) > 1:
     positions, every, start, batch_every = _batch_positions(sizes, max_rows, rng)
-    drawn = columnar.sampled_examples(copies, positions, sizes)
+    if len(positions):  # Else the batches drawn hold no rows: the split is read in one stage.
+      drawn = columnar.sampled_examples(copies, positions, sizes)
   if drawn is None:  # One stage: the copy read whole, or the shards through tf.data.
     rng, batch_every = np.random.default_rng(seed), 1
     every = max(1, -(-total // max_rows))

@@ -167,3 +167,18 @@ def test_the_report_says_how_the_eval_rows_were_drawn():
     "batch, from random starts).",
     "Eval rows measured: 10,000 of the split's 200,000 (every 20th record from a random start).",
   ]
+
+
+def test_two_stage_positions_fall_in_the_batches_drawn_or_are_none(monkeypatch):
+  monkeypatch.setattr(data_lib, "_READ_ROWS", 5)
+  sizes = [0, 10, 0, 10]  # Rows 0-9 are batch 1's, 10-19 batch 3's.
+  seen = set()
+  for seed in range(12):
+    positions, every, start, batch_every = data_lib._batch_positions(
+      sizes, 4, np.random.default_rng(seed)
+    )
+    assert batch_every == 4 and every in (1, 3)
+    assert list(positions) == sorted(positions) and len(positions) <= 4
+    assert len({p // 10 for p in positions}) <= 1  # All in batch 1 (rows 0-9) or batch 3.
+    seen.add(len(positions))
+  assert 0 in seen and len(seen) > 1  # None when the empty batch 0 or 2 was drawn.
