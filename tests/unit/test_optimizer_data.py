@@ -174,7 +174,7 @@ def test_two_stage_positions_fall_in_the_batches_drawn_or_are_none(monkeypatch):
   sizes = [0, 10, 0, 10]  # Rows 0-9 are batch 1's, 10-19 batch 3's.
   seen = set()
   for seed in range(12):
-    positions, every, start, batch_every = data_lib._batch_positions(
+    positions, every, _, batch_every = data_lib._batch_positions(
       sizes, 4, np.random.default_rng(seed)
     )
     assert batch_every == 4 and every in (1, 3)
