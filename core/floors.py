@@ -112,6 +112,22 @@ def count_classes_floor() -> Floor:
   )
 
 
+def expected_value_rmse(scores: Any, values: Any, truth: Any) -> float:
+  """The root mean squared error of a classifier's expected value.
+
+  Each row's class scores are normalized to sum to 1 and weighted over the classes' `values`;
+  the result is compared with the rows' `truth` values. The count check of the blessing
+  (`COUNT_CHECK`, the Evaluator) and the choice between a count's two readings (the default
+  model) both measure a classifier of number classes this way.
+  """
+  import numpy as np
+
+  p = np.asarray(scores, dtype=np.float64)
+  p = p / np.clip(p.sum(axis=1, keepdims=True), 1e-12, None)
+  expected = p @ np.asarray(values, dtype=np.float64)
+  return float(np.sqrt(np.mean(np.square(expected - np.asarray(truth, dtype=np.float64)))))
+
+
 def decide(
   task: str,
   min_accuracy: float | None,

@@ -11,7 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
-from core import properties, tasks
+from core import floors, properties, tasks
 
 _ACCURACY_METRICS = ("BinaryAccuracy", "SparseCategoricalAccuracy", "CategoricalAccuracy")
 _MSE_METRICS = ("MeanSquaredError",)
@@ -106,8 +106,7 @@ def quantity_check(
   mean = sum(v * n for v, n in pairs) / rows
   values = np.asarray(classes)
   truth = values[y[keep].astype(int)]
-  scores = p[keep] / np.clip(p[keep].sum(axis=1, keepdims=True), 1e-12, None)
-  rmse = float(np.sqrt(np.mean((scores @ values - truth) ** 2)))
+  rmse = floors.expected_value_rmse(p[keep], values, truth)
   bound = float(np.sqrt(np.mean((mean - truth) ** 2)))
   verdict = "errs less" if rmse < bound else "errs no less"
   return QuantityCheck(

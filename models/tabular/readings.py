@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from core import column_types, tasks
+from core import column_types, floors, tasks
 from models.tabular import layers, mix
 from models.tabular.profile import Profile
 
@@ -104,8 +104,7 @@ def errors(outputs: np.ndarray, target: np.ndarray, profile: Profile) -> tasks.R
     raise ValueError("no held-out row has a label among the classes")
   out = np.asarray(outputs, dtype=np.float64)[known]
   truth = values[index[known]]
-  p = out[:, :classes] / np.clip(out[:, :classes].sum(axis=1, keepdims=True), 1e-12, None)
-  classes_rmse = float(np.sqrt(np.mean(np.square(p @ values - truth))))
+  classes_rmse = floors.expected_value_rmse(out[:, :classes], values, truth)
   quantity_rmse = float(np.sqrt(np.mean(np.square(out[:, classes] - truth))))
   return tasks.Readings(classes_rmse, quantity_rmse, int(known.sum()))
 

@@ -109,3 +109,12 @@ def test_a_count_kept_as_classes_has_no_accuracy_floor_and_says_what_blesses_it(
   floor = floors.count_classes_floor()
   assert (floor.value, floor.auto) == (0.0, True)
   assert "expected value" in floor.reason and "--min-accuracy" in floor.reason
+
+
+def test_the_expected_value_error_weighs_normalized_scores_over_the_class_values():
+  # Scores that do not sum to 1 are normalized first: [1, 1] over values 0 and 4 expects 2.
+  scores = [[1.0, 1.0], [0.0, 0.5], [0.25, 0.0]]
+  assert floors.expected_value_rmse(scores, [0.0, 4.0], [2.0, 4.0, 0.0]) == 0.0
+  assert floors.expected_value_rmse(scores, [0.0, 4.0], [4.0, 4.0, 3.0]) == pytest.approx(
+    ((4 + 0 + 9) / 3) ** 0.5
+  )
