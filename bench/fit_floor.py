@@ -10,6 +10,7 @@ floor under the trainer's fit. A ratio near 1 means the fit runs at the speed of
 and only a smaller network or fewer rows would make it faster.
 
     .venv/bin/python bench/fit_floor.py --run OUT_DIR [--repeats 3] [--rounds 3]
+        [--steps-per-execution N, when the run set one]
 
 Only single-network runs are measured (tables over the ensemble's row limit, such as
 `bench/scale.py`'s); an ensemble's model is not one chain of dense layers.
@@ -29,31 +30,35 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
 
+from components import model_contract
+from components.distributed_trainer import trainer_api
 from core import defaults
 
 
-def trainer_result(run_dir: str) -> dict:
+def _newest_execution(run_dir: str, output: str) -> str:
+  """The folder of the trainer's `output` ('model' or 'model_run') of its newest execution."""
+  pattern = os.path.join(run_dir, "pipeline_root", "DistributedTrainer", output, "*")
+  folders = [p for p in glob.glob(pattern) if os.path.basename(p).isdigit()]
+  if not folders:
+    raise SystemExit(f"No trained model under {run_dir}; pass the output folder of a run.")
+  return max(folders, key=lambda p: int(os.path.basename(p)))
+
+
+def trainer_result(run_dir: str) -> trainer_api.TrainResult:
   """The chief's result of the run's newest trainer execution."""
-  pattern = "pipeline_root/DistributedTrainer/model_run/*/distributed_trainer/results/chief-0.json"
-  paths = glob.glob(os.path.join(run_dir, pattern))
-  if not paths:
+  path = trainer_api.result_path(_newest_execution(run_dir, "model_run"), "chief", 0)
+  if not os.path.exists(path):
     raise SystemExit(f"No trainer result under {run_dir}; pass the output folder of a run.")
-  newest = max(paths, key=lambda p: int(p.split(os.sep)[-4]))
-  with open(newest) as f:
-    return json.load(f)
+  return trainer_api.read_result(path)
 
 
 def dense_chain(run_dir: str) -> list[tuple[int, int]]:
   """The (inputs, units) of each dense layer of the run's newest Model, in order."""
   import tensorflow as tf
 
-  pattern = "pipeline_root/DistributedTrainer/model/*/Format-Serving/variables/variables.index"
-  paths = glob.glob(os.path.join(run_dir, pattern))
-  if not paths:
-    raise SystemExit(f"No trained model under {run_dir}; pass the output folder of a run.")
-  newest = max(paths, key=lambda p: int(p.split(os.sep)[-4]))[: -len(".index")]
+  model = os.path.join(_newest_execution(run_dir, "model"), model_contract.SERVING_DIR)
   kernels = []
-  for name, shape in tf.train.list_variables(newest):
+  for name, shape in tf.train.list_variables(os.path.join(model, "variables", "variables")):
     if name.endswith("/kernel/.ATTRIBUTES/VARIABLE_VALUE") and "optimizer" not in name.lower():
       index = int(name.split("/")[0].rsplit("-", 1)[1])
       kernels.append((index, tuple(shape)))
@@ -103,6 +108,12 @@ def main(argv=None) -> dict:
   parser.add_argument("--run", help="a finished run's output folder")
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--rounds", type=int, default=3, help="timed rounds in each repeat")
+  parser.add_argument(
+    "--steps-per-execution",
+    type=int,
+    default=defaults.STEPS_PER_EXECUTION,
+    help="the run's --steps-per-execution (its result does not record it)",
+  )
   parser.add_argument("--child", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
@@ -112,9 +123,9 @@ def main(argv=None) -> dict:
     parser.error("--run OUT_DIR is required")
   result = trainer_result(args.run)
   chain = dense_chain(args.run)
-  batch = int(result["plan"]["batch_size"])
-  steps = int(result["steps_per_epoch"])
-  spe = int(result.get("hparams", {}).get("steps_per_execution", defaults.STEPS_PER_EXECUTION))
+  batch = int(result.plan["batch_size"])
+  steps = int(result.steps_per_epoch)
+  spe = args.steps_per_execution
   spec = json.dumps({"chain": chain, "fit": [batch, steps, args.rounds, spe]})
   rates = []
   for _ in range(args.repeats):
@@ -127,7 +138,7 @@ def main(argv=None) -> dict:
     )
     rates.append(json.loads(proc.stdout.strip().splitlines()[-1])["rows_per_s"])
   plain = common.median(rates)
-  ours = float(result["train_examples_per_sec"])
+  ours = float(result.train_examples_per_sec)
   out = {
     "machine": common.machine(),
     "run": os.path.abspath(args.run),
@@ -138,8 +149,8 @@ def main(argv=None) -> dict:
     "plain_fit_rows_per_s": [round(r) for r in rates],
     "plain_fit_median": round(plain),
     "trainer_rows_per_s": round(ours),
-    "trainer_fit_seconds": round(float(result["train_seconds"]), 1),
-    "rows_read": int(result["steps_run"]) * batch,
+    "trainer_fit_seconds": round(float(result.train_seconds), 1),
+    "rows_read": int(result.steps_run) * batch,
     "plain_over_trainer": round(plain / ours, 2),
   }
   print(json.dumps(out, indent=1))

@@ -2,7 +2,6 @@
 measure."""
 
 import importlib
-import json
 
 import pytest
 
@@ -20,11 +19,14 @@ def _save(run_dir, execution: int, model) -> None:
   model.save(str(path / "Format-Serving"))
 
 
-def _result(run_dir, execution: int, **fields) -> None:
-  path = run_dir / "pipeline_root" / "DistributedTrainer" / "model_run" / str(execution)
-  path = path / "distributed_trainer" / "results"
-  path.mkdir(parents=True)
-  (path / "chief-0.json").write_text(json.dumps(fields))
+def _result(run_dir, execution: int, steps_per_epoch: int) -> None:
+  from components.distributed_trainer import trainer_api
+
+  result = trainer_api.TrainResult(
+    "one_device", "test", 1, "chief", 0, True, "tabular", steps_per_epoch=steps_per_epoch
+  )
+  model_run = run_dir / "pipeline_root" / "DistributedTrainer" / "model_run" / str(execution)
+  trainer_api.write_result(str(model_run), result)
 
 
 def test_the_newest_models_dense_layers_are_read_in_order(fit_floor, tmp_path):
@@ -42,7 +44,7 @@ def test_the_newest_models_dense_layers_are_read_in_order(fit_floor, tmp_path):
   assert fit_floor.dense_chain(str(tmp_path)) == [(9, 16), (16, 8), (8, 4)]
   _result(tmp_path, 7, steps_per_epoch=1)
   _result(tmp_path, 12, steps_per_epoch=2)
-  assert fit_floor.trainer_result(str(tmp_path)) == {"steps_per_epoch": 2}
+  assert fit_floor.trainer_result(str(tmp_path)).steps_per_epoch == 2
 
 
 def test_two_networks_side_by_side_are_refused_in_one_line(fit_floor, tmp_path):
