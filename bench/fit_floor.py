@@ -103,14 +103,25 @@ def _child(args) -> None:
   print(json.dumps({"rows_per_s": rate}))
 
 
+def _positive(text: str) -> int:
+  """An argparse type: a whole number of at least 1."""
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+  return value
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--run", help="a finished run's output folder")
-  parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--rounds", type=int, default=3, help="timed rounds in each repeat")
+  parser.add_argument("--repeats", type=_positive, default=3)
+  parser.add_argument("--rounds", type=_positive, default=3, help="timed rounds in each repeat")
   parser.add_argument(
     "--steps-per-execution",
-    type=int,
+    type=_positive,
     default=defaults.STEPS_PER_EXECUTION,
     help="the run's --steps-per-execution (its result does not record it)",
   )
@@ -122,6 +133,11 @@ def main(argv=None) -> dict:
   if not args.run:
     parser.error("--run OUT_DIR is required")
   result = trainer_result(args.run)
+  if "batch_size" not in result.plan:
+    raise SystemExit(
+      f"The trainer of {args.run} recorded no training plan (its module, "
+      f"{result.module_style!r}, sized its own batches); run this on a run of the default model."
+    )
   chain = dense_chain(args.run)
   batch = int(result.plan["batch_size"])
   steps = int(result.steps_per_epoch)

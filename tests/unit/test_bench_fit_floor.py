@@ -67,3 +67,18 @@ def test_a_folder_without_a_run_is_named(fit_floor, tmp_path):
 
 def test_the_plain_fit_measures_a_rate(fit_floor):
   assert fit_floor.plain_fit([(6, 4), (4, 3)], batch=8, steps=2, rounds=1, spe=1) > 0
+
+
+@pytest.mark.parametrize("flag", ["--repeats", "--rounds", "--steps-per-execution"])
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", "x"])
+def test_a_count_under_one_is_refused_by_the_parser(fit_floor, flag, value, capsys):
+  with pytest.raises(SystemExit) as stopped:
+    fit_floor.main(["--run", "anywhere", flag, value])
+  assert stopped.value.code == 2
+  assert f"{value!r} is not a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_a_run_whose_module_sized_its_own_batches_is_refused_in_one_line(fit_floor, tmp_path):
+  _result(tmp_path, 3, steps_per_epoch=5)  # No plan, as a stock run_fn module's result has.
+  with pytest.raises(SystemExit, match="recorded no training plan"):
+    fit_floor.main(["--run", str(tmp_path)])
