@@ -50,6 +50,7 @@ def kfp_compiled(tmp_path_factory):
     "S3_USE_HTTPS=0",
     "--secret-env",
     "minio-creds:secretkey:AWS_SECRET_ACCESS_KEY",
+    warm=True,
     env=_secret_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -73,6 +74,7 @@ def vertex_compiled(tmp_path_factory):
     "--tune",
     "--schema",
     "/pipeline/data/schema.pbtxt",
+    warm=True,
     env=_secret_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -422,6 +422,7 @@ def _five_nights(tmp_path, store, env, hook) -> None:
     "tflite_float32",
     "--notify",
     f"json://127.0.0.1:{hook.server_address[1]}/night",
+    warm=True,
     env=env,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -595,6 +596,7 @@ def test_tuner_step_runs_under_our_entrypoint_on_the_kfp_launcher(tmp_path):
     "--tune",
     "--tune-trials",
     "1",
+    warm=True,
     env=project_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]

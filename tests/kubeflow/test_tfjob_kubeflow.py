@@ -57,6 +57,7 @@ def test_the_package_carries_the_tfjob_with_image_env_secret_refs_and_volumes(tm
     "mlpipeline-minio-artifact:secretkey:AWS_SECRET_ACCESS_KEY",
     "--volume",
     "serving-pvc:/mnt/serving",
+    warm=True,
     env=project_env(AWS_SECRET_ACCESS_KEY=SENTINEL),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -129,6 +130,7 @@ def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
     "multi_worker_mirrored",
     "--profile-steps",
     "25,45",
+    warm=True,
     env=project_env(),
   )
   assert proc.returncode == 0, proc.stderr[-3000:]

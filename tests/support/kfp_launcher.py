@@ -638,15 +638,27 @@ class LocalKfp:
 
 
 def compile_package(
-  output: str | os.PathLike, *flags: str, env: Mapping[str, str] | None = None, timeout=300
+  output: str | os.PathLike,
+  *flags: str,
+  env: Mapping[str, str] | None = None,
+  timeout=300,
+  warm: bool = False,
 ) -> subprocess.CompletedProcess:
-  """Runs pipeline/run_kubeflow.py --output OUTPUT FLAGS... and returns the finished process."""
+  """Runs pipeline/run_kubeflow.py --output OUTPUT FLAGS... and returns the finished process.
+
+  With `warm`, it runs in a child of the test worker's warm process (`cli_runs.run_script`),
+  for tests of what the package holds rather than of the compiler's start-up.
+  """
   run_env = dict(env or os.environ)
   run_env.setdefault("TF_USE_LEGACY_KERAS", "1")
   run_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  args = ["--output", str(output), *(str(f) for f in flags)]
+  if warm:
+    from tests.support import cli_runs
+
+    return cli_runs.run_script("run_kubeflow.py", *args, timeout=timeout, env=run_env, warm=True)
   return subprocess.run(
-    [sys.executable, str(REPO_ROOT / "pipeline" / "run_kubeflow.py"), "--output", str(output)]
-    + [str(f) for f in flags],
+    [sys.executable, str(REPO_ROOT / "pipeline" / "run_kubeflow.py"), *args],
     capture_output=True,
     text=True,
     timeout=timeout,
