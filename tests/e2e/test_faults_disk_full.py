@@ -78,6 +78,7 @@ def test_run_on_a_full_disk_fails_in_one_line_and_leaves_serving_untouched(tiny_
     "0.5",
     "--quiet",
     timeout=550,
+    warm=True,
   )
   assert proc.returncode == 1, proc.stderr[-3000:]
   assert "Traceback" not in proc.stderr

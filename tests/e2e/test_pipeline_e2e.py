@@ -78,7 +78,7 @@ def test_rerun_on_the_same_data_is_cached_and_pushes_nothing(digits_run, tmp_pat
   # A copy, so that the shared run stays as it was for the tests that read it.
   out = tmp_path / "out"
   shutil.copytree(digits_run.out, out)
-  second = run_script("run_local.py", "--output-dir", out, "--quiet")
+  second = run_script("run_local.py", "--output-dir", out, "--quiet", warm=True)
   assert second.returncode == 0, second.stderr[-3000:]
   rerun = load_summary(out)
   s = states(rerun)
@@ -125,6 +125,7 @@ def test_other_csv_with_unseen_stock_tfx_module(tmp_path):
     "--optimizer-variants",
     "tflite_float32,onnx",
     "--quiet",
+    warm=True,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   summary = load_summary(out)

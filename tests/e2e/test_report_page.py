@@ -41,7 +41,7 @@ def failed_night(digits_run, tmp_path_factory):
   (data / "d.csv").write_text("x,label\n" + rows + "3,4,5\n")
   proc = run_script(
     "run_local.py", "--data-root", data, "--output-dir", out, "--model-name", "digits",
-    "--min-eval-examples", "5", "--quiet", timeout=300,
+    "--min-eval-examples", "5", "--quiet", timeout=300, warm=True,
   )  # fmt: skip
   assert proc.returncode == 1, proc.stderr[-3000:]
   return out, proc

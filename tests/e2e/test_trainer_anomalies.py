@@ -69,6 +69,7 @@ def test_pipeline_stops_before_training_on_anomalies(tmp_path):
     "--min-eval-examples",
     "20",
     "--quiet",
+    warm=True,
   )
   assert proc.returncode == 1
   assert "Traceback" not in proc.stderr

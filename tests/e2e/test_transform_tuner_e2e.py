@@ -40,7 +40,7 @@ def test_a_failing_preprocessing_fn_keeps_its_traceback_and_names_the_function(t
     "run_local.py",
     "--data-root", data, "--output-dir", tmp_path / "out", "--module-file", module,
     "--label-key", "species", "--min-eval-examples", "20", "--quiet",
-    timeout=800,
+    timeout=800, warm=True,
   )  # fmt: skip
   assert proc.returncode == 1, proc.stderr[-3000:]
   lines = [line for line in proc.stderr.splitlines() if line.strip()]
