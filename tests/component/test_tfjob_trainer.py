@@ -23,7 +23,7 @@ from components.distributed_trainer import (
   tfjob_manifest,
 )
 from core import defaults, properties
-from tests.support import example_files, trainer_progress
+from tests.support import example_files, trainer_progress, warm_python
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes
 
@@ -42,6 +42,7 @@ def fake(tmp_path, monkeypatch):
     base_env=project_env(PYTHONPATH=str(REPO_ROOT)),
     cwd=str(REPO_ROOT),
     crash_backoff_s=3.0,
+    spawn=warm_python.spawn_module,
   ) as server:
     monkeypatch.setenv("KUBECONFIG", server.write_kubeconfig(str(tmp_path / "kubeconfig")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

@@ -12,10 +12,10 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
-from components.distributed_trainer import constants, executor, trainer_api
+from components.distributed_trainer import constants, executor, launch, trainer_api
 from components.distributed_trainer import distributed_trainer_lib as lib
 from core import defaults, properties
-from tests.support import example_files, trainer_progress
+from tests.support import example_files, trainer_progress, warm_python
 
 STEPS = 300
 BATCH = 64
@@ -54,6 +54,14 @@ STOCK_MODULE = textwrap.dedent("""
     with open(os.path.join(fn_args.model_run_dir, name), "w") as f:
       json.dump({"serving_model_dir": fn_args.serving_model_dir, "chief": fn_args.is_chief}, f)
 """)
+
+
+@pytest.fixture(autouse=True)
+def warm_workers(monkeypatch):
+  """Each cluster process is a child of a warm pool rather than a fresh Python: these tests
+  are about what the cluster does, and a SIGKILL reaches a child as it reaches a process
+  (the launcher's own tests, in tests/fast/test_trainer_launch.py, start fresh ones)."""
+  monkeypatch.setattr(launch, "_spawn", warm_python.spawn_module)
 
 
 def _props(steps=STEPS, **kw):

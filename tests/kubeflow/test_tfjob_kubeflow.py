@@ -15,7 +15,7 @@ from components.distributed_trainer import constants, distributed_trainer_lib, t
 from core import properties
 from pipeline.cli import kubeflow as run_kubeflow
 from pipeline.definition import kubeflow_lib
-from tests.support import example_files, fake_kubernetes, kfp_launcher
+from tests.support import example_files, fake_kubernetes, kfp_launcher, warm_python
 from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.fake_kubernetes import FakeKubernetes
 
@@ -138,6 +138,7 @@ def test_a_two_worker_tfjob_trains_the_pipeline_to_a_pushed_model(tmp_path):
     namespace="kubeflow-user",
     base_env=project_env(PYTHONPATH=str(REPO_ROOT)),
     cwd=str(REPO_ROOT),
+    spawn=warm_python.spawn_module,
   ) as fake:
     env = project_env(KUBECONFIG=fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
     env.pop("KUBERNETES_SERVICE_HOST", None)
@@ -261,6 +262,7 @@ def test_a_failing_tfjob_worker_ends_the_kubeflow_step_in_one_line(tmp_path, dig
     base_env=project_env(PYTHONPATH=str(REPO_ROOT)),
     cwd=str(REPO_ROOT),
     crash_backoff_s=3.0,
+    spawn=warm_python.spawn_module,
   ) as fake:
     env = project_env(KUBECONFIG=fake.write_kubeconfig(str(tmp_path / "kubeconfig")))
     env.pop("KUBERNETES_SERVICE_HOST", None)

@@ -81,7 +81,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 GROUP = "kubeflow.org"
@@ -304,6 +304,7 @@ class FakeKubernetes:
     namespaces: Collection[str] | None = None,
     forbidden: Collection[tuple[str, str]] = (),
     user: str = "system:serviceaccount:kubeflow:pipeline-runner",
+    spawn: Callable[..., Any] | None = None,
   ):
     self.base_env = dict(base_env if base_env is not None else os.environ)
     self.cwd = cwd
@@ -319,6 +320,8 @@ class FakeKubernetes:
     self.namespaces = None if namespaces is None else set(namespaces)
     self.forbidden = set(forbidden)
     self.user = user
+    # spawn(command, env, cwd, log_path) -> a Popen-like process; None: subprocess.Popen.
+    self.spawn = spawn
     self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
     self.pods: dict[tuple[str, str], _Pod] = {}
     # What tests look at: every request, every pod created, validation refusals, a timeline.
@@ -653,16 +656,20 @@ class FakeKubernetes:
     env.update(pod.env)  # the mapped TF_CONFIG
     command = [sys.executable if c in ("python", "python3") else c for c in pod.command]
     log = os.path.join(self.log_dir, f"{pod.job[0]}_{pod.name}_{len(pod.runs)}.log")
-    with open(log, "wb") as out:
-      proc = subprocess.Popen(
-        command,
-        env={**self.base_env, **env, "HOSTNAME": pod.name},
-        cwd=self.cwd,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-      )
+    env = {**self.base_env, **env, "HOSTNAME": pod.name}
+    if self.spawn is not None:
+      proc = self.spawn(command, env, self.cwd, log)
+    else:
+      with open(log, "wb") as out:
+        proc = subprocess.Popen(
+          command,
+          env=env,
+          cwd=self.cwd,
+          stdout=out,
+          stderr=subprocess.STDOUT,
+          stdin=subprocess.DEVNULL,
+          start_new_session=True,
+        )
     pod.runs.append(_Run(proc, log, _now(), time.monotonic()))
     pod.phase = "Running"
     pod.waiting = None
