@@ -14,8 +14,6 @@ import textwrap
 from tests.support import warm_python
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-# This process's warm servers, by the values of their import-time variables.
-_WARM: dict[tuple[str | None, ...], warm_python.WarmPython] = {}
 
 
 def project_env(**extra: str) -> dict[str, str]:
@@ -44,15 +42,12 @@ def run_script(script: str, *args: str, timeout: int = 600, env=None, cwd=None, 
       cwd=cwd or REPO_ROOT,
       check=False,
     )
-  key = tuple(env.get(k) for k in warm_python.IMPORT_TIME_VARIABLES)
-  if key not in _WARM:
-    log = pathlib.Path(tempfile.mkdtemp(prefix="warm-python-")) / "server.log"
-    _WARM[key] = warm_python.WarmPython(env, log)
+  server = warm_python.shared(warm_python.WarmPython, env)
   with tempfile.TemporaryDirectory(prefix="run-script-") as tmp:
     stdout, stderr = pathlib.Path(tmp, "stdout"), pathlib.Path(tmp, "stderr")
     stdout.touch()
     stderr.touch()
-    code = _WARM[key].run(
+    code = server.run(
       {"script": command[1]},
       command[2:],
       env=env,

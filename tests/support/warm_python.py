@@ -124,6 +124,21 @@ def main() -> int:
 # ------------------------------------------------------------------------ the client
 
 
+def _start_server(env: Mapping[str, str], log: str | os.PathLike, *flags: str):
+  """This module run as a server with `env` and `flags`; returns it and its open `log`."""
+  pathlib.Path(log).parent.mkdir(parents=True, exist_ok=True)
+  log_file = open(log, "w", encoding="utf-8")  # noqa: SIM115 (held until the server stops)
+  proc = subprocess.Popen(
+    [sys.executable, "-m", "tests.support.warm_python", *flags],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    stderr=log_file,
+    env=dict(env),
+    cwd=REPO_ROOT,
+  )
+  return proc, log_file
+
+
 class WarmPython:
   """Starts a server with `env` and runs commands in its children, one at a time.
 
@@ -134,16 +149,7 @@ class WarmPython:
 
   def __init__(self, env: Mapping[str, str], log: str | os.PathLike):
     self.env = dict(env)
-    pathlib.Path(log).parent.mkdir(parents=True, exist_ok=True)
-    self._log = open(log, "w", encoding="utf-8")  # noqa: SIM115 (held until close)
-    self._proc = subprocess.Popen(
-      [sys.executable, "-m", "tests.support.warm_python"],
-      stdin=subprocess.PIPE,
-      stdout=subprocess.PIPE,
-      stderr=self._log,
-      env=self.env,
-      cwd=REPO_ROOT,
-    )
+    self._proc, self._log = _start_server(self.env, log)
     self._pending = b""
     self._ready = False
     self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
@@ -289,27 +295,13 @@ class WarmPool:
   """
 
   def __init__(self, env: Mapping[str, str], log: str | os.PathLike):
-    self.env = dict(env)
-    pathlib.Path(log).parent.mkdir(parents=True, exist_ok=True)
-    self._log = open(log, "w", encoding="utf-8")  # noqa: SIM115 (held until close)
-    self._proc = subprocess.Popen(
-      [sys.executable, "-m", "tests.support.warm_python", "--pool"],
-      stdin=subprocess.PIPE,
-      stdout=subprocess.PIPE,
-      stderr=self._log,
-      env=self.env,
-      cwd=REPO_ROOT,
-    )
+    self._proc, self._log = _start_server(env, log, "--pool")
     self._children: dict[int, WarmChild] = {}
     self._pids: queue.Queue = queue.Queue()
     self._ready = threading.Event()
     self._lock = threading.Lock()
     threading.Thread(target=self._read_replies, daemon=True).start()
     self._finalizer = weakref.finalize(self, _stop, self._proc, self._log)
-
-  def can_run(self, env: Mapping[str, str]) -> bool:
-    """Whether a command with `env` sees what a fresh process would have imported."""
-    return all(env.get(k) == self.env.get(k) for k in IMPORT_TIME_VARIABLES)
 
   def _read_replies(self) -> None:
     for line in self._proc.stdout:
@@ -352,19 +344,21 @@ class WarmPool:
     self._finalizer()
 
 
-# One pool per set of import-time variables, for the life of the test process.
-_POOLS: dict[tuple, WarmPool] = {}
-# Set per cluster process; the pool's server has no use for them.
-_PER_PROCESS = ("TF_CONFIG",)
+# This process's shared servers, by kind and the values of their import-time variables.
+_SHARED: dict[tuple, WarmPython | WarmPool] = {}
+# Set per command (a cluster process's role); a server has no use for them.
+_PER_COMMAND = ("TF_CONFIG",)
 
 
-def pool_for(env: Mapping[str, str]) -> WarmPool:
-  """The test process's pool for commands with `env`'s import-time variables."""
-  key = tuple(env.get(k) for k in IMPORT_TIME_VARIABLES)
-  if key not in _POOLS:
-    log = pathlib.Path(tempfile.mkdtemp(prefix="warm-pool-")) / "server.log"
-    _POOLS[key] = WarmPool({k: v for k, v in env.items() if k not in _PER_PROCESS}, log)
-  return _POOLS[key]
+def shared(kind: type[WarmPython] | type[WarmPool], env: Mapping[str, str]):
+  """The test process's `kind` of server for commands with `env`'s import-time variables,
+  started on first use and kept for the life of the process."""
+  key = (kind, *(env.get(k) for k in IMPORT_TIME_VARIABLES))
+  if key not in _SHARED:
+    prefix = "warm-pool-" if kind is WarmPool else "warm-python-"
+    log = pathlib.Path(tempfile.mkdtemp(prefix=prefix)) / "server.log"
+    _SHARED[key] = kind({k: v for k, v in env.items() if k not in _PER_COMMAND}, log)
+  return _SHARED[key]
 
 
 def spawn_module(command: Sequence[str], env: Mapping[str, str], cwd, log_path) -> WarmChild:
@@ -374,7 +368,7 @@ def spawn_module(command: Sequence[str], env: Mapping[str, str], cwd, log_path) 
   if list(command[:2]) != [sys.executable, "-m"]:
     raise ValueError(f"not a `python -m` command: {command}")
   pathlib.Path(log_path).write_bytes(b"")
-  return pool_for(env).spawn(
+  return shared(WarmPool, env).spawn(
     {"module": command[2]}, command[3:], env=env, cwd=cwd or os.getcwd(), log=log_path
   )
 
