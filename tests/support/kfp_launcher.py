@@ -68,7 +68,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.arguments import flag_value
 from pipeline.definition import kubeflow_lib
-from tests.support import warm_python
+from tests.support import cli_runs, warm_python
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 RAN = "ran"
@@ -654,8 +654,6 @@ def compile_package(
   run_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   args = ["--output", str(output), *(str(f) for f in flags)]
   if warm:
-    from tests.support import cli_runs
-
     return cli_runs.run_script("run_kubeflow.py", *args, timeout=timeout, env=run_env, warm=True)
   return subprocess.run(
     [sys.executable, str(REPO_ROOT / "pipeline" / "run_kubeflow.py"), *args],
