@@ -92,6 +92,12 @@ def train_input(built, dataset_fn: Callable[[Any], Any], global_batch_size: int)
   return built.strategy.distribute_datasets_from_function(dataset_fn)
 
 
+# Strategies whose held-out rows Keras' own evaluation reads: a parameter-server coordinator
+# sends it to the workers, and a TPU's replicas run it on the TPU. The others evaluate in
+# `early_stopping.held_out_evaluation`.
+_KERAS_VALIDATES = (defaults.PARAMETER_SERVER, defaults.TPU)
+
+
 def run_fit(
   model,
   built,
@@ -129,13 +135,17 @@ def run_fit(
   callbacks = _callbacks(built, config, logs, epoch_times, backup_dir, progress) + early_stopping
   if config.warmup_steps:
     callbacks.insert(0, stopping.warm_up(config.warmup_steps))
+  keras_validates = bool(early_stopping) and built.choice.name in _KERAS_VALIDATES
+  if early_stopping and not keras_validates:
+    # First, so that every callback after it reads the held-out logs.
+    callbacks.insert(0, stopping.held_out_evaluation(config.validation, config.validation_steps))
   start = time.perf_counter()
   history = model.fit(
     train_input(built, dataset_fn, config.global_batch_size),
     epochs=config.epochs,
     steps_per_epoch=config.steps_per_epoch,
-    validation_data=config.validation if early_stopping else None,
-    validation_steps=config.validation_steps if early_stopping else None,
+    validation_data=config.validation if keras_validates else None,
+    validation_steps=config.validation_steps if keras_validates else None,
     callbacks=callbacks,
     verbose=0,
   )

@@ -7,8 +7,8 @@ runs relies on this file and on nothing else of the trainer's (models/ imports o
   Trainer `default_strategy()`), and who chose the one that trained (`CHOSEN_BY_*`);
 - the training files (`list_files`, `record_dataset`), whole or as early stopping's fit part
   and held-out slice (`*_RECORDS`, `holdout_every`, `held_out_groups`);
-- fitting with backups, TensorBoard and a progress log (`FitConfig`, `fit`,
-  `check_profile_steps`, `MIXED_PRECISION_POLICIES`, `weights_digest`);
+- fitting with backups, TensorBoard and a progress log (`FitConfig`, `fit`, `check_profile_steps`,
+  `MIXED_PRECISION_POLICIES`, `weights_digest`; a module's own fit: `held_out_evaluation`);
 - the process's `TrainResult`, which a run_fn managing its strategy writes (`write_result`) and
   the trainer reads back, and the trainer's folder of model_run_dir (`run_state_dir`, `BACKUP_DIR`).
 
@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from components.distributed_trainer import distributed_trainer_lib
+from components.distributed_trainer import distributed_trainer_lib, early_stopping
 from core import defaults
 from core.errors import UserInputError
 
@@ -339,6 +339,9 @@ def fit(
     progress=progress_path(config.model_run_dir, built.task_type, built.task_index),
   )
   return {**fields, "weights_sha256": weights_digest(model.get_weights())}
+
+
+held_out_evaluation = early_stopping.held_out_evaluation  # `fit` adds it for FitConfig.validation
 
 
 def weights_digest(weights: Sequence[Any]) -> str:

@@ -70,6 +70,12 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   )
   train, held, held_steps = _tuning_data(train_files, profile, plan)
   callbacks = [tf.keras.callbacks.TerminateOnNaN()]
+  validation = {"validation_data": held}
+  if held_steps:
+    # The held-out slice, read once (it is small), first so that the callbacks after it (the
+    # tuner's own among them) read its logs. Scoring on every training row streams them.
+    callbacks.insert(0, trainer_api.held_out_evaluation(held, held_steps))
+    validation = {}
   if plan.patience:
     callbacks.append(
       tf.keras.callbacks.EarlyStopping(
@@ -80,8 +86,7 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
     tuner=tuner,
     fit_kwargs={
       "x": train,
-      "validation_data": held,
-      "validation_steps": held_steps,
+      **validation,
       "steps_per_epoch": plan.steps_per_epoch,
       "epochs": plan.epochs,
       "verbose": 0,

@@ -59,3 +59,66 @@ def test_kept_epoch_skips_epochs_before_the_first_full_window():
   assert early_stopping.kept_epoch([], history, window=3) is None
   # After a restore from a backup the history starts late, and every epoch is judged.
   assert early_stopping.kept_epoch([50, 51], {"val_loss_mean": [0.2, 0.1]}, window=3) == 52
+
+
+def _classifier_fit(strategy, held_out: bool, steps: int | None = None):
+  """Three classes from 4 numbers, fit with early stopping on 50 held-out rows in batches of 16
+  (the last one short), through Keras' validation or `held_out_evaluation`; returns (History,
+  weights)."""
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(160, 4)).astype("float32")
+  y = (x[:, 0] + 0.5 * rng.normal(size=160) > 0).astype("int64") + (x[:, 1] > 1)
+  train = tf.data.Dataset.from_tensor_slices((x[:110], y[:110])).batch(16).repeat()
+  validation = tf.data.Dataset.from_tensor_slices((x[110:], y[110:])).batch(16)
+  tf.keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = tf.keras.Sequential(
+      [tf.keras.Input((4,)), tf.keras.layers.Dense(32, "relu"), tf.keras.layers.Dense(3, "softmax")]
+    )
+    model.compile(
+      tf.keras.optimizers.Adam(0.05),
+      "sparse_categorical_crossentropy",
+      metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+  stop = early_stopping.callbacks(patience=3)
+  if held_out:
+    stop = [early_stopping.held_out_evaluation(validation, steps), *stop]
+
+    def refuse(*args, **kwargs):
+      raise AssertionError("Keras' own evaluation ran")
+
+    model.evaluate = refuse
+  history = model.fit(
+    train,
+    epochs=30,
+    steps_per_epoch=5,
+    validation_data=None if held_out else validation,
+    validation_steps=None if held_out else steps,
+    callbacks=stop,
+    verbose=0,
+  )
+  return history, model.get_weights()
+
+
+@pytest.mark.parametrize(
+  "strategy",
+  [tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.MirroredStrategy(["/cpu:0"])],
+  ids=["one_device", "mirrored"],
+)
+@pytest.mark.parametrize("steps", [None, 2], ids=["every batch", "2 batches"])
+def test_held_out_evaluation_logs_and_stops_as_keras_validation_does(strategy, steps):
+  keras_history, keras_weights = _classifier_fit(strategy, held_out=False, steps=steps)
+  history, weights = _classifier_fit(strategy, held_out=True, steps=steps)
+  assert history.epoch == keras_history.epoch
+  assert len(history.epoch) < 30, "early stopping should have ended the fit"
+  for key in ("val_loss", "val_accuracy", "loss", "lr"):
+    assert history.history[key] == keras_history.history[key], key
+  for got, expected in zip(weights, keras_weights, strict=True):
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_held_out_evaluation_needs_steps_for_batches_without_end():
+  batches = tf.data.Dataset.from_tensor_slices((np.ones((4, 2)), np.ones(4))).batch(2).repeat()
+  with pytest.raises(ValueError, match="need `steps`"):
+    early_stopping.held_out_evaluation(batches)
+  assert early_stopping.held_out_evaluation(batches, steps=2) is not None
