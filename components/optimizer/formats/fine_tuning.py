@@ -61,6 +61,9 @@ def distill(
       `Model.fit` would call them (tfmot's `UpdatePruningStep` needs exactly these).
   """
   optimizer = tf.keras.optimizers.Adam(learning_rate)
+  # Its moments now, not in the step's first trace: a tf.function that creates variables is
+  # traced a second time on its next call.
+  optimizer.build(model.trainable_variables)
   targets = np.asarray(targets, np.float32).reshape(len(targets), -1)
   loss_of = _distillation_loss(targets)
   specs = {t.name.split(":")[0]: tf.TensorSpec(t.shape, t.dtype) for t in model.inputs}
