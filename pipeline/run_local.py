@@ -2,7 +2,7 @@
 
 Usage:
   python pipeline/run_local.py                          # the bundled digits, into output/
-  python pipeline/run_local.py --data-root DIR_OR_CSV   # your CSV files (task from the label)
+  python pipeline/run_local.py --data-root DIR          # your CSV files (task from the label)
   python pipeline/run_local.py --help                   # every flag
 
 Each run checks its flags and data up front (a mistake is one line naming the fix), holds a

@@ -173,6 +173,11 @@ def check_folder(flag: str, path: str, *, must_exist: bool) -> None:
   """A local folder flag: not a file, and (when it must exist) there."""
   p = pathlib.Path(path)
   if p.exists() and not p.is_dir():
+    if p.suffix.lower() == ".csv":
+      raise CheckError(
+        f"{flag} {path} is a CSV file, not a folder; pass the folder that holds it "
+        f"({p.parent}): the run reads every CSV file in it."
+      )
     raise CheckError(f"{flag} {path} is a file, not a folder; pass a folder.")
   if must_exist and not p.exists():
     raise CheckError(f"{flag} {path} does not exist; pass an existing folder.")

@@ -1,6 +1,7 @@
 """pipeline.cli's checks and flag parsing: every mistake is one line that names the fix."""
 
 import argparse
+import re
 import textwrap
 
 import numpy as np
@@ -501,3 +502,16 @@ def test_config_from_args_refusals(tmp_path):
     resolve.config_from_args(
       _args(tmp_path, "--data-root", "gs://bucket/data"), root, serving, local_paths=False
     )
+
+
+def test_a_csv_file_given_as_the_data_root_names_its_folder(tmp_path):
+  csv = tmp_path / "rows.csv"
+  csv.write_text("a,label\n1,0\n")
+  message = f"--data-root {csv} is a CSV file, not a folder; pass the folder that holds it "
+  message += f"({tmp_path}): the run reads every CSV file in it."
+  with pytest.raises(checks.CheckError, match=re.escape(message)):
+    checks.check_folder("--data-root", str(csv), must_exist=True)
+  other = tmp_path / "notes.txt"
+  other.write_text("x")
+  with pytest.raises(checks.CheckError, match=r"is a file, not a folder; pass a folder\.$"):
+    checks.check_folder("--data-root", str(other), must_exist=True)
