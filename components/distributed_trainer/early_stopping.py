@@ -9,6 +9,7 @@ epoch's loss is mostly noise: a minimum that lasts, not a lucky epoch.
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any
 
 import numpy as np
@@ -117,37 +118,52 @@ def warm_up(steps: int) -> Any:
 
 def held_out_evaluation(validation: Any, steps: int | None = None) -> Any:
   """A callback that adds Keras' validation logs (VAL_LOSS and `val_` + each metric) at the end
-  of each epoch, as `fit(validation_data=...)` does, from batches read once.
+  of each epoch, as `fit(validation_data=...)` does, from one iterator kept for the whole fit.
 
   Keras' own evaluation starts a new iterator over the held-out rows every epoch (on one device,
   about 70 ms before the first row), and so does a dataset looped over inside a tf.function:
   on a small table that is more than the epoch's training (27 of the 48 s that the digits' four
-  networks trained). This one reads the batches into memory when training begins (at most
-  trainer_api.HOLDOUT_MAX_ROWS rows) and runs the model's own `test_step` on each, in every
-  replica, so the numbers are Keras': the same loss and metric objects over the same batches.
-  Every replica sees every held-out batch, which leaves their mean as it is.
+  networks trained). This one starts one iterator over the held-out batches, repeated, when
+  training begins, takes one pass of them per epoch, and runs the model's own `test_step` on
+  each in every replica, so the numbers are Keras': the same loss and metric objects over the
+  same batches. Every replica sees every held-out batch, which leaves their mean as it is.
+  When training ends it lets go of the batches, the iterator and its traced function.
 
   List it before the callbacks that read the held-out logs. For one device and the mirrored
   strategies (ParameterServerStrategy and TPUStrategy keep Keras' own).
 
   Args:
-    validation: a finite dataset of (features, target) batches.
+    validation: a finite dataset of (features, target) batches, the same ones on every pass.
     steps: batches of it per evaluation (None or 0: all).
   """
   import tensorflow as tf
 
   if not steps and validation.cardinality() == tf.data.INFINITE_CARDINALITY:
     raise ValueError("held-out batches that repeat without end need `steps`")
+  return _held_out_class()(validation.take(steps) if steps else validation)
+
+
+@functools.cache
+def _held_out_class():
+  """The callback class of `held_out_evaluation`, made once: a class made per call is freed
+  only by the cyclic garbage collector, with whatever it refers to."""
+  import tensorflow as tf
 
   class HeldOutEvaluation(tf.keras.callbacks.Callback):
-    def __init__(self):
+    def __init__(self, one_pass):
       super().__init__()
-      self._batches: list[Any] = []
+      self._one_pass = one_pass
+      self._batches = None
+      self._count = 0
       self._step = None
 
     def on_train_begin(self, logs=None):
       model = self.model
-      self._batches = list(validation.take(steps) if steps else validation)
+      count = int(self._one_pass.cardinality())
+      if count < 0:  # unknown: counted once
+        count = int(self._one_pass.reduce(0, lambda n, _: n + 1))
+      self._count = count
+      self._batches = iter(self._one_pass.repeat())
       # One trace for the full batches and one for a shorter last batch.
       self._step = tf.function(
         lambda batch: model.distribute_strategy.run(model.test_step, args=(batch,)),
@@ -158,13 +174,13 @@ def held_out_evaluation(validation: Any, steps: int | None = None) -> Any:
       # The epoch's training logs are numbers already; Keras resets the metrics before each
       # epoch and before each evaluation alike.
       self.model.reset_metrics()
-      for batch in self._batches:
-        self._step(batch)
+      for _ in range(self._count):
+        self._step(next(self._batches))
       if logs is not None:
         results = self.model.get_metrics_result()
         logs.update({f"val_{name}": float(value) for name, value in results.items()})
 
     def on_train_end(self, logs=None):
-      self._batches = []
+      self._one_pass = self._batches = self._step = None
 
-  return HeldOutEvaluation()
+  return HeldOutEvaluation
