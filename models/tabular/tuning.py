@@ -72,8 +72,8 @@ def tuner_fn(fn_args, body: Body | None = None, max_trials: int | None = None):
   callbacks = [tf.keras.callbacks.TerminateOnNaN()]
   validation = {"validation_data": held}
   if held_steps:
-    # The held-out slice, read once (it is small), first so that the callbacks after it (the
-    # tuner's own among them) read its logs. Scoring on every training row streams them.
+    # The held-out slice, through one iterator for the whole trial, first so that the callbacks
+    # after it (the tuner's own among them) read its logs. Scoring on every row stays Keras'.
     callbacks.insert(0, trainer_api.held_out_evaluation(held, held_steps))
     validation = {}
   if plan.patience:
