@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from components import memory
 from components.distributed_trainer import launch, strategy_lib
 
 
@@ -28,6 +29,7 @@ def serve(job: str, index: int) -> None:
   os.environ["GRPC_FAIL_FAST"] = "use_caller"
   import tensorflow as tf
 
+  memory.freeze_imports()
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   server = tf.distribute.Server(
     resolver.cluster_spec(),
@@ -52,6 +54,7 @@ def train(spec_path: str) -> None:
 
   from components.distributed_trainer import executor
 
+  memory.freeze_imports()
   # gfile, so the spec may live on gs:// when the replicas are TFJob pods.
   with tf.io.gfile.GFile(spec_path) as f:
     spec = json.load(f)

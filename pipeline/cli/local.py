@@ -30,6 +30,17 @@ from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 EXIT_BUSY = 75
 
 
+# Libraries every run's components import; they are imported before the run so that their
+# objects are frozen with TFX's (components.memory.freeze_imports).
+RUN_IMPORTS = (
+  "tensorflow",
+  "tf_keras",
+  "apache_beam",
+  "tensorflow_data_validation",
+  "tensorflow_model_analysis",
+)
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
   """run_local.py's flags (schedule.py checks a nightly job's flags with the same parser)."""
   parser = flags.ArgumentParser(
@@ -304,8 +315,10 @@ def _execute(run: _Started, config, out: pathlib.Path) -> tuple[BaseException | 
   """Runs the pipeline; returns the exception it raised and its one-line user error, if any."""
   from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
+  from components import memory
   from pipeline.definition.factory import local_ir
 
+  memory.freeze_imports(RUN_IMPORTS)
   try:
     LocalDagRunner().run_with_ir(local_ir(run.pipeline))
   except Exception as e:

@@ -161,6 +161,10 @@ def run_executor(argv: Sequence[str]) -> None:
   from absl import app
   from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as stock
 
+  from components import memory
+
+  memory.freeze_imports()
+
   def _main(parsed):
     try:
       stock.main(parsed)
