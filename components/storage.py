@@ -1,9 +1,10 @@
 """Local folders and object stores (gs://, s3://, hdfs://), one helper for telling them apart.
 
-Everything that may live on an object store goes through TFX's `fileio`; tools that need POSIX
-files (a flock, a rename, a library that opens paths) work on a local copy that `localize`
-makes. Nothing here imports TensorFlow or TFX until a copy is made, so the runners' checks and
-the ExampleGen's conversion workers can use it.
+Everything that may live on an object store goes through TFX's `fileio`, or through `files`,
+which hands a local path the same functions on top of `os`; tools that need POSIX files (a
+flock, a rename, a library that opens paths) work on a local copy that `localize` makes.
+Nothing here imports TensorFlow or TFX until an object store is touched, so the runners'
+checks, the night job and the ExampleGen's conversion workers can use it.
 """
 
 from __future__ import annotations
@@ -38,3 +39,53 @@ def localize(path: str, scratch: str) -> str:
     os.makedirs(scratch, exist_ok=True)
     io_utils.copy_file(path, target)
   return target
+
+
+class _Stat:
+  """What the kit reads of a file's stat: its modification time, as TFX's fileio gives it."""
+
+  def __init__(self, path: str):
+    self.mtime_nsec = os.stat(path).st_mtime_ns
+
+
+class LocalFiles:
+  """The part of TFX's `fileio` the kit uses, on local paths, with the same meanings, and no
+  TensorFlow: a process that only writes a local folder (a night's record after its run timed
+  out) does not spend seconds importing it."""
+
+  exists = staticmethod(os.path.exists)
+  isdir = staticmethod(os.path.isdir)
+  listdir = staticmethod(os.listdir)
+  walk = staticmethod(os.walk)
+  remove = staticmethod(os.remove)
+  stat = staticmethod(_Stat)
+
+  @staticmethod
+  def makedirs(path: str) -> None:
+    os.makedirs(path, exist_ok=True)
+
+  @staticmethod
+  def open(path: str, mode: str = "r"):
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+  @staticmethod
+  def rename(src: str, dst: str, overwrite: bool = False) -> None:
+    if not overwrite and os.path.exists(dst):
+      raise FileExistsError(f"{dst} exists")
+    os.replace(src, dst)
+
+  @staticmethod
+  def rmtree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path)
+
+
+def files(path: str):
+  """The file functions for `path`: `LocalFiles` for a local path, TFX's `fileio` (TensorFlow's
+  file systems, and tensorflow-io's for s3://) for an object store."""
+  if not is_remote(path):
+    return LocalFiles
+  from tfx.dsl.io import fileio
+
+  return fileio

@@ -22,6 +22,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from components import process_groups
 from core.errors import UserInputError
 
 ATTEMPT_ENV = "LOCAL_CLUSTER_ATTEMPT"
@@ -139,19 +140,9 @@ def _describe_exit(code: int) -> str:
 
 
 def _stop(procs: Mapping[Task, subprocess.Popen], sig: int = signal.SIGTERM) -> None:
-  """Signals each process group we started, then SIGKILLs what is still alive after a grace."""
-  for proc in procs.values():
-    if proc.poll() is None:
-      with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-  deadline = time.monotonic() + _TERMINATE_GRACE_S
-  for proc in procs.values():
-    try:
-      proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-      with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-      proc.wait()
+  """Signals each process group we started, then SIGKILLs those with a process still running
+  after a grace."""
+  process_groups.stop(procs.values(), _TERMINATE_GRACE_S, sig)
 
 
 def run_local_cluster(

@@ -13,17 +13,12 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from components import storage
 from components.serving import layout, paths, store
 
 _FACTS_SUFFIX = ".json"
 # Beside a first night's facts: the folders its first write created, removed again by `discard`.
 _CREATED = "created.folders"
-
-
-def _fileio():
-  from tfx.dsl.io import fileio
-
-  return fileio
 
 
 def _safe(night: str) -> str:
@@ -41,7 +36,7 @@ def holds_only_open_nights(serving_dir: str, model_name: str) -> bool:
     base = paths.model_dir(serving_dir, model_name)
   except paths.PusherError:
     return False
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   if not fileio.isdir(base):
     return not fileio.exists(base)
   return all(entry.rstrip("/") == layout.OPEN_DIR for entry in fileio.listdir(base))
@@ -51,7 +46,7 @@ def record_facts(
   serving_dir: str, model_name: str, night: str, step: str, facts: Mapping[str, Any]
 ) -> None:
   """Keeps one step's facts about a night that is still running."""
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   folder = _open_folder(serving_dir, model_name, night)
   base = paths.model_dir(serving_dir, model_name)
   created = [p for p in (serving_dir, base) if not fileio.exists(p)]
@@ -68,7 +63,7 @@ def record_facts(
 
 def open_facts(serving_dir: str, model_name: str, night: str) -> dict[str, dict[str, Any]]:
   """The facts the steps of a night have recorded so far, by step."""
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   folder = _open_folder(serving_dir, model_name, night)
   out: dict[str, dict[str, Any]] = {}
   if not fileio.exists(folder):
@@ -88,7 +83,7 @@ def open_facts(serving_dir: str, model_name: str, night: str) -> dict[str, dict[
 def close_facts(serving_dir: str, model_name: str, night: str) -> None:
   """Removes the facts of a night whose record has been written (and the open-nights folder
   once no night is open)."""
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   folder = _open_folder(serving_dir, model_name, night)
   if fileio.exists(folder):
     fileio.rmtree(folder)
@@ -100,7 +95,7 @@ def close_facts(serving_dir: str, model_name: str, night: str) -> None:
 def discard(serving_dir: str, model_name: str, night: str) -> None:
   """Removes a night's facts without a record, and the folders its first write created once
   they are empty again: a first night that pushed nothing leaves the serving folder as it was."""
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   marker = posixpath.join(_open_folder(serving_dir, model_name, night), _CREATED)
   created: list[str] = []
   if fileio.exists(marker):
@@ -114,7 +109,7 @@ def discard(serving_dir: str, model_name: str, night: str) -> None:
 
 def open_nights(serving_dir: str, model_name: str) -> list[str]:
   """The ids of the nights whose facts are open in the model's folder, sorted."""
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   root = posixpath.join(paths.model_dir(serving_dir, model_name), layout.OPEN_DIR)
   if not fileio.exists(root):
     return []
@@ -126,7 +121,7 @@ def stale_nights(serving_dir: str, model_name: str, older_than_s: float) -> list
   process died before it could close them (a kill, a lost machine)."""
   import time
 
-  fileio = _fileio()
+  fileio = storage.files(serving_dir)
   root = posixpath.join(paths.model_dir(serving_dir, model_name), layout.OPEN_DIR)
   if not fileio.exists(root):
     return []

@@ -179,15 +179,10 @@ def _run_under_limit(
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
-  """SIGTERM to the run's process group, SIGKILL after KILL_GRACE_S."""
-  for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 30)):
-    with contextlib.suppress(ProcessLookupError):
-      os.killpg(proc.pid, sig)
-    try:
-      proc.wait(timeout=wait)
-      return
-    except subprocess.TimeoutExpired:
-      continue
+  """SIGTERM to the run's process group, SIGKILL to what is left of it after KILL_GRACE_S."""
+  from components import process_groups
+
+  process_groups.stop([proc], KILL_GRACE_S)
 
 
 def _stop_group_on_signals(proc: subprocess.Popen):

@@ -92,3 +92,28 @@ def run_like_cron(crontab_text: str, home: pathlib.Path) -> None:
     subprocess.run(
       ["/bin/sh", "-c", command], input=stdin or "", env=env, cwd=home, timeout=60, check=False
     )
+
+
+# The model name the night tests' runs are given.
+NIGHT_MODEL = "m"
+
+
+def night(out, python, *run_local_args, limit="6h", timeout=120, env=None):
+  """`schedule.py local night` for `out`, running `python` (run_local.py's interpreter, or a
+  stand-in script) with `run_local_args` for the model NIGHT_MODEL, under `limit`."""
+  import sys
+
+  from tests.support.cli_runs import REPO_ROOT, project_env
+
+  command = [sys.executable, str(REPO_ROOT / "pipeline" / "schedule.py"), "local", "night"]
+  command += ["--output-dir", str(out), "--job-name", "j", "--time-limit", limit]
+  command += ["--python", str(python), "--", "--model-name", NIGHT_MODEL, *run_local_args]
+  return subprocess.run(
+    command,
+    env=env or project_env(),
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    check=False,
+  )

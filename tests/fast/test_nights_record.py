@@ -1,5 +1,8 @@
-"""The nights' record written to a serving folder and read back (through TFX's fileio). The
-settings, and the records as plain values, are in tests/fast/test_nights_settings.py."""
+"""The nights' record written to a serving folder and read back. A local folder is written
+without TensorFlow (`storage.LocalFiles`; the fast layer refuses its import), so the night job
+records a night that timed out or was skipped in a second; an object store's folder goes
+through TFX's fileio (tests/cli/test_night_job.py). The settings, and the records as plain
+values, are in tests/fast/test_nights_settings.py."""
 
 from components.nights import nights_lib
 from components.serving import layout, nights

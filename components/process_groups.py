@@ -1,0 +1,81 @@
+"""Stopping a process group we started: the run's own process and everything it started.
+
+A run (run_local.py, a trainer worker) leads a group of its own (`start_new_session=True`), and
+its helpers (Beam's workers, TensorFlow's servers, a module's children) share it. Stopping the
+run is done when no process of the group is left running, not when its leader has exited: a
+member that ignores SIGTERM, or outlives a leader that did not, gets SIGKILL after the grace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+
+# Seconds a group gets to go after SIGKILL before `stop` gives up on it.
+KILL_WAIT_S = 30.0
+_POLL_S = 0.05
+
+
+def running(pgid: int) -> bool:
+  """Whether a process of the group `pgid` is still running. A zombie (dead, waiting for its
+  parent to collect its status) is not: it holds nothing and runs nothing."""
+  if not os.path.isdir("/proc"):
+    try:
+      os.killpg(pgid, 0)
+    except ProcessLookupError:
+      return False
+    except PermissionError:
+      return True
+    return True
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+        stat = f.read()
+    except OSError:
+      continue
+    # After the command's closing parenthesis: state, ppid, pgrp, ...
+    fields = stat.rpartition(")")[2].split()
+    if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+      return True
+  return False
+
+
+def _wait(procs: list[subprocess.Popen], deadline: float) -> bool:
+  """Waits until every group of `procs` has no running process; False at `deadline`."""
+  while True:
+    for proc in procs:
+      proc.poll()  # Collects a leader that has exited, so that it is no longer counted.
+    if not any(running(proc.pid) for proc in procs):
+      return True
+    if time.monotonic() >= deadline:
+      return False
+    time.sleep(_POLL_S)
+
+
+def stop(procs: Iterable[subprocess.Popen], grace_s: float, sig: int = signal.SIGTERM) -> bool:
+  """Sends `sig` to the group each of `procs` leads, and SIGKILL to the groups that still have a
+  running process after `grace_s` seconds.
+
+  Args:
+    procs: processes started with `start_new_session=True` (each leads its own group).
+    grace_s: seconds the groups get to end after `sig`.
+    sig: the first signal.
+
+  Returns:
+    Whether every group ended (False: a process outlived SIGKILL by KILL_WAIT_S, which only
+    a process stuck in the kernel does).
+  """
+  procs = list(procs)
+  for signal_number, wait_s in ((sig, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
+    for proc in procs:
+      with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal_number)
+    if _wait(procs, time.monotonic() + wait_s):
+      return True
+  return False
