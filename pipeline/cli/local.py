@@ -21,7 +21,7 @@ from typing import Any  # noqa: E402
 
 from components import storage  # noqa: E402
 from core.errors import UserInputError  # noqa: E402
-from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
+from pipeline.cli import checks, flags, progress, reporting, resolve, scratch  # noqa: E402
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
@@ -142,7 +142,8 @@ def main(argv=None) -> int:
       f"cannot lock {out / '.run.lock'} ({e.strerror}); pass another --output-dir."
     )
   try:
-    return _run(args, config, out)
+    with scratch.run_folder():
+      return _run(args, config, out)
   finally:
     lock.release()
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from filelock import FileLock
 
-from tests.support.cli_runs import load_summary, run_script
+from tests.support.cli_runs import load_summary, project_env, run_script
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,12 +22,14 @@ class DigitsRun:
     summary: run_summary.json as the run wrote it.
     stdout: What the run printed on stdout.
     printed_lines: How many lines it printed on stdout and stderr together.
+    tmp: The run's TMPDIR, a folder of its own: what the run left in it.
   """
 
   out: pathlib.Path
   summary: dict
   stdout: str
   printed_lines: int
+  tmp: pathlib.Path
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +45,15 @@ def digits_run(tmp_path_factory, worker_id) -> DigitsRun:
     root = root.parent
   out = root / "digits_run"
   record = root / "digits_run.json"
+  tmp = root / "digits_run_tmp"
   with FileLock(str(root / "digits_run.lock")):
     if not record.exists():
-      proc = run_script("run_local.py", "--output-dir", out, timeout=900)
+      tmp.mkdir(exist_ok=True)
+      env = project_env(TMPDIR=str(tmp))
+      proc = run_script("run_local.py", "--output-dir", out, timeout=900, env=env)
       if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
       lines = len((proc.stdout + proc.stderr).splitlines())
       record.write_text(json.dumps({"stdout": proc.stdout, "printed_lines": lines}))
   printed = json.loads(record.read_text())
-  return DigitsRun(out, load_summary(out), printed["stdout"], printed["printed_lines"])
+  return DigitsRun(out, load_summary(out), printed["stdout"], printed["printed_lines"], tmp)

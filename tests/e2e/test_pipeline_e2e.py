@@ -52,6 +52,8 @@ def test_default_run_succeeds_in_a_short_view_and_pushes_version_1(digits_run):
   assert (version_dir / "saved_model.pb").exists()
   assert json.loads((version_dir / "manifest.json").read_text())["version"] == 1
   assert "pushed version 1" in digits_run.stdout and "Optimizer variants" in digits_run.stdout
+  # Nothing left in the temporary folder (AutoGraph's sources were, at every run, once).
+  assert list(digits_run.tmp.iterdir()) == []
 
 
 def test_pushed_model_scores_090_on_the_eval_split(digits_run):
