@@ -353,13 +353,18 @@ class RowReader:
     from tensorflow_transform.tf_metadata import schema_utils
 
     spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
-    parsed = tf.io.parse_example(batch, spec)
+    raw = parsed = tf.io.parse_example(batch, spec)
     if self._tft is not None:
-      parsed = self._tft.transform_features_layer()(parsed)
+      parsed = self._tft.transform_features_layer()(raw)
     if self._signature is not None:
       label = self._signature[1](examples=batch)[self._label_key]
     elif self._label_key in parsed:
       label = parsed[self._label_key]
+    elif self._label_key in raw and raw[self._label_key].dtype != tf.string:
+      # A Transform that passes the label on under another name (TFX's penguin module:
+      # species -> species_xf): the Evaluator's TFMA reads the label from the raw features
+      # where the transformed ones lack it, and so do the variants' measurements.
+      label = raw[self._label_key]
     else:
       raise OptimizerInputError(
         f"label {self._label_key!r} is not among the {'transformed ' if self._tft else ''}"

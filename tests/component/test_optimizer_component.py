@@ -446,6 +446,29 @@ def restored_model(tmp_path_factory):
   return {**data, "model_uri": model_uri, "transform_uri": transform_uri, "accuracy": accuracy}
 
 
+def test_a_label_the_transform_passes_on_renamed_is_read_from_the_raw_rows(restored_model):
+  """TFX's penguin module turns `species` into `species_xf`: with --label-key species alone,
+  the variants are scored on the raw column, as the Evaluator's TFMA scores the model. A text
+  column is not a class index, so a raw text label still asks for --eval-label-key."""
+  from components.optimizer import data_lib
+
+  serving = str(restored_model["model_uri"] / "Format-Serving")
+  model = data_lib.load_keras_model(serving)
+  rows = restored_model["eval"][:40]
+  serialized = td.serialize(rows, "multiclass")
+
+  def reader(label_key):
+    args = (serving, restored_model["schema"], label_key, restored_model["transform_uri"])
+    return data_lib.RowReader(model, *args)
+
+  # `age` is transformed into `age_xf` only: its raw values are the labels.
+  labels = reader("age").read(serialized).labels
+  expected = [np.nan if r["age"] is None else r["age"] for r in rows]
+  np.testing.assert_allclose(labels, expected, equal_nan=True)
+  with pytest.raises(data_lib.OptimizerInputError, match="--eval-label-key"):
+    reader(td.LABEL).read(serialized)
+
+
 def test_executor_converts_a_model_saved_with_tf_saved_model_save(tmp_path, restored_model):
   assert not (restored_model["model_uri"] / "Format-Serving" / "keras_metadata.pb").exists()
   optimized, report = run_executor(
