@@ -23,10 +23,9 @@ def _group(tmp_path: pathlib.Path, script: str) -> tuple[subprocess.Popen, pathl
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
   # The leader exits at SIGTERM; its child ignores it and would run on.
-  proc, pid = _group(
+  proc, _ = _group(
     tmp_path,
-    "#!/bin/sh\n(trap '' TERM; echo $(exec sh -c 'echo $PPID') > {pid}; sleep 600) &\n"
-    "sleep 600\n",
+    "#!/bin/sh\n(trap '' TERM; echo $(exec sh -c 'echo $PPID') > {pid}; sleep 600) &\nsleep 600\n",
   )
   assert process_groups.running(proc.pid)
   started = time.monotonic()
