@@ -20,17 +20,15 @@ KILL_WAIT_S = 30.0
 _POLL_S = 0.05
 
 
-def running(pgid: int) -> bool:
-  """Whether a process of the group `pgid` is still running. A zombie (dead, waiting for its
-  parent to collect its status) is not: it holds nothing and runs nothing."""
+def _running_groups() -> set[int] | None:
+  """The groups with a process still running, from one pass over /proc; None without /proc.
+
+  A zombie (dead, waiting for its parent to collect its status) is not running: it holds
+  nothing and runs nothing.
+  """
   if not os.path.isdir("/proc"):
-    try:
-      os.killpg(pgid, 0)
-    except ProcessLookupError:
-      return False
-    except PermissionError:
-      return True
-    return True
+    return None
+  groups = set()
   for entry in os.listdir("/proc"):
     if not entry.isdigit():
       continue
@@ -41,9 +39,26 @@ def running(pgid: int) -> bool:
       continue
     # After the command's closing parenthesis: state, ppid, pgrp, ...
     fields = stat.rpartition(")")[2].split()
-    if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-      return True
-  return False
+    if len(fields) > 2 and fields[0] != "Z" and fields[2].isdigit():
+      groups.add(int(fields[2]))
+  return groups
+
+
+def _signalable(pgid: int) -> bool:
+  """Without /proc: whether signal 0 reaches the group (a zombie counts here)."""
+  try:
+    os.killpg(pgid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def running(pgid: int) -> bool:
+  """Whether a process of the group `pgid` is still running (a zombie is not)."""
+  groups = _running_groups()
+  return _signalable(pgid) if groups is None else pgid in groups
 
 
 def _wait(procs: list[subprocess.Popen], deadline: float) -> bool:
@@ -51,7 +66,9 @@ def _wait(procs: list[subprocess.Popen], deadline: float) -> bool:
   while True:
     for proc in procs:
       proc.poll()  # Collects a leader that has exited, so that it is no longer counted.
-    if not any(running(proc.pid) for proc in procs):
+    groups = _running_groups()
+    alive = _signalable if groups is None else groups.__contains__
+    if not any(alive(proc.pid) for proc in procs):
       return True
     if time.monotonic() >= deadline:
       return False

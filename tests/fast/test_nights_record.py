@@ -7,17 +7,9 @@ values, are in tests/fast/test_nights_settings.py."""
 from components.nights import nights_lib
 from components.serving import layout, nights
 from pipeline.cli import nights as nights_cli
+from tests.support.night_facts import gate_facts
 
 # ----------------------------------------------------------------------------- the record
-
-
-def _gate_facts(passed):
-  return {
-    "report": {"passed": passed, "compared": True, "findings": [], "drift": {}},
-    "live_version": 1,
-    "spans": [2],
-    "rows": {"train": 80, "eval": 20},
-  }
 
 
 def test_a_night_is_closed_into_the_log_and_its_open_facts_removed(tmp_path, monkeypatch):
@@ -27,7 +19,7 @@ def test_a_night_is_closed_into_the_log_and_its_open_facts_removed(tmp_path, mon
   monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "night-1")
   (tmp_path / "serving" / "m").mkdir(parents=True)
   (tmp_path / "serving" / "m" / "1").mkdir()  # Something was pushed before.
-  assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(False))
+  assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, gate_facts(False))
   record = nights_lib.close_night(serving, "m", "night-1", succeeded=False, error="stopped")
   assert record["outcome"] == nights_lib.STOPPED
   assert nights.read_records(serving, "m") == [record]
@@ -61,7 +53,7 @@ def test_a_first_night_keeps_its_facts_and_leaves_the_serving_folder_as_it_was(
   fresh, kept = tmp_path / "fresh", tmp_path / "kept"
   kept.mkdir()  # An empty serving folder the user made (a mount point, say) stays.
   for serving in (fresh, kept):
-    assert nights_lib.record_step(str(serving), "m", nights_lib.GATE_STEP, _gate_facts(False))
+    assert nights_lib.record_step(str(serving), "m", nights_lib.GATE_STEP, gate_facts(False))
     record, _ = nights_lib.end_night(
       str(serving), "m", "first", succeeded=False, error="the gate stopped"
     )
@@ -74,7 +66,7 @@ def test_a_first_night_that_ran_through_is_recorded_though_it_pushed_nothing(tmp
   # A model not good enough to push is a night's answer, not a failed try: `history` shows it.
   monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "first")
   serving = tmp_path / "serving"
-  first_night = {**_gate_facts(True), "report": {"passed": True, "compared": False}}
+  first_night = {**gate_facts(True), "report": {"passed": True, "compared": False}}
   assert nights_lib.record_step(str(serving), "m", nights_lib.GATE_STEP, first_night)
   declined = {"pushed": False, "blessed": False, "reason": "model not blessed by Evaluator: x"}
   assert nights_lib.record_step(str(serving), "m", nights_lib.PUSHER_STEP, declined)
@@ -93,7 +85,7 @@ def test_a_night_killed_before_it_closed_is_recorded_by_a_later_one(tmp_path, mo
   serving = str(tmp_path / "serving")
   (tmp_path / "serving" / "m").mkdir(parents=True)
   monkeypatch.setenv(nights_lib.NIGHT_ID_ENV, "killed")
-  assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(True))
+  assert nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, gate_facts(True))
   old = time.time() - nights_lib.INTERRUPTED_AFTER_S - 60
   for path in (tmp_path / "serving" / "m" / layout.OPEN_DIR / "killed").iterdir():
     os.utime(path, (old, old))
@@ -111,7 +103,7 @@ def test_the_owners_next_night_closes_its_killed_night_at_once(tmp_path, monkeyp
   (tmp_path / "serving" / "m").mkdir(parents=True)
   monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
   nights_lib.begin_night(serving, "m", "killed", owner="host:/out-a")
-  nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, _gate_facts(True), night="killed")
+  nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, gate_facts(True), night="killed")
   nights_lib.begin_night(serving, "m", "other", owner="host:/out-b")
   closed = nights_lib.begin_night(serving, "m", "tonight", owner="host:/out-a")
   assert [r["night"] for r in closed] == ["killed"]

@@ -8,6 +8,7 @@ import pytest
 from components.data_gate import thresholds as th
 from components.nights import nights_lib
 from pipeline.cli import nights as nights_cli
+from tests.support.night_facts import gate_facts
 
 # ----------------------------------------------------------------------------- settings
 
@@ -63,19 +64,10 @@ def test_accepted_names_split_on_commas_and_keep_their_order():
 # ----------------------------------------------------------------------------- the record
 
 
-def _gate_facts(passed):
-  return {
-    "report": {"passed": passed, "compared": True, "findings": [], "drift": {}},
-    "live_version": 1,
-    "spans": [2],
-    "rows": {"train": 80, "eval": 20},
-  }
-
-
 def test_records_tell_pushed_not_pushed_stopped_and_failed_nights():
   common = {"night": "n", "error": "", "started": "s", "ended": "e", "seconds": 1.0}
   pusher = {"pushed": True, "version": 2, "live_version": 2, "blessed": True, "metrics": {}}
-  facts = {nights_lib.GATE_STEP: _gate_facts(True), nights_lib.PUSHER_STEP: pusher}
+  facts = {nights_lib.GATE_STEP: gate_facts(True), nights_lib.PUSHER_STEP: pusher}
   record = nights_lib.build_record(facts, succeeded=True, **common)
   assert record["outcome"] == nights_lib.PUSHED and record["version"] == 2
   assert record["spans"] == [2] and record["rows"] == {"train": 80, "eval": 20}
@@ -83,7 +75,7 @@ def test_records_tell_pushed_not_pushed_stopped_and_failed_nights():
   record = nights_lib.build_record({nights_lib.PUSHER_STEP: declined}, succeeded=True, **common)
   assert record["outcome"] == nights_lib.NOT_PUSHED and record["version"] is None
   assert record["line"].startswith("model not blessed")
-  stopped = {nights_lib.GATE_STEP: _gate_facts(False)}
+  stopped = {nights_lib.GATE_STEP: gate_facts(False)}
   record = nights_lib.build_record(stopped, succeeded=False, **{**common, "error": "gate line"})
   assert record["outcome"] == nights_lib.STOPPED and record["line"] == "gate line"
   record = nights_lib.build_record({}, succeeded=False, **{**common, "error": "bad csv"})
@@ -92,7 +84,7 @@ def test_records_tell_pushed_not_pushed_stopped_and_failed_nights():
 
 def test_every_night_shows_the_live_version_pushed_or_not():
   common = {"night": "n", "error": "", "started": "s", "ended": "e", "seconds": 1.0}
-  gate = _gate_facts(True)  # The gate compared with live version 1.
+  gate = gate_facts(True)  # The gate compared with live version 1.
   kept = {"pushed": False, "version": None, "live_version": 1, "reason": "model not blessed"}
   record = nights_lib.build_record(
     {nights_lib.GATE_STEP: gate, nights_lib.PUSHER_STEP: kept}, succeeded=True, **common
