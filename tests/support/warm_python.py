@@ -32,6 +32,8 @@ The server ends when its stdin closes.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import pathlib
@@ -45,7 +47,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -235,7 +237,8 @@ def _stop(proc: subprocess.Popen, log) -> None:
 
 def serve_pool() -> int:
   """The server of a `WarmPool`: forks a child per request at once, each in its own session
-  (as `start_new_session` does), and reports each child's exit as it happens."""
+  (as `start_new_session` does), answers with its pid and the request's `id`, and reports each
+  child's exit as it happens."""
   preload()
   _reply({"ready": True})
   pending, running, closed = b"", set(), False
@@ -247,14 +250,15 @@ def serve_pool() -> int:
       pending += chunk or b""
       while b"\n" in pending:
         line, pending = pending.split(b"\n", 1)
+        request = json.loads(line)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
           os.setsid()
-          return _child(json.loads(line))
+          return _child(request)
         running.add(pid)
-        _reply({"pid": pid})
+        _reply({"pid": pid, "id": request["id"]})
     else:
       time.sleep(0.05)
     while running:
@@ -288,6 +292,59 @@ class WarmChild:
     return self.returncode
 
 
+class _Births:
+  """Hands each `WarmPool.spawn` the pid of its own child, by request id.
+
+  A reply can come after its spawn gave up waiting (a fork on a machine out of breath): that
+  child belongs to no one, so it is killed with its process group as soon as its pid is known,
+  and no later spawn takes it for its own (one did, and its cluster then watched another test's
+  orphan worker and reported that worker's exit as its own).
+  """
+
+  def __init__(self, kill: Callable[[int], None]):
+    self._kill = kill
+    self._lock = threading.Lock()
+    self._waiting: dict[int, queue.Queue] = {}
+    self._ended = False
+
+  def expect(self, request_id: int) -> queue.Queue:
+    """A queue that receives the pid of `request_id`'s child, or None if the server ends."""
+    box: queue.Queue = queue.Queue(maxsize=1)
+    with self._lock:
+      if self._ended:
+        box.put(None)
+      self._waiting[request_id] = box
+    return box
+
+  def abandon(self, request_id: int, box: queue.Queue) -> None:
+    """The spawn of `request_id` stopped waiting: its child, now or later, is killed."""
+    with self._lock:
+      self._waiting.pop(request_id, None)
+      pid = None if box.empty() else box.get()
+    if pid is not None:
+      self._kill(pid)
+
+  def born(self, request_id: int, pid: int) -> None:
+    with self._lock:
+      box = self._waiting.pop(request_id, None)
+      if box is not None:
+        box.put(pid)
+    if box is None:
+      self._kill(pid)
+
+  def server_ended(self) -> None:
+    with self._lock:
+      self._ended = True
+      boxes, self._waiting = list(self._waiting.values()), {}
+    for box in boxes:
+      box.put(None)
+
+
+def _kill_group(pid: int) -> None:
+  with contextlib.suppress(ProcessLookupError):
+    os.killpg(pid, signal.SIGKILL)
+
+
 class WarmPool:
   """Like `WarmPython`, but its children run side by side: the processes of a local cluster
   or the pods of the fake training operator, which run for as long as their cluster does.
@@ -297,10 +354,15 @@ class WarmPool:
     log: where the server's own output goes.
   """
 
+  # How long a spawn waits for its child's pid; a fork takes well under a second, but one
+  # whole-suite run on 2 busy cores waited over 60 s (the tests' own timeouts bound it too).
+  SPAWN_TIMEOUT_S = 240.0
+
   def __init__(self, env: Mapping[str, str], log: str | os.PathLike):
     self._proc, self._log = _start_server(env, log, "--pool")
     self._children: dict[int, WarmChild] = {}
-    self._pids: queue.Queue = queue.Queue()
+    self._births = _Births(_kill_group)
+    self._ids = itertools.count()
     self._ready = threading.Event()
     self._lock = threading.Lock()
     threading.Thread(target=self._read_replies, daemon=True).start()
@@ -316,8 +378,10 @@ class WarmPool:
           child = self._children.setdefault(reply["exited"], WarmChild(reply["exited"]))
         child._exited(reply["returncode"])
       else:
-        self._pids.put(reply["pid"])
-    self._pids.put(None)  # the server ended
+        with self._lock:  # a new child, even where the system reused an earlier one's pid
+          self._children[reply["pid"]] = WarmChild(reply["pid"])
+        self._births.born(reply["id"], reply["pid"])
+    self._births.server_ended()
 
   def spawn(
     self,
@@ -332,15 +396,25 @@ class WarmPool:
     its stdout and stderr appended to `log`, and returns at once."""
     if not self._ready.wait(300):
       raise WarmPythonError(f"the warm pool did not start; see {self._log.name}")
+    request_id = next(self._ids)
     request = {**target, "args": [str(a) for a in args], "env": dict(env), "cwd": str(cwd)}
-    request.update(stdout=str(log), stderr=str(log))
+    request.update(stdout=str(log), stderr=str(log), id=request_id)
+    box = self._births.expect(request_id)
     with self._lock:
       self._proc.stdin.write(json.dumps(request).encode() + b"\n")
       self._proc.stdin.flush()
-      pid = self._pids.get(timeout=60)
-      if pid is None:
-        raise WarmPythonError(f"the warm pool ended; see {self._log.name}")
-      return self._children.setdefault(pid, WarmChild(pid))
+    try:
+      pid = box.get(timeout=self.SPAWN_TIMEOUT_S)
+    except queue.Empty:
+      self._births.abandon(request_id, box)
+      raise WarmPythonError(
+        f"the warm pool forked no child for {target} within {self.SPAWN_TIMEOUT_S:.0f} s;"
+        f" see {self._log.name}"
+      ) from None
+    if pid is None:
+      raise WarmPythonError(f"the warm pool ended; see {self._log.name}")
+    with self._lock:
+      return self._children[pid]
 
   def close(self) -> None:
     """Ends the server once its children have ended."""
