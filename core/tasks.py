@@ -7,7 +7,7 @@ built, and by the default trainer module, which checks the same rule on the data
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from core import column_types, defaults
 from core.errors import UserInputError
@@ -285,3 +285,50 @@ def label_info(label_key: str, task: str, distinct: Sequence) -> LabelInfo:
   if task == REGRESSION:
     return LabelInfo(label_key, task, ())
   return LabelInfo(label_key, task, tuple(sorted(distinct)))
+
+
+# Where the label a model is scored against comes from (`label_view`).
+TRANSFORMED = "transformed"
+RAW = "raw"
+
+
+def label_view(label_key: str, transformed: Collection[str] | None, raw_text: bool | None) -> str:
+  """Where the Evaluator and the Optimizer read the label a model is scored against.
+
+  TFMA's rule, which both follow: with a Transform (the model's `transform_features` signature,
+  or the Transform graph), from the transformed features, and from the raw features where they
+  lack it (TFX's penguin module renames `species` to `species_xf`; its raw number still serves).
+  A text label read raw cannot be compared with the model's numeric answers (TFMA fails deep in
+  its Beam pipeline with "Cast string to float is not supported"), so that is a user error.
+
+  Args:
+    label_key: the label the run scores against (--eval-label-key, else --label-key).
+    transformed: the transformed features' names, or None without a Transform.
+    raw_text: whether the raw column is text; None where the raw features lack it.
+
+  Returns:
+    TRANSFORMED or RAW.
+
+  Raises:
+    LabelError: where neither view gives a number to score against.
+  """
+  if transformed is not None and label_key in transformed:
+    return TRANSFORMED
+  if raw_text is False:
+    return RAW
+  if raw_text and transformed is None:
+    raise LabelError(
+      f"label {label_key!r} is text, and the model is scored against the label as the examples"
+      " hold it; pass the label as the model sees it (--eval-label-key, the name its Transform"
+      " gives it), or write the label as class numbers."
+    )
+  if raw_text:
+    raise LabelError(
+      f"label {label_key!r} is text, and the model's Transform does not pass it on under that"
+      " name; pass the label as the model sees it (--eval-label-key)."
+    )
+  where = "transformed features" if transformed is not None else "features"
+  raise LabelError(
+    f"label {label_key!r} is not among the {where}; pass the label as the model sees it"
+    " (--eval-label-key)."
+  )

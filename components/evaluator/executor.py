@@ -54,6 +54,7 @@ class Executor(stock_evaluator.Executor):
       input_dict.pop(BASELINE_SCHEMA_KEY, None),
       baselines,
     )
+    _check_label(input_dict, exec_properties)
     floor = _eval_split_floor(input_dict, exec_properties)
     if floor is not None and _count_as_classes(tonight, exec_properties):
       floor = floors.count_classes_floor()
@@ -188,11 +189,7 @@ def _read_models(eval_config, input_dict, conform):
   Raises:
     _BaselineUnreadable: when the live version cannot read tonight's examples.
   """
-  files = []
-  for uri in artifact_utils.get_split_uris(
-    input_dict[standard_component_specs.EXAMPLES_KEY], properties.EVAL_SPLIT
-  ):
-    files += sorted(fileio.glob(io_utils.all_files_pattern(uri)))
+  files = _eval_files(input_dict)
   models = {}
   outputs = {}
   for spec in eval_config.model_specs:
@@ -216,6 +213,29 @@ def _read_models(eval_config, input_dict, conform):
       )
       return None
   return models, outputs
+
+
+def _eval_files(input_dict) -> list[str]:
+  files = []
+  for uri in artifact_utils.get_split_uris(
+    input_dict[standard_component_specs.EXAMPLES_KEY], properties.EVAL_SPLIT
+  ):
+    files += sorted(fileio.glob(io_utils.all_files_pattern(uri)))
+  return files
+
+
+def _check_label(input_dict, exec_properties) -> None:
+  """Stops with the user's fix where the candidate's label cannot be scored (a text label that
+  its Transform passes on under another name), before TFMA fails on it deep in Beam."""
+  raw = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
+  models = input_dict.get(standard_component_specs.MODEL_KEY) or []
+  if not raw or len(models) != 1:
+    return
+  eval_config = proto_utils.json_to_proto(raw, tfma.EvalConfig())
+  path = path_utils.serving_model_path(models[0].uri, path_utils.is_old_model_artifact(models[0]))
+  for spec in eval_config.model_specs:
+    if not spec.is_baseline:
+      outputs_lib.check_label(path, spec, _eval_files(input_dict))
 
 
 def _model_task(artifact) -> str:

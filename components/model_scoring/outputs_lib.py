@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from components import model_contract
+from core import tasks
 
 BATCH_ROWS = 8192
 
@@ -81,24 +82,71 @@ def _single_string_input(signature) -> str:
   return next(iter(specs))
 
 
-def _stored_type(record: bytes, key: str):
-  """The TensorFlow type a feature is stored as in a serialized tf.Example (numbers only)."""
+def _raw_kind(records: Sequence[bytes], key: str) -> str | None:
+  """How the first of `records` that holds feature `key` stores it (bytes_list, int64_list or
+  float_list); None where none holds it."""
   import tensorflow as tf
 
-  feature = tf.train.Example.FromString(record).features.feature.get(key)
-  if feature is None or feature.WhichOneof("kind") == "bytes_list":
-    raise ValueError(f"label {key!r} is text or absent in the examples; TFMA reads it")
-  return tf.int64 if feature.WhichOneof("kind") == "int64_list" else tf.float32
+  for record in records:
+    feature = tf.train.Example.FromString(record).features.feature.get(key)
+    if feature is not None and feature.WhichOneof("kind"):
+      return feature.WhichOneof("kind")
+  return None
+
+
+def _is_text(kind: str | None) -> bool | None:
+  return None if kind is None else kind == "bytes_list"
+
+
+def signature_outputs(saved_model_dir: str, name: str) -> set[str] | None:
+  """The output names of a SavedModel's signature `name`, read from its saved_model.pb without
+  loading the model; None where it has no such signature."""
+  from tensorflow.core.protobuf import saved_model_pb2
+  from tfx.dsl.io import fileio
+
+  saved = saved_model_pb2.SavedModel()
+  with fileio.open(f"{saved_model_dir.rstrip('/')}/saved_model.pb", "rb") as f:
+    saved.ParseFromString(f.read())
+  for graph in saved.meta_graphs:
+    if name in graph.signature_def:
+      return set(graph.signature_def[name].outputs)
+  return None
+
+
+def check_label(saved_model_dir: str, spec: Any, files: Sequence[str]) -> None:
+  """Checks that the model's label can be read as TFMA reads it (`core.tasks.label_view`),
+  before TFMA's Beam pipeline would fail on it with a traceback.
+
+  Only a model read through its `transform_features` signature is checked: the others' labels
+  are the raw column, which the pre-flight checks have seen.
+
+  Raises:
+    core.tasks.LabelError: when the transformed features lack the label and its raw column is
+      text or absent (the fix: --eval-label-key).
+  """
+  if model_contract.TRANSFORM_SIGNATURE not in spec.preprocessing_function_names:
+    return
+  transformed = signature_outputs(saved_model_dir, model_contract.TRANSFORM_SIGNATURE)
+  if transformed is None or spec.label_key in transformed:
+    return
+  first = next(iter(record_batches(files)), None)
+  if first is not None:
+    kind = _raw_kind(first.numpy(), spec.label_key)
+    tasks.label_view(spec.label_key, transformed, _is_text(kind))
 
 
 def _labels(batch, label_key: str, transform) -> np.ndarray:
   import tensorflow as tf
 
+  transformed = None
   if transform is not None:
     [name] = transform.structured_input_signature[1]
-    value = transform(**{name: batch})[label_key]
+    transformed = transform(**{name: batch})
+  kind = _raw_kind(batch.numpy(), label_key)
+  if tasks.label_view(label_key, transformed, _is_text(kind)) == tasks.TRANSFORMED:
+    value = transformed[label_key]
   else:
-    dtype = _stored_type(batch.numpy()[0], label_key)
+    dtype = tf.int64 if kind == "int64_list" else tf.float32
     parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
     value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
   value = tf.cast(value, tf.float64).numpy().reshape(len(batch.numpy()), -1)

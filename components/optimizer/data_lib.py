@@ -358,18 +358,14 @@ class RowReader:
       parsed = self._tft.transform_features_layer()(raw)
     if self._signature is not None:
       label = self._signature[1](examples=batch)[self._label_key]
-    elif self._label_key in parsed:
-      label = parsed[self._label_key]
-    elif self._label_key in raw and raw[self._label_key].dtype != tf.string:
-      # A Transform that passes the label on under another name (TFX's penguin module:
-      # species -> species_xf): the Evaluator's TFMA reads the label from the raw features
-      # where the transformed ones lack it, and so do the variants' measurements.
-      label = raw[self._label_key]
     else:
-      raise OptimizerInputError(
-        f"label {self._label_key!r} is not among the {'transformed ' if self._tft else ''}"
-        f"features; pass the label as the model sees it (--eval-label-key)."
+      raw_label = raw.get(self._label_key)
+      view = tasks.label_view(
+        self._label_key,
+        set(parsed) if self._tft is not None else None,
+        None if raw_label is None else raw_label.dtype == tf.string,
       )
+      label = parsed[self._label_key] if view == tasks.TRANSFORMED else raw_label
     label = _dense(label, _default_for(label.dtype))[:, 0]
     return parsed, label.numpy()
 

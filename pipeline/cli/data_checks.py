@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 
-from core import floors, properties, spans, splits, tasks
+from core import column_types, floors, properties, spans, splits, tasks
 from pipeline.cli.checks import CheckError
 
 
@@ -134,6 +134,9 @@ def decide_label(
     max_distinct=max_classes,
     keep_text_tokens=tasks.keeps_label_tokens(requested_task),
   )
+  if not default_model and not model_label_key:
+    # A run_fn module's model is scored against the label as the examples hold it.
+    tasks.label_view(label_key, None, profile.kind == column_types.CSV_STRING)
   # Rows with an empty label are left out by the ExampleGen: only the others train and score.
   present = profile.num_rows - profile.num_empty
   if not floors.label_sets_floor(label_key, model_label_key, requested_task):

@@ -358,3 +358,126 @@ def test_anything_else_goes_to_stock_tfma():
   assert "Precision" in evaluation_lib.plan(other, [], {}).reason
   assert not evaluation_lib.plan(config, ["--runner=DataflowRunner"], {}).in_process
   assert not evaluation_lib.plan(config, [], {"module_file": "m.py"}).in_process
+
+
+@pytest.fixture(scope="module")
+def renamed_label(tmp_path_factory):
+  """A model with TFX's penguin layout: its `transform_features` signature gives `label_xf`
+  (the class index of the raw `label`) and `x_xf`, and no `label`. Eval rows with the label as
+  text ('a'/'b') and with it as the class number (0/1)."""
+  import numpy as np
+  import tensorflow as tf
+
+  root = tmp_path_factory.mktemp("renamed_label")
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=300).astype(np.float32)
+  y = (x + rng.normal(scale=0.5, size=300) > 0).astype(np.int64)
+  examples = {}
+  for kind in ("text", "number"):
+    split = root / kind / "Split-eval"
+    split.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(split / "data.gz"), options="GZIP") as writer:
+      for value, label in zip(x, y, strict=True):
+        example = tf.train.Example()
+        example.features.feature["x"].float_list.value.append(float(value))
+        feature = example.features.feature["label"]
+        if kind == "text":
+          feature.bytes_list.value.append(b"ab"[label : label + 1])
+        else:
+          feature.int64_list.value.append(int(label))
+        writer.write(example.SerializeToString())
+    examples[kind] = _artifact(standard_artifacts.Examples, root / kind, 1)
+    examples[kind].split_names = artifact_utils.encode_split_names(["eval"])
+  models = {kind: _renamed_label_model(root / kind, kind) for kind in examples}
+  return examples, models
+
+
+def _renamed_label_model(root, kind):
+  import tensorflow as tf
+
+  spec = {"x": tf.io.FixedLenFeature([1], tf.float32)}
+  label = {"label": tf.io.FixedLenFeature([1], tf.string if kind == "text" else tf.int64)}
+
+  class Model(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(self, examples):
+      x = tf.io.parse_example(examples, spec)["x"]
+      return {"outputs": tf.concat([-x, x], axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def transform_features(self, examples):
+      raw = tf.io.parse_example(examples, {**spec, **label})
+      index = raw["label"] == b"b" if kind == "text" else raw["label"] == 1
+      return {"x_xf": raw["x"], "label_xf": tf.cast(index, tf.int64)}
+
+  model, model_uri = Model(), root / "model"
+  signatures = {"serving_default": model.serve, "transform_features": model.transform_features}
+  tf.saved_model.save(model, str(model_uri / "Format-Serving"), signatures=signatures)
+  return _artifact(standard_artifacts.Model, model_uri, 2)
+
+
+def _accuracy_config(label_key: str) -> tfma.EvalConfig:
+  return tfma.EvalConfig(
+    model_specs=[
+      tfma.ModelSpec(
+        label_key=label_key,
+        signature_name="serving_default",
+        preprocessing_function_names=["transform_features"],
+      )
+    ],
+    slicing_specs=[tfma.SlicingSpec()],
+    metrics_specs=[
+      tfma.MetricsSpec(
+        metrics=[
+          tfma.MetricConfig(class_name="SparseCategoricalAccuracy"),
+          tfma.MetricConfig(class_name="ExampleCount"),
+        ]
+      )
+    ],
+  )
+
+
+def test_a_text_label_the_transform_renames_stops_the_evaluator_in_one_line(
+  renamed_label, tmp_path
+):
+  """Without --eval-label-key TFMA reads the raw text label and fails deep in Beam ("Cast string
+  to float is not supported"); the Evaluator names the fix before it starts."""
+  from core import tasks
+
+  examples, models = renamed_label
+  model = models["text"]
+  with pytest.raises(tasks.LabelError, match=r"Transform does not pass it on.*--eval-label-key"):
+    _run(our_evaluator.Executor, tmp_path, examples["text"], model, None, _accuracy_config("label"))
+  assert not os.path.exists(tmp_path / "evaluation") and os.listdir(tmp_path / "blessing") == []
+  # With the label as the model sees it, the same rows are scored.
+  evaluation, _ = _run(
+    our_evaluator.Executor,
+    tmp_path / "xf",
+    examples["text"],
+    model,
+    None,
+    _accuracy_config("label_xf"),
+  )
+  accuracy = _metrics(evaluation.uri)[("sparse_categorical_accuracy", "", False)]
+  assert 0.7 < accuracy < 1.0
+
+
+def test_a_number_label_the_transform_renames_is_read_raw_in_process_as_tfma_reads_it(
+  renamed_label, tmp_path, monkeypatch
+):
+  written = []
+  write = evaluation_lib.write_evaluation
+  monkeypatch.setattr(
+    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
+  )
+  examples, models = renamed_label
+  model = models["number"]
+  config = _accuracy_config("label")
+  stock = _run(stock_executor.Executor, tmp_path / "stock", examples["number"], model, None, config)
+  ours = _run(our_evaluator.Executor, tmp_path / "ours", examples["number"], model, None, config)
+  assert written == [1], "the in-process path did not run"
+  theirs, mine = _metrics(stock[0].uri), _metrics(ours[0].uri)
+  assert set(mine) == set(theirs)
+  assert theirs[("sparse_categorical_accuracy", "", False)] > 0.7
+  for key, value in theirs.items():
+    assert mine[key] == pytest.approx(value, abs=METRIC_TOLERANCE), key

@@ -22,7 +22,7 @@ from components.optimizer import (
   spec,
 )
 from components.optimizer import executor as executor_module
-from core import defaults
+from core import defaults, tasks
 from core.errors import UserInputError
 from tests.support import tabular_data as td
 from tests.support.cli_runs import REPO_ROOT, project_env
@@ -465,7 +465,7 @@ def test_a_label_the_transform_passes_on_renamed_is_read_from_the_raw_rows(resto
   labels = reader("age").read(serialized).labels
   expected = [np.nan if r["age"] is None else r["age"] for r in rows]
   np.testing.assert_allclose(labels, expected, equal_nan=True)
-  with pytest.raises(data_lib.OptimizerInputError, match="--eval-label-key"):
+  with pytest.raises(tasks.LabelError, match=r"Transform does not pass it on.*--eval-label-key"):
     reader(td.LABEL).read(serialized)
 
 

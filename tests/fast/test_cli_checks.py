@@ -515,3 +515,29 @@ def test_a_csv_file_given_as_the_data_root_names_its_folder(tmp_path):
   other.write_text("x")
   with pytest.raises(checks.CheckError, match=r"is a file, not a folder; pass a folder\.$"):
     checks.check_folder("--data-root", str(other), must_exist=True)
+
+
+def test_a_run_fn_modules_text_label_is_refused_before_the_run_unless_the_model_names_its_own(
+  tmp_path,
+):
+  """TFMA scores a run_fn module's model against the label as the examples hold it: a text
+  label failed deep in the Evaluator's Beam pipeline ("Cast string to float"), after the
+  Transform and the training had run. Given the transformed label's name, the run goes on."""
+  data = tmp_path / "data"
+  data.mkdir()
+  names = ("setosa", "versicolor", "virginica")
+  (data / "d.csv").write_text("x,species\n" + "".join(f"{i},{names[i % 3]}\n" for i in range(300)))
+  module = _write(tmp_path / "module.py", MODULE)
+  flags_ = ("--data-root", data, "--module-file", module, "--label-key", "species")
+  root, serving = str(tmp_path / "root"), str(tmp_path / "serving")
+  with pytest.raises(errors.UserInputError, match=r"label 'species' is text.*--eval-label-key"):
+    resolve.config_from_args(_args(tmp_path, *flags_), root, serving)
+  config = resolve.config_from_args(
+    _args(tmp_path, *flags_, "--eval-label-key", "species_xf", "--task", "multiclass"),
+    root,
+    serving,
+  )
+  assert (config.label_key, config.model_label_key) == ("species", "species_xf")
+  # The default model reads a text label as class indices itself.
+  config = resolve.config_from_args(_args(tmp_path, *flags_[:2], *flags_[4:]), root, serving)
+  assert config.task == "multiclass"

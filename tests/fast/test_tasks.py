@@ -205,3 +205,33 @@ def test_the_reading_that_errs_less_wins_and_the_sentence_says_by_how_much():
   # A tie keeps the classes, which the automatic rule chose before the evidence.
   assert tasks.Readings(1.0, 1.0, 10).winner == tasks.CLASSES_READING
   assert tasks.Readings.from_json(quantity.to_json()) == quantity
+
+
+@pytest.mark.parametrize(
+  "transformed, raw_text, expected",
+  [
+    ({"species_xf", "species"}, True, tasks.TRANSFORMED),  # the Transform's own label first
+    ({"species_xf"}, False, tasks.RAW),  # renamed by the Transform; its raw number serves
+    (None, False, tasks.RAW),  # no Transform: the column as written
+  ],
+)
+def test_the_label_is_read_transformed_first_then_raw_as_tfma_reads_it(
+  transformed, raw_text, expected
+):
+  assert tasks.label_view("species", transformed, raw_text) == expected
+
+
+@pytest.mark.parametrize(
+  "transformed, raw_text, message",
+  [
+    ({"species_xf"}, True, "Transform does not pass it on under that name"),
+    (None, True, "scored against the label as the examples hold it"),
+    ({"species_xf"}, None, "not among the transformed features"),
+    (None, None, "not among the features"),
+  ],
+)
+def test_a_label_with_no_number_to_score_against_names_the_flag(transformed, raw_text, message):
+  with pytest.raises(tasks.LabelError, match=message) as caught:
+    tasks.label_view("species", transformed, raw_text)
+  assert str(caught.value).count(". ") == 0 and str(caught.value).endswith("."), caught.value
+  assert "--eval-label-key" in str(caught.value)
