@@ -39,7 +39,8 @@ def test_a_failing_preprocessing_fn_keeps_its_traceback_and_names_the_function(t
   proc = run_script(
     "run_local.py",
     "--data-root", data, "--output-dir", tmp_path / "out", "--module-file", module,
-    "--label-key", "species", "--min-eval-examples", "20", "--quiet",
+    "--label-key", "species", "--eval-label-key", "species_xf", "--task", "multiclass",
+    "--min-eval-examples", "20", "--quiet",
     timeout=800, warm=True,
   )  # fmt: skip
   assert proc.returncode == 1, proc.stderr[-3000:]

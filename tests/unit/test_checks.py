@@ -42,10 +42,13 @@ def test_the_evaluator_reads_the_label_through_the_default_models_signature(
   tmp_path, module, network, through_model
 ):
   # A build_model module's model is the default model's: a text label reaches TFMA as the
-  # class index its transform_features signature gives, as for the bundled module.
+  # class index its transform_features signature gives, as for the bundled module. A run_fn
+  # module's label is read as the examples hold it, so it is a number here (a text one is
+  # refused before the run: test_cli_checks).
   data = tmp_path / "data"
   data.mkdir()
-  (data / "d.csv").write_text("x,kind\n" + "".join(f"{i},{'ab'[i % 2]}\n" for i in range(300)))
+  labels = "01" if module == "simple_keras_module.py" else "ab"
+  (data / "d.csv").write_text("x,kind\n" + "".join(f"{i},{labels[i % 2]}\n" for i in range(300)))
   flags = ["--data-root", data, "--label-key", "kind"]
   if module:
     flags += ["--module-file", REPO_ROOT / "tests" / "data" / "modules" / module]
