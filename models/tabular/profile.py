@@ -23,6 +23,7 @@ from core import column_types, defaults, tasks
 from models.tabular import read
 from models.tabular.date_parts import DateParts, find_date_parts
 from models.tabular.quantiles import bins_per_column, quantile_edges
+from models.tabular.row_numbers import RowNumbers
 from models.tabular.text_columns import (
   DateStats,
   date_stats,
@@ -98,6 +99,8 @@ class Profile:
     date_parts: the dates that number columns spell (year, month, day; date_parts.py).
     readings: the label is a count trained both as classes and as a quantity (readings.py):
       the head then has a unit per class plus one for the quantity.
+    row_numbers: the columns left out of the inputs as the table's row numbers, with their
+      smallest and largest values (`RowNumbers`).
   """
 
   columns: tuple[ColumnStats, ...]
@@ -111,6 +114,7 @@ class Profile:
   file_holdout_rows: tuple[int, ...] = ()
   date_parts: tuple[DateParts, ...] = ()
   readings: bool = False
+  row_numbers: tuple[tuple[str, int, int], ...] = ()
 
   @property
   def holdout_every(self) -> int:
@@ -149,13 +153,16 @@ class _Moments:
 
 
 def describe_inputs(
-  columns: Sequence[ColumnStats], shown: int = 4, date_parts: Sequence[DateParts] = ()
+  columns: Sequence[ColumnStats],
+  shown: int = 4,
+  date_parts: Sequence[DateParts] = (),
+  row_numbers: Sequence[tuple[str, int, int]] = (),
 ) -> str:
   """How the model reads its columns, in one line for the summary and the report.
 
   e.g. "6 numbers; text: state (50 values), homeownership (3); free text as words: emp_title
   (37 words); dates: issue_d (64 bins)". A date spelled by number columns is listed among the
-  dates by its columns ("year/month/day (64 bins)").
+  dates by its columns ("year/month/day (64 bins)"); row numbers left out close the line.
   """
 
   def listed(entries: list[str]) -> str:
@@ -178,6 +185,11 @@ def describe_inputs(
   for name, entries in (("text", text), ("free text as words", words), ("dates", dates)):
     if entries:
       parts.append(f"{name}: {listed(entries)}")
+  for name, low, high in row_numbers:
+    parts.append(
+      f"left out: {name} (row numbers, {low:,} to {high:,}, one per row; rename the column to"
+      " learn from it)"
+    )
   return "; ".join(parts)
 
 
@@ -283,9 +295,17 @@ def profile_data(
     )
   label = tally.label_info(label_key, task)
   label_mean, label_std = tally.label_moments.mean_std()
-  numbers = {c.name: tally.sample.column(c.name) for c in columns if c.kind == NUMERIC}
+  row_numbers = tally.row_numbers.found(tally.sample.column, tally.rows)
+  if len(row_numbers) == len(columns):
+    row_numbers = ()  # a model needs an input
+  left_out = {name for name, _, _ in row_numbers}
+  numbers = {
+    c.name: tally.sample.column(c.name)
+    for c in columns
+    if c.kind == NUMERIC and c.name not in left_out
+  }
   return Profile(
-    tally.column_stats(hp, label.task),
+    tuple(s for s in tally.column_stats(hp, label.task) if s.column.name not in left_out),
     label,
     label_dtype,
     tally.rows,
@@ -293,6 +313,7 @@ def profile_data(
     label_std or 1.0,
     tuple(file_rows),
     date_parts=find_date_parts(numbers, int(hp.get("numeric_bins", 16)), tally.rows),
+    row_numbers=row_numbers,
   )
 
 
@@ -313,6 +334,7 @@ class _Tally:
     self.label_overflow = False
     self.label_moments = _Moments()
     self._position = {c.name: i for i, c in enumerate(model_contract.numeric_columns(columns))}
+    self.row_numbers = RowNumbers(columns)
 
   def add(self, features: dict[str, np.ndarray], label: np.ndarray) -> None:
     """Counts one parsed batch: model inputs by name, and the raw labels."""
@@ -327,6 +349,7 @@ class _Tally:
         values = features[c.input_name][:, self._position[c.name]]
         present = ~np.isnan(values)
         self.numeric[c.name].add(values[present])
+        self.row_numbers.add(c.name, values, present)
       else:
         values = features[c.input_name][:, 0]
         present = values != b""

@@ -312,7 +312,9 @@ def _result(
     warm_started_layers=warm,
     plan={
       **plan.to_json(),
-      "inputs": describe_inputs(profile.columns, date_parts=profile.date_parts),
+      "inputs": describe_inputs(
+        profile.columns, date_parts=profile.date_parts, row_numbers=profile.row_numbers
+      ),
       **({"warm_start": warm_start_note} if warm_start_note else {}),
     },
     **fit,

