@@ -213,8 +213,11 @@ def read_header(path: str, delimiter: str = ",") -> list[str]:
   blank = [i + 1 for i, n in enumerate(names) if not n]
   if not names or blank:
     where = f" (column {blank[0]} of {len(names)})" if blank else ""
-    # R's write.csv puts its row names first, under the name "".
-    r_hint = " (R's write.csv leaves its row names unnamed: pass row.names = FALSE)"
+    # R's write.csv and pandas' to_csv put a table's row labels first, under the name "".
+    r_hint = (
+      " (R's write.csv and pandas' to_csv write the row labels first, unnamed: pass"
+      " row.names = FALSE or index=False)"
+    )
     raise CsvInputError(
       f"{path}: the header has a blank column name{where}; name every column"
       f"{r_hint if blank[:1] == [1] and len(names) > 1 else ''}."

@@ -652,6 +652,7 @@ class TestBadInput:
       (b"pix,score,label\n", "header but no data rows"),
       (b"pix,,label\n1,2,3\n", r"blank column name \(column 2 of 3\); name every column\.$"),
       (b'"","x","label"\n"1",2,3\n', r"\(column 1 of 3\); name every column \(R's write.csv"),
+      (b",x,label\n0,2,3\n", r"pandas' to_csv .*: pass row.names = FALSE or index=False\)\.$"),
       (b"a,a,label\n1,2,3\n", "duplicate column names"),
     ],
   )
