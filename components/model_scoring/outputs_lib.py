@@ -117,21 +117,24 @@ def check_label(saved_model_dir: str, spec: Any, files: Sequence[str]) -> None:
   """Checks that the model's label can be read as TFMA reads it (`core.tasks.label_view`),
   before TFMA's Beam pipeline would fail on it with a traceback.
 
-  Only a model read through its `transform_features` signature is checked: the others' labels
-  are the raw column, which the pre-flight checks have seen.
+  A model read through its `transform_features` signature needs the label among that
+  signature's outputs, or as a number in the examples; any other model needs a number label in
+  the examples (the pre-flight checks refuse a text one where they can read the data: a
+  compiled Kubeflow pipeline's cannot).
 
   Raises:
-    core.tasks.LabelError: when the transformed features lack the label and its raw column is
-      text or absent (the fix: --eval-label-key).
+    core.tasks.LabelError: naming the fix (--eval-label-key).
   """
-  if model_contract.TRANSFORM_SIGNATURE not in spec.preprocessing_function_names:
-    return
-  transformed = signature_outputs(saved_model_dir, model_contract.TRANSFORM_SIGNATURE)
-  if transformed is None or spec.label_key in transformed:
-    return
+  transformed = None
+  if model_contract.TRANSFORM_SIGNATURE in spec.preprocessing_function_names:
+    transformed = signature_outputs(saved_model_dir, model_contract.TRANSFORM_SIGNATURE)
+    if transformed is None or spec.label_key in transformed:
+      return
   first = next(iter(record_batches(files)), None)
-  if first is not None:
-    kind = _raw_kind(first.numpy(), spec.label_key)
+  if first is None:
+    return
+  kind = _raw_kind(first.numpy(), spec.label_key)
+  if transformed is not None or kind == "bytes_list":
     tasks.label_view(spec.label_key, transformed, _is_text(kind))
 
 

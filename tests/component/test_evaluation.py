@@ -449,6 +449,12 @@ def test_a_text_label_the_transform_renames_stops_the_evaluator_in_one_line(
   with pytest.raises(tasks.LabelError, match=r"Transform does not pass it on.*--eval-label-key"):
     _run(our_evaluator.Executor, tmp_path, examples["text"], model, None, _accuracy_config("label"))
   assert not os.path.exists(tmp_path / "evaluation") and os.listdir(tmp_path / "blessing") == []
+  # A run_fn module's model, scored on the label as the examples hold it (a compiled pipeline:
+  # its pre-flight checks could not read the data).
+  raw = _accuracy_config("label")
+  del raw.model_specs[0].preprocessing_function_names[:]
+  with pytest.raises(tasks.LabelError, match=r"is text, and the model is scored against the"):
+    _run(our_evaluator.Executor, tmp_path / "raw", examples["text"], model, None, raw)
   # With the label as the model sees it, the same rows are scored.
   evaluation, _ = _run(
     our_evaluator.Executor,
