@@ -370,7 +370,10 @@ class WarmPool:
 
   def _read_replies(self) -> None:
     for line in self._proc.stdout:
-      reply = json.loads(line)
+      try:
+        reply = json.loads(line)
+      except ValueError:  # a library printed to the server's stdout: not a reply
+        continue
       if "ready" in reply:
         self._ready.set()
       elif "exited" in reply:
