@@ -78,7 +78,7 @@ def test_backup_and_restore_still_rejects_one_device_strategy_unless_patched(tmp
   model.fit(tf.zeros((8, 2)), tf.zeros((8, 1)), epochs=1, verbose=0, callbacks=[patched])
 
 
-def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras():
+def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras(tmp_path):
   # Canary for keras_tuner_on_tf_keras() (keras-team/keras-tuner#1039).
   plain = run_python(
     """
@@ -90,7 +90,7 @@ def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras():
   assert plain.returncode == 0, plain.stderr[-2000:]
   assert plain.stdout.split()[-1] == "True"
   patched = run_python(
-    """
+    f"""
     from components import tf_compat
     print(tf_compat.keras_tuner_on_tf_keras())
     import tensorflow as tf
@@ -102,7 +102,7 @@ def test_keras_tuner_picks_keras_3_unless_pointed_at_tf_keras():
       return model
 
     tuner = keras_tuner.RandomSearch(build, objective="loss", max_trials=1, overwrite=True,
-                                     directory="/tmp/kt-canary", project_name="c")
+                                     directory={str(tmp_path / "kt")!r}, project_name="c")
     tuner.search(tf.zeros((4, 2)), tf.zeros((4, 2)), epochs=1, verbose=0)
     print(len(tuner.get_best_hyperparameters()))
     """
