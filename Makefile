@@ -30,8 +30,9 @@ XDIST ?= -n 2 --dist loadfile
 # One layer alone: make test TESTS=tests/unit (or component, kubeflow, cli, e2e).
 TESTS ?=
 
+# The 20 slowest tests close the output: where the next cut of the suite's time is.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) $(TESTS)
+	$(BIN)/python -m pytest $(XDIST) --durations=20 $(PYTEST_ARGS) $(TESTS)
 
 # The fast layer, to run while working: tests/fast/ and the layout checks, the tests that need no
 # TensorFlow, Beam or TFX. The tf_free plugin refuses those imports, in the session and in the
