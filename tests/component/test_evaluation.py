@@ -126,6 +126,17 @@ def _run(executor_class, out, examples, candidate, baseline, eval_config):
   return evaluation, blessing
 
 
+@pytest.fixture
+def in_process_writes(monkeypatch) -> list:
+  """A list that gets an entry each time the in-process path writes an evaluation."""
+  written = []
+  write = evaluation_lib.write_evaluation
+  monkeypatch.setattr(
+    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
+  )
+  return written
+
+
 def _metrics(uri) -> dict:
   out = {}
   for per_slice in tfma.load_metrics(uri):
@@ -159,13 +170,9 @@ def _failures(uri, approx: bool = False) -> tuple:
 @pytest.mark.parametrize("with_baseline", [False, True], ids=["first run", "against a baseline"])
 @pytest.mark.parametrize("task", TASKS)
 def test_in_process_evaluation_equals_stock_tfma(
-  setups, tmp_path, monkeypatch, task, with_baseline
+  setups, tmp_path, in_process_writes, task, with_baseline
 ):
-  written = []
-  write = evaluation_lib.write_evaluation
-  monkeypatch.setattr(
-    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
-  )
+  written = in_process_writes
   examples, candidate, baseline = setups[task]
   floors = {"binary": 0.6, "multiclass": 0.4, "regression": 1e9}
   config = _eval_config(task, floors[task])
@@ -249,13 +256,9 @@ def two_column(tmp_path_factory):
 
 
 def test_binary_metrics_on_a_two_class_softmax_pair_as_tfma_pairs_them(
-  two_column, tmp_path, monkeypatch
+  two_column, tmp_path, in_process_writes
 ):
-  written = []
-  write = evaluation_lib.write_evaluation
-  monkeypatch.setattr(
-    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
-  )
+  written = in_process_writes
   examples, model = two_column
   config = tfma.EvalConfig(
     model_specs=[tfma.ModelSpec(label_key="label", signature_name="serving_default")],
@@ -469,13 +472,9 @@ def test_a_text_label_the_transform_renames_stops_the_evaluator_in_one_line(
 
 
 def test_a_number_label_the_transform_renames_is_read_raw_in_process_as_tfma_reads_it(
-  renamed_label, tmp_path, monkeypatch
+  renamed_label, tmp_path, in_process_writes
 ):
-  written = []
-  write = evaluation_lib.write_evaluation
-  monkeypatch.setattr(
-    evaluation_lib, "write_evaluation", lambda *a, **k: written.append(1) or write(*a, **k)
-  )
+  written = in_process_writes
   examples, models = renamed_label
   model = models["number"]
   config = _accuracy_config("label")
