@@ -73,26 +73,54 @@ def _error_line(exc: BaseException, output_dir: str | None) -> str | None:
 
 
 def user_code_error(exc: BaseException, module_files: Sequence[str | None]) -> UserCodeError | None:
-  """A UserCodeError for an exception raised inside one of the user's module files, else None.
+  """A UserCodeError for an exception raised inside the user's module code, else None.
 
   Our trainer wraps errors from run_fn itself; stock components (Transform calling
-  preprocessing_fn, the Tuner calling tuner_fn) do not, so the runner looks for the user's file
+  preprocessing_fn, the Tuner calling tuner_fn) do not, so the runner looks for the user's code
   in the tracebacks of the exception chain. TFX imports module files from a packaged copy, so
-  frames are matched by file name.
+  their frames are matched by file name. A module file may import helpers from files beside it
+  (TFX's penguin_utils_keras.py calls penguin_utils_base.py's preprocessing_fn); frames in a
+  Python file of a module file's own folder are the user's too, unless that file is the kit's.
 
   Args:
     exc: the exception that stopped the run.
     module_files: --module-file and --transform-module (None when not given).
   """
   by_name = {os.path.basename(f): f for f in module_files if f}
+  folders = {_folder(f) for f in module_files if f and "://" not in f}
   found = None
   for e in chain(exc):
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename]
-    user = [f for f in frames if os.path.basename(f.filename) in by_name]
-    if user:  # the deepest exception of the chain that passed through the user's code wins
-      found = UserCodeError(by_name[os.path.basename(user[-1].filename)], user[-1].name, e)
-      found.__cause__ = e
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+      path = _users_file(frame.filename, by_name, folders)
+      if path:  # the deepest exception of the chain that passed through the user's code wins
+        found = UserCodeError(path, frame.name, e)
+        found.__cause__ = e
+        break
   return found
+
+
+def _folder(path: str) -> str:
+  return os.path.dirname(os.path.realpath(path))
+
+
+# The kit's own packages: their files are never the user's, wherever a module file lies.
+_KIT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+_KIT_FOLDERS = tuple(
+  os.path.join(_KIT_ROOT, name) + os.sep for name in ("components", "core", "models", "pipeline")
+)
+
+
+def _users_file(filename: str, by_name: dict[str, str], folders: set[str]) -> str | None:
+  """The user's file a traceback frame ran in (their module file as they named it, or a file
+  beside it), or None."""
+  if not filename:
+    return None
+  if os.path.basename(filename) in by_name:
+    return by_name[os.path.basename(filename)]
+  if not filename.endswith(".py") or _folder(filename) not in folders:
+    return None
+  real = os.path.realpath(filename)
+  return None if real.startswith(_KIT_FOLDERS) else filename
 
 
 def print_user_traceback(exc: BaseException) -> None:
