@@ -155,33 +155,48 @@ def _held_out_class():
       super().__init__()
       self._one_pass = one_pass
       self._batches = None
-      self._count = 0
-      self._step = None
+      self._evaluate = None
 
     def on_train_begin(self, logs=None):
-      model = self.model
       count = int(self._one_pass.cardinality())
       if count < 0:  # unknown: counted once
         count = int(self._one_pass.reduce(0, lambda n, _: n + 1))
-      self._count = count
       self._batches = iter(self._one_pass.repeat())
-      # One trace for the full batches and one for a shorter last batch.
-      self._step = tf.function(
-        lambda batch: model.distribute_strategy.run(model.test_step, args=(batch,)),
-        reduce_retracing=True,
-      )
+      self._evaluate = _one_pass_function(self.model, count)
 
     def on_epoch_end(self, epoch, logs=None):
       # The epoch's training logs are numbers already; Keras resets the metrics before each
       # epoch and before each evaluation alike.
-      self.model.reset_metrics()
-      for _ in range(self._count):
-        self._step(next(self._batches))
+      results = self._evaluate(self._batches)
       if logs is not None:
-        results = self.model.get_metrics_result()
         logs.update({f"val_{name}": float(value) for name, value in results.items()})
 
     def on_train_end(self, logs=None):
-      self._one_pass = self._batches = self._step = None
+      self._one_pass = self._batches = self._evaluate = None
 
   return HeldOutEvaluation
+
+
+def _one_pass_function(model, count: int):
+  """One traced call per evaluation: the metrics reset, `count` batches of the iterator through
+  the model's `test_step` in every replica, and the metrics' results (as `get_metrics_result`
+  gives them). The last batch may be shorter: one trace serves both sizes. One call instead of
+  a call per batch and eager resets and reads of every metric variable, which cost more than
+  the batches themselves on a small table (about a third of the digits' fits)."""
+  import tensorflow as tf
+
+  strategy = model.distribute_strategy
+
+  @tf.function
+  def evaluate(iterator):
+    for metric in model.metrics:
+      metric.reset_state()
+    for _ in tf.range(count):
+      strategy.run(model.test_step, args=(next(iterator),))
+    results = {}
+    for metric in model.metrics:
+      result = metric.result()
+      results.update(result if isinstance(result, dict) else {metric.name: result})
+    return results
+
+  return evaluate

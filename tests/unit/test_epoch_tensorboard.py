@@ -1,0 +1,62 @@
+"""The trainer's TensorBoard callback writes what Keras' own writes at its default update_freq."""
+
+import glob
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from components.distributed_trainer import distributed_trainer_lib as lib
+
+
+def _events(log_dir: str) -> list[tuple[str, str, int, float]]:
+  """(run, tag, step, value) of every scalar written under `log_dir`."""
+  out = []
+  for path in sorted(glob.glob(os.path.join(log_dir, "*", "events.out.tfevents.*"))):
+    run = os.path.basename(os.path.dirname(path))
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.metadata.plugin_data.plugin_name == "scalars":
+          scalar = float(tf.make_ndarray(value.tensor))
+          out.append((run, value.tag, event.step, scalar))
+  return out
+
+
+def _fit(callback, monkeypatch) -> int:
+  """Fits a tiny model for 3 epochs with `callback`; returns how often tf.summary.scalar ran."""
+  from tf_keras.src import callbacks as keras_callbacks
+
+  summary = keras_callbacks.tf.summary  # the module Keras' callbacks call
+  calls = []
+  scalar = summary.scalar
+
+  def counted(*args, **kwargs):
+    calls.append(args[0])
+    return scalar(*args, **kwargs)
+
+  monkeypatch.setattr(summary, "scalar", counted)
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 3)).astype("float32")
+  y = x.sum(axis=1, keepdims=True)
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+  model.compile(tf.keras.optimizers.Adam(0.05), "mse", metrics=["mae"])
+  # Keras calls every callback's batch hooks once one of them has some: in the trainer,
+  # BackupAndRestore saving every so many batches.
+  batches = tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: None)
+  model.fit(
+    x, y, validation_data=(x, y), epochs=3, batch_size=16, verbose=0, callbacks=[callback, batches]
+  )
+  monkeypatch.undo()
+  return len(calls)
+
+
+def test_the_same_epoch_events_as_keras_tensorboard_with_no_batch_calls(tmp_path, monkeypatch):
+  keras_calls = _fit(tf.keras.callbacks.TensorBoard(str(tmp_path / "keras")), monkeypatch)
+  ours_calls = _fit(lib.epoch_tensorboard(str(tmp_path / "ours")), monkeypatch)
+  keras, ours = _events(str(tmp_path / "keras")), _events(str(tmp_path / "ours"))
+  assert {tag for _, tag, _, _ in ours} >= {"epoch_loss", "epoch_mae"}
+  assert ours == keras
+  # Keras calls tf.summary.scalar for each of 2 logged values after each of 4 batches of 3
+  # epochs (24 calls that write nothing); ours only for the epochs' values.
+  assert keras_calls - ours_calls == 24, (keras_calls, ours_calls)
