@@ -128,16 +128,13 @@ def run_fit(
 
   epoch_times: list[float] = []
   logs = os.path.join(config.model_run_dir, TENSORBOARD_DIR)
-  early_stopping = (
-    stopping.callbacks(config.patience, config.smooth_epochs)
-    if config.validation is not None and config.patience
-    else []
-  )
+  early_stopping = _stopping(config)
+  validates = bool(early_stopping) and config.validation is not None
   callbacks = _callbacks(built, config, logs, epoch_times, backup_dir, progress) + early_stopping
   if config.warmup_steps:
     callbacks.insert(0, stopping.warm_up(config.warmup_steps))
-  keras_validates = bool(early_stopping) and built.choice.name in _KERAS_VALIDATES
-  if early_stopping and not keras_validates:
+  keras_validates = validates and built.choice.name in _KERAS_VALIDATES
+  if validates and not keras_validates:
     # First, so that every callback after it reads the held-out logs.
     callbacks.insert(0, stopping.held_out_evaluation(config.validation, config.validation_steps))
   _build_optimizer(model, built)
@@ -156,7 +153,7 @@ def run_fit(
   initial_epoch = history.epoch[0] if history.epoch else config.epochs
   epochs_run = (history.epoch[-1] + 1) if history.epoch else config.epochs
   best_epoch = None
-  if early_stopping:
+  if early_stopping and config.stopping is None:
     best_epoch = stopping.kept_epoch(history.epoch, history.history, config.smooth_epochs)
   skipped = steps_lib.profile_not_reached(
     config.profile_steps, epochs_run * config.steps_per_epoch, epochs_run, config.epochs
@@ -179,6 +176,15 @@ def run_fit(
     else None,
     "profile_skipped": skipped,
   }
+
+
+def _stopping(config) -> list[Any]:
+  """The callbacks that end training: `config.stopping`, else early stopping by `patience`."""
+  if config.stopping is not None:
+    return list(config.stopping)
+  if config.validation is not None and config.patience:
+    return stopping.callbacks(config.patience, config.smooth_epochs)
+  return []
 
 
 def _build_optimizer(model, built) -> None:
@@ -226,11 +232,12 @@ def _callbacks(
 
 
 def epoch_tensorboard(logs: str, profile_batch=0):
-  """Keras' TensorBoard callback, writing each epoch's logs (its default `update_freq`).
+  """Keras' TensorBoard callback, writing the same events for less.
 
-  At that setting Keras still calls `tf.summary.scalar` for every logged value after every
-  batch with no writer set, so nothing is written: about 3% of a small table's fit. This one
-  hands the batch hook no logs, which writes the same events for less.
+  At its default `update_freq` ('epoch') Keras still calls `tf.summary.scalar` for every logged
+  value after every batch with no writer set, so nothing is written: this one hands that hook
+  no logs. And each epoch's values go to each writer in one traced call instead of a few eager
+  operations per value (an ensemble trained in one pass logs each member's values).
   """
   return _epoch_tensorboard_class()(logs, profile_batch=profile_batch)
 
@@ -240,26 +247,56 @@ def _epoch_tensorboard_class():
   import tensorflow as tf
 
   class EpochTensorBoard(tf.keras.callbacks.TensorBoard):
+    def on_train_begin(self, logs=None):
+      super().on_train_begin(logs)
+      self._writes = {}
+
     def on_train_batch_end(self, batch, logs=None):
       super().on_train_batch_end(batch, logs if self.update_freq != "epoch" else None)
+
+    def _log_epoch_metrics(self, epoch, logs):
+      # As Keras' own: training values to the train writer, `val_` ones to the validation
+      # writer without the prefix, each named `epoch_<name>` at the epoch's step.
+      if not logs:
+        return
+      train = self._collect_learning_rate({k: v for k, v in logs.items() if k[:4] != "val_"})
+      if self.write_steps_per_second:
+        train["steps_per_second"] = self._compute_steps_per_second()
+      held_out = {k[4:]: v for k, v in logs.items() if k[:4] == "val_"}
+      step = tf.constant(epoch, tf.int64)
+      with tf.summary.record_if(True):
+        for writer, values in ((self._train_writer, train), (self._val_writer, held_out)):
+          if values:
+            with writer.as_default():
+              write = self._write(writer, tuple(values))
+              write(tf.constant([float(v) for v in values.values()]), step)
+
+    def _write(self, writer, names: tuple[str, ...]):
+      # A trace writes to the writer that was the default when it was made: one per writer.
+      key = (id(writer), names)
+      if key not in self._writes:
+
+        def write(values, step):
+          for i, name in enumerate(names):
+            tf.summary.scalar("epoch_" + name, values[i], step=step)
+
+        self._writes[key] = tf.function(write)
+      return self._writes[key]
 
   return EpochTensorBoard
 
 
-# Short epochs are backed up every this many steps instead of after each epoch: a checkpoint
-# costs about as much as 20 small steps.
-BACKUP_STEPS = 200
-
-
 def _backup_every(built, config):
-  """BackupAndRestore's save_freq: each epoch, or every BACKUP_STEPS steps for short epochs.
+  """BackupAndRestore's save_freq: each epoch, or every `config.backup_steps` steps for short
+  epochs.
 
   ParameterServerStrategy takes epoch-level callbacks only, so it always saves per epoch.
   Keras counts save_freq in calls of steps_per_execution steps.
   """
-  if built.choice.name == defaults.PARAMETER_SERVER or config.steps_per_epoch >= BACKUP_STEPS:
+  every = config.backup_steps
+  if built.choice.name == defaults.PARAMETER_SERVER or config.steps_per_epoch >= every:
     return "epoch"
-  return max(1, BACKUP_STEPS // max(1, config.steps_per_execution))
+  return max(1, every // max(1, config.steps_per_execution))
 
 
 def _examples_per_sec(epoch_times: Sequence[float], steps: int, batch: int) -> float | None:

@@ -179,10 +179,10 @@ def _held_out_class():
 
 def _one_pass_function(model, count: int):
   """One traced call per evaluation: the metrics reset, `count` batches of the iterator through
-  the model's `test_step` in every replica, and the metrics' results (as `get_metrics_result`
-  gives them). The last batch may be shorter: one trace serves both sizes. One call instead of
-  a call per batch and eager resets and reads of every metric variable, which cost more than
-  the batches themselves on a small table (about a third of the digits' fits)."""
+  the model's `test_step` in every replica, and the metrics' results (`get_metrics_result`).
+  The last batch may be shorter: one trace serves both sizes. One call instead of a call per
+  batch and eager resets and reads of every metric variable, which cost more than the batches
+  themselves on a small table."""
   import tensorflow as tf
 
   strategy = model.distribute_strategy
@@ -193,10 +193,6 @@ def _one_pass_function(model, count: int):
       metric.reset_state()
     for _ in tf.range(count):
       strategy.run(model.test_step, args=(next(iterator),))
-    results = {}
-    for metric in model.metrics:
-      result = metric.result()
-      results.update(result if isinstance(result, dict) else {metric.name: result})
-    return results
+    return model.get_metrics_result()
 
   return evaluate

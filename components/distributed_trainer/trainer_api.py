@@ -8,7 +8,8 @@ runs relies on this file and on nothing else of the trainer's (models/ imports o
 - the training files (`list_files`, `record_dataset`), whole or as early stopping's fit part
   and held-out slice (`*_RECORDS`, `holdout_every`, `held_out_groups`);
 - fitting with backups, TensorBoard and a progress log (`FitConfig`, `fit`, `check_profile_steps`,
-  `MIXED_PRECISION_POLICIES`, `weights_digest`; a module's own fit: `held_out_evaluation`);
+  `MIXED_PRECISION_POLICIES`, `weights_digest`; a module's own fit: `held_out_evaluation`,
+  `stopping_callbacks`, `kept_epoch`);
 - the process's `TrainResult`, which a run_fn managing its strategy writes (`write_result`) and
   the trainer reads back, and the trainer's folder of model_run_dir (`run_state_dir`, `BACKUP_DIR`).
 
@@ -282,8 +283,7 @@ class FitConfig:
     global_batch_size: examples per step over all replicas.
     attempt: restart count of a surrounding local cluster.
     profile_steps: (first, last) training steps to profile, 1-based and inclusive, or None.
-    steps_per_execution: steps per compiled call of the model (Keras' batch hooks run once per
-      call, so the profile covers whole calls around the steps).
+    steps_per_execution: steps per compiled call (Keras' batch hooks run once per call).
     backup_dir: BackupAndRestore's folder; None: `<model_run_dir>/distributed_trainer/backup`.
     validation: a held-out dataset of (features, target) batches, or None.
     validation_steps: batches of `validation` per evaluation.
@@ -293,6 +293,9 @@ class FitConfig:
     smooth_epochs: epochs whose validation losses are averaged for those decisions (1: each
       epoch alone; see early_stopping.py).
     warmup_steps: steps over which the learning rate rises to the compiled one (0: none).
+    stopping: callbacks that stop training in place of `patience`'s, after the held-out
+      evaluation (an ensemble trained in one pass stops each member on its own).
+    backup_steps: steps between backups where an epoch is shorter.
   """
 
   model_run_dir: str
@@ -308,6 +311,8 @@ class FitConfig:
   patience: int = 0
   smooth_epochs: int = 1
   warmup_steps: int = 0
+  stopping: Any = None
+  backup_steps: int = defaults.BACKUP_STEPS
 
 
 def fit(
@@ -325,23 +330,18 @@ def fit(
 
   Returns:
     TrainResult fields: initial_epoch, epochs, steps_per_epoch, steps_run, train_seconds,
-    train_examples_per_sec, weights_sha256, profile_dir, profile_skipped.
-
-  Raises:
-    TrainerInputError: when the global batch does not split evenly over the replicas.
+    train_examples_per_sec, weights_sha256, profile_dir, profile_skipped. Raises
+    TrainerInputError when the global batch does not split evenly over the replicas.
   """
-  fields = distributed_trainer_lib.run_fit(
-    model,
-    built,
-    dataset_fn,
-    config,
-    backup_dir=config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR),
-    progress=progress_path(config.model_run_dir, built.task_type, built.task_index),
-  )
+  backup_dir = config.backup_dir or run_state_dir(config.model_run_dir, BACKUP_DIR)
+  progress = progress_path(config.model_run_dir, built.task_type, built.task_index)
+  fields = distributed_trainer_lib.run_fit(model, built, dataset_fn, config, backup_dir, progress)
   return {**fields, "weights_sha256": weights_digest(model.get_weights())}
 
 
 held_out_evaluation = early_stopping.held_out_evaluation  # `fit` adds it for FitConfig.validation
+# One network's early stopping (`patience`), and the epoch it kept: a module's own stopping.
+stopping_callbacks, kept_epoch = early_stopping.callbacks, early_stopping.kept_epoch
 
 
 def weights_digest(weights: Sequence[Any]) -> str:
@@ -451,7 +451,7 @@ class TrainResult:
 
   @classmethod
   def under(cls, built: BuiltStrategy, module_style: str, **fields: Any) -> TrainResult:
-    """A result of training under `built` (a BuiltStrategy): its strategy and task filled in."""
+    """A result of training under `built`: its strategy and task filled in."""
     return cls(
       strategy=built.choice.name,
       strategy_reason=built.choice.reason,

@@ -49,7 +49,8 @@ class TrainingPlan:
     steps_per_epoch: steps per epoch.
     patience: epochs without a better held-out loss before stopping (0: no early stopping).
     smooth_epochs: epochs whose held-out losses are averaged for stopping and the epoch kept.
-    ensemble: networks trained one after another from different seeds and averaged (1: one).
+    ensemble: networks trained from different seeds (in one pass where `joint_fit` applies, else
+      one after another) and averaged (1: one).
     members: after training, each ensemble member's epochs_run and best_epoch.
     warmup_steps: steps of the learning rate's linear warm-up (0: none;
       `hparams.warmup_steps_for`).

@@ -22,7 +22,7 @@ from components import memory
 from components.distributed_trainer import trainer_api
 from core import defaults, tasks
 from models.tabular import history as epoch_history
-from models.tabular import mix, readings, stream
+from models.tabular import joint_fit, mix, readings, stream
 from models.tabular.base_model import keep_width, load_base, warm_start
 from models.tabular.export import evaluate_and_publish
 from models.tabular.hparams import (
@@ -135,24 +135,16 @@ def train(
   try:
     model, networks, warm, warm_note = _build(settings, built, profile, body, members, plan, base)
     dataset_fn, validation = _training_data(settings, built, profile, plan, train_files)
-    # Each member fits on its own, from its own seed's initial weights and shuffle.
-    fits = [
-      trainer_api.fit(
-        network,
-        built,
-        functools.partial(dataset_fn, seed=settings.seed + i),
-        _fit_config(settings, plan, attempt, validation, member=i if members > 1 else None),
-      )
-      for i, network in enumerate(networks)
-    ]
-    fit = _combined(fits, model)
+    fits, fit, history = _fit(
+      settings, built, model, networks, dataset_fn, validation, plan, attempt
+    )
     plan, kept = _after_fit(plan, fits, networks, validation, profile, members)
     warm_start_note = warm_note + kept_width if warm_note else ""
     served = readings.kept_profile(profile, kept) if kept is not None else profile
     result = _result(built, module_style, settings, served, plan, warm, warm_start_note, fit)
     if built.is_chief:
       # An ensemble's chart is its first member's.
-      epoch_history.write_history(settings.model_run_dir, getattr(networks[0], "history", None))
+      epoch_history.write_history(settings.model_run_dir, history)
       evaluate_and_publish(model, settings, profile, plan, body, eval_files, result, kept)
   finally:
     tf.keras.mixed_precision.set_global_policy(previous_policy)
@@ -319,6 +311,29 @@ def _result(
     },
     **fit,
   )
+
+
+def _fit(settings: RunSettings, built, model, networks, dataset_fn, validation, plan, attempt):
+  """Fits the networks: (each one's fit fields, the run's fit fields, the first one's History).
+
+  Each member trains from its own seed's initial weights and shuffle: in one pass where
+  `joint_fit` applies, else one fit after another.
+  """
+  seeds = [settings.seed + i for i in range(len(networks))]
+  if joint_fit.applies(built, len(networks), settings.mixed_precision, plan.warmup_steps):
+    config = _fit_config(settings, plan, attempt, validation)
+    runs, fit, history = joint_fit.fit(networks, built, dataset_fn, seeds, config)
+    return runs, {**fit, "weights_sha256": trainer_api.weights_digest(model.get_weights())}, history
+  fits = [
+    trainer_api.fit(
+      network,
+      built,
+      functools.partial(dataset_fn, seed=seed),
+      _fit_config(settings, plan, attempt, validation, member=i if len(networks) > 1 else None),
+    )
+    for i, (network, seed) in enumerate(zip(networks, seeds, strict=True))
+  ]
+  return fits, _combined(fits, model), getattr(networks[0], "history", None)
 
 
 def _combined(fits: list[dict[str, Any]], model) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from tfx.types import standard_component_specs as sc
 from tfx.utils import json_utils, proto_utils
 
 from components.distributed_trainer import constants, executor, launch, trainer_api
-from components.distributed_trainer import distributed_trainer_lib as lib
 from core import defaults, properties
 from tests.support import example_files, trainer_progress, warm_python
 
@@ -187,7 +186,7 @@ def test_worker_killed_mid_training_resumes_from_backup(tmp_path, digits_csv):
     digits_csv,
     # Epochs of BACKUP_STEPS steps, so each one ends with a backup (shorter epochs are backed
     # up every BACKUP_STEPS steps instead).
-    steps=6 * lib.BACKUP_STEPS,
+    steps=6 * defaults.BACKUP_STEPS,
     **{
       constants.LOCAL_WORKERS_KEY: 2,
       constants.NUM_EPOCHS_KEY: 6,
