@@ -254,6 +254,10 @@ def _epoch_tensorboard_class():
     def on_train_batch_end(self, batch, logs=None):
       super().on_train_batch_end(batch, logs if self.update_freq != "epoch" else None)
 
+    def on_train_end(self, logs=None):
+      self._writes = {}  # the traces hold the writers, which Keras closes now
+      super().on_train_end(logs)
+
     def _log_epoch_metrics(self, epoch, logs):
       # As Keras' own: training values to the train writer, `val_` ones to the validation
       # writer without the prefix, each named `epoch_<name>` at the epoch's step.

@@ -36,13 +36,16 @@ NS = "kubeflow-user"
 def fake(tmp_path, monkeypatch):
   """The fake operator, running replicas from this checkout (the image's /pipeline)."""
   # A kubelet-like restart back-off (the real one starts at 10 s): the step sees a crashed
-  # container before it restarts.
+  # container before it restarts. The pods' logs stay in the test's folder, to read after a
+  # failure.
+  (tmp_path / "pod-logs").mkdir()
   with FakeKubernetes(
     namespace=NS,
     base_env=project_env(PYTHONPATH=str(REPO_ROOT)),
     cwd=str(REPO_ROOT),
     crash_backoff_s=3.0,
     spawn=warm_python.spawn_module,
+    log_dir=str(tmp_path / "pod-logs"),
   ) as server:
     monkeypatch.setenv("KUBECONFIG", server.write_kubeconfig(str(tmp_path / "kubeconfig")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
