@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+
+# TensorFlow's prefix on an error raised inside a traced function, and the node it names.
+_TF_FUNCTION_NODE = re.compile(r"^(\{\{function_node [^}]*\}\}\s*)+")
+# ... and the op (and name) it appends to an eagerly raised one.
+_TF_OP_SUFFIX = re.compile(r"\s*\[Op:[^\]]*\](\s+name:.*)?$")
 
 
 class UserInputError(ValueError):
@@ -31,14 +37,28 @@ class UserCodeError(RuntimeError):
     self.module = module
     self.function = function
     super().__init__(
-      f"{function} in {module} raised {type(cause).__name__}: {_first_line(cause)}; the "
+      f"{function} in {module} raised {type(cause).__name__}: {first_line(cause)}; the "
       f"traceback above points into that function.{' ' + note if note else ''}"
     )
 
 
-def _first_line(error: BaseException) -> str:
-  text = str(error).strip()
-  return text.splitlines()[0] if text else "(no message)"
+def first_line(error: BaseException) -> str:
+  """The line of an exception's message that says what went wrong.
+
+  That is its first line, except for TensorFlow's errors from a traced function, whose
+  message opens with "Graph execution error:" and the stack of the node that failed: there it
+  is the first line after that stack; and without TensorFlow's `{{function_node ...}}` prefix
+  and `[Op:...] name: ...` suffix.
+  """
+  lines = [line for line in str(error).strip().splitlines() if line.strip()]
+  if lines and lines[0].strip() == "Graph execution error:":
+    # The stack under "Detected at node ..." is indented; the message follows it.
+    rest = [line for line in lines[1:] if not line.startswith((" ", "\t", "Detected at node"))]
+    lines = rest or lines
+  if not lines:
+    return "(no message)"
+  line = _TF_OP_SUFFIX.sub("", _TF_FUNCTION_NODE.sub("", lines[0].strip()))
+  return line or lines[0].strip()
 
 
 def chain(error: BaseException) -> Iterator[BaseException]:

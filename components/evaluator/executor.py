@@ -18,7 +18,7 @@ from components import memory, model_contract, tf_compat
 from components.evaluator import evaluation_lib, floor_lib
 from components.evaluator.spec import AUTO_FLOOR_KEY, BASELINE_SCHEMA_KEY, QUANTITY_EVAL_CONFIG_KEY
 from components.model_scoring import conform_lib, outputs_lib
-from core import floors, properties, tasks
+from core import errors, floors, properties, tasks
 
 
 class Executor(stock_evaluator.Executor):
@@ -207,7 +207,7 @@ def _read_models(eval_config, input_dict, conform):
       )
     except Exception as e:  # A model this path cannot read (a module's own signatures): TFMA can.
       if spec.is_baseline and _type_mismatch(e):
-        raise _BaselineUnreadable(str(e).strip().splitlines()[0][:200]) from e
+        raise _BaselineUnreadable(errors.first_line(e)[:200]) from e
       logging.warning(
         "Evaluator on TFMA's Beam pipeline: the model was not read here.", exc_info=True
       )

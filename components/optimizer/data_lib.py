@@ -15,7 +15,7 @@ from tfx.types import artifact_utils
 
 from components import columnar, model_contract, records
 from components.optimizer.formats import keras_model
-from core import column_types, properties, tasks
+from core import column_types, errors, properties, tasks
 from core.errors import UserInputError
 
 _LOG = logging.getLogger(__name__)
@@ -405,7 +405,7 @@ def as_input(name: str, value: tf.Tensor, spec: tf.TensorSpec) -> tf.Tensor:
   except tf.errors.InvalidArgumentError as e:
     raise UnmeasurableModelError(
       f"the model's input {name!r} takes {spec.dtype.name} but its feature holds text that is "
-      f"not a number ({e.message.splitlines()[0]}); the Optimizer feeds the model its features "
+      f"not a number ({errors.first_line(e)}); the Optimizer feeds the model its features "
       "as they are, so give the module's preprocessing the conversion it needs."
     ) from None
   return tf.cast(numbers, spec.dtype)

@@ -42,6 +42,38 @@ def test_a_user_code_error_takes_only_the_first_line_and_says_when_there_is_none
   assert "raised ValueError: (no message); " in str(errors.UserCodeError("m", "f", ValueError()))
 
 
+# TensorFlow 2.16's messages, as str() gives them, for a string that is not a number: raised
+# in a tf.function (the stack of the node first), and from a tf.data iterator.
+_GRAPH_ERROR = (
+  "Graph execution error:\n\nDetected at node StringToNumber defined at (most recent call "
+  'last):\n  File "/tmp/m.py", line 6, in <module>\n\n  File "/tmp/m.py", line 4, in f\n\n'
+  "StringToNumberOp could not correctly convert string: abc\n\t [[{{node StringToNumber}}]] "
+  "[Op:__inference_f_8]"
+)
+_ITERATOR_ERROR = (
+  "{{function_node __wrapped__IteratorGetNext_output_types_1_device_/job:localhost/replica:0/"
+  "task:0/device:CPU:0}} StringToNumberOp could not correctly convert string: x\n\t "
+  "[[{{node StringToNumber}}]] [Op:IteratorGetNext] name: "
+)
+_EAGER_ERROR = (
+  "{{function_node __wrapped__StringToNumber_device_/job:localhost/replica:0/task:0/device:CPU:0}}"
+  " StringToNumberOp could not correctly convert string: q [Op:StringToNumber] name: "
+)
+
+
+def test_a_tensorflow_errors_line_is_its_message_not_the_graph_execution_header():
+  says = "StringToNumberOp could not correctly convert string: "
+  assert errors.first_line(RuntimeError(_GRAPH_ERROR)) == says + "abc"
+  assert errors.first_line(RuntimeError(_ITERATOR_ERROR)) == says + "x"
+  assert errors.first_line(RuntimeError(_EAGER_ERROR)) == says + "q"
+  error = errors.UserCodeError("m.py", "run_fn", RuntimeError(_GRAPH_ERROR))
+  assert f"raised RuntimeError: {says}abc; the traceback" in str(error)
+  # A header with nothing after its stack keeps the header rather than saying nothing.
+  assert errors.first_line(RuntimeError("Graph execution error:\n")) == "Graph execution error:"
+  # Other messages: their first line, as before.
+  assert errors.first_line(ValueError("{not a node} x\ny")) == "{not a node} x"
+
+
 def test_a_user_code_errors_note_comes_last():
   error = errors.UserCodeError("m.py", "tuner_fn", TypeError("x"), note="Keras Tuner needs y.")
   assert str(error).endswith("points into that function. Keras Tuner needs y.")
