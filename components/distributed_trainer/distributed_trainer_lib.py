@@ -130,7 +130,7 @@ def run_fit(
   logs = os.path.join(config.model_run_dir, TENSORBOARD_DIR)
   early_stopping = _stopping(config)
   validates = bool(early_stopping) and config.validation is not None
-  callbacks = _callbacks(built, config, logs, epoch_times, backup_dir, progress) + early_stopping
+  callbacks = _callbacks(built, config, logs, epoch_times, backup_dir, progress, early_stopping)
   if config.warmup_steps:
     callbacks.insert(0, stopping.warm_up(config.warmup_steps))
   keras_validates = validates and built.choice.name in _KERAS_VALIDATES
@@ -204,9 +204,18 @@ def _build_optimizer(model, built) -> None:
 
 
 def _callbacks(
-  built, config, logs: str, epoch_times: list[float], backup_dir: str, progress: str
+  built,
+  config,
+  logs: str,
+  epoch_times: list[float],
+  backup_dir: str,
+  progress: str,
+  early_stopping: list[Any],
 ) -> list[Any]:
-  """Backup, TensorBoard (with the profile of a process alone), progress and a cluster trace."""
+  """Backup, TensorBoard (with the profile of a process alone), progress, a cluster trace and
+  `early_stopping`: last, or first where `config.stopping` gave them (a joint fit's members),
+  so that a member that has stopped takes its values out of the epoch's logs before
+  TensorBoard writes them."""
 
   from components import tf_compat
   from components.distributed_trainer import steps_lib
@@ -228,7 +237,9 @@ def _callbacks(
         cluster_ports, config.profile_steps, config.steps_per_epoch, logs, built.is_chief
       )
     )
-  return callbacks
+  if config.stopping is not None:
+    return early_stopping + callbacks
+  return callbacks + early_stopping
 
 
 def epoch_tensorboard(logs: str, profile_batch=0):

@@ -194,6 +194,19 @@ def _build_metrics(networks: Sequence[Any], batches) -> None:
     network.compiled_metrics.build(predicted, target)
 
 
+def _own_logs(logs: dict[str, Any] | None, index: int, running: bool) -> dict[str, Any]:
+  """Member `index`'s values in an epoch's logs (`loss_<i>` as `loss`). A member that has
+  stopped is no longer updated, so its values read 0: they are taken out of `logs`, and the
+  callbacks after its own (TensorBoard) do not write them."""
+  suffix = f"_{index}"
+  keys = [key for key in (logs or {}) if key.endswith(suffix)]
+  if not running:
+    for key in keys:
+      del logs[key]
+    return {}
+  return {key[: -len(suffix)]: logs[key] for key in keys}
+
+
 @functools.cache
 def _member_class():
   import tensorflow as tf
@@ -223,28 +236,30 @@ def _member_class():
       self._initial_epoch: int | None = None
 
     def on_train_begin(self, logs=None):
-      # After a restore, a member that had stopped keeps its record and its weights.
-      self._running = bool(self.model.member_running[self.index].numpy())
-      if not self._running:
-        epochs_run, best = (int(v) for v in self.model.member_ended[self.index].numpy())
-        self.record = {"epochs_run": epochs_run, "best_epoch": best or None}
       self.network.stop_training = False
       for callback in self.callbacks:
         callback.set_model(self.network)
         callback.on_train_begin()
 
+    def _read_backup(self):
+      """A member that had stopped by the backup restored keeps its record and its weights
+      (read once the fit began: the backup's `on_train_begin` restores after this one's)."""
+      self._running = bool(self.model.member_running[self.index].numpy())
+      epochs_run, best = (int(v) for v in self.model.member_ended[self.index].numpy())
+      self.record = {} if self._running else {"epochs_run": epochs_run, "best_epoch": best or None}
+
     def on_epoch_begin(self, epoch, logs=None):
       if self._initial_epoch is None:
         self._initial_epoch = epoch
+        self._read_backup()
       if self._running:
         for callback in self.callbacks:
           callback.on_epoch_begin(epoch)
 
     def on_epoch_end(self, epoch, logs=None):
+      mine = _own_logs(logs, self.index, self._running)
       if not self._running:
         return
-      suffix = f"_{self.index}"
-      mine = {k[: -len(suffix)]: v for k, v in (logs or {}).items() if k.endswith(suffix)}
       for callback in self.callbacks:
         callback.on_epoch_end(epoch, mine)
       self.epochs.append(epoch)
@@ -253,19 +268,19 @@ def _member_class():
       self._last = mine
       if self.network.stop_training:
         self._stop()
-        if not any(bool(r.numpy()) for r in self.model.member_running):
-          self.model.stop_training = True
+        self.model.stop_training |= not any(bool(r.numpy()) for r in self.model.member_running)
 
     def on_train_end(self, logs=None):
+      if self._initial_epoch is None:  # Restored after its last epoch: no epoch ran.
+        self._read_backup()
       if self._running:
         self._stop()
 
     def _stop(self):
       for callback in self.callbacks:
         callback.on_train_end(self._last)
-      best = None
-      if self.window and self.epochs:
-        best = trainer_api.kept_epoch(self.epochs, self.history, self.window)
+      kept = self.window and self.epochs
+      best = trainer_api.kept_epoch(self.epochs, self.history, self.window) if kept else None
       epochs_run = self.epochs[-1] + 1 if self.epochs else self._initial_epoch or 0
       self.record = {"epochs_run": epochs_run, "best_epoch": best}
       self.model.member_ended[self.index].assign([epochs_run, best or 0])

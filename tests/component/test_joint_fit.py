@@ -1,6 +1,7 @@
 """A small table's ensemble trained in one pass (models/tabular/joint_fit.py) ends exactly as the
 members fitted one after another end: the same weights, epochs, kept epochs and chart."""
 
+import glob
 import json
 import os
 
@@ -17,7 +18,8 @@ from tests.support import example_files
 
 def _train(root, csv, monkeypatch, one_pass: bool) -> tuple[trainer_api.TrainResult, dict, list]:
   """The DistributedTrainer's executor with the default module and a data-sized plan, in this
-  process on one device; returns (the chief's TrainResult, its plan, the chart's epochs)."""
+  process on one device; returns (the chief's TrainResult, its plan, the chart's epochs).
+  The model run's folder is `root`/model_run."""
   calls = []
   fit = joint_fit.fit
 
@@ -48,6 +50,19 @@ def _train(root, csv, monkeypatch, one_pass: bool) -> tuple[trainer_api.TrainRes
   return result, result.plan, chart
 
 
+def _epoch_losses(run_dir) -> dict[str, list[float]]:
+  """The `epoch_loss*` scalars TensorBoard holds for the training batches, by tag."""
+  import tensorflow as tf
+
+  out: dict[str, list[float]] = {}
+  for path in glob.glob(os.path.join(run_dir, "logs", "train", "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag.startswith("epoch_loss"):
+          out.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
+  return out
+
+
 @pytest.mark.timeout(600)
 def test_one_pass_trains_each_member_as_its_own_fit_did(tmp_path, digits_csv, monkeypatch):
   # 500 rows of the digits: 3 networks and a linear model, each stopped early by its own
@@ -72,6 +87,11 @@ def test_one_pass_trains_each_member_as_its_own_fit_did(tmp_path, digits_csv, mo
   assert {"loss", "accuracy", "val_loss", "val_accuracy", "lr"} <= set(one_chart[0])
   # Both count every member's steps (a stopped member's are not run).
   assert one.steps_run == each.steps_run
+  # TensorBoard has each member's training loss for the epochs it trained, and none after.
+  losses = _epoch_losses(tmp_path / "one" / "model_run")
+  assert sorted(losses) == [f"epoch_loss_{i}" for i in range(4)], sorted(losses)
+  assert [len(losses[f"epoch_loss_{i}"]) for i in range(4)] == epochs
+  assert all(value > 0 for values in losses.values() for value in values)
 
 
 @pytest.mark.timeout(600)
