@@ -90,8 +90,8 @@ def without_autotune(dataset):
   return dataset.with_options(options)
 
 
-def backup_and_restore(backup_dir: str, save_freq="epoch"):
-  """A BackupAndRestore callback that also accepts OneDeviceStrategy.
+def backup_and_restore(backup_dir: str, save_freq="epoch", backup_class=None):
+  """A BackupAndRestore callback (or `backup_class`'s) that also accepts OneDeviceStrategy.
 
   tf_keras 2.16 rejects OneDeviceStrategy only by its allow-list (`_supported_strategies`);
   its checkpointing works there as under the default strategy, and single-process runs get
@@ -99,7 +99,8 @@ def backup_and_restore(backup_dir: str, save_freq="epoch"):
   """
   import tensorflow as tf
 
-  callback = tf.keras.callbacks.BackupAndRestore(backup_dir, save_freq=save_freq)
+  backup_class = backup_class or tf.keras.callbacks.BackupAndRestore
+  callback = backup_class(backup_dir, save_freq=save_freq)
   if supported() and hasattr(callback, "_supported_strategies"):
     callback._supported_strategies = (
       *callback._supported_strategies,

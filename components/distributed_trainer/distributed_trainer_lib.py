@@ -154,7 +154,9 @@ def run_fit(
   epochs_run = (history.epoch[-1] + 1) if history.epoch else config.epochs
   best_epoch = None
   if early_stopping and config.stopping is None:
-    best_epoch = stopping.kept_epoch(history.epoch, history.history, config.smooth_epochs)
+    best_epoch = stopping.kept_epoch(
+      history.epoch, history.history, config.smooth_epochs, early_stopping
+    )
   skipped = steps_lib.profile_not_reached(
     config.profile_steps, epochs_run * config.steps_per_epoch, epochs_run, config.epochs
   )
@@ -227,7 +229,9 @@ def _callbacks(
       config.profile_steps, config.steps_per_epoch, config.steps_per_execution
     )
   callbacks = [
-    tf_compat.backup_and_restore(backup_dir, _backup_every(built, config)),
+    tf_compat.backup_and_restore(
+      backup_dir, _backup_every(built, config), stopping.kept_backup(early_stopping)
+    ),
     epoch_tensorboard(logs, profile_calls),
     _progress_callback(progress, config.attempt, config.epochs, epoch_times),
   ]

@@ -19,6 +19,7 @@ VAL_LOSS = "val_loss"
 VAL_LOSS_MEAN = "val_loss_mean"
 
 
+@functools.cache
 def _mean_callback_class():
   import tensorflow as tf
 
@@ -57,32 +58,41 @@ def callbacks(patience: int, window: int = 1) -> list[Any]:
   The learning rate drops a third after a quarter of the patience without a better held-out
   loss, so a noisy plateau is settled by smaller steps before training stops (on the 54k-row
   diamonds table: RMSE 585 against 602 when it waited half the patience).
-  """
-  import tensorflow as tf
 
+  The three keep their state in variables (`kept`), which a backup saves with the model
+  (`kept_backup`), so that a fit restored from a backup goes on with the best loss, the
+  patience spent, the cooldown, the window and the best weights that it had, instead of
+  starting them again.
+  """
+  mean_class, stopping_class, plateau_class = _kept_classes()
   smoothed = window > 1
   monitor = VAL_LOSS_MEAN if smoothed else VAL_LOSS
-  mean = [_mean_callback_class()(window)] if smoothed else []
+  mean = [mean_class(window)] if smoothed else []
   return [
     *mean,
-    tf.keras.callbacks.EarlyStopping(
+    stopping_class(
       monitor=monitor,
       patience=patience,
       restore_best_weights=True,
       start_from_epoch=window - 1 if smoothed else 0,
     ),
-    tf.keras.callbacks.ReduceLROnPlateau(
-      monitor=monitor, factor=1 / 3, patience=max(1, patience // 4), min_lr=1e-5
-    ),
+    plateau_class(monitor=monitor, factor=1 / 3, patience=max(1, patience // 4), min_lr=1e-5),
   ]
 
 
-def kept_epoch(epochs: list[int], history: dict[str, list[float]], window: int = 1) -> int | None:
+def kept_epoch(
+  epochs: list[int], history: dict[str, list[float]], window: int = 1, callbacks: Any = ()
+) -> int | None:
   """The 1-based epoch whose weights EarlyStopping kept, from Keras' History; None without it.
 
   The first of equal losses, as EarlyStopping keeps only a strictly better one; with a window,
-  among the epochs from the first full window on (all of them when none got there).
+  among the epochs from the first full window on (all of them when none got there). For a fit
+  that resumed from a backup with its `callbacks`' state, the epoch their EarlyStopping kept,
+  which may come before the resume and so before the History's first epoch.
   """
+  for callback in callbacks:
+    if getattr(callback, "resumed", False) and getattr(callback, "best_weights", None) is not None:
+      return int(callback.best_epoch) + 1
   losses = history.get(VAL_LOSS_MEAN if window > 1 else VAL_LOSS)
   if not losses or not epochs:
     return None
@@ -90,6 +100,168 @@ def kept_epoch(epochs: list[int], history: dict[str, list[float]], window: int =
   judged = judged or list(range(len(losses)))
   best = min(judged, key=lambda i: (losses[i], i))
   return epochs[best] + 1
+
+
+@functools.cache
+def _kept_state_class():
+  """The mix-in that keeps a callback's state in variables (`Kept`)."""
+  import tensorflow as tf
+
+  class Kept(tf.Module):
+    """A callback's state as variables: whether an epoch recorded it, its numbers, and the
+    best weights EarlyStopping holds (one variable per model weight)."""
+
+    def __init__(self, numbers: int, weights: Any = ()):
+      super().__init__()
+      self.recorded = tf.Variable(False, trainable=False)
+      self.numbers = tf.Variable(np.zeros(numbers), dtype=tf.float64, trainable=False)
+      self.best_weights = [
+        tf.Variable(np.zeros(w.shape, w.dtype.as_numpy_dtype), trainable=False) for w in weights
+      ]
+
+  class KeptState:
+    """Writes the callback's state (`_numbers`) to its `kept` variables after each epoch, and
+    reads it back before the first epoch of a fit whose backup restored them (`resumed`)."""
+
+    kept = None
+    resumed = False
+
+    def _make_kept(self, numbers: int, weights: Any = ()) -> None:
+      if self.kept is None:
+        self.kept = Kept(numbers, weights)
+
+    def on_train_begin(self, logs=None):
+      super().on_train_begin(logs)
+      self._read = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+      # The backup restores the variables in its own on_train_begin, whatever the order.
+      if not self._read:
+        self._read = True
+        if bool(self.kept.recorded.numpy()):
+          self.resumed = True
+          self._load([float(v) for v in self.kept.numbers.numpy()])
+      super().on_epoch_begin(epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+      super().on_epoch_end(epoch, logs)
+      self.kept.numbers.assign(self._numbers())
+      self.kept.recorded.assign(True)
+
+  return KeptState
+
+
+@functools.cache
+def _kept_classes():
+  """(HeldOutMean, EarlyStopping, ReduceLROnPlateau), each keeping its state in variables."""
+  import tensorflow as tf
+
+  KeptState = _kept_state_class()
+
+  class KeptMean(KeptState, _mean_callback_class()):
+    def set_model(self, model):
+      super().set_model(model)
+      self._make_kept(1 + self.window)
+
+    def _numbers(self):
+      losses = list(self._losses)
+      return [len(losses), *losses, *[0.0] * (self.window - len(losses))]
+
+    def _load(self, numbers):
+      self._losses.clear()
+      self._losses.extend(numbers[1 : 1 + int(numbers[0])])
+
+  class KeptEarlyStopping(KeptState, tf.keras.callbacks.EarlyStopping):
+    def set_model(self, model):
+      super().set_model(model)
+      self._make_kept(5, model.weights if self.restore_best_weights else ())
+
+    def _numbers(self):
+      has_best = self.best_weights is not None
+      return [self.wait, self.stopped_epoch, self.best, self.best_epoch, has_best]
+
+    def _load(self, numbers):
+      self.wait, self.stopped_epoch, self.best_epoch = (int(numbers[i]) for i in (0, 1, 3))
+      self.best = numbers[2]
+      if numbers[4]:
+        self.best_weights = [v.numpy() for v in self.kept.best_weights]
+
+    def on_epoch_end(self, epoch, logs=None):
+      before = self.best_weights
+      super().on_epoch_end(epoch, logs)
+      if self.best_weights is not None and self.best_weights is not before:
+        for variable, value in zip(self.kept.best_weights, self.best_weights, strict=True):
+          variable.assign(value)
+
+  class KeptPlateau(KeptState, tf.keras.callbacks.ReduceLROnPlateau):
+    def set_model(self, model):
+      super().set_model(model)
+      self._make_kept(3)
+
+    def _numbers(self):
+      return [self.wait, self.best, self.cooldown_counter]
+
+    def _load(self, numbers):
+      self.wait, self.best, self.cooldown_counter = int(numbers[0]), numbers[1], int(numbers[2])
+
+  return KeptMean, KeptEarlyStopping, KeptPlateau
+
+
+def kept_backup(callbacks: Any) -> Any:
+  """The BackupAndRestore class for a fit with these `callbacks` (`tf_compat.backup_and_restore`
+  takes it): one that saves their `kept` state in every backup, or None when none of them is
+  of `callbacks`. A callback that runs callbacks of its own (a joint fit's members, whose
+  callbacks are made when training begins) lists them as its `callbacks`."""
+  if not any(isinstance(c, _kept_state_class()) or hasattr(c, "callbacks") for c in callbacks):
+    return None
+  return functools.partial(_kept_backup_class(), kept=list(callbacks))
+
+
+def _kept_of(callbacks: Any) -> list[Any]:
+  """The `kept` state of `callbacks` and of the callbacks they run, in order."""
+  out = []
+  for callback in callbacks:
+    if getattr(callback, "kept", None) is not None:
+      out.append(callback.kept)
+    out.extend(_kept_of(getattr(callback, "callbacks", ())))
+  return out
+
+
+@functools.cache
+def _kept_backup_class():
+  import tensorflow as tf
+
+  class KeptBackup(tf.keras.callbacks.BackupAndRestore):
+    """Backs up the callbacks' `kept` state too. A backup that falls on an epoch's last batch
+    (or at its end) is taken when the next epoch begins, once the epoch's end has updated
+    that state: Keras resumes such a backup at the next epoch, so it must hold the state the
+    callbacks had then."""
+
+    def __init__(self, backup_dir, save_freq="epoch", kept=()):
+      super().__init__(backup_dir, save_freq=save_freq)
+      self._kept_callbacks = list(kept)
+      self._due = None
+
+    def on_train_begin(self, logs=None):
+      super().on_train_begin(logs)
+      # Attached after the restore: a checkpoint restores what is attached to it later.
+      checkpoint = self._training_state.read_checkpoint_manager.checkpoint
+      checkpoint.kept_callbacks = _kept_of(self._kept_callbacks)
+      self._due = None
+
+    def _backup(self, epoch, batch=0):
+      if self.save_freq == "epoch" or batch == (self.params or {}).get("steps", 0) - 1:
+        self._due = (epoch, batch)
+        return
+      super()._backup(epoch, batch)
+
+    def on_epoch_begin(self, epoch, logs=None):
+      if self._due is not None:
+        super()._backup(*self._due)
+        self._due = None
+      super().on_epoch_begin(epoch, logs)
+
+  return KeptBackup
 
 
 def warm_up(steps: int) -> Any:

@@ -279,8 +279,8 @@ def _member_class():
     def _stop(self):
       for callback in self.callbacks:
         callback.on_train_end(self._last)
-      kept = self.window and self.epochs
-      best = trainer_api.kept_epoch(self.epochs, self.history, self.window) if kept else None
+      args = (self.epochs, self.history, self.window, self.callbacks)
+      best = trainer_api.kept_epoch(*args) if self.window and self.epochs else None
       epochs_run = self.epochs[-1] + 1 if self.epochs else self._initial_epoch or 0
       self.record = {"epochs_run": epochs_run, "best_epoch": best}
       self.model.member_ended[self.index].assign([epochs_run, best or 0])

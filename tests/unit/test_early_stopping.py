@@ -122,3 +122,63 @@ def test_held_out_evaluation_needs_steps_for_batches_without_end():
   with pytest.raises(ValueError, match="need `steps`"):
     early_stopping.held_out_evaluation(batches)
   assert early_stopping.held_out_evaluation(batches, steps=2) is not None
+
+
+def _resumable_fit(backup_dir, kept: bool, kill_at: int | None = None):
+  """The tiny regression of `_fit` (window 3, patience 4), in order, backed up at each epoch's
+  last batch; raises _Killed at the end of epoch `kill_at`. Returns (first epoch run, epochs
+  run, kept epoch, weights)."""
+  from components import tf_compat
+
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 3)).astype("float32")
+  y = (x @ np.array([1.0, -2.0, 0.5], "float32"))[:, None]
+  x_val = rng.normal(size=(8, 3)).astype("float32")
+  y_val = (x_val @ np.array([1.0, -2.0, 0.5], "float32"))[:, None] + rng.normal(size=(8, 1))
+  tf.keras.utils.set_random_seed(0)
+  model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+  model.compile(tf.keras.optimizers.Adam(0.05), "mse")
+  callbacks = early_stopping.callbacks(4, 3)
+  backup_class = early_stopping.kept_backup(callbacks) if kept else None
+  backup = tf_compat.backup_and_restore(str(backup_dir), 4, backup_class)  # 4 steps an epoch
+
+  def kill(epoch, logs):
+    if epoch == kill_at:
+      raise _Killed()
+
+  history = model.fit(
+    x,
+    y,
+    validation_data=(x_val, y_val.astype("float32")),
+    epochs=60,
+    batch_size=16,
+    shuffle=False,
+    verbose=0,
+    callbacks=[backup, *callbacks, tf.keras.callbacks.LambdaCallback(on_epoch_end=kill)],
+  )
+  kept_epoch = early_stopping.kept_epoch(history.epoch, history.history, 3, callbacks)
+  return history.epoch[0], history.epoch[-1] + 1, kept_epoch, model.get_weights()
+
+
+class _Killed(Exception):
+  pass
+
+
+def test_a_fit_resumed_from_a_backup_stops_and_keeps_as_the_whole_fit_did(tmp_path):
+  """The stopping callbacks' state (best loss, patience spent, cooldown, window, best weights)
+  is saved in the backups: killed after its best epoch and resumed, the fit stops at the same
+  epoch and keeps the same weights as the fit that ran through. Without it, the resumed fit
+  started its patience again, ran 4 epochs more and kept a later epoch."""
+  whole = _resumable_fit(tmp_path / "whole", kept=True)
+  assert whole[:3] == (0, 19, 15)
+  for kept in (True, False):
+    with pytest.raises(_Killed):
+      _resumable_fit(tmp_path / str(kept), kept, kill_at=17)
+    resumed = _resumable_fit(tmp_path / str(kept), kept)
+    if kept:
+      # Resumed at epoch 18's start, as the last backup before the kill was taken there.
+      assert resumed[:3] == (17, 19, 15), resumed[:3]
+      for got, expected in zip(resumed[3], whole[3], strict=True):
+        np.testing.assert_array_equal(got, expected)
+    else:
+      assert resumed[:3] == (18, 23, 19), resumed[:3]
