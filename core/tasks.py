@@ -98,8 +98,9 @@ def infer_task(
     One of TASKS.
 
   Raises:
-    LabelError: when the label is empty, has one value, is not numeric for a regression, or
-      has more classes than `max_classes`.
+    LabelError: when the label is empty, has one value, is not numeric for a regression, has
+      more classes than `max_classes`, or has text values that differ only in the spaces
+      around them.
   """
   if requested not in (AUTO, *TASKS):
     raise LabelError(f"--task {requested!r} is unknown; pass one of auto, {', '.join(TASKS)}.")
@@ -108,6 +109,8 @@ def infer_task(
       f"label column {label_key!r} is empty in every row; if the data lost its labels upstream, "
       "fix the data, and if another column holds the label, pass it with --label-key."
     )
+  if kind == column_types.CSV_STRING:
+    _refuse_values_apart_by_spaces(label_key, distinct)
   if requested == REGRESSION:
     if kind == column_types.CSV_STRING:
       raise LabelError(
@@ -148,6 +151,23 @@ def infer_task(
       "N to allow more classes."
     )
   return task
+
+
+def _refuse_values_apart_by_spaces(label_key: str, distinct: Sequence) -> None:
+  """A text label whose values differ only in the spaces around them (" yes", "yes ", from
+  padded exports such as SQL CHAR columns) would train as that many classes, and the model
+  would learn to tell the padding apart: that is refused, naming the values."""
+  spellings: dict[str, list[str]] = {}
+  for value in distinct:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    spellings.setdefault(text.strip(), []).append(text)
+  apart = next((sorted(s) for s in spellings.values() if len(s) > 1), None)
+  if apart:
+    raise LabelError(
+      f"label column {label_key!r} has values that differ only in the spaces around them "
+      f"({', '.join(map(repr, apart))}), which would train as different classes; strip the "
+      "spaces from that column in the data and run again."
+    )
 
 
 # A label of whole numbers from 0 up, with at least this many values, read as classes by the

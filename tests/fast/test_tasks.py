@@ -91,6 +91,24 @@ def test_empty_label_is_refused(kind, count):
   assert "fix the data" in str(raised.value) and "--label-key" in str(raised.value)
 
 
+def test_text_values_that_differ_only_in_spaces_around_them_are_refused_naming_them():
+  # A padded export (" yes", "yes "): eight classes for a yes/no label, at 0.55 accuracy.
+  for requested in (tasks.AUTO, tasks.MULTICLASS, tasks.BINARY):
+    with pytest.raises(tasks.LabelError) as raised:
+      infer(CSV_STRING, [" no", " yes", "no", "yes", "yes "], requested=requested)
+    assert str(raised.value) == (
+      "label column 'y' has values that differ only in the spaces around them (' no', 'no'), "
+      "which would train as different classes; strip the spaces from that column in the data "
+      "and run again."
+    )
+  # Padded the same way throughout (UCI Adult's " <=50K", " >50K"), or spaces inside a value:
+  # classes as they are.
+  assert infer(CSV_STRING, [" <=50K", " >50K"]) == tasks.BINARY
+  assert infer(CSV_STRING, ["new york", "newyork", "boston"]) == tasks.MULTICLASS
+  # Numbers are read as numbers, whatever their padding.
+  assert infer(CSV_INT, [0, 1]) == tasks.BINARY
+
+
 def test_requested_task_checks():
   with pytest.raises(tasks.LabelError, match="--task binary needs exactly two label values"):
     infer(CSV_STRING, ["a", "b", "c"], requested=tasks.BINARY)
