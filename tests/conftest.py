@@ -6,12 +6,40 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DIGITS_CSV = REPO_ROOT / "data" / "digits" / "digits.csv"
+_SESSION_TMP = pytest.StashKey[tuple]()
+
+
+def pytest_configure(config):
+  """The session's temporary files (Beam's, TensorFlow's, the components' and those of the
+  processes the tests start) go to a folder of its own, removed when the session ends: a
+  whole suite left about 860 folders and files in the system's temporary folder. pytest's own
+  `tmp_path` folders stay where pytest keeps them (PYTEST_DEBUG_TEMPROOT), the last few kept
+  for reading after a failure. Under xdist each worker's folder lies in the controller's."""
+  os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+  folder = tempfile.mkdtemp(prefix="kit-tests-")
+  config.stash[_SESSION_TMP] = (folder, os.environ.get("TMPDIR"))
+  os.environ["TMPDIR"] = folder
+  tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_unconfigure(config):
+  folder, before = config.stash.get(_SESSION_TMP, (None, None))
+  if folder is None:
+    return
+  if before is None:
+    os.environ.pop("TMPDIR", None)
+  else:
+    os.environ["TMPDIR"] = before
+  tempfile.tempdir = None
+  shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_finish(session):
