@@ -250,7 +250,8 @@ def _kept_backup_class():
       self._due = None
 
     def _backup(self, epoch, batch=0):
-      if self.save_freq == "epoch" or batch == (self.params or {}).get("steps", 0) - 1:
+      steps = (self.params or {}).get("steps") or 0  # None: an epoch of unknown length
+      if self.save_freq == "epoch" or batch == steps - 1:
         self._due = (epoch, batch)
         return
       super()._backup(epoch, batch)
