@@ -65,11 +65,13 @@ def test_validation_without_metric_failures(tmp_path, ok):
   assert evaluation_metrics.read_validation(str(tmp_path / "missing")) is None
 
 
-def _summary(task="binary", floor=0.9369, reason="auto: accuracy at least 0.9369, i.e. ..."):
+def _summary(
+  task="binary", floor=0.9369, reason="auto: accuracy at least 0.9369, i.e. ...", auc=0.7491
+):
   return {
     "task": task,
     "floor": {"value": floor, "reason": reason},
-    "eval_metrics": {"auc": 0.7491, "binary_accuracy": 0.9269},
+    "eval_metrics": {"auc": auc, "binary_accuracy": 0.9269},
   }
 
 
@@ -80,5 +82,12 @@ def test_a_rare_event_labels_refusal_says_accuracy_is_the_wrong_test():
     "it; if the model's scores are what you use (AUC 0.749), set the floor with --min-accuracy"
   )
   assert facts.imbalance_hint(_summary(floor=0.76)) == ""  # Not rare: accuracy can show it.
+  # carData's Arrests: 84% released, and scores that rank the rows (AUC 0.743) whose accuracy
+  # (0.834) misses the 0.848 floor.
+  assert facts.imbalance_hint(_summary(floor=0.8481, auc=0.7426)).startswith(
+    ". About 84% of the eval rows are one class"
+  )
+  # As many in one class, but scores that hardly rank: accuracy is not what hides the model.
+  assert facts.imbalance_hint(_summary(floor=0.8481, auc=0.55)) == ""
   assert facts.imbalance_hint(_summary(task="multiclass")) == ""
   assert facts.imbalance_hint(_summary(reason="--min-accuracy 0.95")) == ""
