@@ -7,8 +7,8 @@ import tensorflow as tf
 from components.distributed_trainer import early_stopping
 
 
-def _fit(window: int, patience: int = 4, epochs: int = 40):
-  """Fits a tiny regression on noisy held-out rows; returns (model, History, weights by epoch)."""
+def _regression():
+  """A tiny regression: (x, y, its noisy held-out rows as (x, y), a compiled seeded model)."""
   rng = np.random.default_rng(0)
   x = rng.normal(size=(64, 3)).astype("float32")
   y = (x @ np.array([1.0, -2.0, 0.5], "float32"))[:, None]
@@ -17,6 +17,12 @@ def _fit(window: int, patience: int = 4, epochs: int = 40):
   tf.keras.utils.set_random_seed(0)
   model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
   model.compile(tf.keras.optimizers.Adam(0.05), "mse")
+  return x, y, (x_val, y_val.astype("float32")), model
+
+
+def _fit(window: int, patience: int = 4, epochs: int = 40):
+  """Fits a tiny regression on noisy held-out rows; returns (model, History, weights by epoch)."""
+  x, y, held_out, model = _regression()
   weights = {}
   keep = tf.keras.callbacks.LambdaCallback(
     on_epoch_end=lambda epoch, logs: weights.update({epoch: model.get_weights()})
@@ -24,7 +30,7 @@ def _fit(window: int, patience: int = 4, epochs: int = 40):
   history = model.fit(
     x,
     y,
-    validation_data=(x_val, y_val.astype("float32")),
+    validation_data=held_out,
     epochs=epochs,
     batch_size=16,
     verbose=0,
@@ -125,19 +131,12 @@ def test_held_out_evaluation_needs_steps_for_batches_without_end():
 
 
 def _resumable_fit(backup_dir, kept: bool, kill_at: int | None = None):
-  """The tiny regression of `_fit` (window 3, patience 4), in order, backed up at each epoch's
-  last batch; raises _Killed at the end of epoch `kill_at`. Returns (first epoch run, epochs
-  run, kept epoch, weights)."""
+  """`_regression` fitted in order (window 3, patience 4), backed up at each epoch's last
+  batch; raises _Killed at the end of epoch `kill_at`. Returns (first epoch run, epochs run,
+  kept epoch, weights)."""
   from components import tf_compat
 
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(64, 3)).astype("float32")
-  y = (x @ np.array([1.0, -2.0, 0.5], "float32"))[:, None]
-  x_val = rng.normal(size=(8, 3)).astype("float32")
-  y_val = (x_val @ np.array([1.0, -2.0, 0.5], "float32"))[:, None] + rng.normal(size=(8, 1))
-  tf.keras.utils.set_random_seed(0)
-  model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
-  model.compile(tf.keras.optimizers.Adam(0.05), "mse")
+  x, y, held_out, model = _regression()
   callbacks = early_stopping.callbacks(4, 3)
   backup_class = early_stopping.kept_backup(callbacks) if kept else None
   backup = tf_compat.backup_and_restore(str(backup_dir), 4, backup_class)  # 4 steps an epoch
@@ -149,7 +148,7 @@ def _resumable_fit(backup_dir, kept: bool, kill_at: int | None = None):
   history = model.fit(
     x,
     y,
-    validation_data=(x_val, y_val.astype("float32")),
+    validation_data=held_out,
     epochs=60,
     batch_size=16,
     shuffle=False,
