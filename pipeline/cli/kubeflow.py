@@ -21,7 +21,7 @@ from collections.abc import Sequence  # noqa: E402
 
 from components import storage  # noqa: E402
 from components.distributed_trainer import tfjob_manifest  # noqa: E402
-from core import defaults  # noqa: E402
+from core import defaults, errors  # noqa: E402
 from core.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
 from pipeline.definition import kubeflow_lib, kubeflow_package  # noqa: E402
@@ -95,7 +95,7 @@ def compile_pipeline(
   except tf.errors.OpError as e:
     if not storage.is_remote(config.pipeline_root):
       raise
-    reason = str(e.message).strip().splitlines()[0]
+    reason = errors.first_line(e)
     raise UserInputError(
       f"--pipeline-root {config.pipeline_root}: the compiler writes the module file's wheel "
       f"there and could not ({reason}); compile where that store is reachable with its "
