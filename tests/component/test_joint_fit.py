@@ -1,7 +1,6 @@
 """A small table's ensemble trained in one pass (models/tabular/joint_fit.py) ends exactly as the
 members fitted one after another end: the same weights, epochs, kept epochs and chart."""
 
-import glob
 import json
 import os
 
@@ -13,7 +12,7 @@ from tfx.utils import json_utils, proto_utils
 from components.distributed_trainer import constants, executor, trainer_api
 from core import defaults, sources
 from models.tabular import joint_fit
-from tests.support import example_files
+from tests.support import example_files, tensorboard_events
 
 
 def _train(root, csv, monkeypatch, one_pass: bool) -> tuple[trainer_api.TrainResult, dict, list]:
@@ -52,14 +51,10 @@ def _train(root, csv, monkeypatch, one_pass: bool) -> tuple[trainer_api.TrainRes
 
 def _epoch_losses(run_dir) -> dict[str, list[float]]:
   """The `epoch_loss*` scalars TensorBoard holds for the training batches, by tag."""
-  import tensorflow as tf
-
   out: dict[str, list[float]] = {}
-  for path in glob.glob(os.path.join(run_dir, "logs", "train", "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag.startswith("epoch_loss"):
-          out.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
+  for run, tag, _, value in tensorboard_events.scalars(os.path.join(run_dir, "logs")):
+    if run == "train" and tag.startswith("epoch_loss"):
+      out.setdefault(tag, []).append(value)
   return out
 
 

@@ -1,25 +1,10 @@
 """The trainer's TensorBoard callback writes what Keras' own writes at its default update_freq."""
 
-import glob
-import os
-
 import numpy as np
 import tensorflow as tf
 
 from components.distributed_trainer import distributed_trainer_lib as lib
-
-
-def _events(log_dir: str) -> list[tuple[str, str, int, float]]:
-  """(run, tag, step, value) of every scalar written under `log_dir`."""
-  out = []
-  for path in sorted(glob.glob(os.path.join(log_dir, "*", "events.out.tfevents.*"))):
-    run = os.path.basename(os.path.dirname(path))
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.metadata.plugin_data.plugin_name == "scalars":
-          scalar = float(tf.make_ndarray(value.tensor))
-          out.append((run, value.tag, event.step, scalar))
-  return out
+from tests.support import tensorboard_events
 
 
 def _fit(callback, monkeypatch) -> int:
@@ -55,7 +40,10 @@ def _fit(callback, monkeypatch) -> int:
 def test_the_same_epoch_events_as_keras_tensorboard_with_no_batch_calls(tmp_path, monkeypatch):
   keras_calls = _fit(tf.keras.callbacks.TensorBoard(str(tmp_path / "keras")), monkeypatch)
   ours_calls = _fit(lib.epoch_tensorboard(str(tmp_path / "ours")), monkeypatch)
-  keras, ours = _events(str(tmp_path / "keras")), _events(str(tmp_path / "ours"))
+  keras, ours = (
+    tensorboard_events.scalars(str(tmp_path / "keras")),
+    tensorboard_events.scalars(str(tmp_path / "ours")),
+  )
   assert {tag for _, tag, _, _ in ours} >= {"epoch_loss", "epoch_mae"}
   assert ours == keras
   # Keras calls tf.summary.scalar eagerly for 2 values after each of 12 batches (writing
