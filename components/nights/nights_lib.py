@@ -198,6 +198,31 @@ def build_record(
   }
 
 
+def _ending_record(
+  facts: Mapping[str, Mapping[str, Any]],
+  night: str,
+  *,
+  succeeded: bool,
+  error: str,
+  started: str | None,
+  seconds: float | None,
+  outcome: str | None = None,
+) -> dict[str, Any]:
+  """The record of a night ending now; `outcome` (TIMED_OUT, SKIPPED) overrides the facts'."""
+  record = build_record(
+    facts,
+    night=night,
+    succeeded=succeeded,
+    error=error,
+    started=started or layout.utc_now(),
+    ended=layout.utc_now(),
+    seconds=seconds,
+  )
+  if outcome is not None:
+    record.update(outcome=outcome, line=error or outcome)
+  return record
+
+
 def close_night(
   serving_dir: str,
   model_name: str,
@@ -218,17 +243,15 @@ def close_night(
     The record.
   """
   facts = serving_nights.open_facts(serving_dir, model_name, night)
-  record = build_record(
+  record = _ending_record(
     facts,
-    night=night,
+    night,
     succeeded=succeeded,
     error=error,
-    started=started or layout.utc_now(),
-    ended=layout.utc_now(),
+    started=started,
     seconds=seconds,
+    outcome=outcome,
   )
-  if outcome is not None:
-    record.update(outcome=outcome, line=error or outcome)
   serving_nights.append_record(serving_dir, model_name, record)
   serving_nights.close_facts(serving_dir, model_name, night)
   close_interrupted(serving_dir, model_name)
@@ -363,17 +386,9 @@ def end_night(
     )
   except Exception as e:  # The folder is unwritable or gone: the notices must still go out.
     _LOG.warning("The night's record could not be written to %s: %s", serving_dir, e)
-    record = build_record(
-      {},
-      night=night,
-      succeeded=succeeded,
-      error=error,
-      started=started or layout.utc_now(),
-      ended=layout.utc_now(),
-      seconds=seconds,
+    record = _ending_record(
+      {}, night, succeeded=succeeded, error=error, started=started, seconds=seconds, outcome=outcome
     )
-    if outcome is not None:
-      record.update(outcome=outcome, line=error or outcome)
     record["record_error"] = f"{type(e).__name__}: {e}"
   notices = _send_notices(record, model_name, notify, every_night)
   return record, notices + _ping(heartbeat, record, model_name)
@@ -393,14 +408,9 @@ def _discard_night(
   Returns:
     The record, as `close_night` would have written it.
   """
-  record = build_record(
-    serving_nights.open_facts(serving_dir, model_name, night),
-    night=night,
-    succeeded=False,
-    error=error,
-    started=started or layout.utc_now(),
-    ended=layout.utc_now(),
-    seconds=seconds,
+  facts = serving_nights.open_facts(serving_dir, model_name, night)
+  record = _ending_record(
+    facts, night, succeeded=False, error=error, started=started, seconds=seconds
   )
   try:
     serving_nights.discard(serving_dir, model_name, night)
