@@ -111,6 +111,29 @@ def test_clone_model_rebuilds_the_layers_from_their_config(model):
   )
 
 
+def test_words_multi_hot_marks_the_words_each_cell_holds():
+  words = layers.WordsMultiHot(["nurse", "owner", "teacher"], missing_slot=True)
+  texts = [["Registered Nurse, ICU"], ["owner/teacher; owner"], [""], ["clerk"], [" ,; "]]
+  np.testing.assert_array_equal(
+    words(tf.constant(texts)).numpy(),
+    [[1, 0, 0, 1, 0], [0, 1, 1, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 1, 0], [0, 0, 0, 0, 0]],
+  )
+  assert words(tf.zeros([0, 1], tf.string)).shape == (0, 5)
+
+
+def test_words_multi_hot_takes_a_cell_of_a_hundred_thousand_words():
+  """A [rows, words, slots] grid for this batch was 102 GB; TensorFlow refused it (OOM), and a
+  14 GB one failed a real run's Optimizer on a table with one long notes cell."""
+  vocabulary = [f"w{i}" for i in range(1000)]
+  words = layers.WordsMultiHot(vocabulary)
+  long_cell = " ".join(vocabulary * 100)
+  encoded = words(tf.constant([[long_cell], *[["w1 w1 other"]] * 255])).numpy()
+  assert encoded.shape == (256, 1001)
+  np.testing.assert_array_equal(encoded[0], [1.0] * 1000 + [0.0])
+  np.testing.assert_array_equal(encoded[1:, [1, 1000]], np.ones((255, 2)))
+  assert encoded[1:].sum() == 255 * 2
+
+
 def test_date_features_survive_tflite_float16():
   """float16 conversion stores float constants as float16; the calendar must not use any
   beyond its range (719468 and 146097 became infinity, and every output went wrong)."""
