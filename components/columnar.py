@@ -225,8 +225,20 @@ def sampled_examples(
 
 
 def _concat(batches: list) -> Any:
+  """One batch of `batches`' rows, its columns in the first batch's order.
+
+  Files of one split may hold their columns in different orders: each keeps the order of the
+  CSV file it was converted from, and the files of a folder need only the same header names.
+  """
   import pyarrow as pa
 
   if len(batches) == 1:
     return batches[0]
+  names = batches[0].schema.names
+  batches = [
+    b
+    if b.schema.names == names
+    else pa.RecordBatch.from_arrays([b.column(n) for n in names], names)
+    for b in batches
+  ]
   return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]

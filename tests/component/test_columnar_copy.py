@@ -1,5 +1,6 @@
 """The ExampleGen's columnar copy: the rows of its tf.Examples, read as TFXIO decodes them."""
 
+import csv
 import glob
 import math
 import os
@@ -42,13 +43,35 @@ def examples(tmp_path_factory):
   return artifact
 
 
+@pytest.fixture(scope="module")
+def reordered(tmp_path_factory):
+  """The same two files, the second with its columns in the reverse order."""
+  root = tmp_path_factory.mktemp("reordered")
+  data = root / "in"
+  data.mkdir()
+  write_messy_csv(data / "a.csv", rows=3000)
+  write_messy_csv(root / "b.csv", rows=1700)
+  with open(root / "b.csv", newline="") as f, open(data / "b.csv", "w", newline="") as out:
+    csv.writer(out).writerows(row[::-1] for row in csv.reader(f))
+  artifact = run_executor(
+    example_gen_executor.Executor, exec_properties(data, allow_non_finite=1), root / "out"
+  )
+  artifact.split_names = artifact_utils.encode_split_names(list(SPLITS))
+  return artifact
+
+
 def _shards(artifact, split):
   return sorted(glob.glob(os.path.join(artifact_utils.get_split_uri([artifact], split), "*")))
 
 
 @pytest.mark.parametrize("split", SPLITS)
-def test_the_copy_yields_the_decoded_batches_batch_for_batch(examples, split, monkeypatch):
-  """Batches of 700 rows that run across the two shards: equal to tfx_bsl's decoded ones."""
+@pytest.mark.parametrize("files", ["same columns", "columns reordered"])
+def test_the_copy_yields_the_decoded_batches_batch_for_batch(
+  examples, reordered, files, split, monkeypatch
+):
+  """Batches of 700 rows that run across the two shards: equal to tfx_bsl's decoded ones,
+  also where the two CSV files hold their columns in different orders (which failed)."""
+  examples = examples if files == "same columns" else reordered
   shards = _shards(examples, split)
   assert len(shards) == 2 and all(s.endswith(".gz") for s in shards)
   files = columnar.complete_files(shards, os.path.exists)
