@@ -18,14 +18,13 @@ records nothing.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.serving import layout
+from components.serving import live as serving_live
 from components.serving import nights as serving_nights
 from core import properties
 
@@ -207,20 +206,42 @@ def _ending_record(
   started: str | None,
   seconds: float | None,
   outcome: str | None = None,
+  owner: str = "",
 ) -> dict[str, Any]:
-  """The record of a night ending now; `outcome` (TIMED_OUT, SKIPPED) overrides the facts'."""
+  """The record of a night ending now.
+
+  `outcome` (TIMED_OUT, SKIPPED, INTERRUPTED) overrides the facts'. Where the caller knows no
+  start, the night's own (`begin_night`'s) is taken, and the seconds from it; `owner` names a
+  night that never opened (one that failed its up-front checks).
+  """
+  opened = facts.get(NIGHT_STEP) or {}
+  ended = layout.utc_now()
+  started = started or opened.get("started") or ended
+  if seconds is None and opened.get("started") == started:
+    seconds = _seconds_between(started, ended)
   record = build_record(
     facts,
     night=night,
     succeeded=succeeded,
     error=error,
-    started=started or layout.utc_now(),
-    ended=layout.utc_now(),
+    started=started,
+    ended=ended,
     seconds=seconds,
   )
   if outcome is not None:
     record.update(outcome=outcome, line=error or outcome)
+  record["owner"] = record["owner"] or owner or None
   return record
+
+
+def _seconds_between(started: str, ended: str) -> float | None:
+  import datetime
+
+  try:
+    stamps = [datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (started, ended)]
+  except ValueError:
+    return None
+  return (stamps[1] - stamps[0]).total_seconds()
 
 
 def close_night(
@@ -233,11 +254,17 @@ def close_night(
   started: str | None = None,
   seconds: float | None = None,
   outcome: str | None = None,
+  owner: str = "",
 ) -> dict[str, Any]:
   """Writes a night's record to the nights log and removes its open facts.
 
+  A night that ended before its gate or Pusher said which version was live (it failed its
+  checks, its ExampleGen or its time limit) gets the one live as it ends: it pushed nothing.
+
   Args:
-    outcome: TIMED_OUT or SKIPPED, which the facts cannot tell; None: from the facts.
+    outcome: TIMED_OUT, SKIPPED or INTERRUPTED, which the facts cannot tell; None: from the
+      facts.
+    owner: who ran a night that never opened (`_ending_record`).
 
   Returns:
     The record.
@@ -251,7 +278,11 @@ def close_night(
     started=started,
     seconds=seconds,
     outcome=outcome,
+    owner=owner,
   )
+  if record["live_version"] is None and not facts.get(PUSHER_STEP):
+    live = serving_live.live_version(serving_dir, model_name)
+    record["live_version"] = live.version if live is not None else None
   serving_nights.append_record(serving_dir, model_name, record)
   serving_nights.close_facts(serving_dir, model_name, night)
   close_interrupted(serving_dir, model_name)
@@ -337,6 +368,7 @@ def end_night(
   every_night: bool = False,
   outcome: str | None = None,
   heartbeat: str = "",
+  owner: str = "",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
   """Closes a night and sends its notices: the one ending both runners share.
 
@@ -359,10 +391,13 @@ def end_night(
     outcome: TIMED_OUT or SKIPPED (the facts cannot tell those); None: from the facts.
     heartbeat: a notify_lib target pinged at the end of every night, its URL with '/fail'
       appended when the night did not end well ('' for none).
+    owner: who ran it, for a night that ended before it opened (its up-front checks failed).
 
   Returns:
     (the record, one dict per notice: target, ok, attempts, error).
   """
+  from components.nights import night_notices  # apprise, only where a night ends
+
   if (
     outcome is None
     and not notify
@@ -372,26 +407,25 @@ def end_night(
     record = _discard_night(
       serving_dir, model_name, night, error=error, started=started, seconds=seconds
     )
-    return record, _ping(heartbeat, record, model_name)
+    failed = record["outcome"] in BAD_OUTCOMES
+    return record, night_notices.ping(heartbeat, record, model_name, failed=failed)
+  ending = {
+    "succeeded": succeeded,
+    "error": error,
+    "started": started,
+    "seconds": seconds,
+    "outcome": outcome,
+    "owner": owner,
+  }
   try:
-    record = close_night(
-      serving_dir,
-      model_name,
-      night,
-      succeeded=succeeded,
-      error=error,
-      started=started,
-      seconds=seconds,
-      outcome=outcome,
-    )
+    record = close_night(serving_dir, model_name, night, **ending)
   except Exception as e:  # The folder is unwritable or gone: the notices must still go out.
     _LOG.warning("The night's record could not be written to %s: %s", serving_dir, e)
-    record = _ending_record(
-      {}, night, succeeded=succeeded, error=error, started=started, seconds=seconds, outcome=outcome
-    )
+    record = _ending_record({}, night, **ending)
     record["record_error"] = f"{type(e).__name__}: {e}"
-  notices = _send_notices(record, model_name, notify, every_night)
-  return record, notices + _ping(heartbeat, record, model_name)
+  failed = record["outcome"] in BAD_OUTCOMES
+  notices = night_notices.send(record, model_name, notify, failed=failed, every_night=every_night)
+  return record, notices + night_notices.ping(heartbeat, record, model_name, failed=failed)
 
 
 def _discard_night(
@@ -417,56 +451,3 @@ def _discard_night(
   except Exception as e:  # Left-over facts are closed as interrupted by a later night.
     _LOG.warning("The night's facts could not be removed from %s: %s", serving_dir, e)
   return record
-
-
-def _send_notices(
-  record: Mapping[str, Any], model_name: str, notify: Sequence[str], every_night: bool
-) -> list[dict[str, Any]]:
-  """Sends a night's notice to every target, when its outcome is one they are told of.
-
-  Returns:
-    One dict per notice: target, ok, attempts, error; [] when none was due.
-  """
-  deliveries: list[dict[str, Any]] = []
-  if notify and (every_night or record["outcome"] in BAD_OUTCOMES):
-    from components.nights import notify_lib
-
-    title, body = message(record, model_name)
-    targets = [notify_lib.Target(t) for t in notify]
-    failed = record["outcome"] in BAD_OUTCOMES
-    for delivery in notify_lib.send(targets, title, body, failed=failed):
-      deliveries.append(dataclasses.asdict(delivery))
-  return deliveries
-
-
-def _ping(heartbeat: str, record: Mapping[str, Any], model_name: str) -> list[dict[str, Any]]:
-  """Pings the heartbeat target at a night's end: its URL, or its URL + '/fail' (the failure
-  signal of healthchecks-style dead man's switches) when the night did not end well.
-
-  Returns:
-    [the delivery, under the target's printable label], or [] without a heartbeat.
-  """
-  if not heartbeat:
-    return []
-  from components.nights import notify_lib
-
-  target = notify_lib.Target(heartbeat)
-  failed = record["outcome"] in BAD_OUTCOMES
-  label = f"heartbeat {target.label()}" + (" (fail)" if failed else "")
-  try:
-    url = notify_lib.resolve_url(target)
-  except notify_lib.NotifyError as e:
-    return [{"target": label, "ok": False, "attempts": 0, "error": str(e)}]
-  if failed:
-    base, query = url.split("?", 1) if "?" in url else (url, "")
-    url = base.rstrip("/") + "/fail" + (f"?{query}" if query else "")
-  title, body = message(record, model_name)
-  (delivery,) = notify_lib.send([notify_lib.Target(url)], title, body, failed=failed)
-  return [{**dataclasses.asdict(delivery), "target": label}]
-
-
-def message(record: Mapping[str, Any], model_name: str) -> tuple[str, str]:
-  """(title, body) of a night's notification: the outcome in one line, then the record."""
-  title = f"{model_name}: night {record.get('outcome')}: {record.get('line')}"
-  body = title + "\n\n" + json.dumps(dict(record), indent=2, sort_keys=True, default=str)
-  return title, body

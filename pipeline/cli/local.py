@@ -162,15 +162,17 @@ def _failed_before_running(args, out: pathlib.Path, error: str) -> None:
     return
   from components.nights import nights_lib
 
+  # Under the nightly job the night already has its id (the job's log names it).
   _, notices = nights_lib.end_night(
     serving,
     model,
-    nights_lib.new_night_id(),
+    os.environ.get(nights_lib.NIGHT_ID_ENV) or nights_lib.new_night_id(),
     succeeded=False,
     error=error,
     notify=targets,
     every_night=args.notify_every_night,
     heartbeat=heartbeat(args),
+    owner=nights_lib.local_owner(str(out)),
   )
   for notice in notices:
     if not notice["ok"]:

@@ -10,7 +10,9 @@ calls `run_night`:
 - the time limit: run_local.py runs in its own process group; past the limit the whole group
   gets SIGTERM, then SIGKILL after KILL_GRACE_S, and the night is recorded and notified as
   timed out. The lock goes with this process;
-- the exit status: run_local.py's own (0, 1, 2), EXIT_SKIPPED or EXIT_TIMED_OUT.
+- the exit status: run_local.py's own (0, 1, 2), EXIT_SKIPPED or EXIT_TIMED_OUT, or 128 + N
+  where run_local.py was killed by signal N (the kernel's out-of-memory killer sends SIGKILL)
+  or this job was stopped by it; such a night is recorded and notified as interrupted.
 
 The night's id is given to run_local.py (`nights_lib.NIGHT_ID_ENV`) so that this process can
 record the night it had to stop.
@@ -27,8 +29,10 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 
+from components.serving import layout
 from core.errors import UserInputError
 from pipeline.definition.config import REPO_ROOT
 
@@ -122,6 +126,7 @@ def run_night(
   log = logs / LOG_NAME
   rotate_log(log)
   night = nights_lib.new_night_id()
+  started = layout.utc_now(), time.monotonic()
   with _log_to(log):
     print(f"\n==== night {night} of {job_name}, {_stamp()} ====", flush=True)
     lock = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
@@ -130,14 +135,13 @@ def run_night(
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
         why = f"skipped: the previous night still holds {out / LOCK_NAME}"
-        code = EXIT_SKIPPED
+        code, outcome = EXIT_SKIPPED, nights_lib.SKIPPED
       else:
-        code, why = _run_under_limit(out, night, time_limit_s, run_local_args, python)
+        code, outcome, why = _run_under_limit(out, night, time_limit_s, run_local_args, python)
       hard_exit = False
-      if why:
+      if outcome:
         _say(f"{job_name}: {why}")
-        outcome = nights_lib.SKIPPED if code == EXIT_SKIPPED else nights_lib.TIMED_OUT
-        hard_exit = _record(out, night, run_local_args, outcome, why)
+        hard_exit = _record(out, night, run_local_args, (outcome, why), started)
       _say(f"night {night} ended with exit status {code}")
       if hard_exit:  # tensorflow-io (s3://) aborts the interpreter at a normal exit.
         sys.stdout.flush()
@@ -154,28 +158,43 @@ def _run_under_limit(
   time_limit_s: float,
   run_local_args: Sequence[str],
   python: str | None,
-) -> tuple[int, str]:
-  """Runs run_local.py in its own process group; returns (exit status, why it was not a normal
-  night: '' when it was)."""
+) -> tuple[int, str, str]:
+  """Runs run_local.py in its own process group.
+
+  Returns:
+    (exit status, the outcome to record where run_local.py could not record the night itself,
+    else '', and the night's line for it).
+  """
   from components.nights import nights_lib
 
   env = {**os.environ, nights_lib.NIGHT_ID_ENV: night, "TF_USE_LEGACY_KERAS": "1"}
   command = [python or sys.executable, str(REPO_ROOT / "pipeline" / "run_local.py")]
   command += ["--output-dir", str(out), *run_local_args]
   proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, start_new_session=True)
-  stop = _stop_group_on_signals(proc)
+  stop, received = _stop_group_on_signals(proc)
   try:
     code = proc.wait(timeout=time_limit_s)
   except subprocess.TimeoutExpired:
     _say(f"the night ran past its limit of {describe_duration(time_limit_s)}; stopping it")
     _stop_group(proc)
     limit = describe_duration(time_limit_s)
-    return EXIT_TIMED_OUT, f"timed out: the night ran past its limit of {limit} and was stopped"
+    why = f"timed out: the night ran past its limit of {limit} and was stopped"
+    return EXIT_TIMED_OUT, nights_lib.TIMED_OUT, why
   finally:
     stop()
+  if received:
+    name = signal.Signals(received[0]).name
+    why = f"interrupted: the nightly job received {name} and stopped the run"
+    return 128 + received[0], nights_lib.INTERRUPTED, why
+  if code < 0:  # Killed by a signal from outside; it could record nothing.
+    name = signal.Signals(-code).name
+    why = f"interrupted: run_local.py was killed by {name}"
+    if -code == signal.SIGKILL:
+      why += " (the kernel's out-of-memory killer sends it when memory runs out)"
+    return 128 - code, nights_lib.INTERRUPTED, why
   if code == EXIT_SKIPPED:  # run_local.py found its output folder busy (a run by hand).
-    return code, f"skipped: another run_local.py was using {out}"
-  return code, ""
+    return code, nights_lib.SKIPPED, f"skipped: another run_local.py was using {out}"
+  return code, "", ""
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -186,14 +205,19 @@ def _stop_group(proc: subprocess.Popen) -> None:
 
 
 def _stop_group_on_signals(proc: subprocess.Popen):
-  """While the run goes, SIGTERM or SIGINT to this process stops the run's group too (a night
-  stopped this way is closed as interrupted by the next one). Returns the undo."""
+  """While the run goes, SIGTERM or SIGINT to this process stops the run's group too; the
+  night is then recorded as interrupted.
+
+  Returns:
+    (the undo, the list the signal's number is appended to when one came).
+  """
+  received: list[int] = []
 
   def handler(signum, frame):
     del frame
     _say(f"received signal {signum}; stopping the night")
+    received.append(signum)
     _stop_group(proc)
-    raise SystemExit(128 + signum)
 
   previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
 
@@ -201,13 +225,21 @@ def _stop_group_on_signals(proc: subprocess.Popen):
     for sig, old in previous.items():
       signal.signal(sig, old)
 
-  return undo
+  return undo, received
 
 
 def _record(
-  out: pathlib.Path, night: str, run_local_args: Sequence[str], outcome: str, why: str
+  out: pathlib.Path,
+  night: str,
+  run_local_args: Sequence[str],
+  ending: tuple[str, str],
+  started: tuple[str, float],
 ) -> bool:
   """Records and notifies a night that run_local.py could not record itself.
+
+  Args:
+    ending: (the outcome, the night's line).
+    started: (UTC time stamp, time.monotonic()) when this job began the night.
 
   Returns:
     Whether tensorflow-io was loaded for an s3:// serving folder (the process must end with
@@ -229,11 +261,14 @@ def _record(
       model,
       night,
       succeeded=False,
-      error=why,
+      error=ending[1],
+      started=started[0],
+      seconds=round(time.monotonic() - started[1], 2),
       notify=targets,
       every_night=args.notify_every_night,
-      outcome=outcome,
+      outcome=ending[0],
       heartbeat=run_local.heartbeat(args),
+      owner=nights_lib.local_owner(str(out)),
     )
   except (Exception, SystemExit) as e:  # The log keeps the line; the next night tries again.
     _say(f"the night could not be recorded: {type(e).__name__}: {e}")

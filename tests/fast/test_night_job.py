@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import fcntl
 import json
+import signal
+import subprocess
+import time
 
 import pytest
 
 from components.nights import nights_lib
 from components.serving import nights
 from tests.support import crontab_runs, notify_servers
-from tests.support.cli_runs import REPO_ROOT
+from tests.support.cli_runs import REPO_ROOT, project_env
 from tests.support.crontab_runs import night as _night
 
 MODEL = crontab_runs.NIGHT_MODEL
@@ -89,6 +92,49 @@ def test_a_night_that_finds_the_lock_held_is_recorded_and_notified_as_skipped(tm
     assert "previous night still holds" in record["line"]
     (posted,) = hook.requests
     assert "night skipped" in posted["json"]["title"]
+
+
+@pytest.mark.timeout(300)
+def test_a_run_killed_by_a_signal_is_recorded_and_notified_as_interrupted(tmp_path, serving):
+  """As when the kernel's out-of-memory killer ends run_local.py: it can record nothing."""
+  out = tmp_path / "out"
+  killed = crontab_runs.executable(tmp_path / "killed", "#!/bin/sh\nkill -9 $$\n")
+  with notify_servers.http_server() as hook:
+    target = f"json://127.0.0.1:{hook.server_address[1]}/night"
+    proc = _night(out, killed, "--notify", target)
+    assert proc.returncode == 128 + signal.SIGKILL, proc.stderr
+    (record,) = nights.read_records(str(serving), MODEL)
+    assert record["outcome"] == nights_lib.INTERRUPTED, record
+    assert "run_local.py was killed by SIGKILL" in record["line"], record
+    assert record["owner"] == nights_lib.local_owner(str(out))
+    assert record["seconds"] is not None and record["started"] <= record["ended"]
+    (posted,) = hook.requests
+    assert "night interrupted" in posted["json"]["title"]
+  log = (out / "logs" / "nightly.log").read_text()
+  assert record["night"] in log and "ended with exit status 137" in log
+
+
+@pytest.mark.timeout(300)
+def test_a_job_stopped_by_sigterm_stops_its_run_and_records_the_night(tmp_path, serving):
+  out = tmp_path / "out"
+  pid_file = tmp_path / "pid"
+  hangs = crontab_runs.executable(
+    tmp_path / "hangs", f"#!/bin/sh\necho $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}\n"
+    "sleep 600\n",
+  )  # fmt: skip
+  command = crontab_runs.night_command(out, hangs)
+  job = subprocess.Popen(command, env=project_env(), cwd=REPO_ROOT, stderr=subprocess.PIPE)
+  deadline = time.monotonic() + 60
+  while not pid_file.exists() and time.monotonic() < deadline and job.poll() is None:
+    time.sleep(0.05)
+  assert pid_file.exists(), job.communicate(timeout=10)[1]
+  job.send_signal(signal.SIGTERM)
+  assert job.wait(timeout=120) == 128 + signal.SIGTERM
+  job.stderr.close()
+  assert not _running(int(pid_file.read_text()))
+  (record,) = nights.read_records(str(serving), MODEL)
+  assert record["outcome"] == nights_lib.INTERRUPTED, record
+  assert "received SIGTERM" in record["line"], record
 
 
 def _install(out, crontab, *extra):

@@ -4,7 +4,7 @@ records a night that timed out or was skipped in a second; an object store's fol
 through TFX's fileio (tests/cli/test_night_job.py). The settings, and the records as plain
 values, are in tests/fast/test_nights_settings.py."""
 
-from components.nights import nights_lib
+from components.nights import night_notices, nights_lib
 from components.serving import layout, nights
 from pipeline.cli import nights as nights_cli
 from tests.support.night_facts import gate_facts
@@ -115,25 +115,29 @@ def test_the_owners_next_night_closes_its_killed_night_at_once(tmp_path, monkeyp
   assert nights.open_nights(serving, "m") == ["other"]
 
 
-def test_a_night_killed_after_it_pushed_names_its_version(tmp_path, monkeypatch):
-  """Killed between publishing and recording: the version's time in the serving folder tells."""
+def _publish(model_dir, number: int) -> None:
+  """A version folder with its manifest, as the Pusher leaves it (no model files)."""
   from components.serving import manifest
 
+  version = model_dir / str(number)
+  version.mkdir()
+  (version / layout.MANIFEST_FILE).write_text(
+    manifest.dumps(
+      manifest.push_manifest(
+        model_name=model_dir.name, version=number, created_at=layout.utc_now(), content="",
+        files={}, variant_metrics={}, source={}, extra={},
+      )
+    )
+  )  # fmt: skip
+
+
+def test_a_night_killed_after_it_pushed_names_its_version(tmp_path, monkeypatch):
+  """Killed between publishing and recording: the version's time in the serving folder tells."""
   serving = tmp_path / "serving"
   monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
   (serving / "m").mkdir(parents=True)
   nights_lib.begin_night(str(serving), "m", "killed", owner="o")
-  version = serving / "m" / "1"
-  version.mkdir()
-  created = layout.utc_now()
-  (version / layout.MANIFEST_FILE).write_text(
-    manifest.dumps(
-      manifest.push_manifest(
-        model_name="m", version=1, created_at=created, content="", files={},
-        variant_metrics={}, source={}, extra={},
-      )
-    )
-  )  # fmt: skip
+  _publish(serving / "m", 1)
   [closed] = nights_lib.begin_night(str(serving), "m", "next", owner="o")
   assert closed["outcome"] == nights_lib.INTERRUPTED and closed["version"] == 1
   assert "after it pushed version 1" in closed["line"]
@@ -145,18 +149,28 @@ def test_timed_out_and_skipped_nights_are_recorded_and_notified_as_such(tmp_path
   monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
   sent = []
   monkeypatch.setattr(
-    nights_lib, "_send_notices", lambda record, *a, **k: sent.append(record["outcome"]) or []
+    night_notices, "send", lambda record, *a, **k: sent.append(record["outcome"]) or []
   )
   nights_lib.begin_night(serving, "m", "slow", owner="o")
+  opened = nights.open_facts(serving, "m", "slow")[nights_lib.NIGHT_STEP]["started"]
   record, _ = nights_lib.end_night(
     serving, "m", "slow", succeeded=False, error="timed out after 6 h", outcome=nights_lib.TIMED_OUT
   )
   assert (record["outcome"], record["line"]) == (nights_lib.TIMED_OUT, "timed out after 6 h")
+  # Stopped from outside, it keeps the start its run recorded, and the seconds since.
+  assert record["started"] == opened and record["seconds"] is not None and record["seconds"] >= 0
   record, _ = nights_lib.end_night(
-    serving, "m", "busy", succeeded=False, error="skipped", outcome=nights_lib.SKIPPED
+    serving, "m", "busy", succeeded=False, error="skipped", outcome=nights_lib.SKIPPED, owner="o"
   )
   assert [r["outcome"] for r in nights.read_records(serving, "m")] == ["timed_out", "skipped"]
   assert sent == ["timed_out", "skipped"]
+  # A night that never opened is still its owner's, and names the version that stayed live.
+  assert record["owner"] == "o" and record["live_version"] is None
+  _publish(tmp_path / "serving" / "m", 3)
+  record, _ = nights_lib.end_night(
+    serving, "m", "busy-2", succeeded=False, error="skipped", outcome=nights_lib.SKIPPED
+  )
+  assert record["live_version"] == 3
 
 
 def test_the_heartbeat_is_pinged_after_every_night_and_told_of_a_bad_one(tmp_path, monkeypatch):

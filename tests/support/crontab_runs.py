@@ -98,18 +98,25 @@ def run_like_cron(crontab_text: str, home: pathlib.Path) -> None:
 NIGHT_MODEL = "m"
 
 
-def night(out, python, *run_local_args, limit="6h", timeout=120, env=None):
-  """`schedule.py local night` for `out`, running `python` (run_local.py's interpreter, or a
-  stand-in script) with `run_local_args` for the model NIGHT_MODEL, under `limit`."""
+def night_command(out, python, *run_local_args, limit="6h") -> list[str]:
+  """The command line of `schedule.py local night` for `out`, running `python` (run_local.py's
+  interpreter, or a stand-in script) with `run_local_args` for the model NIGHT_MODEL, under
+  `limit`."""
   import sys
 
-  from tests.support.cli_runs import REPO_ROOT, project_env
+  from tests.support.cli_runs import REPO_ROOT
 
   command = [sys.executable, str(REPO_ROOT / "pipeline" / "schedule.py"), "local", "night"]
   command += ["--output-dir", str(out), "--job-name", "j", "--time-limit", limit]
-  command += ["--python", str(python), "--", "--model-name", NIGHT_MODEL, *run_local_args]
+  return [*command, "--python", str(python), "--", "--model-name", NIGHT_MODEL, *run_local_args]
+
+
+def night(out, python, *run_local_args, limit="6h", timeout=120, env=None):
+  """Runs `night_command(...)` to its end."""
+  from tests.support.cli_runs import REPO_ROOT, project_env
+
   return subprocess.run(
-    command,
+    night_command(out, python, *run_local_args, limit=limit),
     env=env or project_env(),
     cwd=REPO_ROOT,
     capture_output=True,
