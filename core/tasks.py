@@ -145,10 +145,15 @@ def infer_task(
     count = (
       f"at least {distinct_count - 1}" if distinct_count > len(distinct) else str(distinct_count)
     )
+    # Text can be no quantity: --task regression would be refused in turn.
+    quantity = (
+      "it holds text, so it is no quantity: pass another --label-key"
+      if kind == column_types.CSV_STRING
+      else "pass --task regression if it is a quantity"
+    )
     raise LabelError(
       f"label column {label_key!r} has {count} distinct values, over the "
-      f"{max_classes}-class cap; pass --task regression if it is a quantity, or --max-classes "
-      "N to allow more classes."
+      f"{max_classes}-class cap; {quantity}, or --max-classes N to allow more classes."
     )
   return task
 

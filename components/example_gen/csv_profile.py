@@ -113,6 +113,8 @@ class ColumnProfile:
       `truncated`.
     value_counts: Rows holding each value (keys as in `values`); None when
       `truncated`.
+    sample: When `truncated`, the distinct values seen before it stopped counting (over
+      `max_distinct` of them, sorted, as in `values`): what a label's values look like.
     mean: Mean of the finite values of an 'int' or 'float' column, else None.
     variance: Their population variance (the mean squared error of always
       answering the mean), else None.
@@ -128,6 +130,7 @@ class ColumnProfile:
   value_counts: dict[Any, int] | None = None
   mean: float | None = None
   variance: float | None = None
+  sample: tuple[Any, ...] = ()
 
 
 def _missing_cells(cells: Sequence[bytes], kind: str, keep_text_tokens: bool) -> set[bytes]:
@@ -167,6 +170,10 @@ class _Moments:
     self.count = total
 
 
+def _is_nan(value: Any) -> bool:
+  return isinstance(value, float) and math.isnan(value)
+
+
 class _ColumnTally:
   """What `profile_column` learns of one column, batch by batch."""
 
@@ -180,6 +187,7 @@ class _ColumnTally:
     self.truncated = False
     # Distinct typed values when the counts were dropped.
     self.kept = 0
+    self.sample: tuple[Any, ...] = ()
     self.moments = _Moments()
 
   def add(self, values: pa.Array) -> None:
@@ -200,7 +208,9 @@ class _ColumnTally:
     if len(self.counts) > self.max_distinct:
       self.truncated = True
       missing = _missing_cells(list(self.counts), self.kind, self.keep_text_tokens)
-      self.kept = len({_typed_value(c, self.kind) for c in self.counts if c not in missing})
+      typed = {_typed_value(c, self.kind) for c in self.counts if c not in missing}
+      self.kept = len(typed)
+      self.sample = tuple(sorted(v for v in typed if not _is_nan(v))[: self.max_distinct + 1])
       self.counts = collections.Counter()
 
   def profile(self, column: str) -> ColumnProfile:
@@ -221,11 +231,12 @@ class _ColumnTally:
         continue
       value = _typed_value(cell, kind)
       # NaN, which the ExampleGen quarantines, is no value to list.
-      if not (isinstance(value, float) and math.isnan(value)):
+      if not _is_nan(value):
         typed[value] += n
     if self.truncated or len(typed) > self.max_distinct:
       distinct = max(self.kept, len(typed))
-      return ColumnProfile(column, kind, rows, empty, (), True, distinct, **spread)
+      sample = self.sample or tuple(sorted(typed)[: self.max_distinct + 1])
+      return ColumnProfile(column, kind, rows, empty, (), True, distinct, **spread, sample=sample)
     ordered = sorted(typed)
     counts = {v: typed[v] for v in ordered}
     return ColumnProfile(

@@ -185,21 +185,35 @@ def _floor(task, profile, present, distinct, min_accuracy, max_mse) -> LabelDeci
 
 # A number with a decimal comma (or an integer), as a European spreadsheet writes it.
 _DECIMAL_COMMA_NUMBER = re.compile(r"\s*[+-]?(\d+,\d+|\d+|,\d+)\s*")
+# A number with thousands separators (or one under a thousand), as "215,000" or "1,250.5".
+_THOUSANDS_NUMBER = re.compile(r"\s*[+-]?\d{1,3}(,\d{3})*(\.\d+)?\s*")
 
 
 def _check_decimal_commas(label_key: str, profile, delimiter: str) -> None:
-  """Refuses a text label whose every value is a number written with a decimal comma.
+  """Refuses a text label whose every value is a number written with a comma: a decimal comma
+  or thousands separators.
 
   Such a column reads as text (as in stock CsvExampleGen), so a numeric target would become
-  hundreds of classes that the model cannot learn, silently.
+  hundreds of classes that the model cannot learn, silently, or, with more values than the
+  class cap, end in advice that leads nowhere. A label of too many values to count is judged
+  by the values counted (`sample`).
   """
-  values = [v for v in profile.values if isinstance(v, str)]
+  values = [v for v in profile.values or profile.sample if isinstance(v, str)]
   if profile.kind != "string" or not values:
-    return
-  if not all(_DECIMAL_COMMA_NUMBER.fullmatch(v) for v in values):
     return
   shown = ", ".join(repr(v) for v in [v for v in values if "," in v][:2])
   if not shown:
+    return
+  # Groups of exactly three digits after every comma read as thousands ("215,000"); a value
+  # such as "20,5" or "1,25" can only be a decimal comma.
+  if all(_THOUSANDS_NUMBER.fullmatch(v) for v in values):
+    raise CheckError(
+      f"the label {label_key!r} holds numbers written with thousands separators ({shown}), "
+      "which read as text; write them without the separators (pandas: pd.read_csv(path, "
+      "thousands=',').to_csv(path, index=False)), or pass --task multiclass if they are class "
+      "names."
+    )
+  if not all(_DECIMAL_COMMA_NUMBER.fullmatch(v) for v in values):
     return
   sep = "\\t" if delimiter == "\t" else delimiter
   raise CheckError(

@@ -293,6 +293,22 @@ def test_a_label_of_decimal_comma_numbers_is_refused_before_it_becomes_classes(t
   assert data_checks.decide_label([text], "size", ";", "auto", 1000, None, None).task == "binary"
 
 
+@pytest.mark.parametrize("requested", ["auto", "regression"])
+def test_a_label_with_thousands_separators_is_named_before_the_class_cap(tmp_path, requested):
+  """1,200 prices such as "215,000": over the class cap, and text, so --task regression was
+  refused in turn; the values counted before the cap name the cause."""
+  rows = [f'{i},"{100_000 + 7 * i:,}"' for i in range(1200)]
+  path = _csv(tmp_path, "x,price", rows)
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.decide_label([path], "price", ",", requested, 1000, None, None)
+  assert str(raised.value) == (
+    "the label 'price' holds numbers written with thousands separators ('100,000', '100,007'), "
+    "which read as text; write them without the separators (pandas: pd.read_csv(path, "
+    "thousands=',').to_csv(path, index=False)), or pass --task multiclass if they are class "
+    "names."
+  )
+
+
 def test_decide_label_floor_beats_the_majority_class(tmp_path):
   rows = [f"{i},{'spam' if i % 4 == 0 else 'ham'}" for i in range(200)]
   decision = data_checks.decide_label(

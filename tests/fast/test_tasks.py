@@ -47,11 +47,18 @@ def test_whole_numbers_past_twenty_values_are_classes_only_as_a_run_of_codes():
 
 def test_class_cap_names_the_column_and_the_count():
   with pytest.raises(tasks.LabelError) as raised:
-    infer(CSV_STRING, [f"c{i}" for i in range(10)], max_classes=3)
+    infer(CSV_INT, list(range(10)), requested=tasks.MULTICLASS, max_classes=3)
   message = str(raised.value)
   assert message.startswith("label column 'y' has 10 distinct values, over the 3-class cap;")
   assert "--max-classes N" in message and "--task regression" in message
   assert "\n" not in message
+  # Text is no quantity: the fix it is offered is not one that --task regression refuses.
+  with pytest.raises(tasks.LabelError) as raised:
+    infer(CSV_STRING, [f"c{i}" for i in range(10)], max_classes=3)
+  assert str(raised.value) == (
+    "label column 'y' has 10 distinct values, over the 3-class cap; it holds text, so it is no "
+    "quantity: pass another --label-key, or --max-classes N to allow more classes."
+  )
 
 
 def test_many_distinct_integers_are_a_quantity():
