@@ -141,21 +141,28 @@ def infer_task(
   else:
     task = requested
   if distinct_count > max_classes:
-    # Callers that stopped counting pass the values they counted plus one.
-    count = (
-      f"at least {distinct_count - 1}" if distinct_count > len(distinct) else str(distinct_count)
-    )
-    # Text can be no quantity: --task regression would be refused in turn.
-    quantity = (
-      "it holds text, so it is no quantity: pass another --label-key"
-      if kind == column_types.CSV_STRING
-      else "pass --task regression if it is a quantity"
-    )
-    raise LabelError(
-      f"label column {label_key!r} has {count} distinct values, over the "
-      f"{max_classes}-class cap; {quantity}, or --max-classes N to allow more classes."
-    )
+    raise _over_the_class_cap(label_key, kind, distinct, distinct_count, max_classes)
   return task
+
+
+def _over_the_class_cap(
+  label_key: str, kind: str | None, distinct: Sequence, distinct_count: int, max_classes: int
+) -> LabelError:
+  """The error of a label with more values than `max_classes`, naming the fix that applies."""
+  # Callers that stopped counting pass the values they counted plus one.
+  count = (
+    f"at least {distinct_count - 1}" if distinct_count > len(distinct) else str(distinct_count)
+  )
+  # Text can be no quantity: --task regression would be refused in turn.
+  quantity = (
+    "it holds text, so it is no quantity: pass another --label-key"
+    if kind == column_types.CSV_STRING
+    else "pass --task regression if it is a quantity"
+  )
+  return LabelError(
+    f"label column {label_key!r} has {count} distinct values, over the "
+    f"{max_classes}-class cap; {quantity}, or --max-classes N to allow more classes."
+  )
 
 
 def _refuse_values_apart_by_spaces(label_key: str, distinct: Sequence) -> None:

@@ -62,6 +62,8 @@ def ping(
 
 def message(record: Mapping[str, Any], model_name: str) -> tuple[str, str]:
   """(title, body) of a night's notification: the outcome in one line, then the record."""
-  title = f"{model_name}: night {record.get('outcome')}: {record.get('line')}"
+  from components.nights import nights_lib
+
+  title = f"{model_name}: night {nights_lib.outcome_line(record)}"
   body = title + "\n\n" + json.dumps(dict(record), indent=2, sort_keys=True, default=str)
   return title, body

@@ -348,6 +348,15 @@ def _unrecorded_versions(serving_dir: str, model_name: str, since: str) -> list[
   ]
 
 
+def outcome_line(record: Mapping[str, Any]) -> str:
+  """'<outcome>: <line>', once: a line that starts with its outcome's words ("timed out: ...",
+  "pushed version 2") is not prefixed again."""
+  outcome, line = str(record.get("outcome")), str(record.get("line") or "")
+  if line.lower().startswith((outcome.replace("_", " "), outcome)):
+    return line
+  return f"{outcome}: {line}"
+
+
 def new_night_id() -> str:
   """A fresh id for a night run on this machine (Kubeflow uses the run's own id)."""
   import uuid

@@ -292,8 +292,8 @@ def _status(args: argparse.Namespace, entry: crontab_lib.CrontabEntry, output_di
     return 0
   good = last["outcome"] in (nights_lib.PUSHED, nights_lib.NOT_PUSHED, "running")
   line = (
-    f"{entry.job}: last night {last['at']:%Y-%m-%d %H:%M UTC}: {last['outcome']}: "
-    f"{last['line']}; next due {_next(spec)} (limit {limit})."
+    f"{entry.job}: last night {last['at']:%Y-%m-%d %H:%M UTC}: {nights_lib.outcome_line(last)}; "
+    f"next due {_next(spec)} (limit {limit})."
   )
   print(line if good else f"error: {line}", file=sys.stdout if good else sys.stderr)
   return 0 if good else 1

@@ -65,7 +65,7 @@ def test_a_night_past_its_limit_is_stopped_recorded_and_notified_and_the_next_on
     assert record["night"] == (tmp_path / "night").read_text().strip()
     assert "ran past its limit of 3 s" in record["line"]
     (posted,) = hook.requests
-    assert "night timed_out" in posted["json"]["title"]
+    assert "night timed out: the night ran past" in posted["json"]["title"]
   # The whole group was stopped, its child too (gone, or a zombie its new parent has not
   # collected yet).
   assert not _running(int(pids.read_text()))

@@ -191,4 +191,15 @@ def test_the_heartbeat_is_pinged_after_every_night_and_told_of_a_bad_one(tmp_pat
   assert [r["path"] for r in hook.requests] == ["/ping/abc", "/ping/abc/fail"]
   assert good[0]["ok"] and good[0]["target"].startswith(f"heartbeat {beat}")
   assert bad[0]["ok"] and bad[0]["target"].endswith(" (fail)")
-  assert "timed_out" in hook.requests[1]["json"]["title"]
+  assert hook.requests[1]["json"]["title"] == "m: night timed out"
+
+
+def test_a_nights_line_is_prefixed_by_its_outcome_once():
+  def line(outcome, text):
+    return nights_lib.outcome_line({"outcome": outcome, "line": text})
+
+  assert line("timed_out", "timed out: past 6 h") == "timed out: past 6 h"
+  assert line("pushed", "pushed version 2") == "pushed version 2"
+  assert line("not_pushed", "not pushed: a rollback") == "not pushed: a rollback"
+  assert line("stopped", "'price' was numbers") == "stopped: 'price' was numbers"
+  assert line("failed", "") == "failed: "
