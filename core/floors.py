@@ -73,12 +73,24 @@ def accuracy_floor(majority: float, of_rows: str, of_split: str = "") -> Floor:
     of_rows: which rows, for the reason ("of its 40 rows").
     of_split: which split, for the reason (" of the eval split"), or "".
   """
-  floor = min(round(majority + defaults.AUTO_FLOOR_MARGIN, 4), 0.99)
+  margin = defaults.AUTO_FLOOR_MARGIN
+  floor = min(round(majority + margin, 4), 0.99)
+  if floor > majority:
+    return Floor(
+      floor,
+      f"{AUTO_ACCURACY} at least {floor:g}, i.e. {margin:g} better than always answering the "
+      f"most frequent class{of_split} ({majority:.4g} {of_rows}; --min-accuracy sets another "
+      "floor)",
+      auto=True,
+    )
+  # Past 0.99 the cap would bless a model that does worse than the most frequent class alone
+  # (a street type paved in 99.5% of the rows): it must at least beat that, up to every row.
+  floor = min(round(majority + margin, 4), 1.0)
   return Floor(
     floor,
-    f"{AUTO_ACCURACY} at least {floor:g}, i.e. {defaults.AUTO_FLOOR_MARGIN:g} better than always "
-    f"answering the most frequent class{of_split} ({majority:.4g} {of_rows}; --min-accuracy "
-    "sets another floor)",
+    f"{AUTO_ACCURACY} at least {floor:g}, i.e. above always answering the most frequent "
+    f"class{of_split}, which already scores {majority:.4g} {of_rows} (--min-accuracy sets "
+    "another floor)",
     auto=True,
   )
 

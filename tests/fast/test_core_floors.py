@@ -68,8 +68,19 @@ def test_decide_without_flags_is_the_automatic_floor_of_the_whole_column():
     "class (0.75 of the rows; --min-accuracy sets another floor)"
   )
   assert floor.reason.startswith(floors.AUTO_ACCURACY)
-  # Never above 0.99, whatever the majority.
-  assert floors.decide("multiclass", None, None, majority=0.995).value == 0.99
+  # Capped at 0.99 while that still beats the most frequent class.
+  assert floors.decide("multiclass", None, None, majority=0.985).value == 0.99
+  # Past it, never at or below the most frequent class's share: 0.99 blessed models that did
+  # worse than always answering 'Pave' (0.995 of the rows).
+  paved = floors.decide("multiclass", None, None, majority=0.995)
+  assert paved.value == 1.0
+  assert paved.reason == (
+    "auto: accuracy at least 1, i.e. above always answering the most frequent class, which "
+    "already scores 0.995 of the rows (--min-accuracy sets another floor)"
+  )
+  assert floors.decide("binary", None, None, majority=0.9933).value == pytest.approx(1.0)
+  assert floors.decide("binary", None, None, majority=0.9900).value == pytest.approx(1.0)
+  assert floors.decide("binary", None, None, majority=0.9899).value == pytest.approx(0.99)
   ceiling = floors.decide("regression", None, None, variance=4.0)
   assert ceiling.auto and ceiling.value == pytest.approx(defaults.AUTO_MSE_SHARE * 4.0)
   assert ceiling.reason == (
