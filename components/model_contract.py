@@ -58,6 +58,7 @@ NUMERIC = "numeric"
 CATEGORICAL = "categorical"
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
+_LATIN_END = 0x24F  # The last Latin Extended-B character.
 
 
 class ContractError(UserInputError):
@@ -107,8 +108,34 @@ def rows_key(column: str) -> str:
 
 
 def safe_name(column: str) -> str:
-  """A TensorFlow-safe name for a column (letters, digits, '_', '.', '-')."""
-  return _NAME_OK.sub("_", column)
+  """A TensorFlow-safe name for a column (letters, digits, '_', '.', '-').
+
+  Other ASCII and Latin characters become '_' ('Fläche m²' is 'Fl_che_m_'); a character of
+  another script becomes its code point ('年龄' is 'u5e74u9f84'), so that two names in Chinese,
+  Cyrillic or Greek of the same length are not one name of underscores.
+  """
+  spelled = "".join(f"u{ord(c):04x}" if ord(c) > _LATIN_END else c for c in column)
+  return _NAME_OK.sub("_", spelled)
+
+
+def name_clashes(columns: Sequence[str]) -> list[str]:
+  """The first two of `columns` whose `rows_key` is one name, or [] (the pre-flight check of
+  what `feature_columns` refuses for any column types)."""
+  seen: dict[str, str] = {}
+  for column in columns:
+    key = rows_key(column)
+    if key in seen:
+      return [seen[key], column]
+    seen[key] = column
+  return []
+
+
+def clash_error(clashes: Sequence[str]) -> str:
+  """The one line for columns that map to the same model input name."""
+  return (
+    f"columns {list(clashes)} map to the same model input name; rename one of them in the CSV "
+    "header."
+  )
 
 
 def numeric_columns(columns: Sequence[Column]) -> list[Column]:
@@ -189,9 +216,7 @@ def columns_from_schema(
     )
   clashes = _clashes(columns)
   if clashes:
-    raise ContractError(
-      f"columns {clashes} map to the same model input name; rename one of them in the CSV header."
-    )
+    raise ContractError(clash_error(clashes))
   return columns
 
 

@@ -224,6 +224,25 @@ def _check_decimal_commas(label_key: str, profile, delimiter: str) -> None:
   )
 
 
+def check_model_names(path: str, delimiter: str, skip: Sequence[str]) -> None:
+  """Refuses a header two of whose columns the default model would feed under one input name
+  (`model_contract.name_clashes`), before anything runs.
+
+  Args:
+    skip: the columns the model does not read (the label, --exclude-columns).
+
+  Raises:
+    CheckError: naming the two columns.
+  """
+  from components import model_contract
+  from components.example_gen import csv_read
+
+  names = [n for n in csv_read.read_header(path, delimiter) if n not in set(skip)]
+  clashes = model_contract.name_clashes(names)
+  if clashes:
+    raise CheckError(model_contract.clash_error(clashes))
+
+
 def check_flag_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, str]]) -> None:
   """Refuses flags that name columns the data does not have.
 

@@ -315,6 +315,9 @@ def _decide_from_data(
     if args.split_column:
       wanted.append(("--split-column", args.split_column))
     data_checks.check_flag_columns(files[0], args.delimiter, wanted)
+    if default_model and not args.transform_module:  # It reads the columns by their names.
+      skip = [args.label_key, *args.exclude_columns]
+      data_checks.check_model_names(files[0], args.delimiter, skip)
     acceptance.check_flag(args.accept_changes, files, args.delimiter, serving_dir, args.model_name)
     decision = data_checks.decide_label(
       files,

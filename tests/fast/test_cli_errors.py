@@ -52,6 +52,11 @@ def data(tmp_path):
     f"{i}.5,1.7,2.4,15,127,2.8,3.1,.28,2.3,5.6,1.0,3.9,1065,{i % 3}\n" for i in range(99)
   )
   (counts / "w.csv").write_text("178,13,class_0,class_1,class_2\n" + rows)
+  clash = tmp_path / "clash"  # Two headers the default model would feed as one input.
+  clash.mkdir()
+  (clash / "c.csv").write_text(
+    "kids 5,kids_5,label\n" + "".join(f"{i % 3},{i % 5},{i % 2}\n" for i in range(300))
+  )
   module = tmp_path / "mod"
   (module / "helpers.py").mkdir(parents=True)
   (module / "m.py").write_text("def run_fn(fn_args):\n  pass\n")
@@ -118,6 +123,11 @@ def data(tmp_path):
     (("--data-root", "{tmp}/notgz"), "d.csv.gz ends in .gz but is not gzip-compressed"),
     (("--data-root", "{tmp}/bom"), "b.csv holds only a byte-order mark; give a CSV file"),
     (("--module-file", "{tmp}/mod/m.py"), "also holds 'helpers.py', which is not a file"),
+    (
+      ("--data-root", "{tmp}/clash"),
+      "columns ['kids 5', 'kids_5'] map to the same model input name; rename one of them in the "
+      "CSV header.",
+    ),
   ],
   ids=lambda v: v if isinstance(v, str) else None,
 )

@@ -157,6 +157,18 @@ def test_text_columns_that_map_to_one_input_name_are_refused():
     model_contract.columns_from_schema(schema)
 
 
+def test_names_in_other_scripts_are_distinct_model_inputs():
+  """'年龄' and '收入' were both '__' (every character not ASCII became '_'), so any two names of
+  one length in Chinese, Cyrillic or Greek clashed; a Latin letter is still '_'."""
+  schema = _schema('feature { name: "年龄" type: BYTES } feature { name: "收入" type: BYTES }')
+  columns = model_contract.columns_from_schema(schema)
+  assert [c.input_name for c in columns] == ["text_u5e74u9f84", "text_u6536u5165"]
+  assert [model_contract.rows_key(c.name) for c in columns] == ["u5e74u9f84", "u6536u5165"]
+  assert model_contract.safe_name("Fläche m²") == "Fl_che_m_"
+  assert model_contract.name_clashes(["年龄", "收入", "цена", "кол"]) == []
+  assert model_contract.name_clashes(["label", "kids 5", "kids_5"]) == ["kids 5", "kids_5"]
+
+
 def test_contract_file_round_trip(tmp_path):
   assert model_contract.read_contract(str(tmp_path)) is None
   contract = model_contract.ModelContract(
