@@ -163,7 +163,7 @@ def _failed_before_running(args, out: pathlib.Path, error: str) -> None:
   from components.nights import nights_lib
 
   # Under the nightly job the night already has its id (the job's log names it).
-  _, notices = nights_lib.end_night(
+  record, notices = nights_lib.end_night(
     serving,
     model,
     os.environ.get(nights_lib.NIGHT_ID_ENV) or nights_lib.new_night_id(),
@@ -177,6 +177,11 @@ def _failed_before_running(args, out: pathlib.Path, error: str) -> None:
   for notice in notices:
     if not notice["ok"]:
       print(f"warning: could not notify {notice['target']}: {notice['error']}", file=sys.stderr)
+  if (out / "run_summary.json").is_file():
+    # The last run's pages would still say how that run went: they now say this one failed.
+    summary = {"status": "failed", "error": error, "night": record, "notifications": notices}
+    _write_summary(out, summary)
+    _write_pages(out, summary, serving, model)
 
 
 def night_target(args, out: pathlib.Path) -> tuple[str, str, list[str]]:
@@ -235,7 +240,7 @@ def _run(args, config, out: pathlib.Path) -> int:
       logging.getLogger(__name__).error("The run failed in the project's code.", exc_info=failure)
     summary = _summarize(run, config, log, failure, error)
     _write_summary(out, summary)
-    report = _write_pages(out, summary, config)
+    report = _write_pages(out, summary, config.serving_dir, config.model_name)
     from rich.console import Console
 
     console = Console(file=terminal, width=110)
@@ -373,7 +378,7 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
   return summary
 
 
-def _write_pages(out: pathlib.Path, summary: dict, config) -> str:
+def _write_pages(out: pathlib.Path, summary: dict, serving_dir: str, model_name: str) -> str:
   """Writes report.html, and nights.html where the serving folder keeps a nights log.
 
   Returns:
@@ -392,10 +397,8 @@ def _write_pages(out: pathlib.Path, summary: dict, config) -> str:
     from components.serving import nights
     from pipeline.cli import nights as nights_cli
 
-    if nights.read_records(config.serving_dir, config.model_name):
-      nights_cli.write_html(
-        config.serving_dir, config.model_name, str(out / nights_page.NIGHTS_PAGE), str(out)
-      )
+    if nights.read_records(serving_dir, model_name):
+      nights_cli.write_html(serving_dir, model_name, str(out / nights_page.NIGHTS_PAGE), str(out))
   except Exception as e:  # As above: the nights page is a view.
     logging.warning("The nights page was not written: %s", e, exc_info=True)
   return path

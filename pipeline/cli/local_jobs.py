@@ -318,6 +318,23 @@ def _parse_utc(stamp: Any) -> datetime.datetime | None:
     return None
 
 
+def _open_night_state(facts: dict[str, Any]) -> dict[str, str]:
+  """outcome and line of a night still open: running, or interrupted where it was run on this
+  machine by a process that is gone (killed without a record; the next night closes it)."""
+  import socket
+
+  pid = facts.get("pid")
+  if facts.get("host") == socket.gethostname() and isinstance(pid, int):
+    try:
+      os.kill(pid, 0)
+    except ProcessLookupError:
+      line = f"its process ({pid}) is gone without a record; the next night records it"
+      return {"outcome": "interrupted", "line": line}
+    except PermissionError:  # Another user's process of that number: alive.
+      pass
+  return {"outcome": "running", "line": "still running"}
+
+
 def _last_night(serving: str, model: str, owner: str) -> dict[str, Any] | None:
   """The owner's latest night, recorded or still running: at (when it began), outcome, line.
   Records written before nights had owners count as the owner's."""
@@ -341,7 +358,7 @@ def _last_night(serving: str, model: str, owner: str) -> dict[str, Any] | None:
   for facts in running.values():
     at = _parse_utc(facts.get("started") or "")
     if facts.get("owner") == owner and at is not None:
-      found.append({"at": at, "outcome": "running", "line": "still running"})
+      found.append({"at": at, **_open_night_state(facts)})
   # The latest by time; of two in one second, the one recorded (or opened) last.
   latest = max(enumerate(found), key=lambda item: (item[1]["at"], item[0]), default=None)
   return latest[1] if latest else None

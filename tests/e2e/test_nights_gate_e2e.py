@@ -15,6 +15,7 @@ import shutil
 import numpy as np
 import pytest
 
+from components.nights import nights_lib
 from components.serving import history, versions
 from components.serving import nights as serving_nights
 from tests.support import gate_data, notify_servers
@@ -192,9 +193,16 @@ def test_stopped_and_failed_nights_are_reported_to_a_webhook_and_by_mail(nights,
     nights.second.drop(columns=[gate_data.TAXI_LABEL]).to_csv(
       nights.data / "span-4" / "data.csv", index=False
     )
-    failed, _ = nights.night(*notify)
+    failed, failed_summary = nights.night(*notify)
     assert failed.returncode == 2
     line = _one_error_line(failed)
+    # The last run's summary and page now say this one failed, not how the stopped one ended.
+    assert failed_summary["status"] == "failed"
+    assert failed_summary["error"] == line[len("error: ") :]
+    assert "Run of the pipeline: failed" in (nights.out / "report.html").read_text()
+    record = failed_summary["night"]
+    assert record["owner"] == nights_lib.local_owner(str(nights.out))
+    assert record["live_version"] == nights.versions()[-1]
     assert [r["json"]["type"] for r in webhook.requests] == ["failure", "failure"]
     first, second = (r["json"] for r in webhook.requests)
     assert "night stopped" in first["title"] and "'big_tip'" in first["message"]

@@ -205,3 +205,15 @@ def test_status_fails_after_a_missed_night_and_passes_after_a_good_one(tmp_path,
   _record(serving, "failed", layout.utc_now(), outcome="failed", owner=owner)
   assert schedule.main(status) == 1
   assert "failed line" in capsys.readouterr().err
+  # A night still open is running while its process lives, and not once that is gone.
+  nights_lib.begin_night(str(serving), MODEL, "open", owner)
+  assert schedule.main(status) == 0
+  assert "running: still running" in capsys.readouterr().out
+  dead = subprocess.Popen(["true"])
+  dead.wait()
+  opened = nights.open_facts(str(serving), MODEL, "open")[nights_lib.NIGHT_STEP]
+  nights.record_facts(
+    str(serving), MODEL, "open", nights_lib.NIGHT_STEP, {**opened, "pid": dead.pid}
+  )
+  assert schedule.main(status) == 1
+  assert f"interrupted: its process ({dead.pid}) is gone" in capsys.readouterr().err
