@@ -91,8 +91,15 @@ def test_local_cron_is_evaluated_in_local_time(monkeypatch):
     spec = cron.parse_cron("0 2 * * *")
     local_runs = cron.next_runs(spec, 1, start=START, tz=None)
     assert local_runs[0].astimezone(datetime.timezone.utc).hour == 7  # 02:00 EST = 07:00 UTC
+    # The system's zone is the cron daemon's, whatever TZ the installing shell has: TZ's
+    # 02:00 in Tokyo would be 17:00 UTC.
+    monkeypatch.setattr(cron, "LOCALTIME", "/usr/share/zoneinfo/America/New_York")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
     lines = cron.describe_next_runs(spec, 1, local_cron=True)
     assert "07:00:00 UTC" in lines[0] and "02:00:00 EST local" in lines[0]
+    before = datetime.datetime(2026, 1, 2, 12, tzinfo=datetime.timezone.utc)
+    assert cron.previous_run(spec, before, local_cron=True).hour == 7
   finally:
     monkeypatch.delenv("TZ")
     time.tzset()

@@ -21,6 +21,8 @@ from croniter import croniter
 
 from core.errors import UserInputError
 
+# The system zone file the cron daemon reads (cron_zone).
+LOCALTIME = "/etc/localtime"
 _JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FIELD_RE = re.compile(r"^[0-9A-Za-z*?/,#-]+$")
 _NAMES_RE = re.compile(
@@ -140,7 +142,7 @@ def _check_fires_within_a_year(text: str, six: str) -> None:
   would replace a working one and never run.
   """
   now = _now_utc()
-  for tz in (datetime.timezone.utc, None):
+  for tz in (datetime.timezone.utc, cron_zone()):
     start = now.astimezone(tz)
     try:
       first = croniter(six, start, second_at_beginning=True).get_next(datetime.datetime)
@@ -183,7 +185,7 @@ def next_runs(
     count: How many run times.
     start: Time to count from (timezone-aware); defaults to now.
     tz: Time zone the schedule is evaluated in: UTC for KFP (its controller's default),
-      None for this machine's local zone (the system cron daemon).
+      `cron_zone()` for the system cron daemon, None for this process's local zone.
 
   Returns:
     Timezone-aware datetimes in `tz`, ascending.
@@ -203,7 +205,7 @@ def previous_run(
     before: A timezone-aware time.
     local_cron: Evaluate the schedule in local time (system cron) instead of UTC (KFP).
   """
-  start = before.astimezone(None if local_cron else datetime.timezone.utc)
+  start = before.astimezone(cron_zone() if local_cron else datetime.timezone.utc)
   try:
     when = croniter(spec.kfp, start, second_at_beginning=True).get_prev(datetime.datetime)
   except (ValueError, KeyError):
@@ -225,14 +227,27 @@ def describe_next_runs(spec: CronSpec, count: int = 3, local_cron: bool = False)
     One line per run.
   """
   lines = []
-  for when in next_runs(spec, count, tz=None if local_cron else datetime.timezone.utc):
+  for when in next_runs(spec, count, tz=cron_zone() if local_cron else datetime.timezone.utc):
     utc = when.astimezone(datetime.timezone.utc)
-    local = when.astimezone()
+    local = when if local_cron else when.astimezone()
     line = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
     if local.utcoffset() != datetime.timedelta(0):
       line += local.strftime(" (%Y-%m-%d %H:%M:%S %Z local)")
     lines.append(line)
   return lines
+
+
+def cron_zone() -> datetime.tzinfo | None:
+  """The zone the system's cron daemon reads its entries in: /etc/localtime's. cron does not see
+  the TZ of the shell that installs an entry (TZ=Asia/Tokyo there put the next run 9 hours off);
+  None (this process's local zone) where the file is missing or unreadable."""
+  import zoneinfo
+
+  try:
+    with open(LOCALTIME, "rb") as f:
+      return zoneinfo.ZoneInfo.from_file(f, key="localtime")
+  except (OSError, ValueError):
+    return None
 
 
 def _now_utc() -> datetime.datetime:
