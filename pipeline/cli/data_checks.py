@@ -134,6 +134,12 @@ def decide_label(
     max_distinct=max_classes,
     keep_text_tokens=tasks.keeps_label_tokens(requested_task),
   )
+  if not profile.num_rows:
+    where = files[0] if len(files) == 1 else f"the {len(files)} input files"
+    raise CheckError(
+      f"{where} hold{'s' if len(files) == 1 else ''} a header and no data rows; add rows, or "
+      "check that whatever writes the data finished writing it."
+    )
   if not default_model and not model_label_key:
     # A run_fn module's model is scored against the label as the examples hold it.
     tasks.label_view(label_key, None, profile.kind == column_types.CSV_STRING)

@@ -309,6 +309,16 @@ def test_a_label_with_thousands_separators_is_named_before_the_class_cap(tmp_pat
   )
 
 
+def test_a_header_without_rows_is_named_as_such(tmp_path):
+  path = _csv(tmp_path, "x,churn", [])
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.decide_label([path], "churn", ",", "auto", 1000, None, None)
+  assert str(raised.value) == (
+    f"{path} holds a header and no data rows; add rows, or check that whatever writes the data "
+    "finished writing it."
+  )
+
+
 def test_decide_label_floor_beats_the_majority_class(tmp_path):
   rows = [f"{i},{'spam' if i % 4 == 0 else 'ham'}" for i in range(200)]
   decision = data_checks.decide_label(
