@@ -42,6 +42,7 @@ INTERRUPTED_AFTER_S = 24 * 3600
 NIGHT_STEP = "night"
 GATE_STEP = "gate"
 PUSHER_STEP = "pusher"
+_CARRIED_GATE_STEP = "gate_carried"  # An interrupted night's gate facts (`use_carried_gate`).
 # Outcomes.
 PUSHED = "pushed"
 NOT_PUSHED = "not_pushed"
@@ -104,7 +105,30 @@ def begin_night(serving_dir: str, model_name: str, night: str, owner: str) -> li
   serving_nights.record_facts(
     serving_dir, model_name, night, NIGHT_STEP, {**facts, "started": layout.utc_now()}
   )
+  # The gate of an interrupted night is this one's too if tonight's gate is its cached run.
+  gated = [r for r in closed if r.get("owner") == owner and r.get("gate") is not None]
+  if gated:
+    last = gated[-1]
+    carried = {k: last.get(k) for k in ("live_version", "spans", "rows")}
+    serving_nights.record_facts(
+      serving_dir, model_name, night, _CARRIED_GATE_STEP, {**carried, "report": last["gate"]}
+    )
   return closed
+
+
+def use_carried_gate(serving_dir: str, model_name: str, night: str) -> bool:
+  """Takes the gate facts `begin_night` carried from an interrupted night as this night's, when
+  this night recorded none: its DataGate was that night's run, cached (same data, same live
+  version). The caller knows it was cached.
+
+  Returns:
+    Whether the carried facts were taken.
+  """
+  facts = serving_nights.open_facts(serving_dir, model_name, night)
+  if GATE_STEP in facts or _CARRIED_GATE_STEP not in facts:
+    return False
+  serving_nights.record_facts(serving_dir, model_name, night, GATE_STEP, facts[_CARRIED_GATE_STEP])
+  return True
 
 
 def record_step(

@@ -357,6 +357,12 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
   if failure is not None and error is None:
     summary["status"] = "failed"
     summary["error"] = "internal error, see the traceback in the log"
+  if any(c["name"] == nodes.DATA_GATE and c["state"] == "cached" for c in summary["components"]):
+    # Tonight's gate is an earlier run's: a night killed after its gate left its facts.
+    try:
+      nights_lib.use_carried_gate(config.serving_dir, config.model_name, run.night)
+    except Exception as e:  # Recording is not the run: the record then shows no gate.
+      logging.getLogger(__name__).warning("The gate's facts were not carried over: %s", e)
   record, notices = nights_lib.end_night(
     config.serving_dir,
     config.model_name,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components import storage
+from components.nights import nights_lib
 from components.report import nights_page
 from core.errors import UserInputError
 from core.properties import EVAL_SPLIT, TRAIN_SPLIT
@@ -75,8 +76,8 @@ def _last_run(output_dir: str | None) -> str:
   if not isinstance(night, dict) or not night.get("outcome"):
     return ""
   when = _started(night)
-  line = str(night.get("line") or "").rstrip(".")
-  return f"the last run in {output_dir} ({when}) ended {night['outcome']}: {line} (see {path})"
+  line = nights_lib.outcome_line(night).rstrip(".")
+  return f"the last run in {output_dir} ({when}) ended {line} (see {path})"
 
 
 def _metric(record: Mapping[str, Any]) -> tuple[str, str]:
@@ -150,7 +151,8 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
   console.print(table)
   for row in shown:
     if row["outcome"] not in ("pushed", "not_pushed"):
-      console.print(f"{row['night']}: {row['outcome']}: {row['line']}", soft_wrap=True)
+      line = nights_lib.outcome_line({"outcome": row["outcome"], "line": row["line"]})
+      console.print(f"{row['night']}: {line}", soft_wrap=True)
   return 0
 
 

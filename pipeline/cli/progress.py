@@ -310,9 +310,11 @@ def describe_summary(
   if metrics:
     shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
     lines.append(f"eval metrics: {shown}")
-  if summary.get("new_data") is False:
-    lines.append("no new data: the ExampleGen reused its cached output.")
   pushed = summary.get("pushed") or {}
+  if summary.get("new_data") is False and pushed.get("pushed"):
+    lines.append("data: the ExampleGen reused its output of a run that ended before it pushed.")
+  elif summary.get("new_data") is False:
+    lines.append("no new data: the ExampleGen reused its cached output.")
   if pushed.get("pushed"):
     lines.append(f"pushed version {pushed.get('version')} to {pushed.get('path')}")
   elif pushed:

@@ -203,3 +203,25 @@ def test_a_nights_line_is_prefixed_by_its_outcome_once():
   assert line("not_pushed", "not pushed: a rollback") == "not pushed: a rollback"
   assert line("stopped", "'price' was numbers") == "stopped: 'price' was numbers"
   assert line("failed", "") == "failed: "
+
+
+def test_a_night_whose_gate_was_an_interrupted_nights_cached_run_keeps_that_gate(tmp_path):
+  """Killed after its gate, a night leaves its gate facts; the next night, whose DataGate is that
+  run cached, records them as its own once the runner says so (it knows what was cached)."""
+  serving = str(tmp_path / "serving")
+  (tmp_path / "serving" / "m").mkdir(parents=True)
+  nights_lib.begin_night(serving, "m", "killed", owner="o")
+  nights_lib.record_step(serving, "m", nights_lib.GATE_STEP, gate_facts(True), night="killed")
+  [closed] = nights_lib.begin_night(serving, "m", "resumed", owner="o")
+  assert closed["outcome"] == nights_lib.INTERRUPTED and closed["gate"] is not None
+  # Not taken unless the runner asks: a gate that did not run tonight is no gate of tonight's.
+  assert nights_lib.GATE_STEP not in nights.open_facts(serving, "m", "resumed")
+  assert nights_lib.use_carried_gate(serving, "m", "resumed")
+  nights_lib.record_step(serving, "m", nights_lib.PUSHER_STEP, {"pushed": 1, "version": 1},
+                         night="resumed")  # fmt: skip
+  record = nights_lib.close_night(serving, "m", "resumed", succeeded=True)
+  assert record["outcome"] == nights_lib.PUSHED
+  assert record["gate"] == closed["gate"] and record["spans"] == closed["spans"]
+  # A night with a gate of its own keeps it.
+  nights_lib.begin_night(serving, "m", "next", owner="o")
+  assert not nights_lib.use_carried_gate(serving, "m", "next")
