@@ -305,7 +305,11 @@ def close_night(
     owner=owner,
   )
   if record["live_version"] is None and not facts.get(PUSHER_STEP):
-    live = serving_live.live_version(serving_dir, model_name)
+    try:
+      live = serving_live.live_version(serving_dir, model_name)
+    except Exception as e:  # A view of the record: it must not keep the record unwritten.
+      _LOG.warning("The live version of %s could not be read: %s", serving_dir, e)
+      live = None
     record["live_version"] = live.version if live is not None else None
   serving_nights.append_record(serving_dir, model_name, record)
   serving_nights.close_facts(serving_dir, model_name, night)
