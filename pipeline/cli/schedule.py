@@ -48,6 +48,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -334,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _local(args, extra)
   except UserInputError as e:  # ScheduleError and the run_local.py checks' CheckError.
     message = str(e)
+  except BrokenPipeError:  # The reader of the output went away (`| head`), as for a shell tool.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit.
+    return 128 + signal.SIGPIPE
   except OSError as e:
     message = f"{e.strerror}: {e.filename}"
   except Exception as e:  # Server and network errors from the KFP client; others re-raise.

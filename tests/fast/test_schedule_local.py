@@ -241,3 +241,24 @@ def test_an_installed_job_keeps_its_crontab_when_a_new_schedule_never_fires(
   assert "Traceback" not in err
   assert crontab.read_bytes() == before
   assert crontab_lib.find_entries(before.decode(), None)
+
+
+def test_output_into_a_pipe_whose_reader_left_ends_quietly(tmp_path):
+  """`schedule.py ... | head` where head has gone: 128 + SIGPIPE and no 'error: Broken pipe'."""
+  import signal
+  import sys
+
+  from tests.support.cli_runs import REPO_ROOT, project_env
+
+  crontab = tmp_path / "crontab"
+  crontab.write_text("".join(f"# line {i}\n" for i in range(10)))
+  command = [sys.executable, str(REPO_ROOT / "pipeline" / "schedule.py"), "local", "install"]
+  command += ["--cron", "0 2 * * *", "--output-dir", str(tmp_path / "out")]
+  command += ["--crontab-file", str(crontab), "--", "--data-root", str(DIGITS_CSV.parent)]
+  proc = subprocess.Popen(
+    command, env=project_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+  )
+  proc.stdout.close()
+  assert proc.wait(timeout=120) == 128 + signal.SIGPIPE, proc.stderr.read()
+  assert proc.stderr.read() == b""
+  proc.stderr.close()
