@@ -118,6 +118,7 @@ def _install(
     raise cron.ScheduleError(
       f"Interpreter {args.python} not found; create the repo's .venv or pass --python PATH."
     )
+  run_local_args = _absolute_paths(run_local_args)
   _check_run_local_args(output_dir, run_local_args)
   command = crontab_lib.crontab_command(
     repo_root=str(REPO_ROOT),
@@ -180,11 +181,43 @@ def _notify_env_names(run_local_args: Sequence[str]) -> list[str]:
   return names
 
 
+# run_local.py flags that name a local path or an object-store URI.
+_PATH_FLAGS = (
+  "--data-root",
+  "--module-file",
+  "--transform-module",
+  "--schema",
+  "--serving-dir",
+  "--pipeline-root",
+)
+
+
+def _absolute_paths(run_local_args: Sequence[str]) -> list[str]:
+  """The job's flags with relative paths made absolute from the folder install runs in, as
+  --output-dir is: cron runs the job from the repository root, where `data/x` was the
+  repository's (the flags take no abbreviations, so each path flag is spelled in full)."""
+
+  def absolute(value: str) -> str:
+    return value if not value or "://" in value else os.path.abspath(value)
+
+  out = list(run_local_args)
+  for i, arg in enumerate(out):
+    flag, equals, value = arg.partition("=")
+    if flag not in _PATH_FLAGS:
+      continue
+    if equals:
+      out[i] = f"{flag}={absolute(value)}"
+    elif i + 1 < len(out):
+      out[i + 1] = absolute(out[i + 1])
+  return out
+
+
 def _check_run_local_args(output_dir: str, run_local_args: Sequence[str]) -> None:
   """Checks the nightly job's run_local.py flags now, with run_local.py's own checks.
 
-  The job runs from the repository root, so relative paths are checked from there too. A
-  misspelt flag or a bad value is refused at install time instead of failing every night.
+  The job runs from the repository root, so what is still relative (a path in a flag that is
+  not in _PATH_FLAGS) is checked from there too. A misspelt flag or a bad value is refused at
+  install time instead of failing every night.
 
   Raises:
     UserInputError: one line naming the fix.

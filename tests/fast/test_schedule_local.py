@@ -99,6 +99,27 @@ def test_run_local_args_and_job_name_are_passed_through(tmp_path):
   assert f"--train-steps 50 --data-root '{data}' >>" in entry.line
 
 
+def test_relative_paths_are_made_absolute_from_the_folder_install_runs_in(tmp_path, monkeypatch):
+  """cron runs the job from the repository root: `--data-root data` from a project folder
+  named the repository's `data` and was refused there."""
+  project = tmp_path / "project"
+  (project / "data").mkdir(parents=True)
+  shutil.copy(DIGITS_CSV, project / "data")
+  monkeypatch.chdir(project)
+  crontab = tmp_path / "crontab"
+  status = _main(
+    "local", "install", "--cron", "0 2 * * *", "--output-dir", "out",
+    "--crontab-file", str(crontab), "--", "--data-root", "data", "--serving-dir=srv",
+    "--pipeline-root", "gs://bucket/root",
+  )  # fmt: skip
+  assert status == 0
+  [entry] = crontab_lib.list_entries(crontab.read_text())
+  assert f"--data-root {project / 'data'} " in entry.line, entry.line
+  assert f"--serving-dir={project / 'srv'} " in entry.line, entry.line
+  assert "--pipeline-root gs://bucket/root " in entry.line, entry.line
+  assert f"--output-dir {project / 'out'} " in entry.line, entry.line
+
+
 def test_install_refuses_run_local_flags_that_would_fail_every_night(tmp_path, capsys):
   crontab = tmp_path / "crontab"
   for extra, message in (
