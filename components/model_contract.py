@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from core import tasks
@@ -120,13 +120,18 @@ def safe_name(column: str) -> str:
 
 def name_clashes(columns: Sequence[str]) -> list[str]:
   """The first two of `columns` whose `rows_key` is one name, or [] (the pre-flight check of
-  what `feature_columns` refuses for any column types)."""
+  what `columns_from_schema` refuses for any column types)."""
+  return _first_clash((column, [rows_key(column)]) for column in columns)
+
+
+def _first_clash(keys_of: Iterable[tuple[str, Iterable[str]]]) -> list[str]:
+  """The first two columns of (column, its input names) pairs that share an input name, or []."""
   seen: dict[str, str] = {}
-  for column in columns:
-    key = rows_key(column)
-    if key in seen:
-      return [seen[key], column]
-    seen[key] = column
+  for column, keys in keys_of:
+    for key in keys:
+      if key in seen:
+        return [seen[key], column]
+      seen[key] = column
   return []
 
 
@@ -221,13 +226,9 @@ def columns_from_schema(
 
 
 def _clashes(columns: Sequence[Column]) -> list[str]:
-  seen: dict[str, str] = {}
-  for c in columns:
-    for key in {rows_key(c.name), *([c.input_name] if c.kind != NUMERIC else [])}:
-      if key in seen:
-        return [seen[key], c.name]
-      seen[key] = c.name
-  return []
+  return _first_clash(
+    (c.name, {rows_key(c.name), *([c.input_name] if c.kind != NUMERIC else [])}) for c in columns
+  )
 
 
 def _short_list(names: Sequence[str], limit: int = 12) -> str:
