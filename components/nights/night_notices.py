@@ -1,7 +1,7 @@
 """A night's notices: the message of its record, sent to the --notify targets and the heartbeat.
 
-`nights_lib.end_night` calls these once the night's record is built; whether a night ended
-badly (`nights_lib.BAD_OUTCOMES`) is its decision, passed in as `failed`.
+`nights_lib.end_night` calls these once the night's record is built; a night ended badly when
+its outcome is one of `nights_lib.BAD_OUTCOMES`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.nights import notify_lib
+from components.nights import nights_lib, notify_lib
 
 
 def send(
-  record: Mapping[str, Any],
-  model_name: str,
-  notify: Sequence[str],
-  *,
-  failed: bool,
-  every_night: bool,
+  record: Mapping[str, Any], model_name: str, notify: Sequence[str], *, every_night: bool
 ) -> list[dict[str, Any]]:
   """Sends a night's notice to every target, when it is one they are told of: a night that
   ended badly, or any night with `every_night`.
@@ -28,6 +23,7 @@ def send(
   Returns:
     One dict per notice: target, ok, attempts, error; [] when none was due.
   """
+  failed = _failed(record)
   if not notify or not (every_night or failed):
     return []
   title, body = message(record, model_name)
@@ -35,9 +31,7 @@ def send(
   return [dataclasses.asdict(d) for d in notify_lib.send(targets, title, body, failed=failed)]
 
 
-def ping(
-  heartbeat: str, record: Mapping[str, Any], model_name: str, *, failed: bool
-) -> list[dict[str, Any]]:
+def ping(heartbeat: str, record: Mapping[str, Any], model_name: str) -> list[dict[str, Any]]:
   """Pings the heartbeat target at a night's end: its URL, or its URL + '/fail' (the failure
   signal of healthchecks-style dead man's switches) when the night did not end well.
 
@@ -47,6 +41,7 @@ def ping(
   if not heartbeat:
     return []
   target = notify_lib.Target(heartbeat)
+  failed = _failed(record)
   label = f"heartbeat {target.label()}" + (" (fail)" if failed else "")
   try:
     url = notify_lib.resolve_url(target)
@@ -62,8 +57,10 @@ def ping(
 
 def message(record: Mapping[str, Any], model_name: str) -> tuple[str, str]:
   """(title, body) of a night's notification: the outcome in one line, then the record."""
-  from components.nights import nights_lib
-
   title = f"{model_name}: night {nights_lib.outcome_line(record)}"
   body = title + "\n\n" + json.dumps(dict(record), indent=2, sort_keys=True, default=str)
   return title, body
+
+
+def _failed(record: Mapping[str, Any]) -> bool:
+  return record["outcome"] in nights_lib.BAD_OUTCOMES

@@ -259,13 +259,8 @@ def _ending_record(
 
 
 def _seconds_between(started: str, ended: str) -> float | None:
-  import datetime
-
-  try:
-    stamps = [datetime.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (started, ended)]
-  except ValueError:
-    return None
-  return (stamps[1] - stamps[0]).total_seconds()
+  begin, end = layout.parse_utc(started), layout.parse_utc(ended)
+  return (end - begin).total_seconds() if begin and end else None
 
 
 def close_night(
@@ -444,8 +439,7 @@ def end_night(
     record = _discard_night(
       serving_dir, model_name, night, error=error, started=started, seconds=seconds
     )
-    failed = record["outcome"] in BAD_OUTCOMES
-    return record, night_notices.ping(heartbeat, record, model_name, failed=failed)
+    return record, night_notices.ping(heartbeat, record, model_name)
   ending = {
     "succeeded": succeeded,
     "error": error,
@@ -460,9 +454,8 @@ def end_night(
     _LOG.warning("The night's record could not be written to %s: %s", serving_dir, e)
     record = _ending_record({}, night, **ending)
     record["record_error"] = f"{type(e).__name__}: {e}"
-  failed = record["outcome"] in BAD_OUTCOMES
-  notices = night_notices.send(record, model_name, notify, failed=failed, every_night=every_night)
-  return record, notices + night_notices.ping(heartbeat, record, model_name, failed=failed)
+  notices = night_notices.send(record, model_name, notify, every_night=every_night)
+  return record, notices + night_notices.ping(heartbeat, record, model_name)
 
 
 def _discard_night(

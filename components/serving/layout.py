@@ -23,6 +23,7 @@ import dataclasses
 import datetime
 import re
 from collections.abc import Iterable
+from typing import Any
 
 MANIFEST_FILE = "manifest.json"
 VARIANTS_SUBDIR = "assets.extra/variants"
@@ -91,3 +92,11 @@ def utc_now() -> str:
   """The time stamp of manifests and log entries: UTC to the second, e.g. ...T12:00:00Z."""
   now = datetime.datetime.now(datetime.timezone.utc)
   return now.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def parse_utc(stamp: Any) -> datetime.datetime | None:
+  """The time of a `utc_now` stamp (or any ISO 8601 one), None for anything else."""
+  try:
+    return datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+  except ValueError:
+    return None

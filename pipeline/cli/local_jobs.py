@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from components import storage
 from pipeline.cli import night_job
 from pipeline.cli.scheduling import cron
 from pipeline.cli.scheduling import crontab as crontab_lib
@@ -198,7 +199,7 @@ def _absolute_paths(run_local_args: Sequence[str]) -> list[str]:
   repository's (the flags take no abbreviations, so each path flag is spelled in full)."""
 
   def absolute(value: str) -> str:
-    return value if not value or "://" in value else os.path.abspath(value)
+    return value if not value or storage.is_remote(value) else os.path.abspath(value)
 
   out = list(run_local_args)
   for i, arg in enumerate(out):
@@ -344,13 +345,6 @@ def _installed_at(output_dir: str) -> datetime.datetime | None:
     return None
 
 
-def _parse_utc(stamp: Any) -> datetime.datetime | None:
-  try:
-    return datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-  except ValueError:
-    return None
-
-
 def _open_night_state(facts: dict[str, Any]) -> dict[str, str]:
   """outcome and line of a night still open: running, or interrupted where it was run on this
   machine by a process that is gone (killed without a record; the next night closes it)."""
@@ -372,6 +366,7 @@ def _last_night(serving: str, model: str, owner: str) -> dict[str, Any] | None:
   """The owner's latest night, recorded or still running: at (when it began), outcome, line.
   Records written before nights had owners count as the owner's."""
   from components.nights import nights_lib
+  from components.serving import layout
   from components.serving import nights as serving_nights
 
   found = []
@@ -385,11 +380,11 @@ def _last_night(serving: str, model: str, owner: str) -> dict[str, Any] | None:
     return None
   for record in records:
     if record.get("owner") in (None, owner):
-      at = _parse_utc(record.get("started") or "") or _parse_utc(record.get("ended") or "")
+      at = layout.parse_utc(record.get("started")) or layout.parse_utc(record.get("ended"))
       if at is not None:
         found.append({"at": at, "outcome": record.get("outcome"), "line": record.get("line")})
   for facts in running.values():
-    at = _parse_utc(facts.get("started") or "")
+    at = layout.parse_utc(facts.get("started"))
     if facts.get("owner") == owner and at is not None:
       found.append({"at": at, **_open_night_state(facts)})
   # The latest by time; of two in one second, the one recorded (or opened) last.
