@@ -151,8 +151,7 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
   console.print(table)
   for row in shown:
     if row["outcome"] not in ("pushed", "not_pushed"):
-      line = nights_lib.outcome_line({"outcome": row["outcome"], "line": row["line"]})
-      console.print(f"{row['night']}: {line}", soft_wrap=True)
+      console.print(f"{row['night']}: {nights_lib.outcome_line(row)}", soft_wrap=True)
   return 0
 
 
