@@ -6,15 +6,15 @@ URL with a password, token or webhook secret must come from the environment or a
 
 `send` never raises for a delivery problem: a night's outcome must not depend on whether its
 notice got through. It retries each target, bounds every request with apprise's connect and read
-timeouts, and reports each target as a `Delivery`. While this module calls apprise, apprise's own
-log records (which may name the URL) are masked, and those at WARNING and above are kept off the
-handlers: their masked text becomes the `Delivery`'s error, logged here with the target's label.
+timeouts, and reports each target as a `Delivery`. A request that was sent and not answered in
+time is not sent again: the endpoint may have acted on it, and a second try would post it twice.
+While this module calls apprise, apprise's own log records (which may name the URL) are masked,
+and those at WARNING and above are kept off the handlers (`apprise_logs`): their masked text
+becomes the `Delivery`'s error, logged here with the target's label.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import logging
@@ -22,10 +22,11 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import apprise
 
+from components.nights.apprise_logs import Capture, guard
 from core.errors import UserInputError
 
 logger = logging.getLogger(__name__)
@@ -283,7 +284,7 @@ def _deliver(
   plugin = _instantiate(url, asset)
   if plugin is None:
     return _failed(label, 0, f"apprise cannot parse the URL; use one of these forms: {_FORMS}")
-  capture = _Capture(secrets=_secrets(plugin, url), hide_all=False)
+  capture = Capture(secrets=_secrets(plugin, url), hide_all=False)
   error = ""
   for attempt in range(1, attempts + 1):
     if attempt > 1:
@@ -296,6 +297,9 @@ def _deliver(
     error = _attempt(notifier, capture, title, body, notify_type, 3 * timeout_s)
     if not error:
       return Delivery(target=label, ok=True, attempts=attempt, error="")
+    if capture.unanswered:
+      reason = f"sent, and not answered within {timeout_s:g} s"
+      return _failed(label, attempt, f"{reason}; not sent again, so that it cannot arrive twice")
     if attempt < attempts:
       logger.warning(
         "Notice to %s failed (try %d of %d, trying again): %s", label, attempt, attempts, error
@@ -305,7 +309,7 @@ def _deliver(
 
 def _attempt(
   notifier: apprise.Apprise,
-  capture: _Capture,
+  capture: Capture,
   title: str,
   body: str,
   notify_type: apprise.NotifyType,
@@ -313,7 +317,8 @@ def _attempt(
 ) -> str:
   """One try; returns "" when delivered, else the masked reason in one line."""
   capture.messages.clear()
-  with _guard(capture):
+  capture.unanswered = False
+  with guard(capture):
     try:
       result = notifier.notify(
         body=body, title=title, notify_type=notify_type, body_format=apprise.NotifyFormat.TEXT
@@ -434,57 +439,5 @@ def _with_timeouts(url: str, timeout_s: float) -> str:
 
 def _instantiate(url: str, asset: apprise.AppriseAsset | None = None) -> apprise.NotifyBase | None:
   """apprise's plugin for the URL, or None; nothing apprise logs meanwhile reaches a handler."""
-  with _guard(_Capture(secrets=(), hide_all=True)):
+  with guard(Capture(secrets=(), hide_all=True)):
     return apprise.Apprise.instantiate(url, asset=asset)
-
-
-@dataclasses.dataclass
-class _Capture:
-  """What apprise logs during one call of ours: secrets to mask, and the kept WARNING+ text."""
-
-  secrets: tuple[str, ...]
-  # True while a URL is parsed: its secrets are not known yet, so every record is dropped.
-  hide_all: bool
-  messages: list[str] = dataclasses.field(default_factory=list)
-
-  def redact(self, text: str) -> str:
-    for secret in self.secrets:
-      text = text.replace(secret, "***")
-    return text
-
-
-# apprise sends from worker threads that copy the caller's context, so a context variable
-# (not a thread-local) finds the capture of the call that caused a record.
-_CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar(
-  "notify_lib_capture", default=None
-)
-
-
-class _AppriseLogGuard(logging.Filter):
-  """On the "apprise" logger: masks records made during our calls; keeps WARNING+ for us."""
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    capture = _CAPTURE.get()
-    if capture is None:
-      return True
-    if capture.hide_all:
-      return False
-    message = capture.redact(record.getMessage())
-    if record.levelno >= logging.WARNING:
-      capture.messages.append(message)
-      return False
-    record.msg, record.args = message, None
-    return True
-
-
-_LOG_GUARD = _AppriseLogGuard()
-
-
-@contextlib.contextmanager
-def _guard(capture: _Capture) -> Iterator[_Capture]:
-  logging.getLogger("apprise").addFilter(_LOG_GUARD)  # once: addFilter skips a filter it holds
-  token = _CAPTURE.set(capture)
-  try:
-    yield capture
-  finally:
-    _CAPTURE.reset(token)

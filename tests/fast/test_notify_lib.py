@@ -1,10 +1,11 @@
 """components.nights.notify_lib: --notify forms and their refusals, delivery to loopback servers."""
 
 import logging
+import time
 
 import pytest
 
-from components.nights import notify_lib
+from components.nights import apprise_logs, notify_lib
 from components.nights.notify_lib import Delivery, NotifyError, Target
 from core.errors import UserInputError
 from tests.support import notify_servers
@@ -261,6 +262,28 @@ def test_literal_url_without_credentials_is_kept_and_labelled_by_apprise():
 # --- failures during send ----------------------------------------------------------------------
 
 
+def test_a_webhook_slower_than_the_timeout_is_sent_once(caplog):
+  # The request reached the endpoint, which may act on it after the timeout (a Slack message
+  # posted late): a second try would post it twice, so it is not sent again.
+  with notify_servers.http_server(delay_s=2.5) as server:
+    [target] = notify_lib.parse_targets([f"json://127.0.0.1:{server.server_address[1]}/night"])
+    with caplog.at_level(logging.WARNING):
+      [delivery] = notify_lib.send(
+        [target], "Night failed", "the body", failed=True, attempts=3, backoff_s=0, timeout_s=1
+      )
+    deadline = time.monotonic() + 10
+    while not server.requests and time.monotonic() < deadline:
+      time.sleep(0.1)
+    time.sleep(1)
+
+  assert (delivery.ok, delivery.attempts) == (False, 1), delivery
+  assert delivery.error == (
+    "sent, and not answered within 1 s; not sent again, so that it cannot arrive twice"
+  )
+  assert len(server.requests) == 1
+  assert "trying again" not in caplog.text
+
+
 def test_dead_endpoint_fails_after_every_try_without_raising(dead_port, caplog):
   [target] = notify_lib.parse_targets([f"json://127.0.0.1:{dead_port}/night"])
 
@@ -324,10 +347,10 @@ def test_send_rejects_wrong_arguments_as_our_bug():
 
 
 def test_apprise_records_during_a_send_are_masked_and_warnings_kept_off_the_handlers(caplog):
-  capture = notify_lib._Capture(secrets=(MMOST_TOKEN,), hide_all=False)
+  capture = apprise_logs.Capture(secrets=(MMOST_TOKEN,), hide_all=False)
   apprise_logger = logging.getLogger("apprise")
 
-  with caplog.at_level(logging.DEBUG), notify_lib._guard(capture):
+  with caplog.at_level(logging.DEBUG), apprise_logs.guard(capture):
     apprise_logger.debug("POST URL: http://host/hooks/%s", MMOST_TOKEN)
     apprise_logger.error("Could not send to http://host/hooks/%s", MMOST_TOKEN)
   with caplog.at_level(logging.DEBUG):
@@ -338,3 +361,17 @@ def test_apprise_records_during_a_send_are_masked_and_warnings_kept_off_the_hand
     ("DEBUG", "POST URL: http://host/hooks/***"),
     ("WARNING", "outside our calls"),
   ]
+  assert not capture.unanswered
+
+
+def test_a_read_timeout_logged_below_the_shown_level_is_read_and_not_shown(caplog):
+  capture = apprise_logs.Capture(secrets=(), hide_all=False)
+  apprise_logger = logging.getLogger("apprise")
+
+  with caplog.at_level(logging.INFO, logger="apprise"):
+    with apprise_logs.guard(capture):
+      apprise_logger.debug("Socket Exception: HTTPConnectionPool(): Read timed out. (rto=1)")
+    assert apprise_logger.level == logging.INFO  # the guard put back the level it found
+
+  assert capture.unanswered
+  assert caplog.records == []

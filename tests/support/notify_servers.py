@@ -7,6 +7,7 @@ import http.server
 import json
 import socket
 import threading
+import time
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
@@ -20,6 +21,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
   def do_POST(self):
     data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+    time.sleep(self.server.delay_s)
     self.server.requests.append(
       {"path": self.path, "headers": dict(self.headers), "json": json.loads(data or b"null")}
     )
@@ -32,10 +34,15 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def http_server():
-  """A webhook on a free loopback port; its `requests` list holds what was posted."""
+def http_server(delay_s: float = 0.0):
+  """A webhook on a free loopback port; its `requests` list holds what was posted.
+
+  Args:
+    delay_s: how long it takes over each request before keeping it and answering.
+  """
   server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
   server.requests = []
+  server.delay_s = delay_s
   thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
   thread.start()
   try:
