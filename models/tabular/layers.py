@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from models.tabular.text_columns import WORD_SEPARATORS
+from models.tabular.text_columns import NOT_NUMBER_CHARACTERS, NUMBER_PATTERN, WORD_SEPARATORS
 
 # Saved models store the registered names (`tfx_pipeline_kit>NumericBins`), so they stay the same
 # wherever this module lives: models saved before it moved into models/ still load.
@@ -225,6 +225,28 @@ class NumericBins(tf.keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "edges": self.edges, "fill": self.fill}
+
+
+@tf.keras.utils.register_keras_serializable(package=_PACKAGE)
+class TextNumber(tf.keras.layers.Layer):
+  """Reads a text column of numbers written for people ("$1,200.50", "12.5%", "(3,400)").
+
+  Input: tf.string [batch, 1]. Output: float32 [batch, 1], the number as
+  `text_columns.parse_number` reads it, NaN for any other cell (empty, NA, a word), which
+  NumericPreprocessing and NumericBins then read as missing. TensorFlow string ops: TFLite runs
+  it with Select TF ops, and ONNX cannot convert it.
+  """
+
+  def call(self, inputs):
+    text = tf.reshape(inputs, [-1])
+    valid = tf.strings.regex_full_match(text, NUMBER_PATTERN)
+    kept = tf.strings.regex_replace(text, NOT_NUMBER_CHARACTERS, "")
+    value = tf.strings.to_number(tf.where(valid, kept, "0"), tf.float32)
+    value = tf.where(tf.strings.regex_full_match(text, r".*\(.*"), -value, value)
+    return tf.reshape(tf.where(valid, value, float("nan")), [-1, 1])
+
+  def compute_output_shape(self, input_shape):
+    return tf.TensorShape([input_shape[0], 1])
 
 
 # Date cells the model parses: year-month-day with '-', '/' or '.', zero-padded, optionally

@@ -25,6 +25,7 @@ Body = Callable[[Any, dict[str, Any]], Any]
 
 # The contract's kind of a free-text column (read as words); dates are "date".
 FREE_TEXT = "free_text"
+TEXT_NUMBER = "text_number"
 
 
 def _head_size(profile: Profile) -> int:
@@ -108,6 +109,16 @@ def _text_part(s: ColumnStats, inputs, hp: dict[str, Any], suffix: str = ""):
   import tensorflow as tf
 
   name = f"{s.column.input_name}{suffix}"
+  if s.number:
+    value = layers.TextNumber(name=f"text_number_{name}")(inputs)
+    parts = [layers.NumericPreprocessing([s.mean], [s.std], [True], name=f"number_{name}")(value)]
+    if int(hp["numeric_bins"]) and s.edges:
+      parts.append(layers.NumericBins([s.edges], [s.mean], name=f"number_bins_{name}")(value))
+    return (
+      parts[0]
+      if len(parts) == 1
+      else tf.keras.layers.Concatenate(name=f"number_parts_{name}")(parts)
+    )
   if s.date is not None:
     return layers.DateFeatures(
       s.date.day_mean, s.date.day_scale, s.date.with_time, s.date.edges, name=f"date_{name}"
@@ -415,18 +426,24 @@ def export_saved_model(model, profile: Profile, export_dir: str) -> None:
   model_contract.write_contract(export_dir, contract_of(profile))
 
 
+def _contract_kind(s: ColumnStats) -> str:
+  if s.number:
+    return TEXT_NUMBER
+  return "date" if s.date is not None else FREE_TEXT if s.free_text else s.column.kind
+
+
 def contract_of(profile: Profile) -> model_contract.ModelContract:
   """The model contract of a model built from `profile`."""
 
   def column(s: ColumnStats) -> dict[str, Any]:
     entry = {
       "column": s.column.name,
-      "kind": "date" if s.date is not None else FREE_TEXT if s.free_text else s.column.kind,
+      "kind": _contract_kind(s),
       "stored_as": s.column.dtype,
       "may_be_missing": s.may_be_missing,
       "rows_input": model_contract.rows_key(s.column.name),
     }
-    if s.column.kind == CATEGORICAL and s.date is None:
+    if s.column.kind == CATEGORICAL and s.date is None and not s.number:
       entry["vocabulary_size"] = len(s.vocabulary)
     return entry
 

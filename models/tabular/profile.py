@@ -29,6 +29,7 @@ from models.tabular.text_columns import (
   date_stats,
   free_text_min_count,
   is_free_text,
+  number_values,
   rows_per_value,
   vocabulary,
   word_counts,
@@ -62,6 +63,8 @@ class ColumnStats:
     distinct: distinct values seen (text columns; a lower bound past _MAX_COUNTED).
     date: set when the text column holds dates.
     free_text: the text column's values mostly do not repeat (see FREE_TEXT_SHARE).
+    number: the text column holds numbers written for people ("$1,200", "12%"; see
+      `text_columns.number_values`); mean, std and edges are those of their values.
   """
 
   column: Column
@@ -74,10 +77,12 @@ class ColumnStats:
   distinct: int = 0
   date: DateStats | None = None
   free_text: bool = False
+  number: bool = False
 
   @property
   def may_be_missing(self) -> bool:
-    return self.missing > 0
+    # A number read from text may meet a cell that is not one (NA, a word) at any time.
+    return self.missing > 0 or self.number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,9 +165,10 @@ def describe_inputs(
 ) -> str:
   """How the model reads its columns, in one line for the summary and the report.
 
-  e.g. "6 numbers; text: state (50 values), homeownership (3); free text as words: emp_title
-  (37 words); dates: issue_d (64 bins)". A date spelled by number columns is listed among the
-  dates by its columns ("year/month/day (64 bins)"); row numbers left out close the line.
+  e.g. "6 numbers; numbers read from text: price; text: state (50 values), homeownership (3);
+  free text as words: emp_title (37 words); dates: issue_d (64 bins)". A date spelled by number
+  columns is listed among the dates by its columns ("year/month/day (64 bins)"); row numbers
+  left out close the line.
   """
 
   def listed(entries: list[str]) -> str:
@@ -173,6 +179,7 @@ def describe_inputs(
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
   numbers = sum(1 for s in columns if s.column.kind == NUMERIC)
+  written = [s.column.name for s in columns if s.number]
   text = [
     f"{s.column.name} ({count(len(s.vocabulary), 'value')})" for s in columns if _plain_text(s)
   ]
@@ -182,7 +189,13 @@ def describe_inputs(
   ]
   dates = [f"{name} ({count(max(len(stats.edges) - 1, 0), 'bin')})" for name, stats in named]
   parts = [count(numbers, "number")] if numbers else []
-  for name, entries in (("text", text), ("free text as words", words), ("dates", dates)):
+  named_parts = (
+    ("numbers read from text", written),
+    ("text", text),
+    ("free text as words", words),
+    ("dates", dates),
+  )
+  for name, entries in named_parts:
     if entries:
       parts.append(f"{name}: {listed(entries)}")
   for name, low, high in row_numbers:
@@ -194,7 +207,7 @@ def describe_inputs(
 
 
 def _plain_text(s: ColumnStats) -> bool:
-  return s.column.kind == CATEGORICAL and s.date is None and not s.free_text
+  return s.column.kind == CATEGORICAL and s.date is None and not s.free_text and not s.number
 
 
 class _RowSample:
@@ -395,13 +408,22 @@ class _Tally:
   def column_stats(self, hp: dict[str, Any], task: str) -> tuple[ColumnStats, ...]:
     """Each column's ColumnStats, in input order, for a label of `task`."""
     stats = []
-    bins = bins_per_column(int(hp.get("numeric_bins", 16)), len(self.numeric))
+    texts = [c.name for c in self.columns if c.kind == CATEGORICAL]
+    read = {name: number_values(self.sample.column(name)) for name in texts}
+    written = {name: numbers for name, numbers in read.items() if numbers is not None}
+    bins = bins_per_column(int(hp.get("numeric_bins", 16)), len(self.numeric) + len(written))
     for c in self.columns:
       present = self.rows - self.missing[c.name]
       if c.kind == NUMERIC:
         mean, std = self.numeric[c.name].mean_std()
         edges = quantile_edges(self.sample.column(c.name), bins)
         stats.append(ColumnStats(c, present, self.missing[c.name], mean, std or 1.0, edges=edges))
+        continue
+      numbers = written.get(c.name)
+      if numbers is not None:
+        mean, std = float(numbers.mean()), float(numbers.std()) or 1.0
+        edges = quantile_edges(numbers, bins)
+        stats.append(ColumnStats(c, present, self.missing[c.name], mean, std, edges, number=True))
         continue
       date = date_stats(self.sample.column(c.name), int(hp.get("numeric_bins", 16)), present)
       vocab = ()

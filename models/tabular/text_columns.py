@@ -1,7 +1,7 @@
-"""How the default model reads a text column: a date, free text (words), or categories.
+"""How the default model reads a text column: a number, a date, free text (words), or categories.
 
 Plain Python and numpy, like profile.py, which calls it for each text column of the training
-split; layers.py reads the same way inside the model (DateFeatures, WordsMultiHot,
+split; layers.py reads the same way inside the model (TextNumber, DateFeatures, WordsMultiHot,
 CategoryOneHot).
 """
 
@@ -15,10 +15,25 @@ from collections import Counter
 
 import numpy as np
 
+from core import missing_values
 from models.tabular.quantiles import quantile_edges
 
-# A text column is a date column when this share of its sampled values parse as dates.
+# A text column is a date column when this share of its sampled values parse as dates, and a
+# number column when this share parse as numbers written for people (NUMBER_PATTERN).
 DATE_SHARE = 0.95
+# A number as spreadsheets and reports write it: a currency sign before or after it, thousands
+# separated by commas, a percent sign, a sign or accounting's parentheses for a negative
+# ("$1,200.50", "-12.5%", "(3,400)", "12 €"). A decimal comma ("12,5") does not match: in
+# "1,200" a comma is a thousands separator. For Python's re and TensorFlow's RE2 alike.
+_CURRENCY = "[$€£¥]"
+_DIGITS = r"(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_SIGNED = rf"[-+]?\s*(?:{_CURRENCY}\s*[-+]?)?(?:{_DIGITS})(?:\s*(?:%|{_CURRENCY}))?"
+NUMBER_PATTERN = rf"\s*(?:{_SIGNED}|\(\s*{_SIGNED}\s*\))\s*"
+_NUMBER = re.compile(NUMBER_PATTERN)
+# What is left of a cell that matches NUMBER_PATTERN once all but these are taken out is a number
+# Python's float and TensorFlow's to_number read; a '(' in the cell makes it negative.
+NOT_NUMBER_CHARACTERS = r"[^0-9.eE+-]"
+_NOT_NUMBER = re.compile(NOT_NUMBER_CHARACTERS)
 # A text column is free text (job titles, names, model lines) when its distinct values exceed
 # this share of its cells, i.e. a value repeats fewer than 5 times on average. Such a column is
 # read as words, and keeps only the words found in `free_text_min_count(cells)` cells: an
@@ -82,6 +97,32 @@ def rows_per_value(values: np.ndarray, target: np.ndarray) -> float:
   rows_per_group = (rows - float(np.square(counts).sum()) / rows) / (groups - 1)
   signal = (between - within) / rows_per_group
   return within / signal if signal > 0 else math.inf
+
+
+def parse_number(text: str) -> float | None:
+  """The value of a cell written as NUMBER_PATTERN describes ("$1,200" is 1200.0, "12%" 12.0,
+  "(3)" -3.0), as layers.TextNumber reads it; None for any other cell."""
+  if not _NUMBER.fullmatch(text):
+    return None
+  value = float(_NOT_NUMBER.sub("", text))
+  return -value if "(" in text else value
+
+
+def number_values(values: np.ndarray) -> np.ndarray | None:
+  """The values of a text column's sampled cells when it holds numbers written for people: at
+  least DATE_SHARE of its non-empty cells that are not missing-value tokens (NA, N/A, ...)
+  parse as numbers. Returns the parsed values (one per cell that parses), else None."""
+  present = [v.decode("utf-8", "replace") for v in values.tolist() if v]
+  present = [v for v in present if not missing_values.is_missing(v)]
+  allowed = (1 - DATE_SHARE) * len(present)  # cells that may not parse
+  parsed = []
+  for cell in present:
+    value = parse_number(cell)
+    if value is not None:
+      parsed.append(value)
+    elif (allowed := allowed - 1) < 0:
+      return None  # most text columns stop here, after a few cells
+  return np.asarray(parsed, np.float64) if parsed else None
 
 
 def is_free_text(distinct: int, present: int) -> bool:

@@ -177,3 +177,25 @@ def test_words_multi_hot_survives_tflite_with_select_ops():
   [got] = runner(**{name: np.array([[t.encode()] for t in texts], dtype=object)}).values()
   expected = model(tf.constant([[t] for t in texts])).numpy()
   np.testing.assert_allclose(got, expected, atol=0.02)
+
+
+def test_text_number_reads_each_cell_as_the_profile_does_and_survives_tflite():
+  """The profile decides a column from `text_columns.parse_number`; the served model reads
+  its cells with TensorFlow string ops, TFLite's as Select TF ops: all three must agree."""
+  from models.tabular import text_columns
+
+  texts = ["$1,200.50", "-12.5%", "(3,400)", "12 €", "1e5", " 7 ", "12,5", "NA", "", "12 kg"]
+  inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
+  model = tf.keras.Model(inputs, layers.TextNumber()(inputs))
+  expected = [text_columns.parse_number(t) for t in texts]
+  expected = np.array([[np.nan if v is None else v] for v in expected], np.float32)
+  np.testing.assert_allclose(model(tf.constant([[t] for t in texts])).numpy(), expected)
+  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+  converter.target_spec.supported_ops = [
+    tf.lite.OpsSet.TFLITE_BUILTINS,
+    tf.lite.OpsSet.SELECT_TF_OPS,
+  ]
+  runner = tf.lite.Interpreter(model_content=converter.convert()).get_signature_runner()
+  [name] = runner.get_input_details()
+  [got] = runner(**{name: np.array([[t.encode()] for t in texts], dtype=object)}).values()
+  np.testing.assert_allclose(got, expected)

@@ -989,3 +989,41 @@ def test_row_numbers_written_with_a_table_are_left_out_of_the_inputs(tmp_path):
   # A model needs an input: row numbers alone stay.
   alone = tabular_profile.profile_data([path], cols[:1], "y", column_types.STORED_FLOAT32)
   assert alone.row_numbers == () and [s.column.name for s in alone.columns] == ["rownames"]
+
+
+def test_a_text_column_of_numbers_written_for_people_is_read_as_numbers(tmp_path):
+  """Spreadsheet exports write "$1,200.50", "12%" and "(3,400)": as text such a column was
+  categories or words ("1", "200"), and MASS's Boston with lstat and crim written as percents
+  and tax in dollars had an MAE of 2.88 (2.48 read as numbers, 2.40 with the plain numbers)."""
+  rng = np.random.default_rng(0)
+  values = np.round(rng.uniform(-5000, 5000, 400), 2)
+  cells = [f"${v:,.2f}" if v >= 0 else f"(${-v:,.2f})" for v in values]
+  cells[3], cells[5] = "N/A", ""
+  path = tmp_path / "train.gz"
+  with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+    for cell, value in zip(cells, values, strict=True):
+      example = tf.train.Example()
+      example.features.feature["y"].float_list.value.append(value / 1000)
+      if cell:
+        example.features.feature["amount"].bytes_list.value.append(cell.encode())
+      writer.write(example.SerializeToString())
+  columns = [model_contract.Column("amount", column_types.STORED_STRING)]
+
+  profile = tabular_profile.profile_data([str(path)], columns, "y", column_types.STORED_FLOAT32)
+
+  [stats] = profile.columns
+  read = np.delete(values, [3, 5])
+  assert stats.number and stats.may_be_missing and stats.vocabulary == ()
+  assert stats.mean == pytest.approx(read.mean()) and stats.std == pytest.approx(read.std())
+  assert len(stats.edges) > 2
+  assert tabular_profile.describe_inputs(profile.columns) == "numbers read from text: amount"
+  [entry] = tabular_model.contract_of(profile).inputs[0]["columns"]
+  assert entry["kind"] == tabular_model.TEXT_NUMBER and "vocabulary_size" not in entry
+  model = tabular_model.build_model(profile, {})
+  name = stats.column.input_name
+  standardized = tf.keras.Model(model.inputs, model.get_layer(f"number_{name}").output)
+  sent = ["$1,200.50", "(3,400)", "N/A", "", "soon"]
+  out = standardized.predict({name: np.array([[c.encode()] for c in sent], object)}, verbose=0)
+  expected = [(1200.5 - stats.mean) / stats.std, (-3400 - stats.mean) / stats.std, 0.0, 0.0, 0.0]
+  np.testing.assert_allclose(out[:, 0], expected, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(out[:, 1], [0, 0, 1, 1, 1])  # not a number: the indicator

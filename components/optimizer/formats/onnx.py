@@ -151,9 +151,9 @@ def checked_onnx(context: ConversionContext) -> tuple[str, dict]:
   return path, {**details, "onnx_parity": parity}
 
 
-# Contract kinds of the default model's columns it reads with TensorFlow string ops: dates it
-# parses, free text it cuts into words.
-PARSED_TEXT_KINDS = ("date", "free_text")
+# Contract kinds of the default model's columns it reads with TensorFlow string ops: dates and
+# numbers written as text it parses, free text it cuts into words.
+PARSED_TEXT_KINDS = ("date", "free_text", "text_number")
 
 
 def parsed_text_columns(context: ConversionContext) -> list[str]:
@@ -186,8 +186,8 @@ class OnnxVariant(Variant):
     parsed = parsed_text_columns(context)
     if parsed:
       return (
-        f"the model parses the column(s) {parsed} from text (dates, words), and ONNX has no "
-        "ops for that; serve a tflite variant"
+        f"the model parses the column(s) {parsed} from text (dates, numbers, words), and ONNX "
+        "has no ops for that; serve a tflite variant"
       )
     return None
 
