@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from models.tabular.text_columns import NOT_NUMBER_CHARACTERS, NUMBER_PATTERN, WORD_SEPARATORS
+from models.tabular import text_columns
+from models.tabular.text_columns import MDY, WORD_SEPARATORS, YMD
 
 # Saved models store the registered names (`tfx_pipeline_kit>NumericBins`), so they stay the same
 # wherever this module lives: models saved before it moved into models/ still load.
@@ -239,8 +240,8 @@ class TextNumber(tf.keras.layers.Layer):
 
   def call(self, inputs):
     text = tf.reshape(inputs, [-1])
-    valid = tf.strings.regex_full_match(text, NUMBER_PATTERN)
-    kept = tf.strings.regex_replace(text, NOT_NUMBER_CHARACTERS, "")
+    valid = tf.strings.regex_full_match(text, text_columns.NUMBER_PATTERN)
+    kept = tf.strings.regex_replace(text, text_columns.NOT_NUMBER_CHARACTERS, "")
     value = tf.strings.to_number(tf.where(valid, kept, "0"), tf.float32)
     value = tf.where(tf.strings.regex_full_match(text, r".*\(.*"), -value, value)
     return tf.reshape(tf.where(valid, value, float("nan")), [-1, 1])
@@ -258,8 +259,9 @@ DATE_PATTERN = r"\d{4}[-/.]\d{2}[-/.]\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d*)?)?.*)?"
 class DateFeatures(tf.keras.layers.Layer):
   """Expands a date (or date-time) text column into numbers a network can use.
 
-  Input: tf.string [batch, 1] in DATE_PATTERN's layout. Output: float32 [batch, 8 or 10, plus
-  one per bin]: the date as days since `day_mean`, scaled by `day_scale` and clipped (the
+  Input: tf.string [batch, 1] in DATE_PATTERN's layout, or with `order` MDY or DMY month or day
+  first ("3/14/2012", "14.03.2012"; `text_columns.parse_date`). Output: float32 [batch, 8 or
+  10, plus one per bin]: the date as days since `day_mean`, scaled by `day_scale` and clipped (the
   trend); month, day of week and day of year as (sin, cos) pairs (the seasons, without a jump at
   new year); the hour as (sin, cos) when `with_time`; with `edges` (increasing, in the trend's
   scaled days), the trend's piecewise-linear encoding over those bins, as NumericBins encodes a
@@ -275,6 +277,7 @@ class DateFeatures(tf.keras.layers.Layer):
     day_scale: float,
     with_time: bool,
     edges: Sequence[float] = (),
+    order: str = YMD,
     **kwargs,
   ):
     kwargs.setdefault("dtype", "float32")
@@ -283,6 +286,9 @@ class DateFeatures(tf.keras.layers.Layer):
     self.day_scale = float(day_scale) if day_scale > 0 else 1.0
     self.with_time = bool(with_time)
     self.edges = [float(e) for e in edges] if len(edges) >= 2 else []
+    if order not in text_columns.DATE_ORDERS:
+      raise ValueError(f"order must be one of {text_columns.DATE_ORDERS}, got {order!r}")
+    self.order = order
 
   @staticmethod
   def _days_from_civil(y, m, d):
@@ -298,6 +304,12 @@ class DateFeatures(tf.keras.layers.Layer):
 
   def call(self, inputs):
     text = tf.reshape(inputs, [-1])
+    if self.order != YMD:
+      # "3/4/2012" -> "03/04/2012" -> "2012-03-04" (MDY) or "2012-04-03" (DMY).
+      text = tf.strings.regex_replace(text, r"^(\d)([-/.])", r"0\1\2")
+      text = tf.strings.regex_replace(text, r"^(\d\d[-/.])(\d)([-/.])", r"\10\2\3")
+      swap = r"\4-\1-\3" if self.order == MDY else r"\4-\3-\1"
+      text = tf.strings.regex_replace(text, r"^(\d\d)([-/.])(\d\d)[-/.](\d{4})", swap)
     valid = tf.strings.regex_full_match(text, DATE_PATTERN)
     # A date alone reads as midnight; the suffix keeps every substring below in range.
     text = tf.strings.join([tf.where(valid, text, "1970-01-01"), " 00:00"])
@@ -306,6 +318,8 @@ class DateFeatures(tf.keras.layers.Layer):
       return tf.strings.to_number(tf.strings.substr(text, start, length), dtype)
 
     year, month, day = number(0, 4), number(5, 2), number(8, 2)
+    # A month past 12 or a day past 31 is no date (a day-first cell in a month-first column).
+    valid = valid & (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)
     hour = None
     if self.with_time:
       hour = number(11, 2, tf.float32) + number(14, 2, tf.float32) / 60.0
@@ -358,6 +372,7 @@ class DateFeatures(tf.keras.layers.Layer):
       "day_scale": self.day_scale,
       "with_time": self.with_time,
       "edges": self.edges,
+      "order": self.order,
     }
 
 
@@ -416,6 +431,7 @@ class DatePartsFeatures(DateFeatures):
   def get_config(self):
     config = {**super().get_config(), "columns": list(self.columns)}
     config.pop("with_time")
+    config.pop("order")
     return config
 
 

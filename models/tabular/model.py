@@ -120,8 +120,9 @@ def _text_part(s: ColumnStats, inputs, hp: dict[str, Any], suffix: str = ""):
       else tf.keras.layers.Concatenate(name=f"number_parts_{name}")(parts)
     )
   if s.date is not None:
+    date = s.date
     return layers.DateFeatures(
-      s.date.day_mean, s.date.day_scale, s.date.with_time, s.date.edges, name=f"date_{name}"
+      date.day_mean, date.day_scale, date.with_time, date.edges, date.order, name=f"date_{name}"
     )(inputs)
   if s.free_text:
     one_hot = layers.WordsMultiHot(s.vocabulary, s.may_be_missing, name=f"words_{name}")(inputs)

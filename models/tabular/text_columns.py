@@ -52,13 +52,15 @@ class DateStats:
   """A date column: the mean and spread of its days since 1970-01-01, and whether it has times.
 
   `edges` are quantile bin edges of the standardized days ((day - day_mean) / day_scale), for a
-  piecewise-linear trend; () where the column has one day or bins are off.
+  piecewise-linear trend; () where the column has one day or bins are off. `order`: how its
+  cells put the year, month and day (YMD, MDY or DMY).
   """
 
   day_mean: float
   day_scale: float
   with_time: bool
   edges: tuple[float, ...] = ()
+  order: str = "ymd"
 
 
 def free_text_min_count(cells: int) -> int:
@@ -156,8 +158,20 @@ _DATE = re.compile(
 )
 
 
-def parse_date(text: str) -> tuple[datetime.date, bool] | None:
-  """(date, has a time) for a cell in the layout DateFeatures reads, else None."""
+# The orders of a date's fields: year first (ISO), month first (the US) or day first (Europe),
+# the last two with one- or two-digit months and days and a four-digit year ("3/14/2012").
+YMD, MDY, DMY = "ymd", "mdy", "dmy"
+DATE_ORDERS = (YMD, MDY, DMY)
+_YEAR_LAST = re.compile(r"(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})(.*)", re.DOTALL)
+
+
+def parse_date(text: str, order: str = YMD) -> tuple[datetime.date, bool] | None:
+  """(date, has a time) for a cell in the layout DateFeatures reads with `order`, else None."""
+  year_last = _YEAR_LAST.fullmatch(text) if order != YMD else None
+  if year_last:
+    first, second, year, rest = year_last.groups()
+    month, day = (first, second) if order == MDY else (second, first)
+    text = f"{year}-{int(month):02d}-{int(day):02d}{rest}"
   match = _DATE.fullmatch(text)
   if not match:
     return None
@@ -203,14 +217,25 @@ def date_stats(
   present = [v.decode("utf-8", "replace") for v in values.tolist() if v]
   if not present:
     return None
-  parsed = [p for p in map(parse_date, present) if p is not None]
+  order = date_order(present)
+  parsed = [p for p in (parse_date(v, order) for v in present) if p is not None]
   if len(parsed) < DATE_SHARE * len(present):
     return None
   epoch = datetime.date(1970, 1, 1)
   days = np.array([(d - epoch).days for d, _ in parsed], np.float64)
   if rows is not None:
     rows = round(rows * len(parsed) / len(present))
-  return days_stats(days, any(t for _, t in parsed), numeric_bins, rows)
+  stats = days_stats(days, any(t for _, t in parsed), numeric_bins, rows)
+  return dataclasses.replace(stats, order=order)
+
+
+def date_order(cells: list[str]) -> str:
+  """YMD unless most cells put the year last; then DMY where a first field is past 12 (a day),
+  else MDY: a column whose days never pass 12 cannot tell, and is read month first."""
+  year_last = [m for m in map(_YEAR_LAST.fullmatch, cells) if m]
+  if len(year_last) < DATE_SHARE * len(cells):
+    return YMD
+  return DMY if any(int(m[1]) > 12 for m in year_last) else MDY
 
 
 def days_stats(

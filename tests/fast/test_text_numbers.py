@@ -1,4 +1,7 @@
-"""models.tabular.text_columns: numbers written for people ("$1,200", "12.5%") in a text column."""
+"""models.tabular.text_columns: numbers written for people ("$1,200", "12.5%") and dates written
+month or day first ("3/14/2012") in a text column."""
+
+import datetime
 
 import numpy as np
 import pytest
@@ -48,3 +51,32 @@ def test_a_column_is_numbers_when_nearly_all_its_cells_are():
   assert text_columns.number_values(cells(*[f"{i}%" for i in range(18)], "a", "b")) is None
   assert text_columns.number_values(cells("red", "blue")) is None
   assert text_columns.number_values(cells("", "NA")) is None
+
+
+def test_a_date_column_with_the_year_last_is_read_month_or_day_first():
+  mdy = ["3/14/2012", "12/25/2012 13:45", "1-2-2013", "07.04.2014"]
+  assert text_columns.date_order(mdy) == text_columns.MDY
+  assert [text_columns.parse_date(c, text_columns.MDY) for c in mdy] == [
+    (datetime.date(2012, 3, 14), False),
+    (datetime.date(2012, 12, 25), True),
+    (datetime.date(2013, 1, 2), False),
+    (datetime.date(2014, 7, 4), False),
+  ]
+  # A first field past 12 is a day; a column whose first fields never pass 12 is month first.
+  dmy = ["14.03.2012", "1.2.2013"]
+  assert text_columns.date_order(dmy) == text_columns.DMY
+  assert text_columns.parse_date("1.2.2013", text_columns.DMY) == (datetime.date(2013, 2, 1), False)
+  assert text_columns.date_order(["2012-03-14", "3/14/2012"]) == text_columns.YMD
+  # Year first still reads with any order, and a wrong order fails a cell, not the reading.
+  assert text_columns.parse_date("2012-03-14", text_columns.DMY)[0] == datetime.date(2012, 3, 14)
+  assert text_columns.parse_date("3/14/2012", text_columns.DMY) is None
+  assert text_columns.parse_date("3/14/2012") is None
+
+
+def test_a_column_of_month_first_dates_gets_date_stats_in_its_order():
+  cells = np.array(
+    [f"{m}/{d}/20{y:02d}".encode() for y in range(10, 20) for m, d in ((1, 31), (6, 5))]
+  )
+  stats = text_columns.date_stats(cells)
+  assert stats is not None and stats.order == text_columns.MDY and not stats.with_time
+  assert text_columns.date_stats(np.array([b"31/1/2010", b"5/6/2010"], object)).order == "dmy"

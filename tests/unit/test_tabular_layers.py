@@ -199,3 +199,33 @@ def test_text_number_reads_each_cell_as_the_profile_does_and_survives_tflite():
   [name] = runner.get_input_details()
   [got] = runner(**{name: np.array([[t.encode()] for t in texts], dtype=object)}).values()
   np.testing.assert_allclose(got, expected)
+
+
+@pytest.mark.parametrize(
+  ("order", "cells"),
+  [
+    ("mdy", ["3/14/2012", "12/25/2012 13:45", "1-2-2013", "07.04.2014", "", "14/3/2012"]),
+    ("dmy", ["14/3/2012", "25/12/2012 13:45", "2-1-2013", "04.07.2014", "", "3/14/2012"]),
+  ],
+)
+def test_dates_with_the_year_last_read_as_the_same_dates_year_first(order, cells):
+  """Month or day first, one or two digits: read as `text_columns.parse_date` reads them, the
+  last cell (a month past 12) as unreadable, in the model and in TFLite alike."""
+  iso = ["2012-03-14", "2012-12-25 13:45", "2013-01-02", "2014-07-04", "", "nope"]
+  inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
+  layer = layers.DateFeatures(15800.0, 900.0, True, (-1, 0, 1), order)
+  model = tf.keras.Model(inputs, layer(inputs))
+  reference = layers.DateFeatures(15800.0, 900.0, True, (-1, 0, 1))
+  expected = reference(tf.constant([[c] for c in iso])).numpy()
+  np.testing.assert_allclose(model(tf.constant([[c] for c in cells])).numpy(), expected, atol=1e-6)
+  again = layers.DateFeatures.from_config(layer.get_config())
+  assert again.order == order
+  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+  converter.target_spec.supported_ops = [
+    tf.lite.OpsSet.TFLITE_BUILTINS,
+    tf.lite.OpsSet.SELECT_TF_OPS,
+  ]
+  runner = tf.lite.Interpreter(model_content=converter.convert()).get_signature_runner()
+  [name] = runner.get_input_details()
+  [got] = runner(**{name: np.array([[c.encode()] for c in cells], dtype=object)}).values()
+  np.testing.assert_allclose(got, expected, atol=1e-5)
