@@ -8,12 +8,16 @@ ExampleGen applies the same rule to whole Arrow columns through `MISSING_PATTERN
 
 import re
 
-# Cells that stand for "no value" in tables written by R (NA), pandas and spreadsheets (N/A,
-# #N/A, NULL, None), SAS (.) and the UCI repository (?). Here the rules differ from stock, on
-# purpose: in a column whose other cells are numbers these are empty cells, so the column stays
-# numeric (palmerpenguins' penguins.csv writes NA, and stock makes its measurements text). In a
-# text column they stay text, as the country code NA must.
-MISSING_TOKENS = ("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "?", "-", ".")
+# Cells that stand for "no value" in tables written by R (NA, and NaN for 0/0), pandas and
+# spreadsheets (N/A, #N/A, NULL, None, and NaN, nan and <NA> where a float or nullable column is
+# written by hand or with na_rep), SAS (.) and the UCI repository (?). Here the rules differ from
+# stock, on purpose: in a column whose other cells are numbers these are empty cells, so the
+# column stays numeric (palmerpenguins' penguins.csv writes NA, and stock makes its measurements
+# text). In a text column they stay text, as the country code NA must.
+MISSING_TOKENS = (
+  *("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "?", "-", "."),
+  *("NaN", "nan", "<NA>"),
+)
 # A cell that is one of MISSING_TOKENS, white space around it allowed, for Arrow's regular
 # expressions (RE2, whose \s is the five characters of _SPACE).
 MISSING_PATTERN = "^\\s*(?:" + "|".join(re.escape(t) for t in MISSING_TOKENS) + ")\\s*$"

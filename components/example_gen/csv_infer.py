@@ -98,7 +98,11 @@ def column_kind(text: pa.Array, floor: str) -> str:
   kind = None
   if digits_only and floor != CSV_FLOAT and _try_cast(text, pa.int64()) is not None:
     kind, suspect = CSV_INT, _LONGEST_INT_STRING
-  elif _FLOAT_BYTES[data].all() and _try_cast(text, pa.float64()) is not None:
+  elif _FLOAT_BYTES[data].all() and (floats := _try_cast(text, pa.float64())) is not None:
+    tokens = missing_tokens(text) if pc.any(pc.is_nan(floats)).as_py() else None
+    if tokens is not None and tokens.any():
+      # Arrow reads "nan" and "NaN" as NaN; as missing-value tokens they are empty cells.
+      return column_kind(text.filter(pa.array(~tokens)), floor)
     # Every cell is a Python float; the Python ints among them are the cells of digits
     # and '-' only, and those beyond int64 make a STRING column.
     kind, suspect = (CSV_INT if digits_only else CSV_FLOAT), 18
@@ -142,6 +146,9 @@ def parse_numeric(text: pa.Array, kind: str) -> tuple[pa.Array, np.ndarray]:
   if fast:
     cast = _try_cast(text, target)
     if cast is not None:
+      if kind != CSV_INT and pc.any(pc.is_nan(cast)).as_py():
+        # Arrow reads "nan" and "NaN" as NaN; as missing-value tokens they are empty cells.
+        cast = pc.if_else(pa.array(missing_tokens(text)), pa.scalar(None, target), cast)
       return cast, np.zeros(len(text), dtype=bool)
   plain_int, plain_float = _plain_masks(text)
   plain = plain_int if kind == CSV_INT else plain_int | plain_float

@@ -477,7 +477,7 @@ class TestBadInput:
     [
       (b"1,2\n", "expected 3 fields, found 2", False),
       (b"1,2,3,4\n", "expected 3 fields, found 4", False),
-      (b"1,nan,3\n", "NaN or infinity", False),
+      (b"1,-nan,3\n", "NaN or infinity", False),  # nan and NaN are missing-value tokens.
       (b"1,inf,3\n", "NaN or infinity", False),
       (b"1,1e39,3\n", "NaN or infinity", False),  # Finite as float64, infinite as float32.
       (b"1,0.5,\n", "missing label", False),
@@ -639,7 +639,7 @@ class TestBadInput:
     assert records[7]["note"] == () and records[8]["note"] == (b"ok",)
 
   def test_non_finite_allowed_when_asked(self, tmp_path):
-    d = _bad_csv(tmp_path, b"1,nan,3\n")
+    d = _bad_csv(tmp_path, b"1,-nan,3\n1,inf,3\n")
     ex = run_executor(
       fast_executor.Executor, exec_properties(d, allow_non_finite=1), tmp_path / "out"
     )

@@ -88,7 +88,7 @@ def canonical_example(record: bytes) -> tuple:
 # Cells of the messy CSV's "oddint" column: Python's int() reads them all, Arrow not all.
 ODD_INTS = [" 12", "+5", "1_000", "007", "-0", "\t8 ", "42"]
 # Cells of the "oddfloat" column: float() reads them all; some are ints, one has underscores.
-ODD_FLOATS = ["1e5", "nan", "-nan", "inf", "-Infinity", "2.5", "3", "1_000.5", " .5", "-1e-3"]
+ODD_FLOATS = ["1e5", "+nan", "-nan", "inf", "-Infinity", "2.5", "3", "1_000.5", " .5", "-1e-3"]
 BEYOND_INT64 = "9223372036854775808"
 LATE_LINE = 15_003
 

@@ -268,6 +268,17 @@ class TestConvertBatch:
       [0],
     ]
 
+  def test_nan_written_for_a_gap_is_an_empty_cell_and_a_missing_label(self):
+    # pandas writes a float column's gaps as NaN with na_rep="NaN" (str() of a float: nan,
+    # of a nullable column: <NA>), and R writes 0/0 as NaN: gaps, not bad rows. Infinity is not.
+    raw = _raw_batch(x=["1.5", "nan", " NaN ", "<NA>", "inf"], y=["1", "2", "NaN", "3", "4"])
+    options = csv_batch.ConvertOptions({"x": "float", "y": "float"}, label_key="y")
+    verdict = csv_batch.convert_batch(raw, options)
+    assert verdict.bad_index.tolist() == [2, 4]
+    assert verdict.bad_reason == ["missing label 'y'", "column 'x': NaN or infinity"]
+    examples = [tf.train.Example.FromString(r) for r in verdict.serialize().to_pylist()]
+    assert [list(e.features.feature["x"].float_list.value) for e in examples] == [[1.5], [], []]
+
   def test_a_bad_rows_reason_names_its_column(self):
     assert csv_batch.bad_column("column 'end': NaN or infinity") == "end"
     assert csv_batch.bad_column("column \"it's\": 'x' is not a number") == "it's"
@@ -362,7 +373,7 @@ class TestProfileColumn:
     assert p == csv_profile.ColumnProfile("y", None, 2, 2, (), False, 0, {})
 
   def test_same_number_written_twice_counts_once(self, tmp_path):
-    path = _write(tmp_path / "a.csv", "x,y\n1,1\n2,01\n3, 1\n4,2\n5,nan\n")
+    path = _write(tmp_path / "a.csv", "x,y\n1,1\n2,01\n3, 1\n4,2.0\n5,-nan\n")
     p = csv_profile.profile_column([path], "y")
     assert (p.kind, p.values, p.value_counts) == ("float", (1.0, 2.0), {1.0: 3, 2.0: 1})
     assert p.num_rows == 5 and p.mean == pytest.approx(1.25)  # NaN left out.
