@@ -172,25 +172,27 @@ class Executor(stock_pusher.Executor):
   def _same_as_live(
     self, input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]
   ) -> str:
-    """Why the live version already is this model's training (same data, module, settings)."""
+    """Why the live version already is this model's training (same data, module, settings), or
+    a rollback moved away from it; raises for a training of older spans than the live one's."""
     model = artifact_utils.get_single_instance(input_dict[s.MODEL_KEY])
     fingerprint = _prop(model, properties.TRAINING_FINGERPRINT_PROPERTY)
-    if not fingerprint:
-      return ""
     serving_dir = exec_properties[properties.SERVING_DIR_KEY]
     model_name = exec_properties[properties.MODEL_NAME_KEY]
     current = live.live_version(serving_dir, model_name)
-    if current is not None and current.training_fingerprint == fingerprint:
+    if current is None:
+      return ""
+    if fingerprint and current.training_fingerprint == fingerprint:
       return (
         f"nothing new to push: live version {current.version} was trained on the same data "
         "with the same module and settings"
       )
     left = history.rolled_back_fingerprints(serving_dir, model_name).get(fingerprint)
-    if left is not None:
+    if fingerprint and left is not None:
       return (
-        f"not pushed: a rollback moved away from this training (version {left}); new data or a "
-        "changed module or setting will push again"
+        f"a rollback moved away from this training (version {left}); new data or a changed "
+        "module or setting will push again"
       )
+    _refuse_older_spans(_data_spans(input_dict.get(s.EXAMPLES_KEY) or []), current)
     return ""
 
   def _not_pushed(self, pushed_model: types.Artifact, reason: str) -> None:
@@ -358,6 +360,23 @@ def _training_data_facts(examples: list[types.Artifact]) -> dict[str, Any]:
         example.get_string_custom_property(properties.EXAMPLES_LABEL_STATS)
       )
   return facts
+
+
+def _refuse_older_spans(spans: list[int] | None, current: live.LiveVersion) -> None:
+  """Raises where the newest span trained on is older than the live version's newest.
+
+  That happens when the newest span's files went missing (a folder deleted or not delivered):
+  the ExampleGen finds the one before, and pushing its model would serve older data, a
+  rollback nobody asked for.
+  """
+  live_spans = manifest.data_spans(current.manifest)
+  if spans and live_spans and max(spans) < max(live_spans):
+    raise paths.PusherError(
+      f"the newest span this run found is {max(spans)}, older than span {max(live_spans)} that "
+      f"live version {current.version} was trained on, so it is not pushed: the files of span "
+      f"{max(live_spans)} are missing from the data; restore them, or, to serve older data on "
+      "purpose, roll back with pipeline/rollback.py."
+    )
 
 
 def _data_spans(examples: list[types.Artifact]) -> list[int] | None:

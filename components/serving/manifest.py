@@ -83,6 +83,11 @@ def training_fingerprint(manifest: Mapping[str, Any]) -> str | None:
   return (manifest.get(MODEL_FIELD) or {}).get(TRAINING_FINGERPRINT_FIELD)
 
 
+def data_spans(manifest: Mapping[str, Any]) -> list[int]:
+  """The spans the version was trained on ([] where unrecorded)."""
+  return [int(span) for span in manifest.get(DATA_SPANS_FIELD) or []]
+
+
 def data_fingerprints(manifest: Mapping[str, Any]) -> list[str]:
   """The fingerprints of the Examples the version was trained on."""
   return list(manifest.get(DATA_FINGERPRINTS_FIELD) or [])

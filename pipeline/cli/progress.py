@@ -312,7 +312,9 @@ def describe_summary(
     lines.append(f"eval metrics: {shown}")
   pushed = summary.get("pushed") or {}
   if summary.get("new_data") is False and pushed.get("pushed"):
-    lines.append("data: the ExampleGen reused its output of a run that ended before it pushed.")
+    lines.append(
+      "data: the ExampleGen reused an earlier run's output, whose model is not the live version."
+    )
   elif summary.get("new_data") is False:
     lines.append("no new data: the ExampleGen reused its cached output.")
   if pushed.get("pushed"):

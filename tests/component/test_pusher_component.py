@@ -503,3 +503,35 @@ def test_do_reads_remote_artifact_uris_through_fileio(tmp_path):
     1,
     10,
   )
+
+
+def _examples(tmp_path: pathlib.Path, span: int) -> types.Artifact:
+  examples = standard_artifacts.Examples()
+  examples.uri = str(tmp_path / f"examples-{span}")
+  examples.span = span
+  examples.id = 20 + span
+  return examples
+
+
+def test_a_model_of_older_spans_than_the_live_versions_is_refused_in_one_line(tmp_path):
+  """span-3/ deleted: the ExampleGen finds span 2, and an earlier night's model of it (cached)
+  differs from the live version's; pushing it served older data as a new version."""
+  blessing = _blessing(tmp_path, 1)
+  newest = {s.MODEL_KEY: [_model(tmp_path)], s.MODEL_BLESSING_KEY: [blessing]}
+  _run_do(tmp_path, {**newest, s.EXAMPLES_KEY: [_examples(tmp_path, 3)]}, _pushed_model(tmp_path))
+  older = {s.MODEL_KEY: [_model(tmp_path, "model2", bias=1.0)], s.MODEL_BLESSING_KEY: [blessing]}
+
+  with pytest.raises(paths.PusherError) as raised:
+    _run_do(
+      tmp_path, {**older, s.EXAMPLES_KEY: [_examples(tmp_path, 2)]}, _pushed_model(tmp_path, "p2")
+    )
+
+  assert str(raised.value).startswith(
+    "the newest span this run found is 2, older than span 3 that live version 1 was trained on"
+  )
+  assert [name for name in os.listdir(tmp_path / "serving" / "digits") if name.isdigit()] == ["1"]
+  # The same older spans beside newer ones (--rolling-spans), or newer spans, push.
+  both = [_examples(tmp_path, 2), _examples(tmp_path, 4)]
+  pushed = _pushed_model(tmp_path, "p3")
+  _run_do(tmp_path, {**older, s.EXAMPLES_KEY: both}, pushed)
+  assert pushed.get_string_custom_property(properties.PUSHED_VERSION_PROPERTY) == "2"
