@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from components.serving import manifest
-from components.serving.live import LiveVersion, live_version
+from components.serving.live import LiveVersion, check_intact, live_version
 
 
 def live_key(live: LiveVersion | None) -> str:
@@ -21,7 +21,9 @@ def live_key(live: LiveVersion | None) -> str:
   return f"{live.version}:{digest[:16]}"
 
 
-def live_model_key(serving_dir: str, model_name: str, pipeline_name: str) -> str:
+def live_model_key(
+  serving_dir: str, model_name: str, pipeline_name: str, verify: bool = True
+) -> str:
   """The key a runner caches LiveModel by: what the serving folder serves, read before the run.
 
   LiveModel's output depends on the serving folder, not on its inputs, so no cache can see
@@ -39,8 +41,19 @@ def live_model_key(serving_dir: str, model_name: str, pipeline_name: str) -> str
 
   Returns:
     A JSON string naming the pipeline and the live version's `live_key`.
+
+  Args:
+    serving_dir, model_name: the serving folder and model.
+    pipeline_name: the pipeline's name.
+    verify: check the live version's files first (`live.check_intact`); a runner that checked
+      them before the run passes False.
+
+  Raises:
+    PusherError: the live version's files do not match its manifest.
   """
   live = live_version(serving_dir, model_name)
+  if live is not None and verify:
+    check_intact(live, model_name)
   recorded = manifest.recorded_live_key(live.manifest) if live else None
   if recorded is not None:
     try:

@@ -64,6 +64,24 @@ def live_version(serving_dir: str, model_name: str) -> LiveVersion | None:
   return live_in(store.folder(paths.model_dir(serving_dir, model_name)))
 
 
+def check_intact(live: LiveVersion, model_name: str) -> None:
+  """Raises where a file of the live version no longer matches its manifest (a disk fault, a
+  hand edit): TF Serving may fail to load it, and every step that reads it would fail too. A
+  file added beside the listed ones (a warm-up file for TF Serving) is not a fault here.
+
+  Raises:
+    PusherError: one line naming the version, its first problem and the fix.
+  """
+  problems = store.verify(live.path, unlisted=False)
+  if problems:
+    raise paths.PusherError(
+      f"live version {live.version} of {model_name!r} is damaged ({problems[0]}): TF Serving "
+      "may not load it, and the pipeline compares every new model with it; move back to an "
+      "intact version with pipeline/rollback.py --previous (--list shows each version's "
+      "state), then run again."
+    )
+
+
 def training_columns(live: LiveVersion) -> list[str] | None:
   """The columns of the schema `live` was trained on (its `training_data/schema.pbtxt`).
 

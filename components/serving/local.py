@@ -243,9 +243,9 @@ def has_saved_model(path: str) -> bool:
   return any(os.path.isfile(os.path.join(path, name)) for name in layout.SAVED_MODEL_FILES)
 
 
-def verify(path: str) -> list[str]:
+def verify(path: str, unlisted: bool = True) -> list[str]:
   """Problems of a local version folder: a missing SavedModel or manifest, files missing,
-  unlisted or not matching their sha256."""
+  not matching their sha256, or (with `unlisted`) not listed."""
   problems = []
   if not has_saved_model(path):
     problems.append("saved_model.pb is missing")
@@ -262,7 +262,7 @@ def verify(path: str) -> list[str]:
     digest, _ = sha256_file(full)
     if digest != info.get("sha256"):
       problems.append(f"{rel} has sha256 {digest}, manifest says {info.get('sha256')}")
-  on_disk = set(walk_files(path)) - {layout.MANIFEST_FILE}
+  on_disk = set(walk_files(path)) - {layout.MANIFEST_FILE} if unlisted else set()
   for extra in sorted(on_disk - set(files)):
     problems.append(f"{extra} is not listed in the manifest")
   content = version_manifest.get(manifest.CONTENT_SHA256_FIELD)

@@ -206,6 +206,7 @@ def open_folder(base: str, lock_timeout_s: float, *, push: bool) -> Folder:
   return LocalFolder(base, lock_timeout_s)
 
 
-def verify(path: str) -> list[str]:
-  """Problems of a version folder (local or on an object store); [] when it is intact."""
-  return remote.verify(path) if storage.is_remote(path) else local.verify(path)
+def verify(path: str, unlisted: bool = True) -> list[str]:
+  """Problems of a version folder (local or on an object store); [] when it is intact. A file
+  the manifest does not list is one where `unlisted` (local folders only)."""
+  return remote.verify(path) if storage.is_remote(path) else local.verify(path, unlisted)

@@ -113,6 +113,11 @@ def check_args(args: argparse.Namespace):
   root = _location(args.pipeline_root, out / "pipeline_root")
   config = resolve.config_from_args(args, root, serving)
   checks.check_serving_writable("--serving-dir", config.serving_dir, config.model_name)
+  from components.serving import live
+
+  current = live.live_version(config.serving_dir, config.model_name)
+  if current is not None:
+    live.check_intact(current, config.model_name)
   return config
 
 
@@ -285,8 +290,8 @@ def _start(args, config, out: pathlib.Path) -> _Started:
       "--direct_running_mode=multi_processing",
       f"--direct_num_workers={args.direct_workers}",
     ]
-  live_key = live_model_lib.live_model_key(
-    config.serving_dir, config.model_name, config.pipeline_name
+  live_key = live_model_lib.live_model_key(  # check_args checked the live version's files.
+    config.serving_dir, config.model_name, config.pipeline_name, verify=False
   )
   pipeline = create_pipeline(config, connection, beam_args, live_key=live_key)
   names = [n for n in nodes.RUN_ORDER if n in {c.id for c in pipeline.components}]

@@ -266,3 +266,21 @@ def test_schedule_mistakes_are_one_line_naming_the_fix(tmp_path, args, expected)
   assert line.startswith(f"schedule.py: error: {expected.replace('{tmp}', str(tmp_path))}"), line
   assert "Traceback" not in proc.stderr
   assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.json", "p.yaml"]
+
+
+def test_a_damaged_live_version_is_refused_before_the_run(tmp_path):
+  from components.serving import publish
+
+  src = tmp_path / "saved"
+  (src / "variables").mkdir(parents=True)
+  (src / "saved_model.pb").write_bytes(b"pb")
+  (src / "variables" / "variables.index").write_bytes(b"index")
+  serving = tmp_path / "serving"
+  result = publish.push_version(str(serving), "digits", str(src))
+  (tmp_path / "serving" / "digits" / "1" / "saved_model.pb").write_bytes(b"damaged")
+
+  proc = _run("--serving-dir", serving, "--output-dir", tmp_path / "out")
+
+  _one_error_line(proc, "live version 1 of 'digits' is damaged (saved_model.pb has sha256")
+  assert result.version == 1
+  assert not (tmp_path / "out" / "pipeline_root").exists()

@@ -10,6 +10,7 @@ def _publish(serving, version, **fields):
   folder = serving / "digits" / str(version)
   folder.mkdir(parents=True)
   (folder / "manifest.json").write_text(json.dumps({"version": version, **fields}))
+  (folder / "saved_model.pb").write_bytes(b"")
   return live_model_lib.live_key(live.live_version(str(serving), "digits"))
 
 

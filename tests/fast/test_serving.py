@@ -98,6 +98,32 @@ def test_verify_detects_tampering_and_unlisted_files(tmp_path):
   assert any("manifest.json is missing" in p for p in versions.verify_version(str(version_dir)))
 
 
+def test_a_damaged_live_version_stops_the_run_before_it_starts_in_one_line(tmp_path):
+  """saved_model.pb damaged on disk: the nights that compared with it died in a TensorFlow
+  traceback (the DataGate, the Evaluator), and nights with nothing new reported all was well."""
+  from components.live_model import live_model_lib
+
+  serving = tmp_path / "serving"
+  _push(tmp_path, serving, "a")
+  result = _push(tmp_path, serving, "b")
+  version_dir = pathlib.Path(result.path)
+  (version_dir / "assets.extra").mkdir()
+  (version_dir / "assets.extra" / "tf_serving_warmup_requests").write_bytes(b"warm")
+  current = live.live_version(str(serving), "digits")
+  live.check_intact(current, "digits")  # A file added beside the listed ones is no fault.
+  (version_dir / "saved_model.pb").write_bytes(b"garbage")
+
+  with pytest.raises(paths.PusherError) as raised:
+    live_model_lib.live_model_key(str(serving), "digits", "digits")
+
+  assert str(raised.value).startswith("live version 2 of 'digits' is damaged (saved_model.pb has")
+  assert str(raised.value).endswith(
+    "move back to an intact version with pipeline/rollback.py --previous (--list shows each "
+    "version's state), then run again."
+  )
+  assert live_model_lib.live_model_key(str(serving), "digits", "digits", verify=False)
+
+
 def test_versions_increase_and_identical_content_is_not_pushed_again(tmp_path):
   serving = tmp_path / "serving"
   first = _push(tmp_path, serving, "a")
