@@ -17,6 +17,8 @@ import re
 MISSING_TOKENS = (
   *("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "?", "-", "."),
   *("NaN", "nan", "<NA>"),
+  # Excel's error values, which a sheet exported to CSV writes where a formula failed.
+  *("#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#NULL!"),
 )
 # A cell that is one of MISSING_TOKENS, white space around it allowed, for Arrow's regular
 # expressions (RE2, whose \s is the five characters of _SPACE).

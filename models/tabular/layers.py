@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from core import written_numbers
 from models.tabular import text_columns
 from models.tabular.text_columns import MDY, WORD_SEPARATORS, YMD
 
@@ -233,15 +234,15 @@ class TextNumber(tf.keras.layers.Layer):
   """Reads a text column of numbers written for people ("$1,200.50", "12.5%", "(3,400)").
 
   Input: tf.string [batch, 1]. Output: float32 [batch, 1], the number as
-  `text_columns.parse_number` reads it, NaN for any other cell (empty, NA, a word), which
+  `written_numbers.parse_number` reads it, NaN for any other cell (empty, NA, a word), which
   NumericPreprocessing and NumericBins then read as missing. TensorFlow string ops: TFLite runs
   it with Select TF ops, and ONNX cannot convert it.
   """
 
   def call(self, inputs):
     text = tf.reshape(inputs, [-1])
-    valid = tf.strings.regex_full_match(text, text_columns.NUMBER_PATTERN)
-    kept = tf.strings.regex_replace(text, text_columns.NOT_NUMBER_CHARACTERS, "")
+    valid = tf.strings.regex_full_match(text, written_numbers.NUMBER_PATTERN)
+    kept = tf.strings.regex_replace(text, written_numbers.NOT_NUMBER_CHARACTERS, "")
     value = tf.strings.to_number(tf.where(valid, kept, "0"), tf.float32)
     value = tf.where(tf.strings.regex_full_match(text, r".*\(.*"), -value, value)
     return tf.reshape(tf.where(valid, value, float("nan")), [-1, 1])

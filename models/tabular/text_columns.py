@@ -16,24 +16,12 @@ from collections import Counter
 import numpy as np
 
 from core import missing_values
+from core.written_numbers import parse_number
 from models.tabular.quantiles import quantile_edges
 
 # A text column is a date column when this share of its sampled values parse as dates, and a
-# number column when this share parse as numbers written for people (NUMBER_PATTERN).
+# number column when this share parse as numbers written for people (core.written_numbers).
 DATE_SHARE = 0.95
-# A number as spreadsheets and reports write it: a currency sign before or after it, thousands
-# separated by commas, a percent sign, a sign or accounting's parentheses for a negative
-# ("$1,200.50", "-12.5%", "(3,400)", "12 €"). A decimal comma ("12,5") does not match: in
-# "1,200" a comma is a thousands separator. For Python's re and TensorFlow's RE2 alike.
-_CURRENCY = "[$€£¥]"
-_DIGITS = r"(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_SIGNED = rf"[-+]?\s*(?:{_CURRENCY}\s*[-+]?)?(?:{_DIGITS})(?:\s*(?:%|{_CURRENCY}))?"
-NUMBER_PATTERN = rf"\s*(?:{_SIGNED}|\(\s*{_SIGNED}\s*\))\s*"
-_NUMBER = re.compile(NUMBER_PATTERN)
-# What is left of a cell that matches NUMBER_PATTERN once all but these are taken out is a number
-# Python's float and TensorFlow's to_number read; a '(' in the cell makes it negative.
-NOT_NUMBER_CHARACTERS = r"[^0-9.eE+-]"
-_NOT_NUMBER = re.compile(NOT_NUMBER_CHARACTERS)
 # A text column is free text (job titles, names, model lines) when its distinct values exceed
 # this share of its cells, i.e. a value repeats fewer than 5 times on average. Such a column is
 # read as words, and keeps only the words found in `free_text_min_count(cells)` cells: an
@@ -99,15 +87,6 @@ def rows_per_value(values: np.ndarray, target: np.ndarray) -> float:
   rows_per_group = (rows - float(np.square(counts).sum()) / rows) / (groups - 1)
   signal = (between - within) / rows_per_group
   return within / signal if signal > 0 else math.inf
-
-
-def parse_number(text: str) -> float | None:
-  """The value of a cell written as NUMBER_PATTERN describes ("$1,200" is 1200.0, "12%" 12.0,
-  "(3)" -3.0), as layers.TextNumber reads it; None for any other cell."""
-  if not _NUMBER.fullmatch(text):
-    return None
-  value = float(_NOT_NUMBER.sub("", text))
-  return -value if "(" in text else value
 
 
 def number_values(values: np.ndarray) -> np.ndarray | None:

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 
-from core import column_types, floors, properties, spans, splits, tasks
+from core import column_types, floors, properties, spans, splits, tasks, written_numbers
 from pipeline.cli.checks import CheckError
 
 
@@ -195,9 +195,13 @@ _DECIMAL_COMMA_NUMBER = re.compile(r"\s*[+-]?(\d+,\d+|\d+|,\d+)\s*")
 _THOUSANDS_NUMBER = re.compile(r"\s*[+-]?\d{1,3}(,\d{3})*(\.\d+)?\s*")
 
 
+# The marks of a number written for people that no plain number has.
+_SIGNS = re.compile(r"[$€£¥%()]")
+
+
 def _check_decimal_commas(label_key: str, profile, delimiter: str) -> None:
-  """Refuses a text label whose every value is a number written with a comma: a decimal comma
-  or thousands separators.
+  """Refuses a text label whose every value is a number written for people: with currency or
+  percent signs (`core.written_numbers`), a decimal comma or thousands separators.
 
   Such a column reads as text (as in stock CsvExampleGen), so a numeric target would become
   hundreds of classes that the model cannot learn, silently, or, with more values than the
@@ -207,6 +211,14 @@ def _check_decimal_commas(label_key: str, profile, delimiter: str) -> None:
   values = [v for v in profile.values or profile.sample if isinstance(v, str)]
   if profile.kind != "string" or not values:
     return
+  signs = [v for v in values if _SIGNS.search(v)]
+  if signs and all(written_numbers.parse_number(v) is not None for v in values):
+    shown = ", ".join(repr(v) for v in signs[:2])
+    raise CheckError(
+      f"the label {label_key!r} holds numbers written with currency or percent signs ({shown}), "
+      "which read as text and would make each value a class; write them as plain numbers "
+      "(12.5, 42000), or pass --task multiclass if they are class names."
+    )
   shown = ", ".join(repr(v) for v in [v for v in values if "," in v][:2])
   if not shown:
     return

@@ -309,6 +309,28 @@ def test_a_label_with_thousands_separators_is_named_before_the_class_cap(tmp_pat
   )
 
 
+@pytest.mark.parametrize(
+  ("cells", "shown"),
+  [
+    (lambda i: f'"${42_000 + 500 * (i % 2):,}"', "'$42,000', '$42,500'"),  # Ecdat's Housing
+    (lambda i: f"{i % 3 / 10:.1f}%", "'0.0%', '0.1%'"),  # ggplot2's economics' psavert
+  ],
+)
+def test_a_label_written_with_currency_or_percent_signs_is_refused(tmp_path, cells, shown):
+  """Read as text, Housing's "$42,000" prices trained as 219 classes (accuracy 0.04), and
+  economics' "12.6%" as 115 (0.0005 short of being pushed)."""
+  path = _csv(tmp_path, "x,y", [f"{i},{cells(i)}" for i in range(300)])
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.decide_label([path], "y", ",", "auto", 1000, None, None)
+  assert str(raised.value) == (
+    f"the label 'y' holds numbers written with currency or percent signs ({shown}), which read "
+    "as text and would make each value a class; write them as plain numbers (12.5, 42000), or "
+    "pass --task multiclass if they are class names."
+  )
+  as_classes = data_checks.decide_label([path], "y", ",", "multiclass", 1000, None, None)
+  assert as_classes.task == "multiclass"
+
+
 def test_a_header_without_rows_is_named_as_such(tmp_path):
   path = _csv(tmp_path, "x,churn", [])
   with pytest.raises(checks.CheckError) as raised:

@@ -116,6 +116,20 @@ def test_text_values_that_differ_only_in_spaces_around_them_are_refused_naming_t
   assert infer(CSV_INT, [0, 1]) == tasks.BINARY
 
 
+def test_text_values_that_differ_only_in_case_are_refused_unless_multiclass_is_asked():
+  # AER's CreditCard with a third of its "yes" written "Yes": 3 classes, accuracy 0.73 (0.96).
+  with pytest.raises(tasks.LabelError) as raised:
+    infer(CSV_STRING, ["Yes", "no", "yes"])
+  assert str(raised.value) == (
+    "label column 'y' has values that differ only in case ('Yes', 'yes'), which would train as "
+    "different classes; write each class one way in the data, or pass --task multiclass if they "
+    "are different classes."
+  )
+  # Where case is the class (a chess piece: K the white king, k the black), on request.
+  assert infer(CSV_STRING, ["K", "k", "Q"], requested=tasks.MULTICLASS) == tasks.MULTICLASS
+  assert infer(CSV_STRING, ["Yes", "No"]) == tasks.BINARY
+
+
 def test_requested_task_checks():
   with pytest.raises(tasks.LabelError, match="--task binary needs exactly two label values"):
     infer(CSV_STRING, ["a", "b", "c"], requested=tasks.BINARY)
