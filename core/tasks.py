@@ -78,8 +78,12 @@ def infer_task(
   distinct_count: int,
   requested: str = AUTO,
   max_classes: int = defaults.MAX_CLASSES,
+  rows: str = "",
 ) -> str:
   """Decides the task from the label column, or checks a requested one.
+
+  `rows` names the rows the values are of where they are not the whole column ("the train
+  split"): a message then says so.
 
   Two distinct values make a binary task; string values make a multiclass task, up to
   `max_classes` of them, and so do int values up to MAX_UNCODED_CLASSES of them or a run of
@@ -120,6 +124,12 @@ def infer_task(
         "--task multiclass or --task binary, or another --label-key."
       )
     return REGRESSION
+  if distinct_count < 2 and rows:
+    raise LabelError(
+      f"label column {label_key!r} has one value only in {rows} ({distinct[0]!r}), though other "
+      "rows may hold others; a model needs two classes to learn from: add rows of the other "
+      "classes to the data, or use another --label-key."
+    )
   if distinct_count < 2:
     raise LabelError(
       f"label column {label_key!r} has one value only ({distinct[0]!r}); a model needs at "

@@ -402,7 +402,9 @@ class _Tally:
     kind = column_types.STORED_TO_CSV[self.label_dtype]
     distinct = sorted(_label_value(v, self.label_dtype) for v in self.label_values)
     count = len(distinct) + (1 if self.label_overflow else 0)
-    decided = tasks.infer_task(label_key, kind, distinct, count, task, self.max_classes)
+    decided = tasks.infer_task(
+      label_key, kind, distinct, count, task, self.max_classes, rows="the train split"
+    )
     return tasks.label_info(label_key, decided, distinct)
 
   def column_stats(self, hp: dict[str, Any], task: str) -> tuple[ColumnStats, ...]:

@@ -88,6 +88,13 @@ def test_one_value_is_refused_naming_it():
     infer(CSV_STRING, ["spam"])
   assert "label column 'y' has one value only ('spam')" in str(raised.value)
   assert "--label-key" in str(raised.value)
+  # The trainer sees the train split alone: a column of 1,258 yes and 61 no, whose no all fell
+  # in eval, was said to have one value only.
+  with pytest.raises(tasks.LabelError) as raised:
+    tasks.infer_task("y", CSV_STRING, ["yes"], 1, rows="the train split")
+  assert str(raised.value).startswith(
+    "label column 'y' has one value only in the train split ('yes'), though other rows may hold"
+  )
 
 
 @pytest.mark.parametrize(("kind", "count"), [(None, 0), (CSV_INT, 0)])
