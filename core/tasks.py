@@ -124,17 +124,8 @@ def infer_task(
         "--task multiclass or --task binary, or another --label-key."
       )
     return REGRESSION
-  if distinct_count < 2 and rows:
-    raise LabelError(
-      f"label column {label_key!r} has one value only in {rows} ({distinct[0]!r}), though other "
-      "rows may hold others; a model needs two classes to learn from: add rows of the other "
-      "classes to the data, or use another --label-key."
-    )
   if distinct_count < 2:
-    raise LabelError(
-      f"label column {label_key!r} has one value only ({distinct[0]!r}); a model needs at "
-      "least two classes, or use another --label-key."
-    )
+    raise _one_value(label_key, distinct[0], rows)
   if requested == BINARY and distinct_count != 2:
     raise LabelError(
       f"--task binary needs exactly two label values, but {label_key!r} has {distinct_count}; "
@@ -155,6 +146,19 @@ def infer_task(
   if distinct_count > max_classes:
     raise _over_the_class_cap(label_key, kind, distinct, distinct_count, max_classes)
   return task
+
+
+def _one_value(label_key: str, value: object, rows: str) -> LabelError:
+  if rows:
+    return LabelError(
+      f"label column {label_key!r} has one value only in {rows} ({value!r}), though other "
+      "rows may hold others; a model needs two classes to learn from: add rows of the other "
+      "classes to the data, or use another --label-key."
+    )
+  return LabelError(
+    f"label column {label_key!r} has one value only ({value!r}); a model needs at least two "
+    "classes, or use another --label-key."
+  )
 
 
 def _over_the_class_cap(

@@ -18,13 +18,14 @@ def send(
   record: Mapping[str, Any], model_name: str, notify: Sequence[str], *, every_night: bool
 ) -> list[dict[str, Any]]:
   """Sends a night's notice to every target, when it is one they are told of: a night that
-  ended badly, or any night with `every_night`.
+  ended badly or noted something of its data (a span folder without files), or any night with
+  `every_night`.
 
   Returns:
     One dict per notice: target, ok, attempts, error; [] when none was due.
   """
   failed = _failed(record)
-  if not notify or not (every_night or failed):
+  if not notify or not (every_night or failed or record.get(nights_lib.NOTES_FIELD)):
     return []
   title, body = message(record, model_name)
   targets = [notify_lib.Target(t) for t in notify]

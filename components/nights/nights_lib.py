@@ -42,6 +42,10 @@ INTERRUPTED_AFTER_S = 24 * 3600
 NIGHT_STEP = "night"
 GATE_STEP = "gate"
 PUSHER_STEP = "pusher"
+# What the runner noticed of the data before the run (a newer span folder without files); the
+# record's NOTES_FIELD lists it, and a night with notes is notified whatever its outcome.
+DATA_STEP = "data"
+NOTES_FIELD = "notes"
 _CARRIED_GATE_STEP = "gate_carried"  # An interrupted night's gate facts (`use_carried_gate`).
 # Outcomes.
 PUSHED = "pushed"
@@ -199,6 +203,7 @@ def build_record(
     outcome, line = NOT_PUSHED, pusher.get("reason") or "not pushed"
   else:
     outcome, line = NOT_PUSHED, "the pipeline ran without a Pusher"
+  notes = (facts.get(DATA_STEP) or {}).get(NOTES_FIELD)
   return {
     "night": night,
     "owner": (facts.get(NIGHT_STEP) or {}).get("owner"),
@@ -218,6 +223,7 @@ def build_record(
     "live_version": (
       pusher["live_version"] if pusher.get("live_version") is not None else gate.get("live_version")
     ),
+    **({NOTES_FIELD: list(notes)} if notes else {}),
   }
 
 
@@ -373,11 +379,14 @@ def _unrecorded_versions(serving_dir: str, model_name: str, since: str) -> list[
 
 def outcome_line(record: Mapping[str, Any]) -> str:
   """'<outcome>: <line>', once: a line that starts with its outcome's words ("timed out: ...",
-  "pushed version 2") is not prefixed again."""
+  "pushed version 2") is not prefixed again; the record's notes follow it ("(and span-3/ holds
+  no *.csv file ...)")."""
   outcome, line = str(record.get("outcome")), str(record.get("line") or "")
+  notes = record.get(NOTES_FIELD)
+  tail = f" (and {'; '.join(notes)})" if notes else ""
   if line.lower().startswith((outcome.replace("_", " "), outcome)):
-    return line
-  return f"{outcome}: {line}"
+    return line + tail
+  return f"{outcome}: {line}{tail}"
 
 
 def new_night_id() -> str:

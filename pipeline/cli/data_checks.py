@@ -11,11 +11,13 @@ the run makes. Nothing here imports TensorFlow; each mistake is one `error:` lin
 from __future__ import annotations
 
 import dataclasses
+import glob
 import math
 import os
 import re
 from collections.abc import Sequence
 
+from components import storage
 from core import column_types, floors, properties, spans, splits, tasks, written_numbers
 from pipeline.cli.checks import CheckError
 
@@ -39,7 +41,53 @@ def input_files(data_root: str, pattern: str) -> list[str]:
     newest = spans.newest(full, found)
   except ValueError as e:  # A file whose span is not a number: TFX's driver fails on it too.
     raise CheckError(spans.unresolvable(pattern, data_root, str(e))) from None
+  if newest and spans.SPAN_SPEC + "}" in full:
+    _refuse_leading_zeros(full, found, newest, data_root)
   return _glob(newest.pattern, full) if newest else []
+
+
+def _refuse_leading_zeros(full: str, found: list[str], newest, data_root: str) -> None:
+  """Under a plain `{SPAN}`, TFX's ExampleGen looks for the newest span as its number reads
+  ('span-3/'); a folder that writes it with leading zeros ('span-03/') it never finds."""
+  regex = spans.matching(full)[1]
+  tokens = {m["span"] for m in (re.fullmatch(regex, path) for path in found) if m}
+  padded = sorted(t for t in tokens if t.isdigit() and int(t) == newest.span and t != str(int(t)))
+  if padded:
+    raise CheckError(
+      f"the newest span under {data_root} is written with leading zeros ({padded[0]}), and "
+      f"TFX's ExampleGen reads {{SPAN}} as {newest.span}, so it would find no file; rename the "
+      "span folders without leading zeros, or, where every span is written with the same width, "
+      "give --input-pattern that width (e.g. 'span-{SPAN:2}/*.csv')."
+    )
+
+
+def empty_span_notes(data_root: str, pattern: str) -> list[str]:
+  """What the summary and the night's record say of span folders newer than the newest span
+  with files: such a folder holds no file the pattern matches (a delivery that failed or is
+  still being written), so the run reads an older span, and a night would say "no new data".
+
+  Only for a pattern whose `{SPAN}` names a folder ('span-{SPAN}/*.csv'), on local data.
+  """
+  full = os.path.join(data_root, pattern)
+  parts = full.split("/")
+  at = next((i for i, part in enumerate(parts) if spans.SPAN_SPEC in part), None)
+  if at is None or at == len(parts) - 1 or storage.is_remote(full):
+    return []
+  folder_glob, folder_regex = spans.matching("/".join(parts[: at + 1]))
+  rest = "/".join(parts[at + 1 :])
+  found = _glob(spans.matching(full)[0], full)
+  newest = spans.newest(full, found) if found else None
+  notes = []
+  for folder in sorted(p for p in glob.glob(folder_glob) if os.path.isdir(p)):
+    match = re.fullmatch(folder_regex, folder)
+    span = int(match["span"]) if match and match["span"].isdigit() else None
+    if span is None or (newest and span <= newest.span) or _glob(f"{folder}/{rest}", full):
+      continue
+    held = sorted(os.listdir(folder))[:3]
+    inside = f" (it holds {', '.join(held)})" if held else " (it is empty)"
+    read = f"the newest span read is {newest.span}" if newest else "no span is read"
+    notes.append(f"{os.path.relpath(folder, data_root)}/ holds no {rest} file{inside}; {read}")
+  return notes
 
 
 def _glob(path: str, shown: str) -> list[str]:

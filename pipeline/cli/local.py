@@ -21,7 +21,15 @@ from typing import Any  # noqa: E402
 
 from components import storage  # noqa: E402
 from core.errors import UserInputError  # noqa: E402
-from pipeline.cli import checks, flags, progress, reporting, resolve, scratch  # noqa: E402
+from pipeline.cli import (  # noqa: E402
+  checks,
+  data_checks,
+  flags,
+  progress,
+  reporting,
+  resolve,
+  scratch,
+)
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
 
@@ -320,6 +328,11 @@ def _begin_night(config, night: str) -> None:
   try:
     for record in nights_lib.begin_night(config.serving_dir, config.model_name, night, owner):
       logging.warning("Night %s: %s.", record["night"], record["line"])
+    notes = data_checks.empty_span_notes(config.data_root, config.input_pattern)
+    if notes:
+      logging.warning("Data: %s.", "; ".join(notes))
+      facts = {nights_lib.NOTES_FIELD: notes}
+      nights_lib.record_step(config.serving_dir, config.model_name, nights_lib.DATA_STEP, facts)
   except Exception as e:  # Recording is not the run: the Pusher reports an unwritable folder.
     logging.warning("The night could not be opened in %s: %s", config.serving_dir, e)
 

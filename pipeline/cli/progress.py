@@ -311,6 +311,8 @@ def describe_summary(
     shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
     lines.append(f"eval metrics: {shown}")
   pushed = summary.get("pushed") or {}
+  for note in (summary.get("night") or {}).get("notes") or []:
+    lines.append(f"data: {note}.")
   if summary.get("new_data") is False and pushed.get("pushed"):
     lines.append(
       "data: the ExampleGen reused an earlier run's output, whose model is not the live version."

@@ -223,6 +223,43 @@ def test_eval_rows_are_counted_by_the_split_the_run_makes(tmp_path):
   assert elsewhere != counted  # the key is 'birthwt/data.csv' there, not 'data.csv'
 
 
+def test_span_folders_newer_than_the_newest_read_are_noted_and_leading_zeros_refused(tmp_path):
+  """span-3/ made, its copy not finished: the night read span 2 again and said "no new data".
+  span-03/ beside span-1/: the checks passed, then the ExampleGen found no 'span-3/*.csv'."""
+  for span in (1, 2):
+    (tmp_path / f"span-{span}").mkdir()
+    (tmp_path / f"span-{span}" / "data.csv").write_text("x\n1\n")
+  (tmp_path / "span-3").mkdir()
+  (tmp_path / "span-3" / "data.csv.part").write_text("x\n")
+  (tmp_path / "span-4").mkdir()
+  assert data_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
+    "span-3/ holds no *.csv file (it holds data.csv.part); the newest span read is 2",
+    "span-4/ holds no *.csv file (it is empty); the newest span read is 2",
+  ]
+  assert data_checks.empty_span_notes(str(tmp_path), "*.csv") == []
+  (tmp_path / "span-3" / "data.csv.part").rename(tmp_path / "span-3" / "data.csv")
+  assert data_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
+    "span-4/ holds no *.csv file (it is empty); the newest span read is 3"
+  ]
+  (tmp_path / "span-05").mkdir()
+  (tmp_path / "span-05" / "data.csv").write_text("x\n1\n")
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv")
+  assert str(raised.value) == (
+    f"the newest span under {tmp_path} is written with leading zeros (05), and TFX's ExampleGen "
+    "reads {SPAN} as 5, so it would find no file; rename the span folders without leading "
+    "zeros, or, where every span is written with the same width, give --input-pattern that "
+    "width (e.g. 'span-{SPAN:2}/*.csv')."
+  )
+  padded = tmp_path / "padded"
+  for span in ("01", "02"):
+    (padded / f"span-{span}").mkdir(parents=True)
+    (padded / f"span-{span}" / "data.csv").write_text("x\n1\n")
+  assert data_checks.input_files(str(padded), "span-{SPAN:2}/*.csv") == [
+    str(padded / "span-02" / "data.csv")
+  ]
+
+
 def test_input_files_are_the_newest_span_and_version_the_example_gen_reads(tmp_path):
   for name in ["span-9/v7/a.csv", "span-10/v1/a.csv", "span-10/v2/a.csv", "span-10/v2/b.csv"]:
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

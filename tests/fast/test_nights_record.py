@@ -4,7 +4,7 @@ records a night that timed out or was skipped in a second; an object store's fol
 through TFX's fileio (tests/cli/test_night_job.py). The settings, and the records as plain
 values, are in tests/fast/test_nights_settings.py."""
 
-from components.nights import night_notices, nights_lib
+from components.nights import night_notices, nights_lib, notify_lib
 from components.serving import layout, nights
 from pipeline.cli import nights as nights_cli
 from tests.support.night_facts import gate_facts
@@ -171,6 +171,27 @@ def test_timed_out_and_skipped_nights_are_recorded_and_notified_as_such(tmp_path
     serving, "m", "busy-2", succeeded=False, error="skipped", outcome=nights_lib.SKIPPED
   )
   assert record["live_version"] == 3
+
+
+def test_a_nights_notes_on_its_data_are_recorded_shown_and_notified(tmp_path, monkeypatch):
+  serving = str(tmp_path / "serving")
+  monkeypatch.delenv(nights_lib.NIGHT_ID_ENV, raising=False)
+  sent = []
+  monkeypatch.setattr(notify_lib, "send", lambda targets, title, *a, **k: sent.append(title) or [])
+  nights_lib.begin_night(serving, "m", "n1", owner="o")
+  note = "span-3/ holds no *.csv file (it is empty); the newest span read is 2"
+  nights_lib.record_step(serving, "m", nights_lib.DATA_STEP, {"notes": [note]}, "n1")
+  nights_lib.record_step(serving, "m", nights_lib.PUSHER_STEP, {"reason": "nothing new"}, "n1")
+
+  record, _ = nights_lib.end_night(serving, "m", "n1", succeeded=True, notify=["json://h/n"])
+
+  assert record["outcome"] == nights_lib.NOT_PUSHED and record["notes"] == [note]
+  assert nights_lib.outcome_line(record) == f"not_pushed: nothing new (and {note})"
+  assert sent == [f"m: night not_pushed: nothing new (and {note})"]  # A good night, notified.
+  nights_lib.begin_night(serving, "m", "n2", owner="o")
+  nights_lib.record_step(serving, "m", nights_lib.PUSHER_STEP, {"reason": "nothing new"}, "n2")
+  record, _ = nights_lib.end_night(serving, "m", "n2", succeeded=True, notify=["json://h/n"])
+  assert "notes" not in record and len(sent) == 1
 
 
 def test_the_heartbeat_is_pinged_after_every_night_and_told_of_a_bad_one(tmp_path, monkeypatch):
