@@ -393,7 +393,11 @@ def _with_password_masked(text: str) -> str:
 def _literal_label(text: str) -> str:
   plugin = _instantiate(text)
   if plugin is not None:
-    return _shown_url(plugin)
+    # Without the parameters apprise adds that the user did not write (method=POST, retry=0).
+    base, _, query = _shown_url(plugin).partition("?")
+    given = {key for key, _ in urllib.parse.parse_qsl(urllib.parse.urlsplit(text.strip()).query)}
+    kept = [p for p in query.split("&") if urllib.parse.unquote(p.partition("=")[0]) in given]
+    return f"{base}?{'&'.join(kept)}" if kept else base
   scheme = text.split("://", 1)[0] if "://" in text else ""
   return f"{scheme}://... (unparseable)" if _SCHEME.fullmatch(scheme) else "(unparseable URL)"
 
