@@ -327,10 +327,29 @@ def _status(args: argparse.Namespace, entry: crontab_lib.CrontabEntry, output_di
   good = last["outcome"] in (nights_lib.PUSHED, nights_lib.NOT_PUSHED, "running")
   line = (
     f"{entry.job}: last night {last['at']:%Y-%m-%d %H:%M UTC}: {nights_lib.outcome_line(last)}; "
-    f"next due {_next(spec)} (limit {limit})."
+    f"{_live_since(serving, model, last)}next due {_next(spec)} (limit {limit})."
   )
   print(line if good else f"error: {line}", file=sys.stdout if good else sys.stderr)
   return 0 if good else 1
+
+
+def _live_since(serving: str, model: str, last: dict) -> str:
+  """'live now: version N; ' where the serving folder serves another version than the last
+  night left live (a rollback since, a version folder removed by hand), else ''."""
+  from components.serving import live, manifest
+
+  try:
+    current = live.live_version(serving, model)
+  except Exception:  # A view: an unreadable folder leaves the line as it was.
+    return ""
+  now = current.version if current else None
+  if now == last.get("live_version"):
+    return ""
+  if current is None:
+    return "nothing is live now; "
+  rollback = current.manifest.get(manifest.ROLLBACK_FIELD) or {}
+  to = f", a rollback to version {rollback['to']}" if rollback.get("to") is not None else ""
+  return f"live now: version {now}{to}; "
 
 
 def _next(spec: cron.CronSpec) -> str:

@@ -201,6 +201,20 @@ def test_status_fails_after_a_missed_night_and_passes_after_a_good_one(tmp_path,
   _record(serving, "tonight", layout.utc_now(), owner=owner)
   assert schedule.main(status) == 0
   assert "last night" in capsys.readouterr().out
+  # A rollback since (a version that copies version 1, live over the night's version 2).
+  record = {"night": "pushed", "started": layout.utc_now(), "outcome": "pushed", "owner": owner}
+  nights.append_record(
+    str(serving), MODEL, {**record, "line": "pushed version 2", "live_version": 2}
+  )
+  for version, extra in ((1, {}), (2, {}), (3, {"rollback": {"from": 2, "to": 1}})):
+    (serving / MODEL / str(version)).mkdir()
+    (serving / MODEL / str(version) / "saved_model.pb").write_bytes(b"")
+    manifest = {"version": version, **extra}
+    (serving / MODEL / str(version) / "manifest.json").write_text(json.dumps(manifest))
+  assert schedule.main(status) == 0
+  assert "pushed version 2; live now: version 3, a rollback to version 1; next due" in (
+    capsys.readouterr().out
+  )
   # A failed night is on time but not well: non-zero, in one line.
   _record(serving, "failed", layout.utc_now(), outcome="failed", owner=owner)
   assert schedule.main(status) == 1
