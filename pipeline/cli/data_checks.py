@@ -11,6 +11,7 @@ the run makes. Nothing here imports TensorFlow; each mistake is one `error:` lin
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import glob
 import math
 import os
@@ -88,6 +89,49 @@ def empty_span_notes(data_root: str, pattern: str) -> list[str]:
     read = f"the newest span read is {newest.span}" if newest else "no span is read"
     notes.append(f"{os.path.relpath(folder, data_root)}/ holds no {rest} file{inside}; {read}")
   return notes
+
+
+def stale_note(
+  data_root: str, pattern: str, serving_dir: str, model_name: str, stale_after_s: float, now
+) -> str:
+  """What the night says when its data is older than `stale_after_s` (--stale-after): the
+  newest span first read longer ago than that, by the nights' records (a copy that keeps its
+  files' times cannot fool it), or, without spans, the newest input file written longer ago.
+  '' while the data is fresh, new tonight, or not local (files without spans).
+
+  Args:
+    now: the current UTC time (datetime).
+  """
+  from components.serving import layout, nights
+
+  full = os.path.join(data_root, pattern)
+  if spans.SPAN_SPEC in full:
+    newest = spans.newest(full, _glob(spans.matching(full)[0], full))
+    records = nights.read_records(serving_dir, model_name) if newest else []
+    seen = [
+      layout.parse_utc(r.get("started"))
+      for r in records
+      if r.get("spans") and max(r["spans"]) >= newest.span
+    ]
+    seen = [t for t in seen if t is not None]
+    if not seen:
+      return ""
+    since = min(seen)
+    what = f"span {newest.span} was first read {since:%Y-%m-%d %H:%M UTC}"
+  else:
+    files = [] if storage.is_remote(full) else input_files(data_root, pattern)
+    if not files:
+      return ""
+    since = datetime.datetime.fromtimestamp(
+      max(os.path.getmtime(f) for f in files), datetime.timezone.utc
+    )
+    what = f"the newest input file was written {since:%Y-%m-%d %H:%M UTC}"
+  age = (now - since).total_seconds()
+  if age <= stale_after_s:
+    return ""
+  if age >= 86400:
+    return f"no new data for {age / 86400:.1f} days: {what}"
+  return f"no new data for {age / 3600:.1f} h: {what}"
 
 
 def _glob(path: str, shown: str) -> list[str]:

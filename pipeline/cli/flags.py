@@ -368,6 +368,14 @@ def _add_nightly_args(g) -> None:
     help="with --notify: report every night, pushed or not, too",
   )
   g.add_argument(
+    "--stale-after",
+    default="",
+    metavar="DURATION",
+    help="note the night (its summary, record and a notice) when no new data came for this "
+    "long, e.g. 2d or 36h: the newest span first read longer ago, or without spans the newest "
+    "input file written longer ago (default: off)",
+  )
+  g.add_argument(
     "--heartbeat",
     default="",
     metavar="TARGET",

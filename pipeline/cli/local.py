@@ -13,6 +13,7 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 import argparse  # noqa: E402 (after the warning filters, which must come first)
 import dataclasses  # noqa: E402
+import datetime  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
@@ -25,6 +26,7 @@ from pipeline.cli import (  # noqa: E402
   checks,
   data_checks,
   flags,
+  night_job,
   progress,
   reporting,
   resolve,
@@ -116,6 +118,8 @@ def check_args(args: argparse.Namespace):
       if not storage.is_remote(value):
         checks.check_writable(flag, value)
   checks.check_at_least("--direct-workers", args.direct_workers, 0)
+  if args.stale_after:
+    night_job.parse_duration(args.stale_after, "--stale-after")
   checks.check_beam_args("--beam-arg", args.beam_arg)
   serving = _location(args.serving_dir, out / "serving")
   root = _location(args.pipeline_root, out / "pipeline_root")
@@ -310,7 +314,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   night_started = layout.utc_now()
   os.environ[nights_lib.NIGHT_ID_ENV] = night
   os.environ[nights_lib.NIGHT_OWNER_ENV] = nights_lib.local_owner(str(out))
-  _begin_night(config, night)
+  _begin_night(config, night, night_job.parse_duration(args.stale_after) if args.stale_after else 0)
   table = progress.RunTable(
     names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
   )
@@ -319,7 +323,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   )
 
 
-def _begin_night(config, night: str) -> None:
+def _begin_night(config, night: str, stale_after_s: float = 0.0) -> None:
   """Opens the night; this run holds the output folder's lock, so an open night of its own
   left by a killed run is dead and is closed as interrupted now."""
   from components.nights import nights_lib
@@ -329,6 +333,17 @@ def _begin_night(config, night: str) -> None:
     for record in nights_lib.begin_night(config.serving_dir, config.model_name, night, owner):
       logging.warning("Night %s: %s.", record["night"], record["line"])
     notes = data_checks.empty_span_notes(config.data_root, config.input_pattern)
+    if stale_after_s:
+      now = datetime.datetime.now(datetime.timezone.utc)
+      stale = data_checks.stale_note(
+        config.data_root,
+        config.input_pattern,
+        config.serving_dir,
+        config.model_name,
+        stale_after_s,
+        now,
+      )
+      notes += [stale] if stale else []
     if notes:
       logging.warning("Data: %s.", "; ".join(notes))
       facts = {nights_lib.NOTES_FIELD: notes}

@@ -260,6 +260,43 @@ def test_span_folders_newer_than_the_newest_read_are_noted_and_leading_zeros_ref
   ]
 
 
+def test_data_older_than_stale_after_is_noted_by_when_its_span_was_first_read(tmp_path):
+  """Four nights without a new span passed as four quiet "no new data" nights."""
+  import datetime
+  import os
+
+  from components.serving import nights
+
+  serving = str(tmp_path / "serving")
+  now = datetime.datetime(2026, 12, 5, 2, tzinfo=datetime.timezone.utc)
+  for span in (1, 2):
+    (tmp_path / "data" / f"span-{span}").mkdir(parents=True)
+    (tmp_path / "data" / f"span-{span}" / "data.csv").write_text("x\n1\n")
+  data = str(tmp_path / "data")
+  for started, spans in (("2026-12-01T02:00:00Z", [1]), ("2026-12-02T02:00:05Z", [2])):
+    nights.append_record(serving, "m", {"night": started, "started": started, "spans": spans})
+  nights.append_record(
+    serving, "m", {"night": "3", "started": "2026-12-03T02:00:00Z", "spans": [2]}
+  )
+
+  def note(pattern, after_s):
+    return data_checks.stale_note(data, pattern, serving, "m", after_s, now)
+
+  assert note("span-{SPAN}/*.csv", 2 * 86400) == (
+    "no new data for 3.0 days: span 2 was first read 2026-12-02 02:00 UTC"
+  )
+  assert note("span-{SPAN}/*.csv", 4 * 86400) == ""
+  (tmp_path / "data" / "span-3").mkdir()
+  (tmp_path / "data" / "span-3" / "data.csv").write_text("x\n1\n")
+  assert note("span-{SPAN}/*.csv", 3600) == ""  # Never read before: new tonight.
+  # Without spans, the newest file's time.
+  old = (now - datetime.timedelta(hours=30)).timestamp()
+  os.utime(tmp_path / "data" / "span-3" / "data.csv", (old, old))
+  assert note("span-3/*.csv", 86400) == (
+    "no new data for 1.2 days: the newest input file was written 2026-12-03 20:00 UTC"
+  )
+
+
 def test_input_files_are_the_newest_span_and_version_the_example_gen_reads(tmp_path):
   for name in ["span-9/v7/a.csv", "span-10/v1/a.csv", "span-10/v2/a.csv", "span-10/v2/b.csv"]:
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -70,6 +70,7 @@ def data(tmp_path):
     (("--data-root", "{tmp}/afile"), "--data-root {tmp}/afile is a file, not a folder"),
     (("--min-accuracy", "2"), "--min-accuracy must be between 0 and 1, got 2."),
     (("--max-bad-row-fraction", "5"), "--max-bad-row-fraction must be between 0 and 1, got 5."),
+    (("--stale-after", "2 days"), "--stale-after '2 days' is not a duration; pass e.g. 6h"),
     (("--model-name", "../../evil"), "Invalid model name '../../evil'"),
     (("--output-dir", "{tmp}/o\n* * * * * touch PWNED #"), "contains control characters (\\n)"),
     (("--module-file", "{tmp}/nope.py"), "module file {tmp}/nope.py does not exist"),
