@@ -33,7 +33,15 @@ def model_name_in(serving_dir: str, given: str | None, output_dir: str | None = 
   Raises:
     UserInputError: naming --model-name when it cannot be told.
   """
+  if given and (storage.is_remote(serving_dir) or not os.path.isdir(serving_dir)):
+    return given
   if given:
+    names = _model_folders(serving_dir)
+    if names and given not in names:
+      raise UserInputError(
+        f"{serving_dir} holds no model {given!r} (it holds {', '.join(names)}); pass one of "
+        "those to --model-name."
+      )
     return given
   if storage.is_remote(serving_dir):
     raise UserInputError(f"pass --model-name: which model under {serving_dir}?")
@@ -48,7 +56,7 @@ def model_name_in(serving_dir: str, given: str | None, output_dir: str | None = 
       f"{serving_dir} does not exist: no night has run with this serving folder yet (pass "
       "--serving-dir, or the --output-dir of your runs)."
     )
-  names = sorted(e.name for e in os.scandir(serving_dir) if e.is_dir() and e.name[0] != ".")
+  names = _model_folders(serving_dir)
   if len(names) != 1:
     shown = ", ".join(names) or "none"
     raise UserInputError(
@@ -62,18 +70,40 @@ def _started(record: Mapping[str, Any]) -> str:
   return str(record.get("started") or "")[:19].replace("T", " ")
 
 
-def _last_run(output_dir: str | None) -> str:
-  """What the last run in `output_dir` ended with, from its run_summary.json ('' if none)."""
+def _model_folders(serving_dir: str) -> list[str]:
+  return sorted(e.name for e in os.scandir(serving_dir) if e.is_dir() and e.name[0] != ".")
+
+
+def _summary(output_dir: str | None) -> dict[str, Any]:
+  """The last run's run_summary.json in `output_dir` ({} without one)."""
   if not output_dir:
-    return ""
-  path = os.path.join(output_dir, "run_summary.json")
+    return {}
   try:
-    with open(path, encoding="utf-8") as f:
+    with open(os.path.join(output_dir, "run_summary.json"), encoding="utf-8") as f:
       summary = json.load(f)
   except (OSError, ValueError):
-    return ""
-  night = summary.get("night") if isinstance(summary, dict) else None
+    return {}
+  return summary if isinstance(summary, dict) else {}
+
+
+def run_target(output_dir: str | None) -> tuple[str | None, str | None]:
+  """(serving folder, model name) the last run in `output_dir` used, from its summary's
+  configuration ((None, None) where it has none): a run given --serving-dir records its nights
+  there, not under the output folder."""
+  config = _summary(output_dir).get("config")
+  if not isinstance(config, dict):
+    return None, None
+  return config.get("serving_dir") or None, config.get("model_name") or None
+
+
+def _last_run(output_dir: str | None) -> str:
+  """How the last run in `output_dir` ended badly, from its run_summary.json ('' if it has none
+  or did not end badly)."""
+  path = os.path.join(output_dir or "", "run_summary.json")
+  night = _summary(output_dir).get("night")
   if not isinstance(night, dict) or not night.get("outcome"):
+    return ""
+  if night["outcome"] not in nights_lib.BAD_OUTCOMES:
     return ""
   when = _started(night)
   line = nights_lib.outcome_line(night).rstrip(".")

@@ -271,14 +271,16 @@ def _nights(args: argparse.Namespace) -> int:
 
   if not (args.serving_dir or args.output_dir):
     raise cron.ScheduleError(f"local {args.action} needs --output-dir or --serving-dir.")
-  serving = args.serving_dir or os.path.join(args.output_dir, "serving")
+  ran_with = nights.run_target(args.output_dir)
+  serving = args.serving_dir or ran_with[0] or os.path.join(args.output_dir, "serving")
   if not storage.is_remote(serving):
     serving = os.path.abspath(serving)
   else:
     from components import tf_compat
 
     tf_compat.register_filesystems([serving])
-  model = nights.model_name_in(serving, args.model_name, args.output_dir)
+  given = args.model_name or (ran_with[1] if not args.serving_dir else None)
+  model = nights.model_name_in(serving, given, args.output_dir)
   if args.action == "history":
     if args.last is not None and args.last < 1:
       raise cron.ScheduleError(f"--last must be at least 1, got {args.last}.")

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from components.serving import nights
 from pipeline.cli import schedule
 from pipeline.cli.scheduling import crontab as crontab_lib
 from tests.conftest import DIGITS_CSV
@@ -243,6 +244,30 @@ def test_history_before_any_recorded_night_says_how_the_last_run_ended(tmp_path,
   assert f"the last run in {out} (2026-11-28 02:00:05) ended failed: bad csv: row 3 (see " in err
   assert "a first try that fails is not recorded" in err
   assert not (out / "serving").exists()
+
+
+def test_history_of_runs_that_pushed_elsewhere_reads_their_serving_folder(tmp_path, capsys):
+  """Runs given --serving-dir record their nights there; history --output-dir blamed the last
+  run (which had pushed) for a serving folder under the output folder that never existed."""
+  out, serving = tmp_path / "out", tmp_path / "shared"
+  out.mkdir()
+  night = {"night": "n1", "outcome": "pushed", "started": "2026-11-28T02:00:05Z", "line": "ok"}
+  config = {"serving_dir": str(serving), "model_name": "churn"}
+  summary = {"status": "succeeded", "night": night, "config": config}
+  (out / "run_summary.json").write_text(json.dumps(summary))
+  nights.append_record(str(serving), "churn", {**night, "line": "pushed version 1"})
+  assert _main("local", "history", "--output-dir", str(out)) == 0
+  assert f"Nights of 'churn' ({serving})" in capsys.readouterr().out
+  # A mistyped model name is named, with the models the folder holds.
+  assert _main("local", "history", "--serving-dir", str(serving), "--model-name", "chrun") == 1
+  err = capsys.readouterr().err.strip()
+  assert err == (
+    f"schedule.py: error: {serving} holds no model 'chrun' (it holds churn); pass one of "
+    "those to --model-name."
+  )
+  # A serving folder no run used, beside a last run that ended well: not blamed on that run.
+  assert _main("local", "history", "--serving-dir", str(tmp_path / "typo")) == 1
+  assert "no night has run with this serving folder yet" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("never", ["0 2 30 2 *", "0 2 31 4 *"])
