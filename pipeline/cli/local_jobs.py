@@ -131,6 +131,7 @@ def _install(
   )
   next_runs = cron.describe_next_runs(spec, local_cron=True)
   text = crontab_lib.read_crontab(args.crontab_file)
+  _refuse_another_folders_job(text, job, output_dir, where)
   new_text = crontab_lib.install_entry(text, spec.five_field, command, job)
   for name in _notify_env_names(run_local_args):
     print(
@@ -281,6 +282,21 @@ def _run_now(text: str, entry: crontab_lib.CrontabEntry, output_dir: str) -> int
 
 
 # ----------------------------------------------------------------------------- status
+
+
+def _refuse_another_folders_job(text: str, job: str, output_dir: str, where: str) -> None:
+  """Installing a job replaces the entry of its name: one that runs another output folder is
+  not silently dropped (two folders installed under one --job-name left only the second)."""
+  for entry in crontab_lib.find_entries(text, job):
+    words = shlex.split(crontab_lib.cron_command_of(entry.line))
+    flag = words.index("--output-dir") if "--output-dir" in words[:-1] else None
+    theirs = words[flag + 1] if flag is not None else None
+    if theirs is not None and os.path.abspath(theirs) != os.path.abspath(output_dir):
+      raise cron.ScheduleError(
+        f"{where} already has a job {job!r} for --output-dir {theirs}; pass another --job-name "
+        f"(or leave it out for one of its own), or remove that job first (schedule.py local "
+        f"remove --output-dir {theirs} --job-name {job})."
+      )
 
 
 def _run_local_args_of(entry: crontab_lib.CrontabEntry) -> tuple[list[str], str]:

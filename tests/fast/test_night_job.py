@@ -231,3 +231,17 @@ def test_status_fails_after_a_missed_night_and_passes_after_a_good_one(tmp_path,
   )
   assert schedule.main(status) == 1
   assert f"interrupted: its process ({dead.pid}) is gone" in capsys.readouterr().err
+
+
+def test_one_job_name_for_two_output_folders_is_refused_not_replaced(tmp_path, capsys):
+  """The second install under --job-name nightly replaced the first folder's job, silently."""
+  crontab = tmp_path / "crontab"
+  first, second = tmp_path / "a", tmp_path / "b"
+  assert _install(first, crontab, "--job-name", "nightly") == 0
+  before = crontab.read_text()
+  capsys.readouterr()
+  assert _install(second, crontab, "--job-name", "nightly") == 1
+  err = capsys.readouterr().err.strip()
+  assert "\n" not in err and f"already has a job 'nightly' for --output-dir {first};" in err
+  assert crontab.read_text() == before
+  assert _install(first, crontab, "--job-name", "nightly", "--time-limit", "2h") == 0  # Its own.
