@@ -310,6 +310,13 @@ def describe_summary(
   if metrics:
     shown = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(metrics.items()))
     lines.append(f"eval metrics: {shown}")
+  unseen = summary.get("eval_only_classes") or {}
+  if unseen:
+    shown = ", ".join(f"{n:,} of {value!r}" for value, n in list(unseen.items())[:3])
+    lines.append(
+      f"eval rows of classes the train split lacks: {shown}; the model has no such class, so "
+      "they count as wrong."
+    )
   pushed = summary.get("pushed") or {}
   for note in (summary.get("night") or {}).get("notes") or []:
     lines.append(f"data: {note}.")

@@ -123,8 +123,30 @@ def build_summary(
   if examples_gen:
     # Unknown (None) when ExampleGen failed: nothing was read, new or not.
     summary["new_data"] = {"ran": True, "cached": False}.get(examples_gen["state"])
+  unseen = _eval_only_classes(output(nodes.CSV_EXAMPLE_GEN, "Examples"), summary)
+  if unseen:
+    summary["eval_only_classes"] = unseen
   summary[sources.ARTIFACTS] = artifact_pointers(store, runs)
   return summary
+
+
+def _eval_only_classes(examples, summary: dict[str, Any]) -> dict[str, int]:
+  """Eval rows per label value the model has no class for (one the train split lacks): the
+  model cannot answer it, so those rows count as wrong. {} for a regression or where unknown."""
+  classes = summary.get("label_classes")
+  if examples is None or not classes or summary.get("task") == "regression":
+    return {}
+  raw = _prop(examples, properties.EXAMPLES_LABEL_STATS)
+  try:
+    counts = (json.loads(raw) if raw else {}).get("eval", {}).get("counts") or {}
+  except (ValueError, AttributeError):
+    return {}
+  known = {str(c) for c in classes}
+  return {
+    value: n
+    for value, n in sorted(counts.items())
+    if value.strip() and value.strip() not in known and not missing_values.is_missing(value)
+  }
 
 
 # The artifacts the report page reads: role in run_summary.json -> (node, output key).

@@ -1,5 +1,7 @@
 """The one-line outcome of each component in the run summary (pipeline/cli/summary.py)."""
 
+import pathlib
+
 from ml_metadata.proto import metadata_store_pb2
 
 from core import properties
@@ -35,3 +37,27 @@ def test_the_examples_line_counts_rows_left_out_and_names_a_text_labels_tokens()
     "262 train / 71 eval rows, 11 without a label left out "
     "(label NA in 11 rows; --task multiclass learns it as a class)"
   )
+
+
+def test_eval_rows_of_a_class_the_train_split_lacks_are_counted_by_class():
+  """4 penguins of 'Unknown', all in the eval split: the model had 3 classes, the summary said
+  4 values, and the 4 rows were scored as wrong without a word."""
+  import json
+
+  stats = {
+    "train": {"rows": 281, "counts": {"Adelie": 120, "Gentoo": 100, "Chinstrap": 61}},
+    "eval": {"rows": 63, "counts": {"Adelie": 30, "Gentoo": 20, "Unknown": 4, "NA": 2, "": 7}},
+  }
+  examples = _examples(**{properties.EXAMPLES_LABEL_STATS: json.dumps(stats)})
+  classes = {"task": "multiclass", "label_classes": ["Adelie", "Chinstrap", "Gentoo"]}
+  assert summary._eval_only_classes(examples, classes) == {"Unknown": 4}
+  assert summary._eval_only_classes(examples, {**classes, "task": "regression"}) == {}
+  assert summary._eval_only_classes(None, classes) == {}
+  from pipeline.cli import progress
+
+  shown = {"status": "succeeded", "seconds": 1.0, "eval_only_classes": {"Unknown": 4}}
+  lines = progress.describe_summary(shown, pathlib.Path("out"), "out/logs/run.log")
+  assert (
+    "eval rows of classes the train split lacks: 4 of 'Unknown'; the model has no such class, so "
+    "they count as wrong."
+  ) in lines
