@@ -138,7 +138,7 @@ def _eval_only_classes(examples, summary: dict[str, Any]) -> dict[str, int]:
     return {}
   raw = _prop(examples, properties.EXAMPLES_LABEL_STATS)
   try:
-    counts = (json.loads(raw) if raw else {}).get("eval", {}).get("counts") or {}
+    counts = (json.loads(raw) if raw else {}).get(properties.EVAL_SPLIT, {}).get("counts") or {}
   except (ValueError, AttributeError):
     return {}
   known = {str(c) for c in classes}
