@@ -77,9 +77,14 @@ def _list(text: str, job: str, where: str) -> int:
   if not entries:
     print(f"No tfx-pipeline-kit entries in {where}.")
   for entry in entries:
-    old = " (old one-line entry: run install again to turn it into a block)"
-    print(f"{'*' if entry.job == job else ' '} {entry.job}: {entry.schedule}{old * entry.legacy}")
-    print(f"    {entry.line}")
+    note = ""
+    if not entry.line:
+      note = "disabled (its block holds no active line: install again to restore it)"
+    elif entry.legacy:
+      note = " (old one-line entry: run install again to turn it into a block)"
+    print(f"{'*' if entry.job == job else ' '} {entry.job}: {entry.schedule}{note}")
+    if entry.line:
+      print(f"    {entry.line}")
   return 0
 
 
@@ -99,6 +104,12 @@ def _installed(text: str, job: str, where: str) -> crontab_lib.CrontabEntry:
   if not entries:
     raise cron.ScheduleError(
       f"{where} has no {job!r} entry; install it first (schedule.py local install --cron ...)."
+    )
+  if not entries[0].line:
+    raise cron.ScheduleError(
+      f"the {job!r} block in {where} holds no active line (its line was commented out?), so "
+      "cron runs no night of it; install it again (schedule.py local install --cron ...), or "
+      "remove it."
     )
   return entries[0]
 

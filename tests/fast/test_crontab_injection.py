@@ -260,7 +260,7 @@ def test_duplicated_blocks_and_old_one_line_entries_collapse_into_one_block():
   )
   old = f"0 2 * * * cd /repo && old command # tfx-pipeline-kit job={JOB}"
   other_old = "0 2 * * * cd /repo && other # tfx-pipeline-kit job=nightly-other"
-  block = f"# BEGIN tfx-pipeline-kit {JOB}\n1 1 * * * x\n# END tfx-pipeline-kit {JOB}"
+  block = f"# BEGIN tfx-pipeline-kit {JOB}\n1 1 * * * {command}\n# END tfx-pipeline-kit {JOB}"
   text = f"A=1\n{old}\nkeep me\n{block}\n{other_old}\n{block}\n"
   new = crontab_lib.install_entry(text, "0 3 * * *", command, JOB)
   assert new == (
@@ -272,6 +272,39 @@ def test_duplicated_blocks_and_old_one_line_entries_collapse_into_one_block():
   assert [(e.job, e.legacy) for e in listed] == [
     (JOB, True), (JOB, False), ("nightly-other", True), (JOB, False),
   ]  # fmt: skip
+
+
+def test_lines_edited_by_hand_inside_a_block_are_kept_and_named(tmp_path, capsys):
+  """A user's own line inside the kit's block was dropped by install and remove, silently; a
+  kit line commented out by hand showed an empty schedule, and status said to pass --cron."""
+  crontab, out = tmp_path / "crontab", tmp_path / "o"
+  common = ["--output-dir", str(out), "--job-name", JOB, "--crontab-file", str(crontab)]
+  assert _main("local", "install", "--cron", "0 2 * * *", *common) == 0
+  installed = crontab.read_text()
+  mine = installed.replace(
+    f"# END tfx-pipeline-kit {JOB}", f"30 3 * * * my-backup\n# END tfx-pipeline-kit {JOB}"
+  )
+  crontab.write_text(mine)
+  capsys.readouterr()
+  for args in (["install", "--cron", "0 4 * * *"], ["remove"]):
+    assert _main("local", *args, *common) == 1
+    err = capsys.readouterr().err
+    assert err == (
+      f"schedule.py: error: the crontab's block of {JOB!r} holds a line the kit did not write "
+      "('30 3 * * * my-backup'); move it out of the block (crontab -e), then run this again.\n"
+    )
+    assert crontab.read_text() == mine
+  disabled = installed.replace("\n0 2 * * *", "\n# 0 2 * * *")
+  crontab.write_text(disabled)
+  assert _main("local", "list", *common) == 0
+  assert (
+    f"{JOB}: disabled (its block holds no active line: install again" in capsys.readouterr().out
+  )
+  assert _main("local", "status", *common) == 1
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "holds no active line (its line was commented out?)" in err
+  assert _main("local", "install", "--cron", "0 2 * * *", *common) == 0
+  assert crontab.read_text() == installed
 
 
 def test_a_block_without_its_end_line_is_refused_not_guessed(tmp_path, capsys):

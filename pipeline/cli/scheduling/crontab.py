@@ -36,8 +36,10 @@ class CrontabEntry:
     job: The job name.
     first: Index of its first line in ``text.split("\\n")``.
     last: Index of its last line (inclusive).
-    line: The cron line itself (schedule and command).
+    line: The cron line itself (schedule and command); "" where its block holds none (the
+      line commented out by hand: the job is disabled).
     legacy: Whether it is an old one-line entry rather than a block.
+    others: Active lines in its block that the kit did not write (added by hand).
   """
 
   job: str
@@ -45,6 +47,7 @@ class CrontabEntry:
   last: int
   line: str
   legacy: bool = False
+  others: tuple[str, ...] = ()
 
   @property
   def schedule(self) -> str:
@@ -233,7 +236,9 @@ def find_entries(crontab_text: str, job_name: str | None = None) -> list[Crontab
       if end is not None and lines[end].rstrip() == f"{BLOCK_END}{job}":
         if job_name in (None, job):
           body = [line for line in lines[i + 1 : end] if line.strip() and not _is_comment(line)]
-          entries.append(CrontabEntry(job, i, end, body[0] if body else ""))
+          ours = [line for line in body if _KIT_SCRIPTS.search(line)][:1]
+          others = tuple(line for line in body if line not in ours)
+          entries.append(CrontabEntry(job, i, end, ours[0] if ours else "", others=others))
         i = end + 1
         continue
       if job == job_name:
@@ -247,6 +252,20 @@ def find_entries(crontab_text: str, job_name: str | None = None) -> list[Crontab
         entries.append(CrontabEntry(job, i, i, lines[i], legacy=True))
     i += 1
   return entries
+
+
+# The scripts a kit's cron line runs (`local night`; run_local.py in older entries).
+_KIT_SCRIPTS = re.compile(r"pipeline/(?:schedule|run_local)\.py")
+
+
+def _refuse_lines_of_others(entries: list[CrontabEntry]) -> None:
+  """Replacing or removing a block must not drop lines a user put inside it."""
+  for entry in entries:
+    if entry.others:
+      raise ScheduleError(
+        f"the crontab's block of {entry.job!r} holds a line the kit did not write "
+        f"({entry.others[0]!r}); move it out of the block (crontab -e), then run this again."
+      )
 
 
 def _is_comment(line: str) -> bool:
@@ -274,6 +293,7 @@ def install_entry(crontab_text: str, schedule_five_field: str, command: str, job
   """
   block = block_lines(job_name, schedule_five_field, command)
   entries = find_entries(crontab_text, job_name)
+  _refuse_lines_of_others(entries)
   lines = crontab_text.split("\n")
   if not entries:
     # split("\n") leaves "" last when the text ends with a line feed (or is empty).
@@ -303,6 +323,7 @@ def remove_entry(crontab_text: str, job_name: str) -> tuple[str, int]:
   entries = find_entries(crontab_text, job_name)
   if not entries:
     return crontab_text, 0
+  _refuse_lines_of_others(entries)
   lines = crontab_text.split("\n")
   drop = {i for entry in entries for i in range(entry.first, entry.last + 1)}
   kept = [line for i, line in enumerate(lines) if i not in drop]
