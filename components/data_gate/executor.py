@@ -139,6 +139,7 @@ class Executor(base_executor.BaseExecutor):
       thresholds=thresholds,
       accepted=accepted,
       history=_gate_history(props),
+      earlier=_earlier_span_digests(props, live),
     )
     report = gate_report.with_acceptances(report, recorded)
     for found in _leak_findings(examples, tonight, before, props, thresholds):
@@ -226,6 +227,21 @@ def _leak_findings(
     classification=props[spec.TASK_KEY] != tasks.REGRESSION,
     thresholds=thresholds,
   )
+
+
+def _earlier_span_digests(props: dict[str, Any], live: int | None) -> dict[int, Any]:
+  """version -> the span digests it was trained on, for each version kept but the live one."""
+  from components.serving import paths, store
+
+  folder = store.folder(
+    paths.model_dir(props[properties.SERVING_DIR_KEY], props[properties.MODEL_NAME_KEY])
+  )
+  out = {}
+  for version in folder.versions():
+    if version != live:
+      training = manifest.training_data(folder.manifest(version) or {})
+      out[version] = training.get(manifest.TRAINING_SPAN_DIGESTS_FIELD) or {}
+  return out
 
 
 def _span_digests(examples: types.Artifact) -> dict[str, Any] | None:

@@ -67,6 +67,7 @@ def evaluate(
   thresholds: th.Thresholds,
   accepted: Sequence[str] = (),
   history: Sequence[Mapping[str, Any] | None] = (),
+  earlier: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> rp.GateReport:
   """Compares tonight's training data with the live version's.
 
@@ -113,7 +114,7 @@ def evaluate(
     anomalies.drift, now, ref, thresholds, read, anomalies.failing
   )
   findings += _dataset_findings(tonight, reference, anomalies, thresholds)
-  findings += _repeated_findings(tonight, reference, live_version)
+  findings += _repeated_findings(tonight, reference, live_version, earlier or {})
   if classification:
     findings += _label_findings(tonight, reference, label_key, thresholds)
   findings = sorted((rp.mark(f, accepted) for f in findings), key=rp.order_key)
@@ -306,17 +307,25 @@ def _dataset_findings(
 
 
 def _repeated_findings(
-  tonight: Night, reference: Night, live_version: int | None
+  tonight: Night,
+  reference: Night,
+  live_version: int | None,
+  earlier: Mapping[int, Mapping[str, Any]],
 ) -> list[rp.Finding]:
-  """A span new tonight whose rows are those of a span the live version was trained on: a feed
-  that delivers old data again (an export that did not run, a copy of yesterday's file) under
-  a new span. Training on it pushes a model of old data as if it were new."""
+  """A span new tonight whose rows are those of a span the live version, or an earlier version
+  still kept (`earlier`: version -> its span digests), was trained on: a feed that delivers old
+  data again (an export that did not run, a copy of last month's file) under a new span.
+  Training on it pushes a model of old data as if it were new."""
   now, ref = tonight.span_digests or {}, reference.span_digests or {}
-  seen = {(d.get("rows"), d.get("digest")): span for span, d in ref.items()}
   live = f"live version {live_version}" if live_version is not None else "the live version"
+  seen = {}
+  for version, digests in sorted(earlier.items()):
+    for span, d in (digests or {}).items():
+      seen[(d.get("rows"), d.get("digest"))] = (span, f"version {version}")
+  seen.update({(d.get("rows"), d.get("digest")): (span, live) for span, d in ref.items()})
   out = []
   for span, d in sorted(now.items(), key=lambda item: int(item[0])):
-    same = seen.get((d.get("rows"), d.get("digest")))
+    same, which = seen.get((d.get("rows"), d.get("digest")), (None, live))
     if span in ref or same is None or not d.get("rows"):
       continue
     out.append(
@@ -324,7 +333,7 @@ def _repeated_findings(
         th.REPEATED_DATA,
         REPEATED,
         rp.STOP,
-        f"span {span} holds the same {d['rows']:,} rows as span {same}, which {live} was "
+        f"span {span} holds the same {d['rows']:,} rows as span {same}, which {which} was "
         "trained on (the same lines, in any order): the source may be delivering old data "
         "again",
       )

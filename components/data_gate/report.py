@@ -197,7 +197,7 @@ def stop_message(report: GateReport, how_to_accept: str) -> str:
   more = f"; and {len(stops) - 6} more" if len(stops) > 6 else ""
   names = sorted({f.column for f in stops})
   if names == [th.REPEATED_DATA]:
-    what, change = f"repeats data {live} was trained on", "repeat"
+    what, change = "repeats data a version was trained on", "repeat"
   else:
     what, change = f"differs from what {live} was trained on", "change"
   return (

@@ -186,6 +186,12 @@ def test_a_span_holding_the_rows_the_live_version_was_trained_on_stops_the_night
   assert gate_lib.evaluate(as_span(taxi["repeated"], 2), live, **options).passed
   other = gate_lib.evaluate(as_span(taxi["reference"], 3), live, **options)
   assert gate_lib.REPEATED not in {f.check for f in other.findings}
+  # Rows an earlier version still kept was trained on: span 1 delivered again as span 4 (the
+  # live version 2 was trained on span 2, so the repeat went unnoticed and was pushed).
+  earlier = {1: as_span(taxi["reference"], 1).span_digests}
+  older = gate_lib.evaluate(as_span(taxi["reference"], 4), live, **options, earlier=earlier)
+  [repeat] = [f for f in older.stopping if f.check == gate_lib.REPEATED]
+  assert repeat.text.startswith("span 4 holds the same 7,501 rows as span 1, which version 1 was")
 
 
 def test_the_report_round_trips_through_json(taxi):

@@ -149,7 +149,7 @@ def test_a_span_that_repeats_the_live_versions_rows_stops_its_night(nights):
   assert proc.returncode == 1
   line = _one_error_line(proc)
   rows = len(nights.second)
-  assert "tonight's data repeats data live version 2 was trained on: span 3 holds" in line
+  assert "tonight's data repeats data a version was trained on: span 3 holds" in line
   assert f"span 3 holds the same {rows:,} rows as span 2, which live version 2 was" in line
   assert "--accept-changes :repeated_data" in line
   assert states(summary)["DataGate"] == "failed" and "DistributedTrainer" not in states(summary)
