@@ -375,6 +375,24 @@ def check_flag_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, st
       )
 
 
+def check_inputs_left(path: str, delimiter: str, label_key: str, excluded: Sequence[str]) -> None:
+  """Refuses a header with no column but the label (and those --exclude-columns leaves out):
+  the run failed in the trainer, after the ExampleGen and the statistics had run.
+
+  Raises:
+    CheckError: naming the columns there are.
+  """
+  from components.example_gen import csv_read
+
+  header = csv_read.read_header(path, delimiter)
+  if label_key in header and not set(header) - {label_key, *excluded}:
+    raise CheckError(
+      f"{path} holds no column but the label {label_key!r}"
+      + (f" and the excluded {', '.join(map(repr, excluded))}" if excluded else "")
+      + "; a model needs at least one input column: add the columns it should learn from."
+    )
+
+
 def check_grouped_eval_size(
   files: Sequence[str],
   column: str,

@@ -315,6 +315,7 @@ def _decide_from_data(
     if args.split_column:
       wanted.append(("--split-column", args.split_column))
     data_checks.check_flag_columns(files[0], args.delimiter, wanted)
+    data_checks.check_inputs_left(files[0], args.delimiter, args.label_key, args.exclude_columns)
     if default_model and not args.transform_module:  # It reads the columns by their names.
       skip = [args.label_key, *args.exclude_columns]
       data_checks.check_model_names(files[0], args.delimiter, skip)

@@ -52,6 +52,9 @@ def data(tmp_path):
     f"{i}.5,1.7,2.4,15,127,2.8,3.1,.28,2.3,5.6,1.0,3.9,1065,{i % 3}\n" for i in range(99)
   )
   (counts / "w.csv").write_text("178,13,class_0,class_1,class_2\n" + rows)
+  alone = tmp_path / "alone"  # The label and nothing to learn it from.
+  alone.mkdir()
+  (alone / "a.csv").write_text("label\n" + "".join(f"{i % 2}\n" for i in range(300)))
   clash = tmp_path / "clash"  # Two headers the default model would feed as one input.
   clash.mkdir()
   (clash / "c.csv").write_text(
@@ -71,6 +74,10 @@ def data(tmp_path):
     (("--min-accuracy", "2"), "--min-accuracy must be between 0 and 1, got 2."),
     (("--max-bad-row-fraction", "5"), "--max-bad-row-fraction must be between 0 and 1, got 5."),
     (("--stale-after", "2 days"), "--stale-after '2 days' is not a duration; pass e.g. 6h"),
+    (
+      ("--data-root", "{tmp}/alone"),
+      "holds no column but the label 'label'; a model needs at least one input column",
+    ),
     (("--model-name", "../../evil"), "Invalid model name '../../evil'"),
     (("--output-dir", "{tmp}/o\n* * * * * touch PWNED #"), "contains control characters (\\n)"),
     (("--module-file", "{tmp}/nope.py"), "module file {tmp}/nope.py does not exist"),
