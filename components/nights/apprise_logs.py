@@ -13,10 +13,13 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
+import re
 from collections.abc import Iterator
 
 # How requests words a read timeout, which apprise's plugins log as their socket exception.
 _READ_TIMED_OUT = "Read timed out"
+# How apprise's HTTP plugins end a failed delivery's warning: "...error=404."
+_HTTP_STATUS = re.compile(r"error=(\d{3})\b")
 
 
 @dataclasses.dataclass
@@ -29,6 +32,8 @@ class Capture:
   messages: list[str] = dataclasses.field(default_factory=list)
   # Set when a request went out and its answer timed out (apprise logs that at DEBUG).
   unanswered: bool = False
+  # The HTTP status a failed delivery was answered with (0: none logged).
+  status: int = 0
   # The apprise logger's own level: records below it are read here, then dropped.
   shown_level: int = logging.WARNING
 
@@ -60,6 +65,8 @@ class _AppriseLogGuard(logging.Filter):
       return False
     if record.levelno >= logging.WARNING:
       capture.messages.append(message)
+      answered = _HTTP_STATUS.search(message)
+      capture.status = int(answered.group(1)) if answered else capture.status
       return False
     record.msg, record.args = message, None
     return True

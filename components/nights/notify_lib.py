@@ -44,6 +44,8 @@ _SECRET_PARAM = re.compile(r"auth|token|key|secret|pass|cookie|signature", re.IG
 # `url(privacy=True)` does not show is a secret.
 _URL_SEPARATORS = re.compile(r"[/:@?&=,]+")
 _MAX_ERROR_CHARS = 400
+# Client errors that are worth another try: a timeout on the server's side, and rate limiting.
+_TRANSIENT_STATUSES = (408, 425, 429)
 
 _FORMS = (
   "json://HOST:PORT/PATH (a generic JSON webhook), mmost://HOST/TOKEN (a Slack-compatible "
@@ -300,6 +302,9 @@ def _deliver(
     if capture.unanswered:
       reason = f"sent, and not answered within {timeout_s:g} s"
       return _failed(label, attempt, f"{reason}; not sent again, so that it cannot arrive twice")
+    if 400 <= capture.status < 500 and capture.status not in _TRANSIENT_STATUSES:
+      # The endpoint refused the request itself (a wrong URL or token): another try cannot help.
+      return _failed(label, attempt, f"{error} (refused, so not tried again)")
     if attempt < attempts:
       logger.warning(
         "Notice to %s failed (try %d of %d, trying again): %s", label, attempt, attempts, error
@@ -317,7 +322,7 @@ def _attempt(
 ) -> str:
   """One try; returns "" when delivered, else the masked reason in one line."""
   capture.messages.clear()
-  capture.unanswered = False
+  capture.unanswered, capture.status = False, 0
   with guard(capture):
     try:
       result = notifier.notify(

@@ -286,6 +286,20 @@ def test_a_webhook_slower_than_the_timeout_is_sent_once(caplog):
   assert "trying again" not in caplog.text
 
 
+@pytest.mark.parametrize(("status", "tries"), [(404, 1), (403, 1), (429, 3), (500, 3)])
+def test_a_request_the_endpoint_refuses_is_not_tried_again(status, tries):
+  # A wrong webhook path or a revoked token answers 4xx every time; rate limiting and server
+  # errors may pass.
+  with notify_servers.http_server(status=status) as server:
+    [target] = notify_lib.parse_targets([f"json://127.0.0.1:{server.server_address[1]}/night"])
+    [delivery] = notify_lib.send(
+      [target], "Night failed", "the body", failed=True, attempts=3, backoff_s=0, timeout_s=2
+    )
+  assert (delivery.ok, delivery.attempts, len(server.requests)) == (False, tries, tries)
+  assert delivery.error.endswith("(refused, so not tried again)") == (tries == 1), delivery.error
+  assert f"error={status}" in delivery.error
+
+
 def test_dead_endpoint_fails_after_every_try_without_raising(dead_port, caplog):
   [target] = notify_lib.parse_targets([f"json://127.0.0.1:{dead_port}/night"])
 

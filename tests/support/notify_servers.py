@@ -25,7 +25,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     self.server.requests.append(
       {"path": self.path, "headers": dict(self.headers), "json": json.loads(data or b"null")}
     )
-    self.send_response(200)
+    self.send_response(self.server.status)
     self.send_header("Content-Length", "0")
     self.end_headers()
 
@@ -34,15 +34,17 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def http_server(delay_s: float = 0.0):
+def http_server(delay_s: float = 0.0, status: int = 200):
   """A webhook on a free loopback port; its `requests` list holds what was posted.
 
   Args:
     delay_s: how long it takes over each request before keeping it and answering.
+    status: the HTTP status it answers with.
   """
   server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
   server.requests = []
   server.delay_s = delay_s
+  server.status = status
   thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
   thread.start()
   try:
