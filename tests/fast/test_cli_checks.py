@@ -540,10 +540,10 @@ def test_repeated_hparams_flags_add_up_and_a_later_value_wins(tmp_path):
 
 
 def test_config_from_args_resolves_task_floor_and_flags(tmp_path):
-  rows = [f"{i},{i % 7},{'yes' if i % 3 == 0 else 'no'}" for i in range(300)]
+  rows = [f"{i},{i % 7},{i % 5},{'yes' if i % 3 == 0 else 'no'}" for i in range(300)]
   data = tmp_path / "data"
   data.mkdir()
-  (data / "d.csv").write_text("id,x,target\n" + "".join(f"{r}\n" for r in rows))
+  (data / "d.csv").write_text("id,x,z,target\n" + "".join(f"{r}\n" for r in rows))
   args = _args(
     tmp_path,
     "--data-root",
