@@ -39,14 +39,14 @@ def live_model_key(
   runs, finds the candidate already live and pushes nothing. New data changes LiveModel's input
   and makes it run regardless.
 
-  Returns:
-    A JSON string naming the pipeline and the live version's `live_key`.
-
   Args:
     serving_dir, model_name: the serving folder and model.
     pipeline_name: the pipeline's name.
     verify: check the live version's files first (`live.check_intact`); a runner that checked
       them before the run passes False.
+
+  Returns:
+    A JSON string naming the pipeline and the live version's `live_key`.
 
   Raises:
     PusherError: the live version's files do not match its manifest.

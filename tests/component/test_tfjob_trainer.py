@@ -110,20 +110,26 @@ def test_parameter_server_job_survives_a_worker_killed_mid_training(tmp_path, di
     "ps": 1,
     "worker": 2,
   }
-  # Which containers exited, and with what, says where a restart beyond the kill came from
-  # (one whole-suite run on 2 busy cores saw 2; the test alone passes).
+  # Which containers exited, and with what, says where a restart beyond the kill came from.
+  # Two whole-suite runs on 2 busy cores saw TensorFlow's coordinator abort the chief (SIGABRT,
+  # exit 134) as the worker died under it: OnFailure restarted it too, it resumed from its
+  # backup, and the job still ended trained. The test alone has always seen the chief carry on.
   exited = [d for _, k, d in fake.events if k == "container-exited"]
-  assert props[properties.RESTARTS_PROPERTY].int_value == 1, exited
+  aborted = exited.count(f"{tfjob_manifest.job_name(model.uri)}-chief-0:134")
+  assert aborted <= 1, exited
+  assert props[properties.RESTARTS_PROPERTY].int_value == 1 + aborted, exited
   assert props[properties.EVAL_ACCURACY_PROPERTY].double_value >= 0.85
   # OnFailure: the same pod restarted its container (killed: exit code 128 + 9), and the
-  # chief, not restarted, carried on to the end.
-  assert f"{worker_1}:137" in [d for _, k, d in fake.events if k == "container-exited"]
+  # chief carried on to the end (restarted only where it was aborted, resuming its epochs).
+  assert f"{worker_1}:137" in exited
   assert len(fake.times("container-started", worker_1)) == 2
   assert [p["metadata"]["name"] for p in fake.pod_history].count(worker_1) == 1
   chief_starts = [
     e for e in trainer_progress.read_progress(run_dir, "chief", 0) if e["event"] == "epoch_begin"
   ]
-  assert len(chief_starts) == 5 and {e["attempt"] for e in chief_starts} == {0}
+  assert {e["attempt"] for e in chief_starts} == set(range(1 + aborted)), chief_starts
+  assert {e["epoch"] for e in chief_starts} == set(range(5)), chief_starts
+  assert aborted or len(chief_starts) == 5
   assert not fake.jobs and not fake.pods
 
 
