@@ -24,13 +24,13 @@ from components import storage  # noqa: E402
 from core.errors import UserInputError  # noqa: E402
 from pipeline.cli import (  # noqa: E402
   checks,
-  data_checks,
   flags,
   night_job,
   progress,
   reporting,
   resolve,
   scratch,
+  span_checks,
 )
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
@@ -332,10 +332,18 @@ def _begin_night(config, night: str, stale_after_s: float = 0.0) -> None:
   try:
     for record in nights_lib.begin_night(config.serving_dir, config.model_name, night, owner):
       logging.warning("Night %s: %s.", record["night"], record["line"])
-    notes = data_checks.empty_span_notes(config.data_root, config.input_pattern)
+    notes = span_checks.empty_span_notes(config.data_root, config.input_pattern)
+    unread = span_checks.unread_span_note(
+      config.data_root,
+      config.input_pattern,
+      config.serving_dir,
+      config.model_name,
+      config.rolling_spans,
+    )
+    notes += [unread] if unread else []
     if stale_after_s:
       now = datetime.datetime.now(datetime.timezone.utc)
-      stale = data_checks.stale_note(
+      stale = span_checks.stale_note(
         config.data_root,
         config.input_pattern,
         config.serving_dir,

@@ -11,7 +11,7 @@ from typing import Any
 from components import storage
 from components.distributed_trainer import trainer_api
 from core import defaults, floors, properties, splits, tasks
-from pipeline.cli import acceptance, checks, data_checks
+from pipeline.cli import acceptance, checks, data_checks, span_checks
 from pipeline.definition.config import PipelineConfig
 
 _DEFAULTS = PipelineConfig()
@@ -306,7 +306,7 @@ def _decide_from_data(
     local_paths and storage.is_remote(data_root) and args.task == tasks.AUTO
   )
   if readable:
-    files = data_checks.input_files(data_root, pattern)
+    files = span_checks.input_files(data_root, pattern)
     if not files:
       raise checks.CheckError(
         f"no file under {data_root} matches {pattern!r}; check --data-root and --input-pattern."

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from core import defaults, errors
-from pipeline.cli import checks, data_checks, flags, resolve
+from pipeline.cli import checks, data_checks, flags, resolve, span_checks
 
 MODULE = textwrap.dedent(
   """
@@ -232,19 +232,19 @@ def test_span_folders_newer_than_the_newest_read_are_noted_and_leading_zeros_ref
   (tmp_path / "span-3").mkdir()
   (tmp_path / "span-3" / "data.csv.part").write_text("x\n")
   (tmp_path / "span-4").mkdir()
-  assert data_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
+  assert span_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
     "span-3/ holds no *.csv file (it holds data.csv.part); the newest span read is 2",
     "span-4/ holds no *.csv file (it is empty); the newest span read is 2",
   ]
-  assert data_checks.empty_span_notes(str(tmp_path), "*.csv") == []
+  assert span_checks.empty_span_notes(str(tmp_path), "*.csv") == []
   (tmp_path / "span-3" / "data.csv.part").rename(tmp_path / "span-3" / "data.csv")
-  assert data_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
+  assert span_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
     "span-4/ holds no *.csv file (it is empty); the newest span read is 3"
   ]
   (tmp_path / "span-05").mkdir()
   (tmp_path / "span-05" / "data.csv").write_text("x\n1\n")
   with pytest.raises(checks.CheckError) as raised:
-    data_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv")
+    span_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv")
   assert str(raised.value) == (
     f"the newest span under {tmp_path} is written with leading zeros (05), and TFX's ExampleGen "
     "reads {SPAN} as 5, so it would find no file; rename the span folders without leading "
@@ -255,7 +255,7 @@ def test_span_folders_newer_than_the_newest_read_are_noted_and_leading_zeros_ref
   for span in ("01", "02"):
     (padded / f"span-{span}").mkdir(parents=True)
     (padded / f"span-{span}" / "data.csv").write_text("x\n1\n")
-  assert data_checks.input_files(str(padded), "span-{SPAN:2}/*.csv") == [
+  assert span_checks.input_files(str(padded), "span-{SPAN:2}/*.csv") == [
     str(padded / "span-02" / "data.csv")
   ]
 
@@ -280,7 +280,7 @@ def test_data_older_than_stale_after_is_noted_by_when_its_span_was_first_read(tm
   )
 
   def note(pattern, after_s):
-    return data_checks.stale_note(data, pattern, serving, "m", after_s, now)
+    return span_checks.stale_note(data, pattern, serving, "m", after_s, now)
 
   assert note("span-{SPAN}/*.csv", 2 * 86400) == (
     "no new data for 3.0 days: span 2 was first read 2026-12-02 02:00 UTC"
@@ -297,19 +297,44 @@ def test_data_older_than_stale_after_is_noted_by_when_its_span_was_first_read(tm
   )
 
 
+def test_spans_with_files_that_no_night_read_are_named(tmp_path):
+  """Span 3 delivered after span 4 was trained: its night said "no new data", and nothing ever
+  named span 3."""
+  from components.serving import nights
+
+  serving = str(tmp_path / "serving")
+  for span in (1, 2, 3, 4):
+    (tmp_path / "data" / f"span-{span}").mkdir(parents=True)
+    (tmp_path / "data" / f"span-{span}" / "data.csv").write_text("x\n1\n")
+  data = str(tmp_path / "data")
+
+  def note(rolling=1):
+    return span_checks.unread_span_note(data, "span-{SPAN}/*.csv", serving, "m", rolling)
+
+  assert note() == ""  # No night yet: older spans are history, not a gap.
+  for spans in ([1], [2], [4]):
+    nights.append_record(serving, "m", {"night": str(spans), "spans": spans})
+  assert note() == (
+    "span 3 has files that no night read: a night reads the newest 1 span(s) (--rolling-spans), "
+    "so a span that came after a newer one, or with it, is never trained; pass --rolling-spans "
+    "to read more"
+  )
+  assert note(rolling=2) == ""  # Tonight reads spans 3 and 4.
+
+
 def test_input_files_are_the_newest_span_and_version_the_example_gen_reads(tmp_path):
   for name in ["span-9/v7/a.csv", "span-10/v1/a.csv", "span-10/v2/a.csv", "span-10/v2/b.csv"]:
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text("x\n1\n")
-  assert data_checks.input_files(str(tmp_path), "span-{SPAN}/v{VERSION}/*.csv") == [
+  assert span_checks.input_files(str(tmp_path), "span-{SPAN}/v{VERSION}/*.csv") == [
     str(tmp_path / "span-10" / "v2" / "a.csv"),
     str(tmp_path / "span-10" / "v2" / "b.csv"),
   ]
-  assert data_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv") == []
+  assert span_checks.input_files(str(tmp_path), "span-{SPAN}/*.csv") == []
   (tmp_path / "span-old" / "v1").mkdir(parents=True)
   (tmp_path / "span-old" / "v1" / "a.csv").write_text("x\n1\n")
   with pytest.raises(checks.CheckError) as raised:
-    data_checks.input_files(str(tmp_path), "span-{SPAN}/*/*.csv")
+    span_checks.input_files(str(tmp_path), "span-{SPAN}/*/*.csv")
   assert str(raised.value).startswith(
     f"cannot resolve the span of 'span-{{SPAN}}/*/*.csv' under {tmp_path} (Cannot find span "
     "number from "
