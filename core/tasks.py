@@ -7,7 +7,7 @@ built, and by the default trainer module, which checks the same rule on the data
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from core import column_types, defaults
 from core.errors import UserInputError
@@ -181,15 +181,20 @@ def _over_the_class_cap(
   )
 
 
+def _first_spellings_of_one(distinct: Sequence, same: Callable[[str], str]) -> list[str] | None:
+  """The first group of text values that `same` maps to one value (sorted), or None."""
+  spellings: dict[str, list[str]] = {}
+  for value in distinct:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    spellings.setdefault(same(text), []).append(text)
+  return next((sorted(s) for s in spellings.values() if len(s) > 1), None)
+
+
 def _refuse_values_apart_by_spaces(label_key: str, distinct: Sequence) -> None:
   """A text label whose values differ only in the spaces around them (" yes", "yes ", from
   padded exports such as SQL CHAR columns) would train as that many classes, and the model
   would learn to tell the padding apart: that is refused, naming the values."""
-  spellings: dict[str, list[str]] = {}
-  for value in distinct:
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    spellings.setdefault(text.strip(), []).append(text)
-  apart = next((sorted(s) for s in spellings.values() if len(s) > 1), None)
+  apart = _first_spellings_of_one(distinct, str.strip)
   if apart:
     raise LabelError(
       f"label column {label_key!r} has values that differ only in the spaces around them "
@@ -203,11 +208,7 @@ def _refuse_values_apart_by_case(label_key: str, distinct: Sequence) -> None:
   sources, or hand-typed cells) is refused, naming the values: as classes they split one class
   in two (AER's CreditCard with a third of its yes written Yes trained 3 classes, accuracy 0.73
   against 0.96). --task multiclass keeps them apart where case is meaningful ("K", "k")."""
-  spellings: dict[str, list[str]] = {}
-  for value in distinct:
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    spellings.setdefault(text.casefold(), []).append(text)
-  apart = next((sorted(s) for s in spellings.values() if len(s) > 1), None)
+  apart = _first_spellings_of_one(distinct, str.casefold)
   if apart:
     raise LabelError(
       f"label column {label_key!r} has values that differ only in case "
