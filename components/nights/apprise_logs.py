@@ -20,6 +20,9 @@ from collections.abc import Iterator
 _READ_TIMED_OUT = "Read timed out"
 # How apprise's HTTP plugins end a failed delivery's warning: "...error=404."
 _HTTP_STATUS = re.compile(r"error=(\d{3})\b")
+# How apprise's mail plugin logs (at DEBUG) the smtplib exception of a refused mail: "Socket
+# Exception: (554, b'5.7.1 message refused')", or a dict of such replies by recipient.
+_SMTP_REPLY = re.compile(r"^Socket Exception: .*?\((\d{3}), b(['\"])(.*?)\2\)")
 
 
 @dataclasses.dataclass
@@ -34,6 +37,8 @@ class Capture:
   unanswered: bool = False
   # The HTTP status a failed delivery was answered with (0: none logged).
   status: int = 0
+  # The mail server's reply to a refused mail, code first ("" where none was logged).
+  smtp_reply: str = ""
   # The apprise logger's own level: records below it are read here, then dropped.
   shown_level: int = logging.WARNING
 
@@ -61,6 +66,9 @@ class _AppriseLogGuard(logging.Filter):
       return False
     message = capture.redact(record.getMessage())
     capture.unanswered = capture.unanswered or _READ_TIMED_OUT in message
+    reply = _SMTP_REPLY.search(message)
+    if reply:
+      capture.smtp_reply = f"{reply.group(1)} {reply.group(3)}".strip()
     if record.levelno < capture.shown_level:
       return False
     if record.levelno >= logging.WARNING:

@@ -302,8 +302,9 @@ def _deliver(
     if capture.unanswered:
       reason = f"sent, and not answered within {timeout_s:g} s"
       return _failed(label, attempt, f"{reason}; not sent again, so that it cannot arrive twice")
-    if 400 <= capture.status < 500 and capture.status not in _TRANSIENT_STATUSES:
-      # The endpoint refused the request itself (a wrong URL or token): another try cannot help.
+    if _refused_for_good(capture):
+      # The endpoint refused the request itself (a wrong URL, token, login or address): another
+      # try cannot help.
       return _failed(label, attempt, f"{error} (refused, so not tried again)")
     if attempt < attempts:
       logger.warning(
@@ -322,7 +323,7 @@ def _attempt(
 ) -> str:
   """One try; returns "" when delivered, else the masked reason in one line."""
   capture.messages.clear()
-  capture.unanswered, capture.status = False, 0
+  capture.unanswered, capture.status, capture.smtp_reply = False, 0, ""
   with guard(capture):
     try:
       result = notifier.notify(
@@ -337,7 +338,17 @@ def _attempt(
   if result.status == apprise.AppriseResultStatus.TIMEOUT:
     return f"no answer within {limit_s:g} s"
   reasons = "; ".join(dict.fromkeys(capture.messages))
+  if capture.smtp_reply:
+    reasons = f"{reasons.rstrip('.')}: the mail server answered {capture.smtp_reply}"
   return _one_line(reasons or f"apprise reported {result.status.name}")
+
+
+def _refused_for_good(capture: Capture) -> bool:
+  """A 4xx HTTP answer other than the transient ones, or a mail server's 5xx reply (SMTP's
+  permanent failures; its 4xx replies are transient by RFC 5321)."""
+  if 400 <= capture.status < 500 and capture.status not in _TRANSIENT_STATUSES:
+    return True
+  return capture.smtp_reply.startswith("5")
 
 
 def _failed(label: str, attempts: int, error: str) -> Delivery:

@@ -300,6 +300,31 @@ def test_a_request_the_endpoint_refuses_is_not_tried_again(status, tries):
   assert f"error={status}" in delivery.error
 
 
+@pytest.mark.parametrize(
+  ("where", "reply", "tries"),
+  [
+    ("data", "554 5.7.1 message refused", 1),
+    ("rcpt", "550 5.1.1 mailbox unavailable", 1),
+    ("data", "451 4.3.0 try again later", 3),
+  ],
+)
+def test_a_mail_the_server_refuses_for_good_is_not_tried_again(where, reply, tries, tmp_path):
+  # SMTP's 5xx replies are permanent (a wrong address, a policy refusal); its 4xx ones are
+  # transient. Before, each try was retried, and the error did not say what the server answered.
+  with notify_servers.smtp_server(**{f"{where}_reply": reply}) as (controller, mailbox):
+    url_file = tmp_path / "notify.url"
+    url_file.write_text(_mail_url(controller.port))
+    url_file.chmod(0o600)
+    [target] = notify_lib.parse_targets([f"file:{url_file}"])
+    [delivery] = notify_lib.send(
+      [target], "Night failed", "the body", failed=True, attempts=3, backoff_s=0, timeout_s=2
+    )
+  assert (delivery.ok, delivery.attempts, mailbox.refused) == (False, tries, tries)
+  assert f"the mail server answered {reply}" in delivery.error, delivery.error
+  assert delivery.error.endswith("(refused, so not tried again)") == (tries == 1), delivery.error
+  _assert_one_line_without(delivery.error, notify_servers.SMTP_PASSWORD)
+
+
 def test_dead_endpoint_fails_after_every_try_without_raising(dead_port, caplog):
   [target] = notify_lib.parse_targets([f"json://127.0.0.1:{dead_port}/night"])
 

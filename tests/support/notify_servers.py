@@ -56,12 +56,26 @@ def http_server(delay_s: float = 0.0, status: int = 200):
 
 
 class Mailbox:
-  """An aiosmtpd handler that keeps each message and whether its session logged in."""
+  """An aiosmtpd handler that keeps each message and whether its session logged in; given a
+  `data_reply` or `rcpt_reply` (e.g. "550 5.1.1 mailbox unavailable"), it refuses with it instead
+  and counts the refused tries."""
 
-  def __init__(self):
+  def __init__(self, data_reply: str = "", rcpt_reply: str = ""):
     self.messages = []
+    self.data_reply, self.rcpt_reply = data_reply, rcpt_reply
+    self.refused = 0
+
+  async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+    if self.rcpt_reply:
+      self.refused += 1
+      return self.rcpt_reply
+    envelope.rcpt_tos.append(address)
+    return "250 OK"
 
   async def handle_DATA(self, server, session, envelope):
+    if self.data_reply:
+      self.refused += 1
+      return self.data_reply
     self.messages.append(
       {
         "message": email.message_from_bytes(envelope.content, policy=email.policy.default),
@@ -89,12 +103,13 @@ class _LoopbackController(Controller):
 
 
 @contextlib.contextmanager
-def smtp_server():
+def smtp_server(data_reply: str = "", rcpt_reply: str = ""):
   """A mail server on a free loopback port that takes SMTP_USER/SMTP_PASSWORD without TLS.
 
-  Yields (controller, mailbox): `controller.port` is the port, `mailbox.messages` the mails.
+  Yields (controller, mailbox): `controller.port` is the port, `mailbox.messages` the mails;
+  `data_reply` and `rcpt_reply` make it refuse each mail (see `Mailbox`).
   """
-  mailbox = Mailbox()
+  mailbox = Mailbox(data_reply, rcpt_reply)
   controller = _LoopbackController(
     mailbox,
     hostname="127.0.0.1",
