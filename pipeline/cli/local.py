@@ -29,6 +29,7 @@ from pipeline.cli import (  # noqa: E402
   progress,
   reporting,
   resolve,
+  run_signals,
   scratch,
   span_checks,
 )
@@ -243,6 +244,8 @@ class _Started:
   night: str
   night_started: str
   cleanup: Any
+  # Whether this run named its night (no nightly job above it, which records a night it stops).
+  own_night: bool = True
 
 
 def _run(args, config, out: pathlib.Path) -> int:
@@ -265,6 +268,9 @@ def _run(args, config, out: pathlib.Path) -> int:
   if failure is not None and error is None:
     # A bug of ours: its traceback goes to the terminal as well as the log.
     raise failure
+  if isinstance(failure, run_signals.STOPS):
+    print(f"error: {error}", file=sys.stderr)
+    return 128 + run_signals.signal_of(failure)
   if failure is not None:
     reporting.print_user_traceback(failure)
   if error:
@@ -310,6 +316,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   names += [c.id for c in pipeline.components if c.id not in names]
   started_ms = int(time.time() * 1000) - 1
   # The nightly job names the night (it records it if the run times out); else a new one.
+  own_night = not os.environ.get(nights_lib.NIGHT_ID_ENV)
   night = os.environ.get(nights_lib.NIGHT_ID_ENV) or nights_lib.new_night_id()
   night_started = layout.utc_now()
   os.environ[nights_lib.NIGHT_ID_ENV] = night
@@ -319,7 +326,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
     names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
   )
   return _Started(
-    store, pipeline, table, started_ms, time.monotonic(), night, night_started, cleanup
+    store, pipeline, table, started_ms, time.monotonic(), night, night_started, cleanup, own_night
   )
 
 
@@ -369,7 +376,11 @@ def _execute(run: _Started, config, out: pathlib.Path) -> tuple[BaseException | 
 
   memory.freeze_imports(RUN_IMPORTS)
   try:
-    LocalDagRunner().run_with_ir(local_ir(run.pipeline))
+    with run_signals.stop_on_signals(run.own_night):
+      LocalDagRunner().run_with_ir(local_ir(run.pipeline))
+  except run_signals.STOPS as e:
+    run.table.mark_failed()
+    return e, run_signals.describe(e)
   except Exception as e:
     run.table.mark_failed()
     failure: BaseException = e
@@ -404,6 +415,7 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
       nights_lib.use_carried_gate(config.serving_dir, config.model_name, run.night)
     except Exception as e:  # Recording is not the run: the record then shows no gate.
       logging.getLogger(__name__).warning("The gate's facts were not carried over: %s", e)
+  stopped = isinstance(failure, run_signals.STOPS)
   record, notices = nights_lib.end_night(
     config.serving_dir,
     config.model_name,
@@ -412,14 +424,15 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
     error=summary.get("error") or "",
     started=run.night_started,
     seconds=summary["seconds"],
+    outcome=nights_lib.INTERRUPTED if stopped else None,
     notify=config.notify,
     every_night=config.notify_every_night,
     heartbeat=config.heartbeat,
   )
   os.environ.pop(nights_lib.NIGHT_ID_ENV, None)
   os.environ.pop(nights_lib.NIGHT_OWNER_ENV, None)
-  if record["outcome"] == nights_lib.STOPPED:
-    summary["status"] = "stopped"
+  if record["outcome"] in (nights_lib.STOPPED, nights_lib.INTERRUPTED):
+    summary["status"] = record["outcome"]
   summary["night"] = record
   summary["notifications"] = notices
   return summary
