@@ -380,6 +380,22 @@ def check_target(target: str, config: PipelineConfig) -> None:
     )
 
 
+def check_output_name(output: str) -> None:
+  """TFX's compiler writes a PipelineJob named *.yaml or *.yml as YAML, and a PipelineJob is not
+  the package KFP uploads: run_kubeflow.py writes it as JSON, and the package beside it.
+
+  Raises:
+    checks.CheckError: for a *.yaml or *.yml name.
+  """
+  stem, extension = os.path.splitext(output)
+  if extension.lower() in (".yaml", ".yml"):
+    raise checks.CheckError(
+      f"--output {output}: run_kubeflow.py writes the PipelineJob as JSON; pass a name ending "
+      f"in .json, e.g. {stem}.json (with --target kfp, the package to upload is written beside "
+      f"it as {stem}.kfp.yaml)."
+    )
+
+
 def check_kubeflow_args(args: argparse.Namespace) -> None:
   """The checks of run_kubeflow.py's own flags that need no config (run before it is built).
 
@@ -452,6 +468,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   try:
     checks.check_output_file("--output", str(args.output))
+    check_output_name(str(args.output))
     check_kubeflow_args(args)
     config = kubeflow_config(args)
     check_target(args.target, config)

@@ -41,3 +41,20 @@ def test_bad_resource_quantities_are_refused_by_the_parser(tmp_path, capsys):
     run_kubeflow.main(["--output", str(tmp_path / "p.json"), "--worker-resources", "memory=1GB"])
   assert exit_.value.code == 2
   assert "'1GB' is not a Kubernetes quantity" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["p.yaml", "p.YML"])
+def test_an_output_named_yaml_is_refused_before_the_compiler_writes_yaml(tmp_path, capsys, name):
+  # TFX's compiler writes a *.yaml PipelineJob as YAML, which the JSON post-processing then
+  # failed on with a traceback (JSONDecodeError) after compiling.
+  code = run_kubeflow.main(["--output", str(tmp_path / name), "--task", "multiclass"])
+  err = capsys.readouterr().err
+  lines = [line for line in err.splitlines() if line.strip()]
+  assert code == 2 and len(lines) == 1, err
+  stem = tmp_path / "p"
+  assert lines[0] == (
+    f"error: --output {tmp_path / name}: run_kubeflow.py writes the PipelineJob as JSON; pass a "
+    f"name ending in .json, e.g. {stem}.json (with --target kfp, the package to upload is "
+    f"written beside it as {stem}.kfp.yaml)."
+  )
+  assert list(tmp_path.iterdir()) == []
