@@ -61,6 +61,12 @@ class LocalFiles:
   stat = staticmethod(_Stat)
 
   @staticmethod
+  def glob(pattern: str) -> list[str]:
+    import glob
+
+    return glob.glob(pattern)
+
+  @staticmethod
   def makedirs(path: str) -> None:
     os.makedirs(path, exist_ok=True)
 

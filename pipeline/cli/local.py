@@ -13,7 +13,6 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 import argparse  # noqa: E402 (after the warning filters, which must come first)
 import dataclasses  # noqa: E402
-import datetime  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
@@ -31,7 +30,6 @@ from pipeline.cli import (  # noqa: E402
   resolve,
   run_signals,
   scratch,
-  span_checks,
 )
 from pipeline.definition import nodes  # noqa: E402
 from pipeline.definition.config import DEFAULT_OUTPUT_DIR  # noqa: E402
@@ -321,7 +319,7 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   night_started = layout.utc_now()
   os.environ[nights_lib.NIGHT_ID_ENV] = night
   os.environ[nights_lib.NIGHT_OWNER_ENV] = nights_lib.local_owner(str(out))
-  _begin_night(config, night, night_job.parse_duration(args.stale_after) if args.stale_after else 0)
+  _begin_night(config, night)
   table = progress.RunTable(
     names, lambda name: summary_lib.result_line(store, config.pipeline_name, name, started_ms)
   )
@@ -330,35 +328,23 @@ def _start(args, config, out: pathlib.Path) -> _Started:
   )
 
 
-def _begin_night(config, night: str, stale_after_s: float = 0.0) -> None:
+def _begin_night(config, night: str) -> None:
   """Opens the night; this run holds the output folder's lock, so an open night of its own
   left by a killed run is dead and is closed as interrupted now."""
-  from components.nights import nights_lib
+  from components.nights import nights_lib, span_notes
 
   owner = os.environ[nights_lib.NIGHT_OWNER_ENV]
   try:
     for record in nights_lib.begin_night(config.serving_dir, config.model_name, night, owner):
       logging.warning("Night %s: %s.", record["night"], record["line"])
-    notes = span_checks.empty_span_notes(config.data_root, config.input_pattern)
-    unread = span_checks.unread_span_note(
+    notes = span_notes.night_notes(
       config.data_root,
       config.input_pattern,
       config.serving_dir,
       config.model_name,
       config.rolling_spans,
+      config.stale_after_s,
     )
-    notes += [unread] if unread else []
-    if stale_after_s:
-      now = datetime.datetime.now(datetime.timezone.utc)
-      stale = span_checks.stale_note(
-        config.data_root,
-        config.input_pattern,
-        config.serving_dir,
-        config.model_name,
-        stale_after_s,
-        now,
-      )
-      notes += [stale] if stale else []
     if notes:
       logging.warning("Data: %s.", "; ".join(notes))
       facts = {nights_lib.NOTES_FIELD: notes}

@@ -97,7 +97,16 @@ def config_from_args(
     accept_changes=accepted,
     notify=notify,
     heartbeat=_heartbeat(args.heartbeat, local_notify),
+    stale_after_s=_stale_after(args),
   )
+
+
+def _stale_after(args: argparse.Namespace) -> float:
+  """--stale-after in seconds (0 where it is not given)."""
+  from pipeline.cli import night_job
+
+  text = getattr(args, "stale_after", "")
+  return night_job.parse_duration(text, "--stale-after") if text else 0.0
 
 
 def _fields_from_flags(args: argparse.Namespace) -> dict[str, Any]:

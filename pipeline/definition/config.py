@@ -105,6 +105,8 @@ class PipelineConfig:
   notify_every_night: bool = False
   # A dead man's switch pinged at every night's end (a notify_lib target; '' for none).
   heartbeat: str = ""
+  # --stale-after in seconds: a night whose newest data is older is noted (0: never).
+  stale_after_s: float = 0.0
 
   @property
   def model_label_key(self) -> str:

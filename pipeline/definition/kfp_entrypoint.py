@@ -220,9 +220,35 @@ def span_key(parameter_values: Mapping[str, Any]) -> str:
     if s != span:
       path = os.path.join(props["input_base"], pattern)
       fingerprints[str(s)] = io_utils.generate_fingerprint(input_config.splits[0].name, path)
+  _note_spans(parameter_values, props["input_base"], input_config.splits[0].pattern, rolling)
   return json.dumps(
     {"span": span, "version": version, "fingerprints": fingerprints}, sort_keys=True
   )
+
+
+def _note_spans(
+  parameter_values: Mapping[str, Any], input_base: str, pattern: str, rolling: int
+) -> None:
+  """Records tonight's span notes in the night's facts (`kubeflow_night.add_span_notes` gave the
+  task the night and the serving folder), as run_local.py does before its run."""
+  from components.nights import nights_lib, span_notes
+
+  night = str(parameter_values.get(properties.NIGHT_ID_KEY) or "")
+  serving_dir = parameter_values.get(properties.SERVING_DIR_KEY)
+  if not night or "{{" in night or not serving_dir:
+    return
+  model_name = parameter_values[properties.MODEL_NAME_KEY]
+  stale_after_s = float(parameter_values.get(kubeflow_night.STALE_AFTER_PARAMETER) or 0)
+  notes = span_notes.night_notes(
+    input_base, pattern, serving_dir, model_name, rolling, stale_after_s
+  )
+  if notes:
+    print(f"notes: {'; '.join(notes)}")
+    facts = {nights_lib.NOTES_FIELD: notes}
+    try:
+      nights_lib.record_step(serving_dir, model_name, nights_lib.DATA_STEP, facts, night)
+    except Exception as e:  # Recording is not the run: the Pusher reports an unwritable folder.
+      print(f"warning: the notes were not recorded in {serving_dir}: {e}", file=sys.stderr)
 
 
 def live_key(parameter_values: Mapping[str, Any]) -> str:

@@ -111,6 +111,9 @@ def postprocess(
       serving_dir = _pusher_constant(spec, properties.SERVING_DIR_KEY)
       model_name = _pusher_constant(spec, properties.MODEL_NAME_KEY)
     kubeflow_night.add_night_id(spec)
+    kubeflow_night.add_span_notes(
+      spec, serving_dir, model_name, config.stale_after_s if config else 0.0
+    )
     kubeflow_night.add_exit_handler(
       spec,
       serving_dir=serving_dir,

@@ -1,4 +1,5 @@
-"""The Pusher's executor and the rollback runner on an S3 serving folder (moto's server).
+"""The Pusher's executor and the rollback runner on an S3 serving folder (moto's server), and a
+night's span notes listed from S3 data.
 
 The same training pushed again pushes nothing; a new training is the next version; a rollback
 re-publishes the previous version as a new one, all on the object store. The Pusher runs in a
@@ -125,3 +126,52 @@ def test_pushes_again_nothing_then_a_new_version_then_rolls_back_on_s3(s3_server
     client.get_object(Bucket=BUCKET, Key="serving/digits/3/manifest.json")["Body"].read()
   )
   assert restored["republished_from"]["version"] == 1 and restored["event"] == "rollback"
+
+
+# The notes of a night on S3 data (Kubeflow's span resolver lists the data root in the cluster):
+# span-3/ holds only a part file, span 2 was never read, and the newest span is old.
+SPAN_NOTES = """
+import datetime, json, os
+
+from components import tf_compat
+
+tf_compat.register_filesystems([DATA])
+from components.nights import span_notes
+from components.serving import nights
+
+for started, spans in (("2026-12-01T02:00:00Z", [1]), ("2026-12-02T02:00:00Z", [4])):
+  nights.append_record(SERVING, "m", {"night": started, "started": started, "spans": spans})
+now = datetime.datetime(2026, 12, 5, 2, tzinfo=datetime.timezone.utc)
+for pattern in ("span-{SPAN}/*.csv", "span-1/*.csv"):
+  notes = span_notes.night_notes(DATA, pattern, SERVING, "m", 1, 86400, now)
+  print(json.dumps(notes), flush=True)
+os._exit(0)  # tensorflow-io aborts the interpreter in its exit-time destructors.
+"""
+
+
+@pytest.mark.timeout(600)
+def test_span_notes_list_the_spans_of_data_on_s3(s3_server):
+  client, env = s3_server
+  for key in ("span-1/a.csv", "span-2/a.csv", "span-3/a.csv.part", "span-4/a.csv"):
+    client.put_object(Bucket=BUCKET, Key=f"notes/data/{key}", Body=b"x\n1\n")
+  data, serving = f"s3://{BUCKET}/notes/data", f"s3://{BUCKET}/notes/serving"
+  proc = run_python(f"DATA = {data!r}\nSERVING = {serving!r}\n" + SPAN_NOTES, env=env)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  spans, plain = (json.loads(line) for line in proc.stdout.splitlines()[-2:])
+  assert spans == [
+    "span 2 has files that no night read: a night reads the newest 1 span(s) (--rolling-spans), "
+    "so a span that came after a newer one, or with it, is never trained; pass --rolling-spans "
+    "to read more",
+    "no new data for 3.0 days: span 4 was first read 2026-12-02 02:00 UTC",
+  ]
+  # Without spans, the object's modification time: written just now, so fresh.
+  assert plain == []
+  client.delete_object(Bucket=BUCKET, Key="notes/data/span-4/a.csv")
+  client.put_object(Bucket=BUCKET, Key="notes/data/span-4/readme.txt", Body=b"x")
+  proc = run_python(f"DATA = {data!r}\nSERVING = {serving + '2'!r}\n" + SPAN_NOTES, env=env)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  spans = json.loads(proc.stdout.splitlines()[-2])
+  assert spans[:2] == [
+    "span-3/ holds no *.csv file (it holds a.csv.part); the newest span read is 2",
+    "span-4/ holds no *.csv file (it holds readme.txt); the newest span read is 2",
+  ]

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from components.nights import span_notes
 from core import defaults, errors
 from pipeline.cli import checks, data_checks, flags, resolve, span_checks
 
@@ -232,13 +233,13 @@ def test_span_folders_newer_than_the_newest_read_are_noted_and_leading_zeros_ref
   (tmp_path / "span-3").mkdir()
   (tmp_path / "span-3" / "data.csv.part").write_text("x\n")
   (tmp_path / "span-4").mkdir()
-  assert span_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
+  assert span_notes.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
     "span-3/ holds no *.csv file (it holds data.csv.part); the newest span read is 2",
     "span-4/ holds no *.csv file (it is empty); the newest span read is 2",
   ]
-  assert span_checks.empty_span_notes(str(tmp_path), "*.csv") == []
+  assert span_notes.empty_span_notes(str(tmp_path), "*.csv") == []
   (tmp_path / "span-3" / "data.csv.part").rename(tmp_path / "span-3" / "data.csv")
-  assert span_checks.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
+  assert span_notes.empty_span_notes(str(tmp_path), "span-{SPAN}/*.csv") == [
     "span-4/ holds no *.csv file (it is empty); the newest span read is 3"
   ]
   (tmp_path / "span-05").mkdir()
@@ -280,7 +281,7 @@ def test_data_older_than_stale_after_is_noted_by_when_its_span_was_first_read(tm
   )
 
   def note(pattern, after_s):
-    return span_checks.stale_note(data, pattern, serving, "m", after_s, now)
+    return span_notes.stale_note(data, pattern, serving, "m", after_s, now)
 
   assert note("span-{SPAN}/*.csv", 2 * 86400) == (
     "no new data for 3.0 days: span 2 was first read 2026-12-02 02:00 UTC"
@@ -309,7 +310,7 @@ def test_spans_with_files_that_no_night_read_are_named(tmp_path):
   data = str(tmp_path / "data")
 
   def note(rolling=1):
-    return span_checks.unread_span_note(data, "span-{SPAN}/*.csv", serving, "m", rolling)
+    return span_notes.unread_span_note(data, "span-{SPAN}/*.csv", serving, "m", rolling)
 
   assert note() == ""  # No night yet: older spans are history, not a gap.
   for spans in ([1], [2], [4]):

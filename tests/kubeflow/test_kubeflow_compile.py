@@ -300,7 +300,26 @@ def test_both_packages_close_each_night_in_an_exit_handler(kfp_compiled, vertex_
         assert steps[name]["cachingOptions"] == {"enableCache": False}, name
       else:
         assert night is None, name
-    assert json.dumps(steps).count("{{$.pipeline_job_uuid}}") == len(recording) + 1
+    # On KFP the span resolver, the night's first task, notes tonight's spans in its record.
+    resolvers = [n for n in steps if n.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX)]
+    assert len(resolvers) == (target == kubeflow_lib.KFP)
+    for name in resolvers:
+      given = {
+        k: v["runtimeValue"]["constant"]
+        for k, v in steps[name]["inputs"]["parameters"].items()
+        if "runtimeValue" in v
+      }
+      pusher = steps["Pusher"]["inputs"]["parameters"]
+      noted = {k: given[k] for k in ("night_id", "serving_dir", "model_name", "stale_after_s")}
+      assert noted == {
+        "night_id": "{{$.pipeline_job_uuid}}",
+        "serving_dir": pusher["serving_dir"]["runtimeValue"]["constant"],
+        "model_name": pusher["model_name"]["runtimeValue"]["constant"],
+        "stale_after_s": "0",
+      }, given
+    assert json.dumps(steps).count("{{$.pipeline_job_uuid}}") == (
+      len(recording) + 1 + len(resolvers)
+    )
   # On KFP every step, NightEnd too, gets the volume and the secrets; no pod label carries the
   # run's id.
   package = kfp_compiled[0].parent / "pipeline.kfp.yaml"
