@@ -136,10 +136,15 @@ def test_kfp_target_replaces_the_span_driver_by_an_uncached_resolver_task():
   tasks = kubeflow_lib.tasks(spec)
   resolver = "Gen" + kubeflow_lib.SPAN_RESOLVER_SUFFIX
   assert tasks[resolver]["cachingOptions"] == {"enableCache": False}
+  # With a Pusher, the night: the resolver notes tonight's spans in the night's record too.
   assert set(tasks[resolver]["inputs"]["parameters"]) == {
     "input_base",
     "input_config",
     "rolling_spans",
+    "night_id",
+    "serving_dir",
+    "model_name",
+    "stale_after_s",
   }
   assert tasks["Gen"]["inputs"]["parameters"][kubeflow_lib.SPAN_KEY] == {
     "taskOutputParameter": {"producerTask": resolver, "outputParameterKey": kubeflow_lib.SPAN_KEY}
@@ -262,7 +267,9 @@ def test_volumes_become_a_platform_spec_that_kfp_client_reads(tmp_path):
     "secretKey": "accesskey",
     "envVar": "AWS_ACCESS_KEY_ID",
   }
+  # The span resolver records the night's span notes in the serving folder.
   assert set(kubeflow_lib.serving_tasks(doc["pipelineSpec"])) == {
+    "Gen_span",
     "LiveModel",
     "Pusher",
     "LiveModel_key",
@@ -549,6 +556,14 @@ def test_night_id_is_a_parameter_of_the_steps_that_record_the_night_and_no_argum
       # No step's command or arguments carry the run's id ...
       args = kubeflow_lib.executor(spec, name)["container"]["args"]
       assert args == kubeflow_lib.executor(plain, name)["container"]["args"], name
+      if name.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX):
+        # The span resolver (uncached) notes the spans under the night: its output, the
+        # ExampleGen's cache key, is computed as before.
+        got = kubeflow_lib.tasks(spec)[name]["inputs"]["parameters"]
+        assert got[properties.NIGHT_ID_KEY]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
+        added = {properties.NIGHT_ID_KEY, properties.SERVING_DIR_KEY, properties.MODEL_NAME_KEY}
+        assert set(got) - set(task["inputs"]["parameters"]) == {*added, "stale_after_s"}
+        continue
       if name not in kubeflow_night.NIGHT_STEPS:
         # ... and the steps that record nothing keep their parameters, so their cache keys.
         assert kubeflow_lib.tasks(spec)[name] == task, name
@@ -565,7 +580,8 @@ def test_night_id_is_a_parameter_of_the_steps_that_record_the_night_and_no_argum
       del rest["inputs"]["parameters"][properties.NIGHT_ID_KEY]
       assert rest == task, name
     text = json.dumps(kubeflow_lib.tasks(spec))
-    assert text.count("{{$.pipeline_job_uuid}}") == 2  # the Pusher's and NightEnd's night_id
+    # The Pusher's and NightEnd's night_id, and on KFP the span resolver's.
+    assert text.count("{{$.pipeline_job_uuid}}") == 2 + (target == kubeflow_lib.KFP)
     assert "{{$.pipeline_job_uuid}}" not in json.dumps(spec["deploymentSpec"])
 
 
