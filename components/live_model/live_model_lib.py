@@ -22,7 +22,7 @@ def live_key(live: LiveVersion | None) -> str:
 
 
 def live_model_key(
-  serving_dir: str, model_name: str, pipeline_name: str, verify: bool = True
+  serving_dir: str, model_name: str, pipeline_name: str, verify: bool = True, settings: str = ""
 ) -> str:
   """The key a runner caches LiveModel by: what the serving folder serves, read before the run.
 
@@ -34,14 +34,19 @@ def live_model_key(
 
   One refinement keeps the first rerun after a push cached too: the Pusher records the key of
   its run's LiveModel in the manifest (`manifest.LIVE_KEY_FIELD`). When the live version
-  carries a key of this pipeline and is not a rollback, that key is reused: that run evaluated
-  and trained this very model against what was live before it, and the Pusher, which always
-  runs, finds the candidate already live and pushes nothing. New data changes LiveModel's input
-  and makes it run regardless.
+  carries a key of this pipeline with the same settings and is not a rollback, that key is
+  reused: that run evaluated and trained this very model against what was live before it, and
+  the Pusher, which always runs, finds the candidate already live and pushes nothing. New data
+  changes LiveModel's input and makes it run regardless. Other settings (another module, other
+  training steps) make a new model, which must be compared with the live version: the key is
+  then the live version's own, and LiveModel runs. Before the settings were part of the key, such
+  a rerun reused the pushing run's "nothing was live", and a far worse model was blessed without
+  a comparison and pushed over the live one.
 
   Args:
     serving_dir, model_name: the serving folder and model.
     pipeline_name: the pipeline's name.
+    settings: the run's `PipelineConfig.settings_fingerprint()` ('' where unknown).
     verify: check the live version's files first (`live.check_intact`); a runner that checked
       them before the run passes False.
 
@@ -57,8 +62,12 @@ def live_model_key(
   recorded = manifest.recorded_live_key(live.manifest) if live else None
   if recorded is not None:
     try:
-      if json.loads(recorded).get("pipeline") == pipeline_name:
+      fields = json.loads(recorded)
+      if fields.get("pipeline") == pipeline_name and fields.get("settings", "") == settings:
         return recorded
     except (json.JSONDecodeError, AttributeError):
       pass
-  return json.dumps({"pipeline": pipeline_name, "live": live_key(live)}, sort_keys=True)
+  key = {"pipeline": pipeline_name, "live": live_key(live)}
+  if settings:
+    key["settings"] = settings
+  return json.dumps(key, sort_keys=True)

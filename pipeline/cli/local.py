@@ -307,7 +307,11 @@ def _start(args, config, out: pathlib.Path) -> _Started:
       f"--direct_num_workers={args.direct_workers}",
     ]
   live_key = live_model_lib.live_model_key(  # check_args checked the live version's files.
-    config.serving_dir, config.model_name, config.pipeline_name, verify=False
+    config.serving_dir,
+    config.model_name,
+    config.pipeline_name,
+    verify=False,
+    settings=config.settings_fingerprint(),
   )
   pipeline = create_pipeline(config, connection, beam_args, live_key=live_key)
   names = [n for n in nodes.RUN_ORDER if n in {c.id for c in pipeline.components}]

@@ -108,7 +108,35 @@ class PipelineConfig:
   # --stale-after in seconds: a night whose newest data is older is noted (0: never).
   stale_after_s: float = 0.0
 
+  def settings_fingerprint(self) -> str:
+    """A digest of every setting of the run and of the contents of the files it names (module,
+    Transform module, schema): LiveModel's cache key holds it, so that a run whose settings
+    differ from the one that pushed the live version compares its model with that version
+    (`live_model_lib.live_model_key`). A file that cannot be read counts by its path alone."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(
+      json.dumps(dataclasses.asdict(self), sort_keys=True, default=str).encode()
+    )
+    for path in (self.module_file, self.transform_module, self.schema_path):
+      if path:
+        digest.update(_file_digest(path).encode())
+    return digest.hexdigest()[:16]
+
   @property
   def model_label_key(self) -> str:
     """The label key the Evaluator and the Optimizer read (after Transform, if any)."""
     return self.eval_label_key or self.label_key
+
+
+def _file_digest(path: str) -> str:
+  import hashlib
+
+  from components import storage
+
+  try:
+    with storage.files(path).open(path, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
+  except (OSError, ValueError):
+    return f"unread:{path}"

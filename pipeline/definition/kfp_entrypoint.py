@@ -259,6 +259,7 @@ def live_key(parameter_values: Mapping[str, Any]) -> str:
     parameter_values[properties.SERVING_DIR_KEY],
     parameter_values[properties.MODEL_NAME_KEY],
     parameter_values[kubeflow_lib.PIPELINE_NAME_PARAMETER],
+    settings=parameter_values.get(kubeflow_lib.SETTINGS_PARAMETER) or "",
   )
 
 

@@ -58,6 +58,8 @@ PIPELINE_NAME_PARAMETER = "pipeline_name"
 # The live key task: its subcommand, name suffix and output, which LiveModel and Pusher get.
 LIVE_KEY_COMMAND = "live-key"
 LIVE_KEY_SUFFIX = "_key"
+# The live key task's parameter: the compiled run's settings (`live_model_lib.live_model_key`).
+SETTINGS_PARAMETER = "settings"
 # The type KFP 2.x (and Vertex) render as a page in the run's UI, and the kit's type of a page
 # (`components.artifacts.HtmlReport`), whose title TFX's compiler writes in its schema.
 KFP_HTML_TYPE = {"schemaTitle": "system.HTML", "schemaVersion": "0.0.1"}
@@ -317,14 +319,15 @@ def add_span_resolvers(spec: dict[str, Any]) -> list[str]:
   return resolvers
 
 
-def add_live_key_task(spec: dict[str, Any]) -> str | None:
+def add_live_key_task(spec: dict[str, Any], settings: str = "") -> str | None:
   """Adds the task that reads what the serving folder serves, for LiveModel's cache key.
 
   LiveModel's output depends on the serving folder, which KFP's cache cannot see. The task
   (`LiveModel_key`, uncached, `python -m pipeline.definition.kfp_entrypoint live-key`) computes
   `live_model_lib.live_model_key` from the LiveModel's serving_dir and model_name and the
   pipeline's name, and feeds it as `live_key` to LiveModel, which is then cached by it, and to
-  the Pusher, which records it in the manifest, exactly as LocalDagRunner does.
+  the Pusher, which records it in the manifest, exactly as LocalDagRunner does. `settings` (the
+  config's `settings_fingerprint`, from the compile) is its `settings` parameter.
 
   Returns:
     The task's name, or None when the package has no LiveModel.
@@ -340,7 +343,10 @@ def add_live_key_task(spec: dict[str, Any]) -> str | None:
     (properties.SERVING_DIR_KEY, properties.MODEL_NAME_KEY),
     properties.LIVE_KEY_KEY,
     [t for t in serving_tasks(spec) if t in _dag_holding(spec, nodes.LIVE_MODEL)],
-    constants={PIPELINE_NAME_PARAMETER: spec["pipelineInfo"]["name"]},
+    constants={
+      PIPELINE_NAME_PARAMETER: spec["pipelineInfo"]["name"],
+      **({SETTINGS_PARAMETER: settings} if settings else {}),
+    },
   )
   return name
 

@@ -101,7 +101,7 @@ def postprocess(
   kubeflow_lib.disable_cache(spec, never_cached)
   if target == kubeflow_lib.KFP:
     kubeflow_lib.add_span_resolvers(spec)
-  kubeflow_lib.add_live_key_task(spec)
+  kubeflow_lib.add_live_key_task(spec, config.settings_fingerprint() if config else "")
   kubeflow_lib.use_entrypoint(spec)
   kubeflow_lib.declare_html_outputs(spec)
   if nodes.PUSHER in kubeflow_lib.tasks(spec):

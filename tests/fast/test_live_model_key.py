@@ -55,3 +55,35 @@ def test_the_key_changes_with_the_live_version_and_its_manifest(tmp_path):
   current = live.live_version(str(serving), "digits")
   assert live_model_lib.live_key(current) not in (first, second)
   assert json.loads(_key(serving))["live"] == live_model_lib.live_key(current)
+
+
+def test_a_rerun_with_other_settings_compares_with_the_live_version(tmp_path):
+  # The run that pushed version 1 had nothing live. A rerun with other settings (two training
+  # steps instead of 600) reused that key: LiveModel stayed cached with "nothing was live", and
+  # its far worse model was blessed without a comparison and pushed over version 1.
+  serving = tmp_path / "serving"
+  first = live_model_lib.live_model_key(str(serving), "digits", "digits", settings="600-steps")
+  assert json.loads(first) == {"pipeline": "digits", "live": "none", "settings": "600-steps"}
+  own = _publish(serving, 1, live_key=first)
+  same = live_model_lib.live_model_key(str(serving), "digits", "digits", settings="600-steps")
+  other = live_model_lib.live_model_key(str(serving), "digits", "digits", settings="2-steps")
+  assert same == first
+  assert json.loads(other) == {"pipeline": "digits", "live": own, "settings": "2-steps"}
+
+
+def test_the_settings_fingerprint_follows_the_settings_and_the_module_files_contents(tmp_path):
+  import dataclasses
+
+  from pipeline.definition.config import PipelineConfig
+
+  module = tmp_path / "module.py"
+  module.write_text("def run_fn(fn_args):\n  pass\n")
+  config = PipelineConfig(module_file=str(module), train_steps=600)
+  assert config.settings_fingerprint() == PipelineConfig(
+    module_file=str(module), train_steps=600
+  ).settings_fingerprint()
+  fewer = dataclasses.replace(config, train_steps=2)
+  assert fewer.settings_fingerprint() != config.settings_fingerprint()
+  before = config.settings_fingerprint()
+  module.write_text("def run_fn(fn_args):\n  return None\n")
+  assert config.settings_fingerprint() != before
