@@ -330,6 +330,11 @@ def _held_out_class():
       self._batches = None
       self._evaluate = None
 
+    def __deepcopy__(self, memo):
+      # keras_tuner copies the callbacks for every trial. The held-out dataset holds a graph,
+      # which cannot be copied, and a trial only reads it: the copies share it.
+      return type(self)(self._one_pass)
+
     def on_train_begin(self, logs=None):
       count = int(self._one_pass.cardinality())
       if count < 0:  # unknown: counted once
