@@ -284,10 +284,27 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
       local_modules=True,
       local_notify=False,
     )
-  return dataclasses.replace(config, tfjob=tfjob_setting(args, config))
+  return dataclasses.replace(
+    config,
+    pipeline_name=kfp_pipeline_name(config.pipeline_name),
+    tfjob=tfjob_setting(args, config),
+  )
 
 
 _K8S_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+# The pipeline names TFX's Kubeflow V2 compiler takes (pipeline_builder._check_name).
+_KFP_PIPELINE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
+
+
+def kfp_pipeline_name(name: str) -> str:
+  """The model's name as a pipeline name Kubeflow takes: lowercase letters, digits and hyphens,
+  at most 128 ('penguins_processed' -> 'penguins-processed'); the serving folder keeps the
+  model's own name. run_local.py takes any model name (`checks` allows letters, digits, '.', '_'
+  and '-', starting with a letter or digit), so the default (the data folder's name) often
+  needs this."""
+  if _KFP_PIPELINE_NAME.fullmatch(name):
+    return name
+  return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:128].rstrip("-")
 
 
 def tfjob_setting(args: argparse.Namespace, config: PipelineConfig) -> str:

@@ -79,9 +79,10 @@ def test_the_settings_fingerprint_follows_the_settings_and_the_module_files_cont
   module = tmp_path / "module.py"
   module.write_text("def run_fn(fn_args):\n  pass\n")
   config = PipelineConfig(module_file=str(module), train_steps=600)
-  assert config.settings_fingerprint() == PipelineConfig(
-    module_file=str(module), train_steps=600
-  ).settings_fingerprint()
+  assert (
+    config.settings_fingerprint()
+    == PipelineConfig(module_file=str(module), train_steps=600).settings_fingerprint()
+  )
   fewer = dataclasses.replace(config, train_steps=2)
   assert fewer.settings_fingerprint() != config.settings_fingerprint()
   before = config.settings_fingerprint()

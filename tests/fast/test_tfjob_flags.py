@@ -58,3 +58,12 @@ def test_an_output_named_yaml_is_refused_before_the_compiler_writes_yaml(tmp_pat
     f"written beside it as {stem}.kfp.yaml)."
   )
   assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_name_kubeflow_cannot_take_names_the_pipeline_in_its_form():
+  # run_local.py takes the data folder's name ('penguins_processed'); TFX's Kubeflow compiler
+  # refused it with a ValueError traceback after the checks.
+  assert run_kubeflow.kfp_pipeline_name("digits") == "digits"
+  assert run_kubeflow.kfp_pipeline_name("penguins_processed") == "penguins-processed"
+  assert run_kubeflow.kfp_pipeline_name("My Model.v2_") == "my-model-v2"
+  assert run_kubeflow.kfp_pipeline_name("x" * 200) == "x" * 128
