@@ -319,7 +319,9 @@ def _quantity_check(input_dict, exec_properties, eval_config, outputs):
     return None
   stats = json.loads(examples[0].get_string_custom_property(properties.EXAMPLES_LABEL_STATS))
   candidate = outputs[_candidate(eval_config)]
-  return floor_lib.quantity_check(candidate.predictions, candidate.labels, classes, stats)
+  spec = next(s for s in eval_config.model_specs if s.name == _candidate(eval_config))
+  truth = outputs_lib.raw_labels(_eval_files(input_dict), spec.label_key)
+  return floor_lib.quantity_check(candidate.predictions, truth, classes, stats)
 
 
 def _keep_predictions(output_dict, eval_config, outputs) -> None:

@@ -80,13 +80,15 @@ def number_classes(classes: Any) -> list[float] | None:
 
 
 def quantity_check(
-  probabilities: Any, label_index: Any, classes: list[float], stats: dict[str, Any]
+  probabilities: Any, label_values: Any, classes: list[float], stats: dict[str, Any]
 ) -> QuantityCheck | None:
   """How the model's expected value compares with the train mean, or None without a mean.
 
   Args:
     probabilities: the model's class scores on the eval split, one row per example.
-    label_index: each example's class index (into `classes`).
+    label_values: each example's label value as the examples hold it (`outputs_lib.raw_labels`;
+      NaN: none), so that a value no training row has counts as itself; scored as a class
+      index, it counted as the largest class (an eval value of 18 as 16).
     classes: the class values (`number_classes`).
     stats: the Examples' `label_stats`, whose train counts give the mean.
   """
@@ -99,13 +101,13 @@ def quantity_check(
     return None
   rows = sum(n for _, n in pairs)
   p = np.asarray(probabilities, dtype=np.float64)
-  y = np.asarray(label_index, dtype=np.float64)
+  y = np.asarray(label_values, dtype=np.float64)
   keep = ~np.isnan(y)
-  if not rows or p.ndim != 2 or p.shape[1] != len(classes) or not keep.any():
+  if not rows or p.ndim != 2 or p.shape[1] != len(classes) or len(y) != len(p) or not keep.any():
     return None
   mean = sum(v * n for v, n in pairs) / rows
   values = np.asarray(classes)
-  truth = values[y[keep].astype(int)]
+  truth = y[keep]
   rmse = floors.expected_value_rmse(p[keep], values, truth)
   bound = float(np.sqrt(np.mean((mean - truth) ** 2)))
   verdict = "errs less" if rmse < bound else "errs no less"

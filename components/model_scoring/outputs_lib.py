@@ -138,6 +138,25 @@ def check_label(saved_model_dir: str, spec: Any, files: Sequence[str]) -> None:
     tasks.label_view(spec.label_key, transformed, _is_text(kind))
 
 
+def raw_labels(files: Sequence[str], label_key: str) -> np.ndarray:
+  """The label's values as the examples hold them, in `model_outputs`' row order: a number per
+  row (NaN where the row has none, or a value that is not a number). A model's own labels can be
+  class indices, which cannot tell a value its training never saw."""
+  import tensorflow as tf
+
+  values = []
+  for batch in record_batches(files):
+    kind = _raw_kind(batch.numpy(), label_key)
+    if kind not in ("int64_list", "float_list"):
+      values.append(np.full(len(batch.numpy()), np.nan))
+      continue
+    dtype = tf.int64 if kind == "int64_list" else tf.float32
+    parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
+    value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
+    values.append(value.numpy()[:, 0])
+  return np.concatenate(values) if values else np.zeros(0)
+
+
 def _labels(batch, label_key: str, transform) -> np.ndarray:
   import tensorflow as tf
 

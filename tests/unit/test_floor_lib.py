@@ -76,13 +76,28 @@ def test_codes_pass_and_a_count_spread_over_its_classes_fails_against_the_mean()
   counts = {
     str(c): int(n) for c, n in zip(range(1, 29), np.bincount(index, minlength=28), strict=True)
   }
+  values = np.asarray(classes)[index]
   flat = floor_lib.quantity_check(
-    np.full((800, 28), 1 / 28), index, classes, {"train": {"rows": 800, "counts": counts}}
+    np.full((800, 28), 1 / 28), values, classes, {"train": {"rows": 800, "counts": counts}}
   )
   assert not flat.passed and flat.rmse > flat.bound
   assert "errs no less" in flat.reason and "28 classes of numbers" in flat.reason
   # Without train counts there is no mean to hold it to.
-  assert floor_lib.quantity_check(np.full((800, 28), 1 / 28), index, classes, {}) is None
+  assert floor_lib.quantity_check(np.full((800, 28), 1 / 28), values, classes, {}) is None
+
+
+def test_an_eval_value_no_training_row_has_counts_as_itself():
+  # StrikeNb: an eval label of 18, beyond the train split's largest value 16, was scored as
+  # class 16 (its index), so the RMSEs on the summary line were both too low.
+  import numpy as np
+
+  classes = [0.0, 1.0, 16.0]
+  stats = {"train": {"rows": 3, "counts": {"0": 1, "1": 1, "16": 1}}}
+  certain = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+  check = floor_lib.quantity_check(certain, [18.0, 0.0, np.nan], classes, stats)
+  mean = 17 / 3
+  assert check.rmse == np.sqrt((18 - 16) ** 2 / 2)
+  assert np.isclose(check.bound, np.sqrt(((18 - mean) ** 2 + mean**2) / 2))
 
 
 def test_a_failed_quantity_check_fails_the_validation_and_names_the_fix(tmp_path):
