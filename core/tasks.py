@@ -127,9 +127,15 @@ def infer_task(
   if distinct_count < 2:
     raise _one_value(label_key, distinct[0], rows)
   if requested == BINARY and distinct_count != 2:
+    # A number with a decimal point is a quantity; classes of it would be its every value.
+    fix = (
+      "--task regression (or auto)"
+      if kind == column_types.CSV_FLOAT
+      else "--task multiclass (or auto)"
+    )
     raise LabelError(
       f"--task binary needs exactly two label values, but {label_key!r} has {distinct_count}; "
-      "pass --task multiclass."
+      f"pass {fix}."
     )
   if requested == AUTO:
     if distinct_count == 2:

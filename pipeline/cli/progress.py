@@ -300,7 +300,7 @@ def describe_summary(
       f"strategy: {strategy['strategy']} ({strategy.get('num_replicas_in_sync')} replica(s)), "
       f"chosen by the {by}"
     )
-  lines += _training_lines(summary.get("training_plan"))
+  lines += _training_lines(summary.get("training_plan"), bool(config.get("count_readings")))
   if summary.get("profile_skipped"):
     lines.append(f"no profile: {summary['profile_skipped']}")
   lines += _gate_lines((summary.get("night") or {}).get("gate"))
@@ -346,9 +346,9 @@ def describe_summary(
   return lines
 
 
-def _training_lines(plan: dict[str, Any] | None) -> list[str]:
+def _training_lines(plan: dict[str, Any] | None, both_readings: bool = False) -> list[str]:
   """The Trainer's inputs, why it trained as it did and the epochs it ran and kept, the reading
-  a count label kept, and its warm start."""
+  a count label kept (`both_readings`: the run meant to train both), and its warm start."""
   lines = []
   if plan and plan.get("inputs"):
     lines.append(f"inputs: {plan['inputs']}")
@@ -372,6 +372,11 @@ def _training_lines(plan: dict[str, Any] | None) -> list[str]:
     lines.append(line)
     if plan.get("readings"):
       lines.append(f"label: {plan['readings']['reason']}")
+    elif both_readings and plan.get("holdout_rows") == 0:
+      lines.append(
+        "label: trained as classes only: no rows were held out to compare the two readings on "
+        "(too few training rows); --task regression reads a quantity"
+      )
     if plan.get("warm_start"):
       lines.append(f"warm start: {plan['warm_start']}")
   return lines

@@ -96,6 +96,21 @@ def test_the_summary_says_which_reading_of_a_count_won_with_both_errors():
   )
 
 
+def test_a_count_meant_for_both_readings_without_held_out_rows_says_it_trained_classes_only():
+  # StrikeNb (108 rows): the task line said both readings were trained, and only the classes
+  # were (no rows held out to choose between them); nothing said so.
+  plan = {"reason": "up to 200 epochs (no early stopping)", "holdout_rows": 0}
+  summary = {"status": "succeeded", "training_plan": plan, "config": {"count_readings": True}}
+  lines = progress.describe_summary(summary, pathlib.Path("/out"), "log")
+  assert lines[lines.index("training: up to 200 epochs (no early stopping)") + 1] == (
+    "label: trained as classes only: no rows were held out to compare the two readings on (too "
+    "few training rows); --task regression reads a quantity"
+  )
+  summary["config"]["count_readings"] = False
+  lines = progress.describe_summary(summary, pathlib.Path("/out"), "log")
+  assert not [line for line in lines if line.startswith("label:")]
+
+
 def test_the_summary_says_what_a_warm_start_copied():
   note = "0 of 5 layers with weights copied from the base model; its hidden layers ..."
   plan = {"reason": "up to 3 epochs", "epochs_run": 3, "warm_start": note}

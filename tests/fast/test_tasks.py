@@ -140,6 +140,11 @@ def test_text_values_that_differ_only_in_case_are_refused_unless_multiclass_is_a
 def test_requested_task_checks():
   with pytest.raises(tasks.LabelError, match="--task binary needs exactly two label values"):
     infer(CSV_STRING, ["a", "b", "c"], requested=tasks.BINARY)
+  # fair's affairs (0.111, 3.23, ...): the advice was --task multiclass, 77 float classes.
+  with pytest.raises(tasks.LabelError, match=r"has 3; pass --task regression \(or auto\)\.$"):
+    infer(CSV_FLOAT, [0.111, 3.23, 7.0], requested=tasks.BINARY)
+  with pytest.raises(tasks.LabelError, match=r"pass --task multiclass \(or auto\)\.$"):
+    infer(CSV_INT, [0, 1, 2], requested=tasks.BINARY)
   with pytest.raises(tasks.LabelError, match="holds text, so it cannot be a regression target"):
     infer(CSV_STRING, ["a", "b", "c"], requested=tasks.REGRESSION)
   with pytest.raises(tasks.LabelError, match="--task 'ranking' is unknown"):
