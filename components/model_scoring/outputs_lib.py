@@ -128,7 +128,15 @@ def check_label(saved_model_dir: str, spec: Any, files: Sequence[str]) -> None:
   transformed = None
   if model_contract.TRANSFORM_SIGNATURE in spec.preprocessing_function_names:
     transformed = signature_outputs(saved_model_dir, model_contract.TRANSFORM_SIGNATURE)
-    if transformed is None or spec.label_key in transformed:
+    if transformed is None:
+      # TFMA (and the in-process scoring) would fail on the missing signature in every batch.
+      raise tasks.LabelError(
+        f"the model has no {model_contract.TRANSFORM_SIGNATURE!r} signature, so the Evaluator "
+        f"cannot make label {spec.label_key!r} from the eval examples; export one in the "
+        "module's run_fn (TFX's taxi and penguin modules do), or pass a label column the "
+        "examples hold as --eval-label-key, or leave it out."
+      )
+    if spec.label_key in transformed:
       return
   first = next(iter(record_batches(files)), None)
   if first is None:

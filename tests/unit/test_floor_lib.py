@@ -1,5 +1,5 @@
 """The Evaluator's side of the floor: its TFMA config, the quantity and answers checks
-(components/evaluator/floor_lib.py)."""
+(components/evaluator/floor_lib.py), and the label check that comes before TFMA."""
 
 import json
 
@@ -130,3 +130,22 @@ def test_a_failed_quantity_check_fails_the_validation_and_names_the_fix(tmp_path
     "more than always answering the train mean (RMSE 6.1 against 5.56): the label reads as a "
     "quantity; pass --task regression"
   ]
+
+
+def test_a_label_through_a_transform_signature_the_model_lacks_is_one_line(tmp_path):
+  # TFX's IMDB module exports serving_default only; with --eval-label-key label_xf the run ended
+  # in three chained TFMA tracebacks ("transform_features not found in model signatures").
+  from components.model_scoring import outputs_lib
+  from core import tasks
+  from tests.support import tiny_models
+
+  model = tiny_models.write_saved_model(tmp_path / "model", 0.0)
+  spec = tfma.ModelSpec(label_key="label_xf", preprocessing_function_names=["transform_features"])
+  with pytest.raises(tasks.LabelError) as raised:
+    outputs_lib.check_label(model, spec, [])
+  assert str(raised.value) == (
+    "the model has no 'transform_features' signature, so the Evaluator cannot make label "
+    "'label_xf' from the eval examples; export one in the module's run_fn (TFX's taxi and "
+    "penguin modules do), or pass a label column the examples hold as --eval-label-key, or "
+    "leave it out."
+  )
