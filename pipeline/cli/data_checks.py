@@ -108,6 +108,7 @@ def decide_label(
   if not default_model and not model_label_key:
     # A run_fn module's model is scored against the label as the examples hold it.
     tasks.label_view(label_key, None, profile.kind == column_types.CSV_STRING)
+  _refuse_auto_task_of_a_made_label(label_key, model_label_key, requested_task, profile.kind)
   # Rows with an empty label are left out by the ExampleGen: only the others train and score.
   present = profile.num_rows - profile.num_empty
   if not floors.label_sets_floor(label_key, model_label_key, requested_task):
@@ -140,6 +141,23 @@ def decide_label(
     )
     return dataclasses.replace(decision, task_reason=why, readings=True, quantity_max_mse=ceiling)
   return decision
+
+
+def _refuse_auto_task_of_a_made_label(
+  label_key: str, model_label_key: str | None, requested_task: str, kind: str | None
+) -> None:
+  """Under --task auto, a label the Transform makes from a number with a decimal point: the raw
+  column cannot tell a quantity from classes. TFX's taxi module makes the 0/1 `tips_xf` of the
+  float `tips`, which was read as a regression, with a floor of the raw tips' variance that no
+  model could miss. (A text label is classes either way; a whole-number one is taken as its
+  classes passed on, as the penguin modules do.)"""
+  made = model_label_key and model_label_key != label_key
+  if made and requested_task == tasks.AUTO and kind == column_types.CSV_FLOAT:
+    raise CheckError(
+      f"label {model_label_key!r} (--eval-label-key) is made by the Transform from the number "
+      f"column {label_key!r}, so whether it is a quantity or classes cannot be read from the "
+      "data; pass --task regression, binary or multiclass."
+    )
 
 
 def _floor(task, profile, present, distinct, min_accuracy, max_mse) -> LabelDecision:

@@ -393,6 +393,27 @@ def test_a_label_of_decimal_comma_numbers_is_refused_before_it_becomes_classes(t
   assert data_checks.decide_label([text], "size", ";", "auto", 1000, None, None).task == "binary"
 
 
+def test_the_task_of_a_label_the_transform_makes_from_a_float_is_asked_for(tmp_path):
+  """TFX's taxi module without --task: the float 'tips' read as a regression with a floor of its
+  variance (5.6), while the model learned the 0/1 'tips_xf' (MSE 0.24 passed)."""
+  path = _csv(tmp_path, "fare,tips", [f"{5 + i % 9}.5,{(i % 7) * 0.75}" for i in range(300)])
+
+  def decide(task, model_label_key="tips_xf"):
+    return data_checks.decide_label(
+      [path], "tips", ",", task, 1000, None, None, model_label_key=model_label_key
+    )
+
+  with pytest.raises(checks.CheckError) as raised:
+    decide("auto")
+  assert str(raised.value) == (
+    "label 'tips_xf' (--eval-label-key) is made by the Transform from the number column "
+    "'tips', so whether it is a quantity or classes cannot be read from the data; pass --task "
+    "regression, binary or multiclass."
+  )
+  assert decide("binary").task == "binary"
+  assert decide("auto", model_label_key="tips").task == "regression"
+
+
 @pytest.mark.parametrize("requested", ["auto", "regression"])
 def test_a_label_with_thousands_separators_is_named_before_the_class_cap(tmp_path, requested):
   """1,200 prices such as "215,000": over the class cap, and text, so --task regression was
