@@ -315,6 +315,15 @@ def plan_modules(
         f"--transform-module {transform_module} defines no preprocessing_fn(inputs); add it."
       )
     transform = True
+  if transform and (module_file is None or defaults.RUN_FN not in functions):
+    # The default model (bundled, or around a build_model network) reads the raw columns and
+    # preprocesses them inside the network; it read the penguin template's transformed examples
+    # by the raw label's name and stopped with a false "one value only".
+    raise CheckError(
+      "a Transform's output reaches only a run_fn that reads it (fn_args.transform_output), and "
+      "the default model preprocesses the raw columns itself; leave out --transform-module (and "
+      "preprocessing_fn), or pass --module-file with such a run_fn."
+    )
   if tune and defaults.TUNER_FN not in functions:
     raise CheckError(
       f"--tune needs a tuner_fn(fn_args) in {module_file}; add one or leave out --tune."

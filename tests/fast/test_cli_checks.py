@@ -73,7 +73,8 @@ def test_plan_modules_decides_transform_and_tuner(tmp_path):
     False, False, "build_model"
   )
   transform = _write(tmp_path / "transform.py", "def preprocessing_fn(inputs):\n  return inputs\n")
-  assert checks.plan_modules(plain, transform, tune=False).transform is True
+  run_fn = _write(tmp_path / "run.py", "def run_fn(fn_args):\n  return None\n")
+  assert checks.plan_modules(run_fn, transform, tune=False).transform is True
   # The bundled module (None) has a tuner_fn.
   assert checks.plan_modules(None, None, tune=True) == checks.ModulePlan(False, True, "default")
   # Files that are not on this machine cannot be read, so they are taken at their word.
@@ -94,6 +95,14 @@ def test_plan_modules_errors_name_the_missing_function(tmp_path):
     checks.CheckError, match="defines neither run_fn\\(fn_args\\) nor build_model"
   ):
     checks.plan_modules(empty, None, tune=False)
+  # The default model reads the raw columns: a Transform's output never reached it (the penguin
+  # template's preprocessing.py ended in a false "one value only" of the label).
+  transform = _write(tmp_path / "t.py", "def preprocessing_fn(inputs):\n  return inputs\n")
+  network = _write(tmp_path / "n.py", "def build_model(hparams):\n  pass\n")
+  for module in (None, network):
+    with pytest.raises(checks.CheckError, match="leave out --transform-module"):
+      checks.plan_modules(module, transform, tune=False)
+  assert checks.plan_modules(plain, transform, tune=False).transform
 
 
 def test_check_writable_on_a_read_only_folder(read_only_folder):

@@ -42,6 +42,8 @@ def kfp_compiled(tmp_path_factory):
     "multiclass",
     "--pipeline-root",
     tmp / "root",
+    "--module-file",
+    TRANSFORM_MODULE,
     "--transform-module",
     TRANSFORM_MODULE,
     "--volume",
