@@ -375,7 +375,12 @@ def _execute(run: _Started, config, out: pathlib.Path) -> tuple[BaseException | 
     run.table.mark_failed()
     failure: BaseException = e
     user_files = [config.module_file, config.transform_module]
-    error = reporting.user_error_message(e, str(out), user_files)
+    folders = {
+      "--output-dir": str(out),
+      "--serving-dir": config.serving_dir,
+      "--pipeline-root": config.pipeline_root,
+    }
+    error = reporting.user_error_message(e, str(out), user_files, folders)
     code_error = None
     if error is None:
       code_error = reporting.user_code_error(e, user_files)

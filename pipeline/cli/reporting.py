@@ -7,7 +7,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from core.errors import UserCodeError, UserInputError, chain, find
@@ -28,7 +28,10 @@ _PACKAGED_MODULE = re.compile(r"(\w+)@\S*?tfx_user_code_\S*?\.whl")
 
 
 def user_error_message(
-  exc: BaseException, output_dir: str | None = None, module_files: Sequence[str | None] = ()
+  exc: BaseException,
+  output_dir: str | None = None,
+  module_files: Sequence[str | None] = (),
+  folders: Mapping[str, str] | None = None,
 ) -> str | None:
   """The one-line message of a user-caused error anywhere in the cause chain, else None.
 
@@ -36,18 +39,22 @@ def user_error_message(
     exc: The exception that stopped the run.
     output_dir: Named in the message when the disk is full and the error names no file.
     module_files: --module-file and --transform-module: a packaged module is named by its file.
+    folders: the run's folders by flag (--output-dir, --serving-dir, --pipeline-root): a file
+      error names the flag of the folder holding its file, and a full disk with no file named,
+      the local folder with the least space left. None: --output-dir and `output_dir`.
 
   Returns:
     One line naming the fix, or None for errors that are our own bugs.
   """
-  line = _error_line(exc, output_dir)
+  folders = dict(folders or {}) or ({"--output-dir": output_dir} if output_dir else {})
+  line = _error_line(exc, folders)
   if line is None:
     return None
   by_module = {os.path.splitext(os.path.basename(f))[0]: f for f in module_files if f}
   return _PACKAGED_MODULE.sub(lambda m: by_module.get(m.group(1), m.group(1) + ".py"), line)
 
 
-def _error_line(exc: BaseException, output_dir: str | None) -> str | None:
+def _error_line(exc: BaseException, folders: Mapping[str, str]) -> str | None:
   error = find(exc, UserInputError)
   if error is not None:
     text = str(error).strip()
@@ -59,17 +66,59 @@ def _error_line(exc: BaseException, output_dir: str | None) -> str | None:
     return str(code_error)
   os_error = find(exc, OSError)
   if os_error is not None and os_error.errno in _FILE_ERRNOS:
-    where = os_error.filename or output_dir
+    full = os_error.errno in (errno.ENOSPC, errno.EDQUOT)
+    flag, folder = _folder_of(os_error.filename, folders, full)
+    where = os_error.filename or folder
     return (
       f"{os.strerror(os_error.errno).lower()}{f' at {where}' if where else ''}; free space, fix "
-      "the permissions or pass another --output-dir."
+      f"the permissions or pass another {flag}."
     )
   if any(is_disk_full(e) for e in chain(exc)):
+    flag, folder = _folder_of(None, folders, full=True)
     return (
-      f"no space left on device{f' under {output_dir}' if output_dir else ''}; "
-      "free space or use another --output-dir."
+      f"no space left on device{f' under {folder}' if folder else ''}; "
+      f"free space or use another {flag}."
     )
   return None
+
+
+def _folder_of(
+  filename: str | None, folders: Mapping[str, str], full: bool
+) -> tuple[str, str | None]:
+  """(flag, folder) of the run's folder an error is in: the one holding `filename`, else for a
+  full disk the local one with the least space left, else --output-dir's."""
+  local = {flag: str(path) for flag, path in folders.items() if path and "://" not in str(path)}
+  if filename:
+    holding = [
+      (len(path), flag, path)
+      for flag, path in local.items()
+      if os.path.abspath(str(filename)).startswith(os.path.abspath(path).rstrip("/") + "/")
+    ]
+    if holding:
+      _, flag, path = max(holding)
+      return flag, path
+  if full and len(local) > 1:
+    free = {flag: _free_bytes(path) for flag, path in local.items()}
+    known = {flag: n for flag, n in free.items() if n is not None}
+    if known:
+      flag = min(known, key=lambda f: (known[f], list(local).index(f)))
+      return flag, local[flag]
+  return "--output-dir", folders.get("--output-dir")
+
+
+def _free_bytes(path: str) -> int | None:
+  """Free bytes of the file system holding `path` (its nearest existing folder)."""
+  import shutil
+
+  while path and not os.path.exists(path):
+    parent = os.path.dirname(path)
+    if parent == path:
+      return None
+    path = parent
+  try:
+    return shutil.disk_usage(path).free
+  except OSError:
+    return None
 
 
 def user_code_error(exc: BaseException, module_files: Sequence[str | None]) -> UserCodeError | None:

@@ -119,6 +119,14 @@ def test_push_that_hits_a_full_disk_keeps_the_live_version_and_recovers(tiny_fs,
   message = reporting.user_error_message(err.value, tiny_fs)
   assert message and message.startswith("no space left on device ")
   assert str(tiny_fs) in message and "free space" in message
+  # The run's output folder has room and the serving folder is the full one: the line names the
+  # serving folder and its flag (it named the output folder and --output-dir).
+  out = tmp_path / "out"
+  out.mkdir()
+  folders = {"--output-dir": str(out), "--serving-dir": str(serving)}
+  for error in (err.value, OSError(errno.ENOSPC, "No space left on device")):
+    message = reporting.user_error_message(error, str(out), folders=folders)
+    assert str(serving) in message and message.endswith("another --serving-dir."), message
   assert versions.list_versions(str(serving), "digits") == [1]
   assert live.live_version(str(serving), "digits").version == 1
   assert _serving_state(model_dir / "1") == live_v1
