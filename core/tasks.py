@@ -71,6 +71,15 @@ def _quantity(distinct: Sequence, distinct_count: int) -> bool:
   return not (low in (0, 1) and high - low + 1 == distinct_count)
 
 
+def _not_binary(label_key: str, kind: str | None, distinct_count: int) -> LabelError:
+  # A number with a decimal point is a quantity; classes of it would be its every value.
+  fix = "regression" if kind == column_types.CSV_FLOAT else "multiclass"
+  return LabelError(
+    f"--task binary needs exactly two label values, but {label_key!r} has {distinct_count}; "
+    f"pass --task {fix} (or auto)."
+  )
+
+
 def infer_task(
   label_key: str,
   kind: str | None,
@@ -127,16 +136,7 @@ def infer_task(
   if distinct_count < 2:
     raise _one_value(label_key, distinct[0], rows)
   if requested == BINARY and distinct_count != 2:
-    # A number with a decimal point is a quantity; classes of it would be its every value.
-    fix = (
-      "--task regression (or auto)"
-      if kind == column_types.CSV_FLOAT
-      else "--task multiclass (or auto)"
-    )
-    raise LabelError(
-      f"--task binary needs exactly two label values, but {label_key!r} has {distinct_count}; "
-      f"pass {fix}."
-    )
+    raise _not_binary(label_key, kind, distinct_count)
   if requested == AUTO:
     if distinct_count == 2:
       return BINARY

@@ -225,9 +225,15 @@ def _stale_note(
   age = (now - since).total_seconds()
   if age <= stale_after_s:
     return ""
-  if age >= 86400:
-    return f"no new data for {age / 86400:.1f} days: {what}"
-  return f"no new data for {age / 3600:.1f} h: {what}"
+  return f"no new data for {_age(age)}: {what}"
+
+
+def _age(seconds: float) -> str:
+  if seconds >= 86400:
+    return f"{seconds / 86400:.1f} days"
+  if seconds >= 3600:
+    return f"{seconds / 3600:.1f} h"
+  return f"{seconds / 60:.0f} min"
 
 
 def _utc_now() -> datetime.datetime:

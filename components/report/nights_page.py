@@ -143,13 +143,22 @@ def _table(
         r.get("version"),
         fact(f"night.{i}.live_version", r.get("live_version")),
         Html(f'<span class="{esc(outcome)}">{fact(f"night.{i}.outcome", outcome)}</span>'),
-        r.get("line"),
+        fact(f"night.{i}.why", _why(r)),
         link,
       ]
     )
   headers = ["night", "spans", "train rows", "eval rows", metric or "metric", "live model"]
   headers += ["gate", "largest drift", "pushed", "live version"]
   return table([*headers, "outcome", "why", "page"], rows)
+
+
+def _why(record: Mapping[str, Any]) -> str:
+  """The night's line and its notes (a span folder without files, stale data), which a pushed
+  or not-pushed night has too."""
+  from components.nights import nights_lib
+
+  notes = record.get(nights_lib.NOTES_FIELD) or []
+  return "; ".join(str(part) for part in (record.get("line"), *notes) if part)
 
 
 def render_nights_page(

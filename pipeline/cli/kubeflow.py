@@ -298,10 +298,8 @@ _KFP_PIPELINE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
 def kfp_pipeline_name(name: str) -> str:
   """The model's name as a pipeline name Kubeflow takes: lowercase letters, digits and hyphens,
-  at most 128 ('penguins_processed' -> 'penguins-processed'); the serving folder keeps the
-  model's own name. run_local.py takes any model name (`checks` allows letters, digits, '.', '_'
-  and '-', starting with a letter or digit), so the default (the data folder's name) often
-  needs this."""
+  at most 128 ('penguins_processed' -> 'penguins-processed'; the serving folder keeps the
+  model's name). A model name starts with a letter or digit (`checks`), so some is left."""
   if _KFP_PIPELINE_NAME.fullmatch(name):
     return name
   return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:128].rstrip("-")
@@ -398,12 +396,8 @@ def check_target(target: str, config: PipelineConfig) -> None:
 
 
 def check_output_name(output: str) -> None:
-  """TFX's compiler writes a PipelineJob named *.yaml or *.yml as YAML, and a PipelineJob is not
-  the package KFP uploads: run_kubeflow.py writes it as JSON, and the package beside it.
-
-  Raises:
-    checks.CheckError: for a *.yaml or *.yml name.
-  """
+  """Refuses a *.yaml or *.yml --output (a CheckError): TFX's compiler writes YAML there, and a
+  PipelineJob is not the package KFP uploads, which run_kubeflow.py writes beside the JSON."""
   stem, extension = os.path.splitext(output)
   if extension.lower() in (".yaml", ".yml"):
     raise checks.CheckError(

@@ -353,7 +353,8 @@ def _status(args: argparse.Namespace, entry: crontab_lib.CrontabEntry, output_di
     return 0
   good = last["outcome"] in (nights_lib.PUSHED, nights_lib.NOT_PUSHED, "running")
   line = (
-    f"{entry.job}: last night {last['at']:%Y-%m-%d %H:%M UTC}: {nights_lib.outcome_line(last)}; "
+    f"{entry.job}: last night {last['at']:%Y-%m-%d %H:%M UTC}: "
+    f"{nights_lib.outcome_line(last).rstrip('.')}; "
     f"{_live_since(serving, model, last)}next due {_next(spec)} (limit {limit})."
   )
   print(line if good else f"error: {line}", file=sys.stdout if good else sys.stderr)
@@ -428,7 +429,14 @@ def _last_night(serving: str, model: str, owner: str) -> dict[str, Any] | None:
     if record.get("owner") in (None, owner):
       at = layout.parse_utc(record.get("started")) or layout.parse_utc(record.get("ended"))
       if at is not None:
-        found.append({"at": at, "outcome": record.get("outcome"), "line": record.get("line")})
+        found.append(
+          {
+            "at": at,
+            "outcome": record.get("outcome"),
+            "line": record.get("line"),
+            nights_lib.NOTES_FIELD: record.get(nights_lib.NOTES_FIELD),
+          }
+        )
   for facts in running.values():
     at = layout.parse_utc(facts.get("started"))
     if facts.get("owner") == owner and at is not None:

@@ -122,8 +122,8 @@ def _metric(record: Mapping[str, Any]) -> tuple[str, str]:
   return "", "-"
 
 
-def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-  """One row of plain text per night, oldest first."""
+def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+  """One row of plain text per night, oldest first, with its notes (a list)."""
   out = []
   for r in records:
     name, value = _metric(r)
@@ -144,6 +144,7 @@ def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
         "owner": str(r.get("owner") or "-"),
         "seconds": f"{r['seconds']:.0f}" if isinstance(r.get("seconds"), int | float) else "-",
         "line": str(r.get("line") or ""),
+        nights_lib.NOTES_FIELD: list(r.get(nights_lib.NOTES_FIELD) or []),
       }
     )
   return out
@@ -170,7 +171,8 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
   shown = rows(records)
   columns = ("night", "spans", "rows", "gate", "drift", "metric", "blessed", "pushed", "live")
   columns += ("outcome",)
-  if len({row["owner"] for row in shown}) > 1:  # Output folders sharing one serving folder.
+  # Output folders sharing one serving folder (a night that failed before it opened has none).
+  if len({row["owner"] for row in shown} - {"-"}) > 1:
     columns += ("owner",)
   headers = {"rows": "rows train/eval", "drift": "largest drift", "owner": "run from"}
   for column in (*columns, "seconds"):
@@ -180,7 +182,7 @@ def print_history(serving_dir: str, model_name: str, *, as_json: bool, last: int
   console = Console(width=160)
   console.print(table)
   for row in shown:
-    if row["outcome"] not in ("pushed", "not_pushed"):
+    if row["outcome"] not in ("pushed", "not_pushed") or row[nights_lib.NOTES_FIELD]:
       console.print(f"{row['night']}: {nights_lib.outcome_line(row)}", soft_wrap=True)
   return 0
 

@@ -215,10 +215,21 @@ def test_status_fails_after_a_missed_night_and_passes_after_a_good_one(tmp_path,
   assert "pushed version 2; live now: version 3, a rollback to version 1; next due" in (
     capsys.readouterr().out
   )
-  # A failed night is on time but not well: non-zero, in one line.
+  # A night's notes follow its outcome (they were dropped here, though history had them).
+  note = "span-2/ holds no *.csv file (it holds data.csv.part); the newest span read is 1"
+  record = {"night": "noted", "started": layout.utc_now(), "outcome": "not_pushed"}
+  record.update(owner=owner, line="nothing new to push.", notes=[note])
+  nights.append_record(str(serving), MODEL, record)
+  assert schedule.main(status) == 0
+  assert f"not_pushed: nothing new to push. (and {note}); live now" in capsys.readouterr().out
+  # A failed night is on time but not well: non-zero, in one line, its period not doubled.
   _record(serving, "failed", layout.utc_now(), outcome="failed", owner=owner)
+  nights.append_record(
+    str(serving), MODEL, {**record, "night": "failed.", "outcome": "failed", "notes": []}
+  )
   assert schedule.main(status) == 1
-  assert "failed line" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert "failed: nothing new to push; " in err and ".;" not in err
   # A night still open is running while its process lives, and not once that is gone.
   nights_lib.begin_night(str(serving), MODEL, "open", owner)
   assert schedule.main(status) == 0

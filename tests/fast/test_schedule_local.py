@@ -270,6 +270,29 @@ def test_history_of_runs_that_pushed_elsewhere_reads_their_serving_folder(tmp_pa
   assert "no night has run with this serving folder yet" in capsys.readouterr().err
 
 
+def test_history_and_the_nights_page_show_a_nights_notes_and_no_owner_column_for_one_folder(
+  tmp_path, capsys
+):
+  """A not-pushed night with a span note: history printed no line for it and the page had no
+  note; a night that failed before it opened (no owner) added a 'run from' column."""
+  from components.report import nights_page
+
+  serving = tmp_path / "serving"
+  note = "span-2/ holds no *.csv file (it holds data.csv.part); the newest span read is 1"
+  base = {"owner": "vm:/out", "started": "2026-11-28T02:00:05Z"}
+  nights.append_record(str(serving), "churn", {**base, "night": "a", "outcome": "pushed"})
+  noted = {**base, "night": "b", "outcome": "not_pushed", "line": "nothing new", "notes": [note]}
+  nights.append_record(str(serving), "churn", noted)
+  failed = {"night": "c", "outcome": "failed", "line": "no space", "owner": None}
+  nights.append_record(str(serving), "churn", {**failed, "started": base["started"]})
+  assert _main("local", "history", "--serving-dir", str(serving), "--model-name", "churn") == 0
+  out = capsys.readouterr().out
+  assert f"not_pushed: nothing new (and {note})" in " ".join(out.split())
+  assert "run from" not in out
+  page = nights_page.render_nights_page(nights.read_records(str(serving), "churn"), "churn", "", {})
+  assert f"nothing new; {note}" in page.replace("&#x27;", "'").replace("&#39;", "'")
+
+
 @pytest.mark.parametrize("never", ["0 2 30 2 *", "0 2 31 4 *"])
 def test_an_installed_job_keeps_its_crontab_when_a_new_schedule_never_fires(
   tmp_path, capsys, never
