@@ -24,12 +24,14 @@ from components.distributed_trainer import tfjob_manifest  # noqa: E402
 from core import defaults, errors  # noqa: E402
 from core.errors import UserInputError  # noqa: E402
 from pipeline.cli import checks, flags, progress, reporting, resolve  # noqa: E402
+from pipeline.cli.kubeflow_warnings import (  # noqa: E402
+  IMAGE_REPO_ROOT,
+  PLACEHOLDER_PIPELINE_ROOT,
+  compile_warnings,
+)
 from pipeline.definition import kubeflow_lib, kubeflow_package  # noqa: E402
 from pipeline.definition.config import DEFAULT_IMAGE, REPO_ROOT, PipelineConfig  # noqa: E402
 
-# Where the Dockerfile puts the repository inside the image.
-IMAGE_REPO_ROOT = "/pipeline"
-PLACEHOLDER_PIPELINE_ROOT = "gs://YOUR_BUCKET/tfx-pipeline-kit/root"
 DEFAULT_SERVING_DIR = "/mnt/serving"
 
 
@@ -261,9 +263,11 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
     checks.CheckError: with a one-line message naming the fix.
   """
   bundled = PipelineConfig().data_root
+  # The image holds this checkout's data/ (see the Dockerfile), there under IMAGE_REPO_ROOT.
+  image_data = f"{IMAGE_REPO_ROOT}/{pathlib.Path(bundled).relative_to(REPO_ROOT).as_posix()}"
   if str(args.data_root) == bundled and not args.schema:
-    # The image holds this checkout's data/ (see the Dockerfile): the bundled data is read
-    # here, where it is the same file, to tell the task and the floor without --task.
+    # The bundled data is read here, where it is the same file, to tell the task and the floor
+    # without --task.
     args.data_root = bundled
     config = resolve.config_from_args(
       args,
@@ -273,7 +277,6 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
       local_modules=True,
       local_notify=False,
     )
-    image_data = f"{IMAGE_REPO_ROOT}/{pathlib.Path(bundled).relative_to(REPO_ROOT).as_posix()}"
     config = dataclasses.replace(config, data_root=image_data)
   else:
     config = resolve.config_from_args(
@@ -284,6 +287,10 @@ def kubeflow_config(args: argparse.Namespace) -> PipelineConfig:
       local_modules=True,
       local_notify=False,
     )
+    if config.data_root == bundled:
+      # With --schema too, the steps read the image's copy (the package held this checkout's
+      # path, which no container has).
+      config = dataclasses.replace(config, data_root=image_data)
   return dataclasses.replace(
     config,
     pipeline_name=kfp_pipeline_name(config.pipeline_name),
@@ -421,48 +428,6 @@ def check_kubeflow_args(args: argparse.Namespace) -> None:
       "reads no Kubernetes secrets); leave them out, and pass gs:// paths and a service "
       "account that can read them."
     )
-
-
-def _under(path: str, mounts: Sequence[str]) -> bool:
-  return any(os.path.commonpath([path, m]) == m for m in mounts if path.startswith("/"))
-
-
-def compile_warnings(
-  args: argparse.Namespace, config: PipelineConfig, volumes: Sequence[tuple[str, str]]
-) -> list[str]:
-  """Settings that compile but would not run as meant on a cluster, one line each."""
-  out = []
-  if args.image == DEFAULT_IMAGE:
-    out.append(
-      f"--image is still the placeholder {DEFAULT_IMAGE}; build and push the Dockerfile's "
-      "image and pass --image REGISTRY/tfx-pipeline-kit:TAG."
-    )
-  if config.pipeline_root == PLACEHOLDER_PIPELINE_ROOT:
-    out.append(
-      f"--pipeline-root is still the placeholder {PLACEHOLDER_PIPELINE_ROOT}; pass a gs:// or "
-      "s3:// location the cluster can write."
-    )
-  elif args.target == kubeflow_lib.KFP and not config.pipeline_root.startswith(("gs://", "s3://")):
-    out.append(
-      f"--pipeline-root {config.pipeline_root} is neither gs:// nor s3://: KFP's launcher "
-      "provisions artifacts only on object stores, and TFX cannot write KFP's minio:// URIs."
-    )
-  mounts = [path for _, path in volumes]
-  if (
-    args.target == kubeflow_lib.KFP
-    and not storage.is_remote(config.serving_dir)
-    and not _under(config.serving_dir, mounts)
-  ):
-    out.append(
-      f"--serving-dir {config.serving_dir} is on no --volume: pushes would stay inside the "
-      "Pusher's pod; mount a claim there (--volume PVC:/mnt/serving) or pass gs:// or s3://."
-    )
-  if args.target == kubeflow_lib.VERTEX and not storage.is_remote(config.serving_dir):
-    out.append(
-      f"--serving-dir {config.serving_dir} is a path in the step's container, and Vertex AI "
-      "mounts no volumes there; pass --serving-dir gs://BUCKET/serving."
-    )
-  return out
 
 
 def main(argv=None) -> int:

@@ -239,6 +239,8 @@ def test_vertex_package_keeps_tfx_span_driver_and_no_resolver_task(vertex_compil
   assert tasks["Pusher"]["cachingOptions"] == {"enableCache": False}
   assert {"Tuner", "ImportSchemaGen", "LiveModel_key"} <= set(tasks)
   assert not (out.parent / "pipeline.kfp.yaml").exists()
+  # The bundled data with --schema: the steps read the image's copy, not this checkout's path.
+  assert str(REPO_ROOT) not in out.read_text()
   # The default image is a placeholder: one warning line, and the compile still succeeds.
   (line,) = kfp_launcher.warnings(proc.stderr)
   assert DEFAULT_IMAGE in line

@@ -2,6 +2,7 @@
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import pathlib
@@ -379,11 +380,15 @@ def _args(**overrides):
 
 
 def test_compile_warnings_name_each_placeholder_and_a_serving_dir_on_no_volume():
-  config = PipelineConfig(pipeline_root="gs://b/root", serving_dir="/mnt/serving")
+  config = PipelineConfig(
+    pipeline_root="gs://b/root", serving_dir="/mnt/serving", data_root="gs://b/data"
+  )
   volume = [("serving", "/mnt")]
   assert run_kubeflow.compile_warnings(_args(), config, volume) == []
   placeholders = PipelineConfig(
-    pipeline_root=run_kubeflow.PLACEHOLDER_PIPELINE_ROOT, serving_dir="s3://b/serving"
+    pipeline_root=run_kubeflow.PLACEHOLDER_PIPELINE_ROOT,
+    serving_dir="s3://b/serving",
+    data_root="/pipeline/data/digits",  # The image's copy of the bundled data.
   )
   lines = run_kubeflow.compile_warnings(_args(image=DEFAULT_IMAGE), placeholders, [])
   assert len(lines) == 2
@@ -392,14 +397,30 @@ def test_compile_warnings_name_each_placeholder_and_a_serving_dir_on_no_volume()
   (line,) = run_kubeflow.compile_warnings(_args(), config, [])
   assert line.startswith("--serving-dir /mnt/serving is on no --volume")
   (line,) = run_kubeflow.compile_warnings(
-    _args(), PipelineConfig(pipeline_root="/local/root", serving_dir="gs://b/s"), []
+    _args(),
+    PipelineConfig(pipeline_root="/local/root", serving_dir="gs://b/s", data_root="s3://b/d"),
+    [],
   )
   assert "neither gs:// nor s3://" in line
   vertex = _args(target=kubeflow_lib.VERTEX)
   (line,) = run_kubeflow.compile_warnings(vertex, config, [])
   assert "Vertex AI mounts no volumes" in line
-  on_gcs = PipelineConfig(pipeline_root="gs://b/root", serving_dir="gs://b/serving")
+  on_gcs = PipelineConfig(
+    pipeline_root="gs://b/root", serving_dir="gs://b/serving", data_root="gs://b/data"
+  )
   assert run_kubeflow.compile_warnings(vertex, on_gcs, []) == []
+  # A data root or a schema on the compiling machine: the steps read them in their containers,
+  # and the package held the path without a word.
+  local = dataclasses.replace(config, data_root="/home/me/data", schema_path="/home/me/s.pbtxt")
+  lines = run_kubeflow.compile_warnings(_args(), local, volume)
+  assert lines == [
+    "--data-root /home/me/data is read in the steps' containers, where it is on no --volume; "
+    "put it on gs:// or s3://, or (kfp) on a claim you mount with --volume.",
+    "--schema /home/me/s.pbtxt is read in the steps' containers, where it is on no --volume; "
+    "put it on gs:// or s3://, or (kfp) on a claim you mount with --volume.",
+  ]
+  mounted = dataclasses.replace(local, data_root="/mnt/data", schema_path="/mnt/s.pbtxt")
+  assert run_kubeflow.compile_warnings(_args(), mounted, volume) == []
 
 
 def test_step_env_is_plain_values_only_and_secret_env_names_a_secret_key():
