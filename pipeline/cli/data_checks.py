@@ -266,6 +266,28 @@ def check_flag_columns(path: str, delimiter: str, wanted: Sequence[tuple[str, st
       )
 
 
+def check_label_kept(path: str, delimiter: str, label_key: str, live_columns, live: int) -> None:
+  """Refuses tonight's file without the label column the live version was trained on: the data
+  lost it, and the fix is the data, not another --label-key (which the column check advised).
+
+  Args:
+    live_columns: the columns live version `live` was trained on (None: unknown).
+
+  Raises:
+    CheckError: naming the column, the live version and the file.
+  """
+  from components.example_gen import csv_read
+
+  if not live_columns or label_key not in live_columns:
+    return
+  if label_key not in csv_read.read_header(path, delimiter):
+    raise CheckError(
+      f"column {label_key!r}, the label live version {live} was trained on, is not in the header "
+      f"of {path}: the data lost it; fix what writes the data (a model of another label is a new "
+      "model: pass --label-key and another --model-name)."
+    )
+
+
 def check_inputs_left(path: str, delimiter: str, label_key: str, excluded: Sequence[str]) -> None:
   """Refuses a header with no column but the label (and those --exclude-columns leaves out):
   the run failed in the trainer, after the ExampleGen and the statistics had run.

@@ -296,6 +296,21 @@ def _resolve_paths(
   return data_root, module_file, transform_module, schema, pattern, plan
 
 
+def _check_label_kept(path: str, args: argparse.Namespace, serving_dir: str) -> None:
+  """`data_checks.check_label_kept` against the version live in the model's serving folder."""
+  from components.serving import live as serving_live
+
+  if not args.model_name or storage.is_remote(serving_dir):
+    return
+  try:
+    live = serving_live.live_version(serving_dir, args.model_name)
+    columns = serving_live.training_columns(live) if live is not None else None
+  except Exception:  # A view: the Pusher and the data gate report an unreadable folder.
+    return
+  if live is not None:
+    data_checks.check_label_kept(path, args.delimiter, args.label_key, columns, live.version)
+
+
 def _decide_from_data(
   args: argparse.Namespace,
   data_root: str,
@@ -323,6 +338,7 @@ def _decide_from_data(
     wanted = [("--exclude-columns", c) for c in args.exclude_columns]
     if args.split_column:
       wanted.append(("--split-column", args.split_column))
+    _check_label_kept(files[0], args, serving_dir)
     data_checks.check_flag_columns(files[0], args.delimiter, wanted)
     data_checks.check_inputs_left(files[0], args.delimiter, args.label_key, args.exclude_columns)
     if default_model and not args.transform_module:  # It reads the columns by their names.

@@ -719,3 +719,18 @@ def test_a_run_fn_modules_text_label_is_refused_before_the_run_unless_the_model_
   # The default model reads a text label as class indices itself.
   config = resolve.config_from_args(_args(tmp_path, *flags_[:2], *flags_[4:]), root, serving)
   assert config.task == "multiclass"
+
+
+def test_tonights_file_without_the_live_versions_label_asks_to_fix_the_data(tmp_path):
+  """A night whose file lost the label column was told to pass another --label-key."""
+  path = _csv(tmp_path, "tenure,charges", ["1,2.5", "3,4.5"])
+  with pytest.raises(checks.CheckError) as raised:
+    data_checks.check_label_kept(path, ",", "churn", ["tenure", "charges", "churn"], 3)
+  assert str(raised.value) == (
+    f"column 'churn', the label live version 3 was trained on, is not in the header of {path}: "
+    "the data lost it; fix what writes the data (a model of another label is a new model: pass "
+    "--label-key and another --model-name)."
+  )
+  # Nothing live, or a live version of another label: the column check names the columns.
+  data_checks.check_label_kept(path, ",", "churn", None, 3)
+  data_checks.check_label_kept(path, ",", "churn", ["tenure", "target"], 3)
