@@ -407,7 +407,15 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
   if any(c["name"] == nodes.DATA_GATE and c["state"] == "cached" for c in summary["components"]):
     # Tonight's gate is an earlier run's: a night killed after its gate left its facts.
     try:
-      nights_lib.use_carried_gate(config.serving_dir, config.model_name, run.night)
+      carried = nights_lib.use_carried_gate(config.serving_dir, config.model_name, run.night)
+      # A push relied on the reused gate: its record shows it. (Nights with no new data keep
+      # none, so that one night's drift does not count once per night in the gate's bands.)
+      if not carried and (summary.get("pushed") or {}).get("pushed"):
+        reused = summary_lib.reused_gate_facts(summary)
+        if reused is not None:
+          nights_lib.record_step(
+            config.serving_dir, config.model_name, nights_lib.GATE_STEP, reused, run.night
+          )
     except Exception as e:  # Recording is not the run: the record then shows no gate.
       logging.getLogger(__name__).warning("The gate's facts were not carried over: %s", e)
   stopped = isinstance(failure, run_signals.STOPS)

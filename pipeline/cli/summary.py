@@ -10,6 +10,7 @@ from ml_metadata import errors, metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types import standard_component_specs
 
+from components import storage
 from components.artifact_files import variant_index
 from components.data_gate import spec as gate_spec
 from components.live_model import spec as live_model_spec
@@ -256,3 +257,39 @@ def result_line(
   type_name, line = _RESULT_LINES[node]
   artifact = _output_of_type(store, run["execution_id"], type_name)
   return line(artifact) if artifact is not None else ""
+
+
+def reused_gate_facts(summary: dict[str, Any]) -> dict[str, Any] | None:
+  """The night's gate facts (as the DataGate records them) from the gate this run reused from
+  KFP's or TFX's cache: its report, read from its result artifact, and the spans and rows of
+  the Examples it judged. None where the run has no such outputs or they cannot be read.
+
+  A night whose DataGate comes from the cache records no gate facts of its own. After a night
+  killed past its gate, `nights_lib.use_carried_gate` takes that night's; after one that failed
+  later (its trainer ran out of disk), this reads them, so that a night that pushed on that gate
+  shows it in its record (it showed none).
+  """
+  pointers = summary.get(sources.ARTIFACTS) or {}
+  gate, examples = pointers.get(sources.GATE), pointers.get(sources.EXAMPLES)
+  if not gate or not examples:
+    return None
+  path = f"{gate['uri'].rstrip('/')}/{properties.GATE_REPORT_FILE}"
+  try:
+    with storage.files(path).open(path, "r") as f:
+      report = json.load(f)
+  except (OSError, ValueError):
+    return None
+  values = examples.get("properties") or {}
+  spans = values.get(properties.EXAMPLES_SPANS)
+  spans = json.loads(spans) if isinstance(spans, str) else spans
+  rows = {
+    split: int(values[properties.examples_rows(split)])
+    for split in (properties.TRAIN_SPLIT, properties.EVAL_SPLIT)
+    if values.get(properties.examples_rows(split)) is not None
+  }
+  return {
+    "report": report,
+    "live_version": report.get("live_version"),
+    "spans": sorted(int(s) for s in spans) if spans else None,
+    "rows": rows,
+  }

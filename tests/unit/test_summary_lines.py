@@ -61,3 +61,37 @@ def test_eval_rows_of_a_class_the_train_split_lacks_are_counted_by_class():
     "eval rows of classes the train split lacks: 4 of 'Unknown'; the model has no such class, so "
     "they count as wrong."
   ) in lines
+
+
+def test_a_reused_gate_gives_the_nights_gate_facts_from_its_result_artifact(tmp_path):
+  # A night that pushed on the cached gate of a night that failed later (its trainer ran out of
+  # disk) was recorded with no gate, though its run page showed the gate it passed.
+  import json as json_lib
+
+  from core import properties, sources
+  from pipeline.cli import summary as summary_lib
+
+  gate = tmp_path / "gate"
+  gate.mkdir()
+  report = {"passed": True, "compared": True, "live_version": 1, "drift": {}, "findings": []}
+  (gate / properties.GATE_REPORT_FILE).write_text(json_lib.dumps(report))
+  examples = {
+    properties.EXAMPLES_SPANS: "[2]",
+    properties.examples_rows(properties.TRAIN_SPLIT): 2369,
+    properties.examples_rows(properties.EVAL_SPLIT): 631,
+  }
+  summary = {
+    sources.ARTIFACTS: {
+      sources.GATE: {"uri": str(gate), "properties": {}},
+      sources.EXAMPLES: {"uri": str(tmp_path / "examples"), "properties": examples},
+    }
+  }
+  assert summary_lib.reused_gate_facts(summary) == {
+    "report": report,
+    "live_version": 1,
+    "spans": [2],
+    "rows": {properties.TRAIN_SPLIT: 2369, properties.EVAL_SPLIT: 631},
+  }
+  (gate / properties.GATE_REPORT_FILE).unlink()
+  assert summary_lib.reused_gate_facts(summary) is None
+  assert summary_lib.reused_gate_facts({}) is None
