@@ -101,10 +101,20 @@ def _rollback_target(
   if to_version is None:
     live_content = current.manifest.get(manifest.CONTENT_SHA256_FIELD)
     rejected = history.rejected_contents(entries)
+    rolled_away = []
     for version in reversed([v for v in versions if v < current.version]):
       content = manifest_of(version).get(manifest.CONTENT_SHA256_FIELD)
       if content and content != live_content and content not in rejected:
         return version
+      if content and content != live_content:
+        rolled_away.append(version)
+    if rolled_away:
+      shown = ", ".join(map(str, sorted(rolled_away)))
+      raise PusherError(
+        f"No earlier version of {model_name!r} differs from live version {current.version} "
+        f"but those a rollback moved away from ({shown}); to serve one of them again, pass "
+        f"--to {max(rolled_away)}."
+      )
     raise PusherError(
       f"No earlier version of {model_name!r} differs from live version {current.version}; "
       "use --list to see the versions."

@@ -259,8 +259,13 @@ def test_rollback_previous_walks_back_past_rejected_content(tmp_path):
   second = rollback.rollback(str(serving), "digits", previous=True)
   assert second.manifest["republished_from"]["version"] == 1
   assert (serving / "digits" / "5" / "saved_model.pb").read_bytes() == b"pb:v1"
-  with pytest.raises(paths.PusherError, match="No earlier version"):
+  with pytest.raises(paths.PusherError) as raised:
     rollback.rollback(str(serving), "digits", previous=True)
+  # It said no earlier version differed, though 2, 3 and 4 do: rollbacks moved away from them.
+  assert str(raised.value) == (
+    "No earlier version of 'digits' differs from live version 5 but those a rollback moved away "
+    "from (2, 3, 4); to serve one of them again, pass --to 4."
+  )
   # Rolling forward on purpose is allowed, and makes that content pushable again.
   forward = rollback.rollback(str(serving), "digits", to_version=3, reason="false alarm")
   assert forward.version == 6
