@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 
 from core import written_numbers
-from models.tabular import text_columns
-from models.tabular.text_columns import MDY, WORD_SEPARATORS, YMD
+from models.tabular import date_text, text_columns
+from models.tabular.text_columns import WORD_SEPARATORS, YMD
 
 # Saved models store the registered names (`tfx_pipeline_kit>NumericBins`), so they stay the same
 # wherever this module lives: models saved before it moved into models/ still load.
@@ -304,13 +304,7 @@ class DateFeatures(tf.keras.layers.Layer):
     return era * 146097 + doe - 719468
 
   def call(self, inputs):
-    text = tf.reshape(inputs, [-1])
-    if self.order != YMD:
-      # "3/4/2012" -> "03/04/2012" -> "2012-03-04" (MDY) or "2012-04-03" (DMY).
-      text = tf.strings.regex_replace(text, r"^(\d)([-/.])", r"0\1\2")
-      text = tf.strings.regex_replace(text, r"^(\d\d[-/.])(\d)([-/.])", r"\10\2\3")
-      swap = r"\4-\1-\3" if self.order == MDY else r"\4-\3-\1"
-      text = tf.strings.regex_replace(text, r"^(\d\d)([-/.])(\d\d)[-/.](\d{4})", swap)
+    text = date_text.normalized(tf.reshape(inputs, [-1]), self.order)
     valid = tf.strings.regex_full_match(text, DATE_PATTERN)
     # A date alone reads as midnight; the suffix keeps every substring below in range.
     text = tf.strings.join([tf.where(valid, text, "1970-01-01"), " 00:00"])

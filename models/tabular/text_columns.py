@@ -138,10 +138,11 @@ _DATE = re.compile(
 
 
 # The orders of a date's fields: year first (ISO), month first (the US) or day first (Europe),
-# the last two with one- or two-digit months and days and a four-digit year ("3/14/2012").
+# the last two with one- or two-digit months and days and a two- or four-digit year
+# ("3/14/2012", "03/13/86"); see date_text.py for the same in TensorFlow.
 YMD, MDY, DMY = "ymd", "mdy", "dmy"
 DATE_ORDERS = (YMD, MDY, DMY)
-_YEAR_LAST = re.compile(r"(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})(.*)", re.DOTALL)
+_YEAR_LAST = re.compile(r"(\d{1,2})[-/.](\d{1,2})[-/.](\d{4}|\d{2})(?=$|[T ])(.*)", re.DOTALL)
 
 
 def parse_date(text: str, order: str = YMD) -> tuple[datetime.date, bool] | None:
@@ -149,6 +150,8 @@ def parse_date(text: str, order: str = YMD) -> tuple[datetime.date, bool] | None
   year_last = _YEAR_LAST.fullmatch(text) if order != YMD else None
   if year_last:
     first, second, year, rest = year_last.groups()
+    if len(year) == 2:  # POSIX's %y: 69 to 99 in the 1900s, 00 to 68 in the 2000s.
+      year = ("19" if int(year) >= 69 else "20") + year
     month, day = (first, second) if order == MDY else (second, first)
     text = f"{year}-{int(month):02d}-{int(day):02d}{rest}"
   match = _DATE.fullmatch(text)

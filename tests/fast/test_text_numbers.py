@@ -73,6 +73,23 @@ def test_a_date_column_with_the_year_last_is_read_month_or_day_first():
   assert text_columns.parse_date("3/14/2012") is None
 
 
+def test_excels_short_us_dates_with_two_digit_years_are_dates():
+  """pmdarima's msft written by Excel ('03/13/86') read as words: 5.1% RMSE behind
+  HistGradientBoosting on its split, 3.7% as dates."""
+  cells = ["03/13/86", "1/2/05", "12/31/68 10:30", "12/31/69"]
+  assert text_columns.date_order(cells) == text_columns.MDY
+  assert [text_columns.parse_date(c, text_columns.MDY) for c in cells] == [
+    (datetime.date(1986, 3, 13), False),
+    (datetime.date(2005, 1, 2), False),
+    (datetime.date(2068, 12, 31), True),
+    (datetime.date(1969, 12, 31), False),
+  ]
+  # Three digits are no year, and a month alone (pandas' monthly period) stays text: as words
+  # its month is a category, which a seasonal series needs.
+  assert text_columns.parse_date("03/13/086", text_columns.MDY) is None
+  assert text_columns.parse_date("1980-01") is None
+
+
 def test_a_column_of_month_first_dates_gets_date_stats_in_its_order():
   cells = np.array(
     [f"{m}/{d}/20{y:02d}".encode() for y in range(10, 20) for m, d in ((1, 31), (6, 5))]

@@ -215,6 +215,36 @@ def test_dates_with_the_year_last_read_as_the_same_dates_year_first(order, cells
   np.testing.assert_allclose(_tflite_with_select_ops(model, cells), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+  ("order", "cells", "iso"),
+  [
+    # Excel's short US date: the year in two digits, read as POSIX's %y reads it.
+    (
+      "mdy",
+      ["03/13/86", "1/2/05", "12/31/68 10:30", "12/31/69", "00/12/86"],
+      ["1986-03-13", "2005-01-02", "2068-12-31 10:30", "1969-12-31", "nope"],
+    ),
+    ("dmy", ["13/03/86", "2/1/05"], ["1986-03-13", "2005-01-02"]),
+  ],
+)
+def test_two_digit_years_read_as_the_profile_reads_them(order, cells, iso):
+  """pmdarima's msft with Excel's short US dates ('03/13/86') was read as words, not dates."""
+  from models.tabular import text_columns
+
+  assert text_columns.date_order([c for c in cells if c[:1].isdigit()]) == order
+  for cell, date in zip(cells, iso, strict=True):
+    parsed = text_columns.parse_date(cell, order)
+    assert (parsed and parsed[0].isoformat()) == (date[:10] if date != "nope" else None), cell
+  inputs = tf.keras.Input(shape=(1,), dtype=tf.string)
+  model = tf.keras.Model(
+    inputs, layers.DateFeatures(15800.0, 900.0, True, (-1, 0, 1), order)(inputs)
+  )
+  reference = layers.DateFeatures(15800.0, 900.0, True, (-1, 0, 1))
+  expected = reference(tf.constant([[c] for c in iso])).numpy()
+  np.testing.assert_allclose(model(tf.constant([[c] for c in cells])).numpy(), expected, atol=1e-6)
+  np.testing.assert_allclose(_tflite_with_select_ops(model, cells), expected, atol=1e-5)
+
+
 def _tflite_with_select_ops(model, texts):
   """The model, converted to TFLite with Select TF ops, run on one text column of `texts`."""
   converter = tf.lite.TFLiteConverter.from_keras_model(model)
