@@ -431,6 +431,9 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
     notify=config.notify,
     every_night=config.notify_every_night,
     heartbeat=config.heartbeat,
+    # Where the night could not be opened (its serving folder full), the record still names
+    # who ran it; it had no owner, and history showed a "run from" column for it.
+    owner=os.environ.get(nights_lib.NIGHT_OWNER_ENV, ""),
   )
   os.environ.pop(nights_lib.NIGHT_ID_ENV, None)
   os.environ.pop(nights_lib.NIGHT_OWNER_ENV, None)

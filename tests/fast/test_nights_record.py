@@ -78,6 +78,18 @@ def test_a_first_night_that_ran_through_is_recorded_though_it_pushed_nothing(tmp
   assert nights_cli.model_name_in(str(serving), None) == "m"
 
 
+def test_a_night_that_could_not_be_opened_is_recorded_under_its_owner(tmp_path):
+  # Its serving folder was full when the night began, so no facts named who ran it: the record
+  # had no owner, and history added a "run from" column for it. run_local.py passes its owner.
+  serving = tmp_path / "serving"
+  nights.append_record(str(serving), "m", {"night": "1", "outcome": "pushed", "owner": "host:/out"})
+  record, _ = nights_lib.end_night(
+    str(serving), "m", "tonight", succeeded=False, error="no space", owner="host:/out"
+  )
+  assert record["owner"] == "host:/out"
+  assert nights.read_records(str(serving), "m")[-1]["owner"] == "host:/out"
+
+
 def test_a_night_killed_before_it_closed_is_recorded_by_a_later_one(tmp_path, monkeypatch):
   import os
   import time
