@@ -398,6 +398,9 @@ def _summarize(run: _Started, config, log: pathlib.Path, failure, error) -> dict
   summary = summary_lib.build_summary(run.store, config.pipeline_name, run.started_ms, error)
   summary["seconds"] = round(time.monotonic() - run.started, 2)
   summary["config"] = dataclasses.asdict(config)
+  if summary.get("task") is None and summary.get("components"):
+    # A run_fn module's model names no task; the run's own decision is the task it ran.
+    summary["task"] = config.task
   summary["log"] = str(log)
   if run.cleanup:
     summary["cleanup"] = run.cleanup
