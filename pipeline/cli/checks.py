@@ -263,6 +263,36 @@ def module_functions(path: str) -> set[str]:
   return names
 
 
+def check_module_imports(flag: str, path: str) -> None:
+  """Refuses a module file whose top-level imports name a package this environment lacks, before
+  the run: the import failed in the trainer, after the data steps had run (TFX's
+  penguin_utils_tfdf_experimental.py needs tensorflow_decision_forests). Imports inside a `try`,
+  an `if` or a function are the module's own affair, and a name beside the file is its sibling.
+
+  Raises:
+    CheckError: naming the import, its line and the fix.
+  """
+  import importlib.util
+
+  module = pathlib.Path(path)
+  tree = ast.parse(module.read_text(encoding="utf-8"), filename=str(module))
+  for node in tree.body:
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+      names = [node.module]
+    else:
+      continue
+    for name in names:
+      top = name.split(".")[0]
+      sibling = (module.parent / f"{top}.py").exists() or (module.parent / top).is_dir()
+      if not sibling and importlib.util.find_spec(top) is None:
+        raise CheckError(
+          f"{flag} {path} imports {name!r} (line {node.lineno}), which is not installed here; "
+          "install the package that provides it into this environment, or remove the import."
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class ModulePlan:
   """Which stock components a module file asks for.

@@ -123,6 +123,12 @@ def check_args(args: argparse.Namespace):
   serving = _location(args.serving_dir, out / "serving")
   root = _location(args.pipeline_root, out / "pipeline_root")
   config = resolve.config_from_args(args, root, serving)
+  for flag, module in (
+    ("--module-file", config.module_file),
+    ("--transform-module", config.transform_module),
+  ):
+    if module and not storage.is_remote(module):
+      checks.check_module_imports(flag, module)
   checks.check_serving_writable("--serving-dir", config.serving_dir, config.model_name)
   from components.serving import live
 

@@ -734,3 +734,30 @@ def test_tonights_file_without_the_live_versions_label_asks_to_fix_the_data(tmp_
   # Nothing live, or a live version of another label: the column check names the columns.
   data_checks.check_label_kept(path, ",", "churn", None, 3)
   data_checks.check_label_kept(path, ",", "churn", ["tenure", "target"], 3)
+
+
+def test_a_module_that_imports_a_package_this_environment_lacks_is_refused_before_the_run(
+  tmp_path,
+):
+  """TFX's penguin_utils_tfdf_experimental.py failed in the trainer (rc 1), after the data steps,
+  for want of tensorflow_decision_forests."""
+  module = _write(
+    tmp_path / "m.py",
+    "import os\nimport helpers\nfrom no_such_package_here.sub import x\n\ndef run_fn(fn_args):\n"
+    "  pass\n",
+  )
+  _write(tmp_path / "helpers.py", "X = 1\n")  # A sibling, packaged with the module.
+  with pytest.raises(checks.CheckError) as raised:
+    checks.check_module_imports("--module-file", module)
+  assert str(raised.value) == (
+    f"--module-file {module} imports 'no_such_package_here.sub' (line 3), which is not "
+    "installed here; install the package that provides it into this environment, or remove "
+    "the import."
+  )
+  # An import the module guards itself (try, if, inside a function) is its own affair.
+  guarded = _write(
+    tmp_path / "g.py",
+    "try:\n  import no_such_package_here\nexcept ImportError:\n  pass\n\n"
+    "def run_fn(fn_args):\n  import no_such_package_here\n",
+  )
+  checks.check_module_imports("--module-file", guarded)
