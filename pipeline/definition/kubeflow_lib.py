@@ -262,9 +262,6 @@ def _add_key_task(
   names = [p for p in copied if p in task_params]
   values = {p: copy.deepcopy(task_params[p]) for p in names}
   definitions = {p: copy.deepcopy(comp_params[p]) for p in names}
-  for key, value in (constants or {}).items():
-    values[key] = {"runtimeValue": {"constant": value}}
-    definitions[key] = {"parameterType": "STRING"}
   spec["components"][name] = {
     "executorLabel": name + "_executor",
     "inputDefinitions": {"parameters": definitions},
@@ -283,6 +280,7 @@ def _add_key_task(
     "inputs": {"parameters": values},
     "cachingOptions": {"enableCache": False},
   }
+  add_constants(spec, name, constants or {})
   for consumer in consumers:
     task = dag[consumer]
     task.setdefault("inputs", {}).setdefault("parameters", {})[output] = {
@@ -294,6 +292,21 @@ def _add_key_task(
       "parameterType": "STRING"
     }
     _add_to_inputs_spec_arg(executor(spec, consumer)["container"]["args"], output, "STRING")
+
+
+def add_constants(
+  spec: Mapping[str, Any], name: str, values: Mapping[str, str], optional: bool = False
+) -> None:
+  """String parameters with constant values, on task `name` and in its component's inputs
+  (`optional`: declared so, for an executor whose spec may lack them)."""
+  definitions = component(spec, name).setdefault("inputDefinitions", {})
+  inputs = tasks(spec)[name].setdefault("inputs", {})
+  for key, value in values.items():
+    definition: dict[str, Any] = {"parameterType": "STRING"}
+    if optional:
+      definition["isOptional"] = True
+    definitions.setdefault("parameters", {})[key] = definition
+    inputs.setdefault("parameters", {})[key] = {"runtimeValue": {"constant": value}}
 
 
 def add_span_resolvers(spec: dict[str, Any]) -> list[str]:

@@ -59,32 +59,30 @@ def add_night_id(spec: Mapping[str, Any]) -> list[str]:
   """
   steps = [name for name in NIGHT_STEPS if name in kubeflow_lib.tasks(spec)]
   for name in steps:
-    _add_constants(spec, name, {properties.NIGHT_ID_KEY: RUN_ID_PLACEHOLDER}, optional=True)
+    kubeflow_lib.add_constants(
+      spec, name, {properties.NIGHT_ID_KEY: RUN_ID_PLACEHOLDER}, optional=True
+    )
   kubeflow_lib.disable_cache(spec, steps)
   return steps
 
 
 def add_span_notes(
-  spec: Mapping[str, Any], serving_dir: str, model_name: str, stale_after_s: float
-) -> list[str]:
-  """Gives each span resolver task (`kubeflow_lib.add_span_resolvers`, uncached, first of the
-  night) what it needs to note tonight's spans in the night's record, as run_local.py does
-  before its run (`components.nights.span_notes`): the run's id, the serving folder, the model
-  name and --stale-after in seconds ("0": off). The ExampleGen's cache key is the resolver's
-  output alone, so these parameters leave it as it was.
-
-  Returns:
-    The resolver tasks that got them.
-  """
-  resolvers = [
-    name
-    for name in kubeflow_lib.tasks(spec)
-    if name.endswith(kubeflow_lib.SPAN_RESOLVER_SUFFIX)
-    and kubeflow_lib.executor(spec, name)["container"]["command"][-1] == kubeflow_lib.RESOLVE_SPAN
-  ]
+  spec: Mapping[str, Any],
+  resolvers: Sequence[str],
+  serving_dir: str,
+  model_name: str,
+  stale_after_s: float,
+) -> None:
+  """Gives each span resolver task (`resolvers`, from `kubeflow_lib.add_span_resolvers`:
+  uncached, first of the night) what it needs to note tonight's spans in the night's record, as
+  run_local.py does before its run (`components.nights.span_notes`): the run's id, the serving
+  folder, the model name and --stale-after in seconds ("0": off). The ExampleGen's cache key is
+  the resolver's output alone, so these parameters leave it as it was."""
   for name in resolvers:
-    _add_constants(spec, name, {properties.NIGHT_ID_KEY: RUN_ID_PLACEHOLDER}, optional=True)
-    _add_constants(
+    kubeflow_lib.add_constants(
+      spec, name, {properties.NIGHT_ID_KEY: RUN_ID_PLACEHOLDER}, optional=True
+    )
+    kubeflow_lib.add_constants(
       spec,
       name,
       {
@@ -93,21 +91,6 @@ def add_span_notes(
         STALE_AFTER_PARAMETER: f"{stale_after_s:g}",
       },
     )
-  return resolvers
-
-
-def _add_constants(
-  spec: Mapping[str, Any], name: str, values: Mapping[str, str], optional: bool = False
-) -> None:
-  """String parameters with constant values, on task `name` and in its component's inputs."""
-  definitions = kubeflow_lib.component(spec, name).setdefault("inputDefinitions", {})
-  inputs = kubeflow_lib.tasks(spec)[name].setdefault("inputs", {})
-  for key, value in values.items():
-    definition: dict[str, Any] = {"parameterType": "STRING"}
-    if optional:
-      definition["isOptional"] = True
-    definitions.setdefault("parameters", {})[key] = definition
-    inputs.setdefault("parameters", {})[key] = {"runtimeValue": {"constant": value}}
 
 
 def has_exit_handler(spec: Mapping[str, Any]) -> bool:

@@ -99,8 +99,7 @@ def postprocess(
   spec = doc["pipelineSpec"]
   kubeflow_lib.check_container_tasks(spec)
   kubeflow_lib.disable_cache(spec, never_cached)
-  if target == kubeflow_lib.KFP:
-    kubeflow_lib.add_span_resolvers(spec)
+  resolvers = kubeflow_lib.add_span_resolvers(spec) if target == kubeflow_lib.KFP else []
   kubeflow_lib.add_live_key_task(spec, config.settings_fingerprint() if config else "")
   kubeflow_lib.use_entrypoint(spec)
   kubeflow_lib.declare_html_outputs(spec)
@@ -112,7 +111,7 @@ def postprocess(
       model_name = _pusher_constant(spec, properties.MODEL_NAME_KEY)
     kubeflow_night.add_night_id(spec)
     kubeflow_night.add_span_notes(
-      spec, serving_dir, model_name, config.stale_after_s if config else 0.0
+      spec, resolvers, serving_dir, model_name, config.stale_after_s if config else 0.0
     )
     kubeflow_night.add_exit_handler(
       spec,
