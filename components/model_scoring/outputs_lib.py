@@ -150,19 +150,23 @@ def raw_labels(files: Sequence[str], label_key: str) -> np.ndarray:
   """The label's values as the examples hold them, in `model_outputs`' row order: a number per
   row (NaN where the row has none, or a value that is not a number). A model's own labels can be
   class indices, which cannot tell a value its training never saw."""
-  import tensorflow as tf
-
   values = []
   for batch in record_batches(files):
     kind = _raw_kind(batch.numpy(), label_key)
     if kind not in ("int64_list", "float_list"):
       values.append(np.full(len(batch.numpy()), np.nan))
       continue
-    dtype = tf.int64 if kind == "int64_list" else tf.float32
-    parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
-    value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
-    values.append(value.numpy()[:, 0])
+    values.append(_number_label(batch, label_key, kind).numpy()[:, 0])
   return np.concatenate(values) if values else np.zeros(0)
+
+
+def _number_label(batch, label_key: str, kind: str | None):
+  """The label of serialized examples as float64 [rows, 1], NaN where a row has none."""
+  import tensorflow as tf
+
+  dtype = tf.int64 if kind == "int64_list" else tf.float32
+  parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
+  return tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
 
 
 def _labels(batch, label_key: str, transform) -> np.ndarray:
@@ -176,9 +180,7 @@ def _labels(batch, label_key: str, transform) -> np.ndarray:
   if tasks.label_view(label_key, transformed, _is_text(kind)) == tasks.TRANSFORMED:
     value = transformed[label_key]
   else:
-    dtype = tf.int64 if kind == "int64_list" else tf.float32
-    parsed = tf.io.parse_example(batch, {label_key: tf.io.RaggedFeature(dtype)})
-    value = tf.cast(parsed[label_key], tf.float64).to_tensor(default_value=np.nan, shape=[None, 1])
+    value = _number_label(batch, label_key, kind)
   value = tf.cast(value, tf.float64).numpy().reshape(len(batch.numpy()), -1)
   if value.shape[1] != 1:
     raise ValueError(f"label {label_key!r} has {value.shape[1]} values per example")

@@ -244,23 +244,32 @@ def module_functions(path: str) -> set[str]:
   Raises:
     CheckError: when the file is missing, not a file, or not valid Python.
   """
-  p = pathlib.Path(path)
-  if not p.exists():
-    raise CheckError(f"module file {path} does not exist; pass a Python module file.")
-  if not p.is_file():
-    raise CheckError(f"module file {path} is not a file; pass a Python module file.")
-  try:
-    tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
-  except (SyntaxError, UnicodeDecodeError) as e:
-    line = getattr(e, "lineno", None)
-    where = f" (line {line})" if line else ""
-    raise CheckError(f"module file {path} is not valid Python{where}: {e}; fix it.") from None
+  tree = _module_tree(path)
   names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
   # `run_fn = some_helper(...)` style assignments count too.
   for node in tree.body:
     if isinstance(node, ast.Assign):
       names.update(t.id for t in node.targets if isinstance(t, ast.Name))
   return names
+
+
+def _module_tree(path: str) -> ast.Module:
+  """A module file's syntax tree (read, not imported).
+
+  Raises:
+    CheckError: when the file is missing, not a file, or not valid Python.
+  """
+  p = pathlib.Path(path)
+  if not p.exists():
+    raise CheckError(f"module file {path} does not exist; pass a Python module file.")
+  if not p.is_file():
+    raise CheckError(f"module file {path} is not a file; pass a Python module file.")
+  try:
+    return ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+  except (SyntaxError, UnicodeDecodeError) as e:
+    line = getattr(e, "lineno", None)
+    where = f" (line {line})" if line else ""
+    raise CheckError(f"module file {path} is not valid Python{where}: {e}; fix it.") from None
 
 
 def check_module_imports(flag: str, path: str) -> None:
@@ -275,8 +284,7 @@ def check_module_imports(flag: str, path: str) -> None:
   import importlib.util
 
   module = pathlib.Path(path)
-  tree = ast.parse(module.read_text(encoding="utf-8"), filename=str(module))
-  for node in tree.body:
+  for node in _module_tree(path).body:
     if isinstance(node, ast.Import):
       names = [alias.name for alias in node.names]
     elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

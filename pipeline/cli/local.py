@@ -24,7 +24,6 @@ from core.errors import UserInputError  # noqa: E402
 from pipeline.cli import (  # noqa: E402
   checks,
   flags,
-  night_job,
   progress,
   reporting,
   resolve,
@@ -117,8 +116,6 @@ def check_args(args: argparse.Namespace):
       if not storage.is_remote(value):
         checks.check_writable(flag, value)
   checks.check_at_least("--direct-workers", args.direct_workers, 0)
-  if args.stale_after:
-    night_job.parse_duration(args.stale_after, "--stale-after")
   checks.check_beam_args("--beam-arg", args.beam_arg)
   serving = _location(args.serving_dir, out / "serving")
   root = _location(args.pipeline_root, out / "pipeline_root")
