@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from core import tasks
+from core import properties, tasks
 from core.column_types import (
   SCHEMA_TO_STORED,
   SCHEMA_TYPES,
@@ -149,10 +149,21 @@ def numeric_columns(columns: Sequence[Column]) -> list[Column]:
 
 
 def data_fingerprints(examples) -> list[str]:
-  """What identifies the data of Examples artifacts: the span and input fingerprint of each."""
+  """What identifies the data of Examples artifacts: the span and the content of each.
+
+  The content is the ExampleGen's digest of each span's lines (`span_digests`), where it
+  recorded one: a span's files copied again unchanged (new times, so TFX's input fingerprint
+  and a new Examples artifact) hold the same data, and a run on them learns nothing new. Else
+  TFX's input fingerprint (the files' names, sizes and times), else the artifact's URI.
+  """
   out = []
   for a in examples:
     span = a.span if a.has_property("span") else None
+    if a.has_custom_property(properties.EXAMPLES_SPAN_DIGESTS):
+      digests = json.loads(a.get_string_custom_property(properties.EXAMPLES_SPAN_DIGESTS))
+      if digests:
+        out.append(f"span={span};content={json.dumps(digests, sort_keys=True)}")
+        continue
     fingerprint = (
       a.get_string_custom_property("input_fingerprint")
       if a.has_custom_property("input_fingerprint")

@@ -203,3 +203,37 @@ def test_a_column_named_self_saves_and_serves_under_its_recorded_rows_key(tmp_pa
   examples = [_example(self=_ints(1), dir=_floats(0.25)), _example(self=_ints(0), dir=_floats(0.5))]
   served = loaded.signatures["serving_default"](examples=tf.constant(examples))["outputs"]
   np.testing.assert_allclose(by_name.numpy(), served.numpy(), atol=1e-6)
+
+
+def _examples(uri: str, span: int, input_fingerprint: str, digests: dict | None):
+  import json
+
+  from tfx.types import standard_artifacts
+
+  from core import properties
+
+  artifact = standard_artifacts.Examples()
+  artifact.uri, artifact.span = uri, span
+  artifact.set_string_custom_property("input_fingerprint", input_fingerprint)
+  if digests is not None:
+    artifact.set_string_custom_property(properties.EXAMPLES_SPAN_DIGESTS, json.dumps(digests))
+  return artifact
+
+
+def test_a_span_copied_again_unchanged_is_the_same_data():
+  # The delivery job copies span 2's file again: new times, so TFX's input fingerprint and
+  # the Examples artifact are new, but the lines are the same. A run on them learns nothing
+  # new (the Pusher keeps the live version, and a rollback away from it stays rolled back).
+  digest = {"2": {"rows": 1500, "digest": "74d9fac259d9d9bc"}}
+  before = _examples("/a/1", 2, "split:*,num_files:1,total_bytes:9,xor_checksum:1,sum:1", digest)
+  copied = _examples("/a/2", 2, "split:*,num_files:1,total_bytes:9,xor_checksum:7,sum:7", digest)
+  assert model_contract.data_fingerprints([copied]) == model_contract.data_fingerprints([before])
+  changed = _examples("/a/3", 2, "x", {"2": {"rows": 1500, "digest": "0000000000000001"}})
+  assert model_contract.data_fingerprints([changed]) != model_contract.data_fingerprints([before])
+  other_span = _examples("/a/4", 3, "x", {"3": digest["2"]})
+  assert model_contract.data_fingerprints([other_span]) != model_contract.data_fingerprints(
+    [before]
+  )
+  # Examples without the digests (a stock ExampleGen's): TFX's input fingerprint, else the URI.
+  stock = _examples("/a/5", 2, "fp", None)
+  assert model_contract.data_fingerprints([stock]) == ["span=2;fp"]
