@@ -188,6 +188,7 @@ def convert_batch(raw: pa.RecordBatch, options: ConvertOptions, utf8: bool = Tru
   rejections = _Rejections(n)
 
   columns = {name: raw.column(name) for name in raw.schema.names}
+  rejections.reject(csv_read.repeated_header(raw), csv_read.REPEATED_HEADER)
   if not utf8:
     for name, column in columns.items():
       undecodable = csv_read.undecodable(column)

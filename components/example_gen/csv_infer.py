@@ -185,7 +185,8 @@ def infer_column_types(
   within int64, a float when float() reads it, else a string; a column takes
   the highest type of its cells (int < float < string), and a column empty in
   every row is `CSV_UNKNOWN`. Rows the conversion quarantines whatever the types
-  (wrong number of fields, bytes that are not UTF-8, a missing label) do not count.
+  (wrong number of fields, bytes that are not UTF-8, a missing label, the header again) do
+  not count.
   Files whose columns differ from the first file's are skipped here; the
   conversion reports them. Column order may differ between files.
 
@@ -216,6 +217,7 @@ def infer_column_types(
           drop |= csv_read.undecodable(column)
       if label_key in kinds:
         drop |= np.asarray(batch.column(label_key).is_null(), dtype=bool)
+      drop |= csv_read.repeated_header(batch)
       counted = batch.filter(pa.array(~drop)) if drop.any() else batch
       for name in names:
         if kinds[name] != CSV_STRING:

@@ -252,8 +252,8 @@ def column_batches(
   flag: str = "--label-key",
 ) -> Iterator[pa.Array]:
   """The raw cells (bytes) of one column of CSV files, a batch at a time, as the ExampleGen
-  reads them: rows with the wrong number of fields and cells that are not valid UTF-8 (which
-  it quarantines) left out.
+  reads them: rows with the wrong number of fields, the header written again and cells that
+  are not valid UTF-8 (which it quarantines) left out.
 
   Raises:
     CsvInputError: if a file lacks the column (naming `flag` as the fix) or starts with rows
@@ -274,21 +274,25 @@ def column_batches(
     with damaged_gzip_as_input_error(path):
       chunk = csv_read.Chunk(path)
       utf8, _ = csv_read.scan_chunk(chunk)
+      # One more column tells the header written again (`csv_read.repeated_header`) from a
+      # cell that happens to hold the column's name.
+      other = [n for n in names if n != column][:1]
       batches = csv_read.iter_raw_batches(
         chunk,
         names,
         delimiter,
         block_size,
         utf8=utf8,
-        include_columns=[column],
+        include_columns=[column, *other],
         use_threads=True,
       )
       for raw in batches:
-        values = raw.column(0)
+        values = raw.column(column)
+        bad = csv_read.repeated_header(raw)
         if not utf8:
-          bad = csv_read.undecodable(values)
-          if bad.any():
-            values = values.filter(pa.array(~bad))
+          bad |= csv_read.undecodable(values)
+        if bad.any():
+          values = values.filter(pa.array(~bad))
         yield values
 
 

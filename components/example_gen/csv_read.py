@@ -433,3 +433,23 @@ def _count_newlines(f, length: int) -> int:
     count += block.count(b"\n")
     length -= len(block)
   return count
+
+
+REPEATED_HEADER = "repeats the header row (files joined with their headers?)"
+
+
+def repeated_header(raw: pa.RecordBatch) -> np.ndarray:
+  """The rows of a batch of raw cells whose every cell is its column's name: a header again.
+
+  `cat a.csv b.csv > data.csv` keeps b's header as a row. Read as data it turns every number
+  column into text and adds a class named after the label column.
+  """
+  rows = np.ones(raw.num_rows, dtype=bool)
+  for name, column in zip(raw.schema.names, raw.columns, strict=True):
+    rows &= np.asarray(
+      pc.equal(pc.utf8_trim_whitespace(column.cast(pa.string())), name).fill_null(False),
+      dtype=bool,
+    )
+    if not rows.any():
+      break
+  return rows

@@ -482,6 +482,10 @@ class TestBadInput:
       (b"1,1e39,3\n", "NaN or infinity", False),  # Finite as float64, infinite as float32.
       (b"1,0.5,\n", "missing label", False),
       (b"1,0.5,\xff\xfe\n", "not valid UTF-8", False),
+      # Two files joined with their headers: the second header is not read as data (its
+      # cells would make both number columns text, and 'label' a class).
+      (b"pix,score,label\n", "repeats the header row (files joined with their headers?)", False),
+      (b" pix , score,label\n", "repeats the header row", False),
       # Cells that are not numbers only count as bad when a schema gives the types;
       # inferred, they make a string column, as in stock CsvExampleGen.
       (b"x,0.5,3\n", "'x' is not an integer", True),

@@ -143,7 +143,7 @@ def write_messy_csv(path, rows: int = 16_000) -> None:
 # Every reason the ExampleGen may give for a quarantined row.
 REASON = re.compile(
   r"expected \d+ fields, found \d+|is not an integer|is not a number|NaN or infinity"
-  r"|bytes are not valid UTF-8|missing label|expected an empty cell"
+  r"|bytes are not valid UTF-8|missing label|expected an empty cell|repeats the header row"
 )
 
 # Nasty rows from the generator's alphabet, each quarantined whatever the column types, so

@@ -132,6 +132,14 @@ class TestTypeRules:
     assert types == {"x": "int", "y": "int", "label": "int"}
     assert csv_infer.infer_column_types([path])["x"] == "string"  # No label: the row counts.
 
+  def test_the_header_written_again_does_not_count(self, tmp_path):
+    # `cat a.csv b.csv`: b's header is a row of a.csv's columns' names.
+    path = _write(tmp_path / "a.csv", "x,y,label\n1,2.5,a\nx,y,label\n3,4.5,b\n")
+    assert csv_infer.infer_column_types([path]) == {"x": "int", "y": "float", "label": "string"}
+    # One cell holding its column's name is data.
+    named = _write(tmp_path / "b.csv", "x,y,label\n1,2.5,a\nx,7,b\n")
+    assert csv_infer.infer_column_types([named])["x"] == "string"
+
   @pytest.mark.parametrize("token", missing_values.MISSING_TOKENS)
   def test_a_missing_token_among_numbers_is_an_empty_cell(self, tmp_path, token):
     path = _column_csv(tmp_path, ["1.5", token, f" {token} ", "", "2"])
@@ -407,6 +415,14 @@ class TestProfileColumn:
     # A number label's tokens stay empty cells whatever the task.
     numbers = _write(tmp_path / "b.csv", "x,y\n1,1\n2,NA\n3,2\n")
     assert csv_profile.profile_column([numbers], "y", keep_text_tokens=True).num_empty == 1
+
+  def test_the_header_written_again_is_not_a_value(self, tmp_path):
+    path = _write(tmp_path / "a.csv", "x,churn\n1,yes\n2,no\nx,churn\n3,no\n")
+    p = csv_profile.profile_column([path], "churn")
+    assert p.values == ("no", "yes") and p.num_rows == 3
+    # A label cell that holds the column's name, in a row that is not the header, counts.
+    named = _write(tmp_path / "b.csv", "x,churn\n1,yes\n2,churn\n")
+    assert csv_profile.profile_column([named], "churn").values == ("churn", "yes")
 
   def test_ragged_rows_do_not_count(self, tmp_path):
     path = _write(tmp_path / "a.csv", "x,y\n1,2\n3\n4,5,6\n7,8\n")
