@@ -118,6 +118,9 @@ CONTENT_SHA256_PROPERTY = "content_sha256"
 # The Evaluator's ModelBlessing and ModelEvaluation.
 # The blessing property saying why the live version was not scored, when it could not be.
 BASELINE_SKIPPED_PROPERTY = "baseline_skipped"
+# The version that was live when LiveModel read the serving folder for this evaluation (0:
+# nothing was live). The Pusher publishes only while it still is (`publish.push_version`).
+EVALUATED_WHILE_LIVE_PROPERTY = "evaluated_while_live"
 
 # The ModelBlessing properties the floor is recorded in.
 FLOOR_PROPERTY = "floor"
@@ -138,6 +141,17 @@ GATE_SUMMARY_PROPERTY = "summary"
 def examples_rows(split: str) -> str:
   """The property holding the number of rows the ExampleGen wrote to `split`."""
   return f"{EXAMPLES_ROWS_PREFIX}{split}"
+
+
+def evaluated_while_live(baselines: Any) -> int | None:
+  """The version live when LiveModel read the serving folder, from its baseline artifacts (0:
+  nothing was live), or None without a LiveModel baseline."""
+  for artifact in baselines or []:
+    if not live_available(artifact):
+      return 0
+    if artifact.has_custom_property(LIVE_VERSION_PROPERTY):
+      return int(artifact.get_int_custom_property(LIVE_VERSION_PROPERTY))
+  return None
 
 
 def live_available(artifact: Any) -> bool:

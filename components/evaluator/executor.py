@@ -40,6 +40,7 @@ class Executor(stock_evaluator.Executor):
     tonight = _candidate_task(input_dict) if quantity else ""
     exec_properties = _reading_followed(tonight, exec_properties)
     key = standard_component_specs.BASELINE_MODEL_KEY
+    while_live = properties.evaluated_while_live(input_dict.get(key))
     baselines = [a for a in input_dict.get(key) or [] if properties.live_available(a)]
     reading = _other_reading(tonight, baselines, exec_properties)
     if reading:
@@ -67,14 +68,14 @@ class Executor(stock_evaluator.Executor):
       }
       logging.info("Evaluator floor: %s", floor.reason)
     skipped = self._evaluate(input_dict, output_dict, exec_properties, conform) or reading
+    blessing = artifact_utils.get_single_instance(
+      output_dict[standard_component_specs.BLESSING_KEY]
+    )
     if skipped:
-      artifact_utils.get_single_instance(
-        output_dict[standard_component_specs.BLESSING_KEY]
-      ).set_string_custom_property(properties.BASELINE_SKIPPED_PROPERTY, skipped)
+      blessing.set_string_custom_property(properties.BASELINE_SKIPPED_PROPERTY, skipped)
+    if while_live is not None:
+      blessing.set_int_custom_property(properties.EVALUATED_WHILE_LIVE_PROPERTY, while_live)
     if floor is not None:
-      blessing = artifact_utils.get_single_instance(
-        output_dict[standard_component_specs.BLESSING_KEY]
-      )
       blessing.set_float_custom_property(properties.FLOOR_PROPERTY, floor.value)
       blessing.set_string_custom_property(properties.FLOOR_REASON_PROPERTY, floor.reason)
 

@@ -153,6 +153,7 @@ class Executor(stock_pusher.Executor):
         ),
         keep_versions=int(exec_properties[s.KEEP_VERSIONS_KEY]),
         source={"saved_model": model_path, "variants": {v.name: v.folder for v in blessed}},
+        evaluated_while_live=_evaluated_while_live(input_dict),
       )
     if result.manifest is not None:
       manifest.write_copy(pushed_model.uri, result.manifest)
@@ -274,6 +275,14 @@ def _write_refused(error: BaseException) -> str:
   if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
     return f"{error.strerror} at {error.filename}" if error.filename else str(error.strerror)
   return ""
+
+
+def _evaluated_while_live(input_dict: dict[str, list[types.Artifact]]) -> int | None:
+  """The version the Evaluator's LiveModel saw live (0: none), or None where not recorded."""
+  blessing = artifact_utils.get_single_instance(input_dict[s.MODEL_BLESSING_KEY])
+  if not blessing.has_custom_property(properties.EVALUATED_WHILE_LIVE_PROPERTY):
+    return None
+  return int(blessing.get_int_custom_property(properties.EVALUATED_WHILE_LIVE_PROPERTY))
 
 
 def _night_facts(

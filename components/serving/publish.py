@@ -65,6 +65,7 @@ def push_version(
   skip_if_identical: bool = True,
   lock_timeout_s: float = local.DEFAULT_LOCK_TIMEOUT_S,
   source: Mapping[str, Any] | None = None,
+  evaluated_while_live: int | None = None,
 ) -> PushResult:
   """Publishes a SavedModel and its variants as the next version, atomically.
 
@@ -87,8 +88,10 @@ def push_version(
     skip_if_identical: Push nothing when the content equals the live version's, or equals
       content that a rollback moved away from (so a nightly rerun does not undo a rollback).
     lock_timeout_s: How long to wait for another push holding the lock.
-    source: What to record as the origin in the manifest (e.g. the artifact URIs when the
-      files were first copied from remote storage); defaults to the given local paths.
+    source: What to record as the origin in the manifest (the artifact URIs where the files
+      were first copied from remote storage); defaults to the given local paths.
+    evaluated_while_live: The version live when the model was evaluated (0: none, None: not
+      checked); nothing is pushed over another one (pushed beside this run, or a rollback).
 
   Returns:
     A `PushResult`.
@@ -109,12 +112,11 @@ def push_version(
     entries = folder.read_log(layout.HISTORY)
     current = live.live_in(folder)
     live_number = current.version if current else None
-    skip_reason = skip_if_identical and _identical_reason(current, content, entries)
-    if skip_reason:
+    skip = skip_if_identical and _identical_reason(current, content, entries)
+    if skip := skip or _moved_reason(live_number, evaluated_while_live):
       staged.discard()
       live_manifest = current.manifest if current else None
-      return PushResult(False, None, None, skip_reason, live_number, content, (), live_manifest)
-
+      return PushResult(False, None, None, skip, live_number, content, (), live_manifest)
     version_manifest = manifest.push_manifest(
       model_name=model_name,
       version=history.next_version(folder.taken(), entries),
@@ -130,6 +132,18 @@ def push_version(
     folder.append_log(layout.HISTORY, history.push_entry(version_manifest, live_number))
     removed = retire(folder, keep_versions, version)
   return PushResult(True, version, path, "", version, content, tuple(removed), version_manifest)
+
+
+def _moved_reason(live_number: int | None, evaluated_while_live: int | None) -> str:
+  """Why not to push a model evaluated while another version was live than the one live now
+  ('' where the same one is, or nothing is live now, or the evaluation did not say)."""
+  if evaluated_while_live is None or live_number in (None, evaluated_while_live):
+    return ""
+  then = f"version {evaluated_while_live}" if evaluated_while_live else "nothing"
+  return (
+    f"version {live_number} went live during this run, which compared the model with what was "
+    f"live when it began ({then}); the next run compares with version {live_number}"
+  )
 
 
 def _identical_reason(

@@ -124,6 +124,31 @@ def test_a_night_that_pushed_records_the_new_live_version_and_a_first_night_none
   assert (facts["pushed"], facts["version"], facts["live_version"]) == (True, 2, 2)
 
 
+def test_a_version_pushed_beside_this_run_is_not_replaced_by_a_model_never_compared_with_it(
+  tmp_path,
+):
+  """Two runs on one serving folder: both compared their models with version 1, the other
+  pushed version 2 first, and this one's blessing says what it was compared with."""
+  serving = _live_version_1(tmp_path)
+  inputs = _inputs(tmp_path, blessed=1)
+  blessing = inputs[s.MODEL_BLESSING_KEY][0]
+  blessing.set_int_custom_property(properties.EVALUATED_WHILE_LIVE_PROPERTY, 1)
+  beside = tiny_models.write_saved_model(tmp_path / "beside", 2.0)
+  assert publish.push_version(str(serving), MODEL, beside).version == 2
+  pushed = _do(tmp_path, inputs, serving)
+  assert not pushed.get_int_custom_property(properties.PUSHED_PROPERTY)
+  reason = pushed.get_string_custom_property(properties.PUSHED_REASON_PROPERTY)
+  assert reason.startswith("version 2 went live during this run"), reason
+  facts = nights.open_facts(str(serving), MODEL, "night-1")[nights_lib.PUSHER_STEP]
+  assert (facts["pushed"], facts["live_version"], facts["reason"]) == (False, 2, reason)
+  # Compared with the version live now: pushed.
+  blessing.set_int_custom_property(properties.EVALUATED_WHILE_LIVE_PROPERTY, 2)
+  assert (
+    _do(tmp_path, inputs, serving).get_string_custom_property(properties.PUSHED_VERSION_PROPERTY)
+    == "3"
+  )
+
+
 def _assert_one_line_refusal(raised, folder: pathlib.Path, why: str) -> None:
   assert isinstance(raised.value, paths.PusherError)
   line = reporting.user_error_message(raised.value)

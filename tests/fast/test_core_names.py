@@ -28,6 +28,14 @@ def test_a_live_model_output_is_available_unless_marked_0():
   assert not properties.live_available(_Artifact(**{name: 0}))
 
 
+def test_the_version_live_at_evaluation_is_read_from_live_models_baseline():
+  available, version = properties.LIVE_AVAILABLE_PROPERTY, properties.LIVE_VERSION_PROPERTY
+  assert properties.evaluated_while_live([_Artifact(**{available: 1, version: 4})]) == 4
+  assert properties.evaluated_while_live([_Artifact(**{available: 0})]) == 0  # Nothing live.
+  assert properties.evaluated_while_live([]) is None  # No LiveModel in the pipeline.
+  assert properties.evaluated_while_live(None) is None
+
+
 def test_a_pointer_is_the_uri_and_the_named_properties_read_by_get():
   read = []
 

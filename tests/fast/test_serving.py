@@ -141,6 +141,31 @@ def test_versions_increase_and_identical_content_is_not_pushed_again(tmp_path):
   assert forced.pushed and forced.version == 3
 
 
+def test_a_version_that_went_live_after_the_evaluation_is_not_replaced_unchecked(tmp_path):
+  # Two runs beside each other share a serving folder; both compared their models with
+  # version 1. The first pushes version 2; the second was never compared with it.
+  serving = tmp_path / "serving"
+  assert _push(tmp_path, serving, "a").version == 1
+  assert _push(tmp_path, serving, "b", evaluated_while_live=1).version == 2
+  late = _push(tmp_path, serving, "c", evaluated_while_live=1)
+  assert not late.pushed and late.live_version == 2
+  assert late.reason == (
+    "version 2 went live during this run, which compared the model with what was live when it "
+    "began (version 1); the next run compares with version 2"
+  )
+  assert [n for n in sorted(os.listdir(serving / "digits")) if n.isdigit()] == ["1", "2"]
+  # A first run (nothing live when it began) beside another first run that pushed.
+  first = _push(tmp_path, tmp_path / "other", "d")
+  assert first.version == 1
+  refused = publish.push_version(
+    str(tmp_path / "other"), "digits", _fake_saved_model(tmp_path / "e", "e"),
+    evaluated_while_live=0,
+  )  # fmt: skip
+  assert not refused.pushed and "(nothing)" in refused.reason
+  # The version it was compared with is still live: pushed, as without the check.
+  assert _push(tmp_path, serving, "f", evaluated_while_live=2).version == 3
+
+
 def test_the_live_version_is_the_highest_complete_one(tmp_path):
   serving = tmp_path / "serving"
   assert live.live_version(str(serving), "digits") is None
