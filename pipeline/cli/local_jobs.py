@@ -149,7 +149,7 @@ def _install(
       f"warning: cron starts the job with an almost empty environment, so --notify env:{name} "
       f"finds {name} only if the crontab sets it; --notify file:PATH (mode 600) needs nothing."
     )
-  _write_schedule_file(output_dir, job, spec.five_field, args.time_limit)
+  _write_schedule_file(output_dir, job, spec.five_field, args.time_limit, new_text == text)
   if new_text != text:
     crontab_lib.write_crontab(args.crontab_file, new_text)
   print(f"Schedule {spec.source!r}: cron {spec.five_field!r} in the system's local time zone")
@@ -172,11 +172,27 @@ def _crontab_flag(args: argparse.Namespace) -> str:
   return flags + (f" --job-name {args.job_name}" if args.job_name else "")
 
 
-def _write_schedule_file(output_dir: str, job: str, five_field: str, time_limit: str) -> None:
+# What schedule.json says of the entry, besides when it was installed.
+_SCHEDULE_KEYS = ("job", "cron", "time_limit")
+
+
+def _write_schedule_file(
+  output_dir: str, job: str, five_field: str, time_limit: str, unchanged: bool
+) -> None:
+  """Writes the job's schedule.json. An install that changes nothing keeps the time of the one
+  before: `status` counts missed nights from it, and a configuration tool that installs again
+  every hour would otherwise silence that check."""
   path = pathlib.Path(output_dir, SCHEDULE_FILE)
   path.parent.mkdir(parents=True, exist_ok=True)
   installed = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   facts = {"job": job, "cron": five_field, "time_limit": time_limit, "installed_at": installed}
+  try:
+    before = json.loads(path.read_text())
+  except (OSError, ValueError):
+    before = None
+  same = isinstance(before, dict) and all(before.get(k) == facts[k] for k in _SCHEDULE_KEYS)
+  if unchanged and same and before.get("installed_at"):
+    facts["installed_at"] = before["installed_at"]
   tmp = path.with_name(f".{path.name}.tmp")
   tmp.write_text(json.dumps(facts, indent=2) + "\n")
   tmp.replace(path)
@@ -340,13 +356,9 @@ def _status(args: argparse.Namespace, entry: crontab_lib.CrontabEntry, output_di
   due = cron.previous_run(spec, now - grace, local_cron=True)
   seen = max([t for t in (last and last["at"], installed) if t is not None], default=None)
   if due is not None and (seen is None or seen < due - datetime.timedelta(minutes=1)):
-    since = f"since {seen:%Y-%m-%d %H:%M UTC}" if seen else "ever"
-    print(
-      f"error: {entry.job}: no night {since}; the schedule {entry.schedule!r} expected one at "
-      f"{due:%Y-%m-%d %H:%M UTC} (grace {night_job.describe_duration(grace.total_seconds())}); "
-      f"see {output_dir}/logs/nightly.log and check that cron runs.",
-      file=sys.stderr,
-    )
+    print(f"error: {entry.job}: {_missed(spec, seen, last, due)} (grace "
+          f"{night_job.describe_duration(grace.total_seconds())}); see {output_dir}/logs/"
+          "nightly.log and check that cron runs.", file=sys.stderr)  # fmt: skip
     return 1
   if last is None:
     print(f"{entry.job}: installed, no night yet; the first is due {_next(spec)}.")
@@ -359,6 +371,30 @@ def _status(args: argparse.Namespace, entry: crontab_lib.CrontabEntry, output_di
   )
   print(line if good else f"error: {line}", file=sys.stdout if good else sys.stderr)
   return 0 if good else 1
+
+
+def _missed(spec: cron.CronSpec, seen, last: dict | None, due) -> str:
+  """'no night since ...; the schedule ... expected N, the last at ...' for a status error."""
+  if seen is None:
+    since = "ever"
+  elif last is not None and seen == last["at"]:
+    since = f"since {seen:%Y-%m-%d %H:%M UTC}"
+  else:
+    since = f"since the job was installed at {seen:%Y-%m-%d %H:%M UTC}"
+  expected = "one"
+  if seen is not None:
+    runs = cron.next_runs(spec, _MISSED_SHOWN + 1, start=seen, tz=cron.cron_zone())
+    count = sum(1 for when in runs if when <= due)
+    expected = f"{count}{'+' if count > _MISSED_SHOWN else ''}" if count > 1 else "one"
+  what = "one" if expected == "one" else f"{expected} nights"
+  return (
+    f"no night {since}; the schedule {spec.source!r} expected {what}, the last at "
+    f"{due:%Y-%m-%d %H:%M UTC}"
+  )
+
+
+# The most missed runs `status` counts.
+_MISSED_SHOWN = 99
 
 
 def _live_since(serving: str, model: str, last: dict) -> str:
@@ -434,6 +470,7 @@ def _last_night(serving: str, model: str, owner: str) -> dict[str, Any] | None:
             "at": at,
             "outcome": record.get("outcome"),
             "line": record.get("line"),
+            "live_version": record.get("live_version"),
             nights_lib.NOTES_FIELD: record.get(nights_lib.NOTES_FIELD),
           }
         )

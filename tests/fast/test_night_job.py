@@ -12,6 +12,7 @@ tests/cli/test_night_job.py.
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import json
 import signal
@@ -174,6 +175,33 @@ def _record(serving, night, started, outcome="pushed", owner=None):
 
 
 @pytest.mark.timeout(300)
+def test_installing_the_same_entry_again_keeps_the_missed_nights_missed(tmp_path, capsys):
+  """A configuration tool that installs the entry every hour must not silence `status`."""
+  from pipeline.cli import schedule
+
+  out, crontab = tmp_path / "out", tmp_path / "crontab"
+  (out / "serving" / MODEL).mkdir(parents=True)
+  assert _install(out, crontab, "--", "--model-name", MODEL) == 0
+  schedule_file = out / "schedule.json"
+  facts = json.loads(schedule_file.read_text())
+  three_days_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=3)
+  installed = three_days_ago.isoformat(timespec="seconds")
+  schedule_file.write_text(json.dumps({**facts, "installed_at": installed}))
+  assert _install(out, crontab, "--", "--model-name", MODEL) == 0
+  assert "Already installed, unchanged" in capsys.readouterr().out
+  assert json.loads(schedule_file.read_text())["installed_at"] == installed
+  status = ["local", "status", "--output-dir", str(out), "--crontab-file", str(crontab)]
+  assert schedule.main(status) == 1
+  err = capsys.readouterr().err
+  assert f"no night since the job was installed at {three_days_ago:%Y-%m-%d %H:%M UTC}" in err
+  assert "the schedule '0 2 * * *' expected 3 nights, the last at " in err, err
+  # Another schedule is a new install: counted from now.
+  args = ["local", "install", "--cron", "0 3 * * *", "--output-dir", str(out)]
+  assert schedule.main([*args, "--crontab-file", str(crontab), "--", "--model-name", MODEL]) == 0
+  assert json.loads(schedule_file.read_text())["installed_at"] != installed
+
+
+@pytest.mark.timeout(300)
 def test_status_fails_after_a_missed_night_and_passes_after_a_good_one(tmp_path, capsys):
   from pipeline.cli import schedule
 
@@ -215,6 +243,13 @@ def test_status_fails_after_a_missed_night_and_passes_after_a_good_one(tmp_path,
   assert "pushed version 2; live now: version 3, a rollback to version 1; next due" in (
     capsys.readouterr().out
   )
+  # A night that left that version live: the clause is for a change since, so it goes.
+  nights.append_record(
+    str(serving), MODEL, {**record, "night": "kept", "line": "nothing new", "live_version": 3}
+  )
+  assert schedule.main(status) == 0
+  kept = capsys.readouterr().out
+  assert "nothing new; next due" in kept and "live now" not in kept, kept
   # A night's notes follow its outcome (they were dropped here, though history had them).
   note = "span-2/ holds no *.csv file (it holds data.csv.part); the newest span read is 1"
   record = {"night": "noted", "started": layout.utc_now(), "outcome": "not_pushed"}
