@@ -297,21 +297,29 @@ def _night_facts(
   evaluation = input_dict.get(s.EVALUATION_KEY)
   examples = input_dict.get(s.EXAMPLES_KEY) or []
   version = _prop(pushed_model, properties.PUSHED_VERSION_PROPERTY)
+  pushed = bool(_prop(pushed_model, properties.PUSHED_PROPERTY))
+  live_after = _live_after(pushed_model, serving_dir, model_name)
+  metrics = (
+    evaluation_metrics.read_overall_metrics(artifact_utils.get_single_uri(evaluation))
+    if evaluation
+    else None
+  )
+  while_live = _evaluated_while_live(input_dict)
+  if metrics and not pushed and while_live is not None and (while_live or None) != live_after:
+    # A cached evaluation against a version no longer live (a night with nothing new after a
+    # push): its comparison is not with what is live now.
+    metrics = {**metrics, "baseline": {}, "diff_vs_baseline": {}}
   return {
-    "pushed": bool(_prop(pushed_model, properties.PUSHED_PROPERTY)),
+    "pushed": pushed,
     "version": int(version) if version else None,
     "reason": _prop(pushed_model, properties.PUSHED_REASON_PROPERTY) or "",
-    "live_version": _live_after(pushed_model, serving_dir, model_name),
+    "live_version": live_after,
     "blessed": (
       bool(_prop(blessing, properties.BLESSED_PROPERTY))
       if blessing.has_custom_property(properties.BLESSED_PROPERTY)
       else None
     ),
-    "metrics": (
-      evaluation_metrics.read_overall_metrics(artifact_utils.get_single_uri(evaluation))
-      if evaluation
-      else None
-    ),
+    "metrics": metrics,
     "spans": _data_spans(examples),
     "rows": _training_data_facts(examples)[manifest.TRAINING_ROWS_FIELD],
   }

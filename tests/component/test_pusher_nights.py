@@ -125,10 +125,15 @@ def test_a_night_that_pushed_records_the_new_live_version_and_a_first_night_none
 
 
 def test_a_version_pushed_beside_this_run_is_not_replaced_by_a_model_never_compared_with_it(
-  tmp_path,
+  tmp_path, monkeypatch
 ):
   """Two runs on one serving folder: both compared their models with version 1, the other
   pushed version 2 first, and this one's blessing says what it was compared with."""
+  compared = {"candidate": {"accuracy": 0.789}, "baseline": {"accuracy": 0.804}}
+  compared["diff_vs_baseline"] = {"accuracy": -0.015}
+  monkeypatch.setattr(
+    pusher_executor.evaluation_metrics, "read_overall_metrics", lambda uri: dict(compared)
+  )
   serving = _live_version_1(tmp_path)
   inputs = _inputs(tmp_path, blessed=1)
   blessing = inputs[s.MODEL_BLESSING_KEY][0]
@@ -141,6 +146,8 @@ def test_a_version_pushed_beside_this_run_is_not_replaced_by_a_model_never_compa
   assert reason.startswith("version 2 went live during this run"), reason
   facts = nights.open_facts(str(serving), MODEL, "night-1")[nights_lib.PUSHER_STEP]
   assert (facts["pushed"], facts["live_version"], facts["reason"]) == (False, 2, reason)
+  # The night's record keeps the model's metrics, not a comparison with a version not live.
+  assert facts["metrics"] == {**compared, "baseline": {}, "diff_vs_baseline": {}}
   # Compared with the version live now: pushed.
   blessing.set_int_custom_property(properties.EVALUATED_WHILE_LIVE_PROPERTY, 2)
   assert (
