@@ -177,11 +177,21 @@ class Executor(base_executor.BaseExecutor):
 
 
 def _gate_history(props: dict[str, Any]) -> list[dict[str, Any] | None]:
-  """The gate reports of the nights log, oldest first: each column's normal drift (`bands`)."""
+  """The gate reports of the nights log, oldest first: each column's normal drift (`bands`).
+
+  A night that read the same spans against the same live version as a later one (a rerun, a
+  span's file copied again) measured the same drift: only the latest counts, or five re-reads
+  of one span would make a band of five zeros that stops the next honest span.
+  """
   records = nights_log.read_records(
     props[properties.SERVING_DIR_KEY], props[properties.MODEL_NAME_KEY]
   )
-  return [r.get("gate") for r in records]
+  latest: dict[Any, int] = {}
+  for i, record in enumerate(records):
+    gate, spans = record.get("gate"), record.get("spans")
+    same = (tuple(spans), gate.get("live_version")) if spans and isinstance(gate, dict) else i
+    latest[same] = i
+  return [records[i].get("gate") for i in sorted(latest.values())]
 
 
 def _statistics(artifacts: list[types.Artifact]):

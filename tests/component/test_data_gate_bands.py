@@ -116,3 +116,12 @@ def test_the_executor_reads_each_nights_gate_report_from_the_nights_log(tmp_path
   props = {properties.SERVING_DIR_KEY: str(tmp_path), properties.MODEL_NAME_KEY: "taxi"}
   assert executor._gate_history(props) == [report, None]
   assert executor._gate_history({**props, properties.MODEL_NAME_KEY: "other"}) == []
+  # Span 10 read again on five nights against version 1: one normal night, its latest.
+  rereads = [{**report, "live_version": 1, "drift": {"x": {"value": v}}} for v in range(5)]
+  for i, gate in enumerate(rereads):
+    nights.append_record(str(tmp_path), "t", {"night": f"r{i}", "spans": [10], "gate": gate})
+  later = {**report, "live_version": 2}
+  nights.append_record(str(tmp_path), "t", {"night": "v2", "spans": [10], "gate": later})
+  nights.append_record(str(tmp_path), "t", {"night": "s11", "spans": [11], "gate": later})
+  props = {**props, properties.MODEL_NAME_KEY: "t"}
+  assert executor._gate_history(props) == [rereads[-1], later, later]
