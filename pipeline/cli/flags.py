@@ -109,6 +109,14 @@ def _steps(text: str) -> tuple[int, int]:
   return a, b
 
 
+def _column(text: str) -> str:
+  """A column name as the header's are read: without surrounding spaces."""
+  name = text.strip()
+  if not name:
+    raise argparse.ArgumentTypeError("a column's name, not blanks")
+  return name
+
+
 def _columns(text: str) -> tuple[str, ...]:
   return tuple(c.strip() for c in text.split(",") if c.strip())
 
@@ -144,7 +152,9 @@ def _add_data_args(g) -> None:
     default=d.rolling_spans,
     help="train on the newest N spans (default: %(default)s)",
   )
-  g.add_argument("--label-key", default=d.label_key, help="label column (default: %(default)s)")
+  g.add_argument(
+    "--label-key", type=_column, default=d.label_key, help="label column (default: %(default)s)"
+  )
   g.add_argument(
     "--exclude-columns",
     type=_columns,
@@ -153,6 +163,7 @@ def _add_data_args(g) -> None:
   )
   g.add_argument(
     "--split-column",
+    type=_column,
     default=None,
     help="keep rows with the same value of this column in the same split (a grouped split, "
     "e.g. a user id; stock TFX's partition_feature_name); default: each row's place in its "
@@ -184,6 +195,7 @@ def _add_training_args(g) -> None:
   )
   g.add_argument(
     "--eval-label-key",
+    type=_column,
     default=None,
     help="the label as the model sees it after Transform, e.g. species_xf (default: --label-key)",
   )

@@ -32,6 +32,7 @@ def test_help_lists_every_option_with_defaults():
     (["--module-file", "/nonexistent/module.py"], "does not exist"),
     (["--train-steps", "0"], "--train-steps must be at least 1"),
     (["--optimizer-variants", "tflite_int4"], "unknown optimizer variants"),
+    (["--label-key", "  "], "argument --label-key: a column's name, not blanks"),
   ],
 )
 def test_bad_flags_fail_in_one_line_before_running(tmp_path, args, message):
@@ -40,6 +41,22 @@ def test_bad_flags_fail_in_one_line_before_running(tmp_path, args, message):
   assert message in proc.stderr
   assert "Traceback" not in proc.stderr
   assert not (tmp_path / "out").exists()
+
+
+def test_column_flags_are_read_as_the_header_is_without_surrounding_spaces():
+  # linearmodels' birthweight.csv writes `, cigs`: the header's name is 'cigs', and
+  # --exclude-columns ' cigs' already found it.
+  from pipeline.cli import local
+
+  parser = local.build_parser()
+  args = parser.parse_args(
+    ["--label-key", " cigs", "--split-column", "id ", "--eval-label-key", " y"]
+  )
+  assert (args.label_key, args.split_column, args.eval_label_key) == ("cigs", "id", "y")
+  assert parser.parse_args(["--exclude-columns", " cigs, packs"]).exclude_columns == (
+    "cigs",
+    "packs",
+  )
 
 
 def test_second_run_on_a_busy_output_folder_is_refused(tmp_path):
