@@ -446,10 +446,16 @@ def repeated_header(raw: pa.RecordBatch) -> np.ndarray:
   """
   rows = np.ones(raw.num_rows, dtype=bool)
   for name, column in zip(raw.schema.names, raw.columns, strict=True):
-    rows &= np.asarray(
-      pc.equal(pc.utf8_trim_whitespace(column.cast(pa.string())), name).fill_null(False),
-      dtype=bool,
-    )
+    rows &= np.asarray(_equals_name(column, name).fill_null(False), dtype=bool)
     if not rows.any():
       break
   return rows
+
+
+def _equals_name(column: pa.Array, name: str) -> pa.Array:
+  """Which cells hold `name`, spaces around it allowed (as the header's cells are read)."""
+  try:
+    text = column.cast(pa.string())
+  except pa.ArrowInvalid:  # Bytes that are not UTF-8 somewhere in the batch: compare bytes.
+    return pc.equal(column, pa.scalar(name.encode(), column.type))
+  return pc.equal(pc.utf8_trim_whitespace(text), name)
