@@ -86,6 +86,14 @@ def accuracy_floor(majority: float, of_rows: str, of_split: str = "") -> Floor:
   # Past 0.99 the cap would bless a model that does worse than the most frequent class alone
   # (a street type paved in 99.5% of the rows): it must at least beat that, up to every row.
   floor = min(round(majority + margin, 4), 1.0)
+  if majority >= 1.0:
+    return Floor(
+      floor,
+      f"{AUTO_ACCURACY} at least 1: all {of_rows.removeprefix('of ')}{of_split} are of one "
+      "class, so always answering it scores 1 and accuracy cannot show a better model "
+      "(--min-accuracy sets another floor)",
+      auto=True,
+    )
   return Floor(
     floor,
     f"{AUTO_ACCURACY} at least {floor:g}, i.e. above always answering the most frequent "

@@ -79,6 +79,14 @@ def test_decide_without_flags_is_the_automatic_floor_of_the_whole_column():
     "already scores 0.995 of the rows (--min-accuracy sets another floor)"
   )
   assert floors.decide("binary", None, None, majority=0.9933).value == pytest.approx(1.0)
+  # One class in every row: not 'above' it, and not '1 of its 654 rows'.
+  alone = floors.from_label_stats({"eval": {"rows": 654, "counts": {"USA": 654}}}, "multiclass")
+  assert (alone.value, alone.auto) == (1.0, True)
+  assert alone.reason == (
+    "auto: accuracy at least 1: all its 654 rows of the eval split are of one class, so always "
+    "answering it scores 1 and accuracy cannot show a better model (--min-accuracy sets another "
+    "floor)"
+  )
   assert floors.decide("binary", None, None, majority=0.9900).value == pytest.approx(1.0)
   assert floors.decide("binary", None, None, majority=0.9899).value == pytest.approx(0.99)
   ceiling = floors.decide("regression", None, None, variance=4.0)
