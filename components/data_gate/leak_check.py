@@ -31,17 +31,26 @@ _BINS = 64
 _MIN_ROWS = 40
 
 
-def read_columns(files: Sequence[str], names: Sequence[str]) -> dict[str, np.ndarray]:
+def read_columns(
+  files: Sequence[str], names: Sequence[str], max_rows: int | None = None
+) -> dict[str, np.ndarray]:
   """The named columns of a split's columnar copy (`columnar.complete_files`), as numpy arrays:
-  numbers as float64 with NaN for empty cells, text as objects with None."""
+  numbers as float64 with NaN for empty cells, text as objects with None; the first `max_rows`
+  rows or more (whole record batches), or every row."""
   import pyarrow as pa
 
   parts: dict[str, list] = {n: [] for n in names}
+  rows = 0
   for path in files:
+    if max_rows is not None and rows >= max_rows:
+      break
     for batch in columnar.file_batches(columnar.open_file(path)):
       for name in names:
         column = batch.column(name) if name in batch.schema.names else pa.nulls(batch.num_rows)
         parts[name].append(column)
+      rows += batch.num_rows
+      if max_rows is not None and rows >= max_rows:
+        break
   out = {}
   for name, arrays in parts.items():
     column = pa.concat_arrays(arrays) if arrays else pa.array([])
@@ -130,8 +139,11 @@ def findings(
   new_columns: Sequence[str],
   classification: bool,
   thresholds: th.Thresholds,
+  first_night: bool = False,
 ) -> list[gate_report.Finding]:
-  """A STOP finding for each new column that alone gives the label away."""
+  """A STOP finding for each new column that alone gives the label away; on a first night
+  (nothing live, `new_columns` every column), an INFO finding, which stops nothing: no version
+  says which columns are the model's own."""
   out = []
   label = columns[label_key]
   for name in new_columns:
@@ -150,18 +162,15 @@ def findings(
       if classification
       else f"with an R-squared of {value:.3f} on held-out rows"
     )
-    out.append(
-      gate_report.Finding(
-        name,
-        th.LEAK,
-        gate_report.STOP,
-        f"{name!r} is new tonight and gives the label away: alone it answers {label_key!r} "
-        f"{what} (>= {bound:g}); a copy of the label, or a field written after the outcome? "
-        "A model that reads it fails where requests cannot send it",
-        value,
-        bound,
-      )
-    )
+    said = f"alone it answers {label_key!r} {what} (>= {bound:g}); a copy of the label, or a "
+    said += "field written after the outcome? A model that reads it fails where requests "
+    said += "cannot send it"
+    if first_night:
+      text = f"{name!r} gives the label away: {said}; --exclude-columns {name} leaves it out"
+      out.append(gate_report.Finding(name, th.LEAK, gate_report.INFO, text, value, bound))
+      continue
+    text = f"{name!r} is new tonight and gives the label away: {said}"
+    out.append(gate_report.Finding(name, th.LEAK, gate_report.STOP, text, value, bound))
   return out
 
 

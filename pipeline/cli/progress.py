@@ -387,7 +387,7 @@ def _gate_lines(report: dict[str, Any] | None) -> list[str]:
   if not report:
     return []
   if not report.get("compared"):
-    return [f"data gate: nothing to compare with ({report.get('reason')})"]
+    return [f"data gate: nothing to compare with ({report.get('reason')})", *_noted(report)]
   live = report.get("live_version")
   drift = report.get("drift") or {}
   line = f"data gate: {'passed' if report.get('passed') else 'stopped the night'} against live "
@@ -400,12 +400,16 @@ def _gate_lines(report: dict[str, Any] | None) -> list[str]:
   accepted = [f["text"] for f in report.get("findings", []) if f.get("accepted")]
   if accepted:
     lines.append("accepted changes: " + "; ".join(accepted))
+  return lines + _noted(report)
+
+
+def _noted(report: dict[str, Any]) -> list[str]:
+  """The gate's notes (findings that stop nothing), the first three, in a line."""
   info = [f["text"] for f in report.get("findings", []) if f.get("kind") == "info"]
-  if info:
-    lines.append(
-      "noted: " + "; ".join(info[:3]) + (f"; and {len(info) - 3} more" if len(info) > 3 else "")
-    )
-  return lines
+  if not info:
+    return []
+  more = f"; and {len(info) - 3} more" if len(info) > 3 else ""
+  return ["noted: " + "; ".join(info[:3]) + more]
 
 
 def _fmt(v: Any) -> str:

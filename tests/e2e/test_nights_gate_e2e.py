@@ -99,6 +99,8 @@ def test_night_1_pushes_version_1(nights):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert summary["pushed"]["version"] == 1
   assert summary["night"]["gate"]["compared"] is False
+  # Every column is scored alone against the label on a first night: none gives it away.
+  assert summary["night"]["gate"]["findings"] == []
   # Version 1 carries what it was trained on: the next night's reference.
   data = nights.serving / MODEL / "1" / "training_data"
   assert (data / "schema.pbtxt").exists()

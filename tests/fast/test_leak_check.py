@@ -56,6 +56,22 @@ def test_a_copy_of_a_class_label_is_found_and_a_useful_column_is_not(binary):
   assert accuracy == majority
 
 
+def test_on_a_first_night_every_column_is_scored_and_a_leak_is_a_note(binary):
+  # Nothing live: no version says which columns are the model's own, so nothing stops.
+  found = leak_check.findings(
+    binary,
+    label_key="label",
+    new_columns=["refunded", "refund_amount", "useful", "id", "score"],
+    classification=True,
+    thresholds=th.Thresholds(),
+    first_night=True,
+  )
+  assert [f.column for f in found] == ["refunded", "refund_amount"]
+  assert not any(f.stops for f in found) and {f.kind for f in found} == {"info"}
+  assert found[0].text.startswith("'refunded' gives the label away: alone it answers 'label'")
+  assert found[0].text.endswith("; --exclude-columns refunded leaves it out")
+
+
 def test_the_threshold_is_set_per_column_and_off(binary):
   off = th.parse_thresholds(["refunded:leak=off"])
   assert [f.column for f in _found(binary, ["refunded"], thresholds=off)] == []
