@@ -105,7 +105,8 @@ class Executor(base_executor.BaseExecutor):
     if not properties.live_available(reference):
       reason = reference.get_string_custom_property(properties.LIVE_REASON_PROPERTY)
       report = gate_report.not_compared(reason or "nothing was live", live)
-      if reason in ("", "nothing was live"):
+      baseline = artifact_utils.get_single_instance(input_dict[spec.BASELINE_KEY])
+      if not properties.live_available(baseline):  # Nothing live: a first night.
         for found in _first_night_leaks(input_dict, props, thresholds):
           report = gate_report.with_finding(report, found)
       return report
@@ -228,20 +229,9 @@ def _first_night_leaks(
   the first version unremarked, scoring 1 on the eval split."""
   examples = artifact_utils.get_single_instance(input_dict[spec.EXAMPLES_KEY])
   schema = _schema(input_dict[spec.SCHEMA_KEY])
-  label_key = props[spec.LABEL_KEY_KEY]
-  excluded = set(json.loads(props.get(spec.EXCLUDE_COLUMNS_KEY) or "[]"))
+  label_key, excluded = props[spec.LABEL_KEY_KEY], _excluded(props)
   names = sorted(f.name for f in schema.feature if f.name != label_key and f.name not in excluded)
-  files = columnar.complete_files(_split_files(examples, properties.TRAIN_SPLIT), fileio.exists)
-  if not names or files is None:
-    return []
-  return leak_check.findings(
-    leak_check.read_columns(files, [label_key, *names], max_rows=_FIRST_NIGHT_ROWS),
-    label_key=label_key,
-    new_columns=names,
-    classification=props[spec.TASK_KEY] != tasks.REGRESSION,
-    thresholds=thresholds,
-    first_night=True,
-  )
+  return _scored_alone(examples, props, thresholds, names, _FIRST_NIGHT_ROWS, first_night=True)
 
 
 def _leak_findings(
@@ -251,24 +241,43 @@ def _leak_findings(
   props: dict[str, Any],
   thresholds: th.Thresholds,
 ) -> list[gate_report.Finding]:
-  """Findings for columns new tonight that give the label away (`leak_check`), read from the
-  train split's columnar copy; none where the split has no copy (a distributed Beam runner)."""
+  """Findings for columns new tonight that give the label away (`leak_check`)."""
   label_key = props[spec.LABEL_KEY_KEY]
-  excluded = set(json.loads(props.get(spec.EXCLUDE_COLUMNS_KEY) or "[]"))
-  added = leak_check.new_columns(tonight.schema, before.schema, label_key, excluded)
-  if not added:
+  added = leak_check.new_columns(tonight.schema, before.schema, label_key, _excluded(props))
+  return _scored_alone(examples, props, thresholds, added)
+
+
+def _scored_alone(
+  examples: types.Artifact,
+  props: dict[str, Any],
+  thresholds: th.Thresholds,
+  names: list[str],
+  max_rows: int | None = None,
+  first_night: bool = False,
+) -> list[gate_report.Finding]:
+  """`leak_check.findings` of the columns `names`, read from the train split's columnar copy
+  (its first `max_rows` rows, or all); none where the split has no copy (a distributed Beam
+  runner)."""
+  if not names:
     return []
   files = columnar.complete_files(_split_files(examples, properties.TRAIN_SPLIT), fileio.exists)
   if files is None:
     _LOG.info("DataGate: no columnar copy of the train split; new columns not scored alone.")
     return []
+  label_key = props[spec.LABEL_KEY_KEY]
   return leak_check.findings(
-    leak_check.read_columns(files, [label_key, *added]),
+    leak_check.read_columns(files, [label_key, *names], max_rows=max_rows),
     label_key=label_key,
-    new_columns=added,
+    new_columns=names,
     classification=props[spec.TASK_KEY] != tasks.REGRESSION,
     thresholds=thresholds,
+    first_night=first_night,
   )
+
+
+def _excluded(props: dict[str, Any]) -> set[str]:
+  """The columns left out of the model (--exclude-columns)."""
+  return set(json.loads(props.get(spec.EXCLUDE_COLUMNS_KEY) or "[]"))
 
 
 def _earlier_span_digests(props: dict[str, Any], live: int | None) -> dict[int, Any]:
@@ -304,7 +313,7 @@ def _read_columns(contract, reference_schema, props: dict[str, Any]) -> list[str
   """The columns the live model reads: its contract's, or every column but the excluded."""
   if contract is not None:
     return [c.name for c in model_contract.contract_columns(contract)]
-  excluded = set(json.loads(props.get(spec.EXCLUDE_COLUMNS_KEY) or "[]"))
+  excluded = _excluded(props)
   return [f.name for f in reference_schema.feature if f.name not in excluded]
 
 

@@ -41,16 +41,14 @@ def read_columns(
 
   parts: dict[str, list] = {n: [] for n in names}
   rows = 0
-  for path in files:
+  batches = (b for path in files for b in columnar.file_batches(columnar.open_file(path)))
+  for batch in batches:
+    for name in names:
+      column = batch.column(name) if name in batch.schema.names else pa.nulls(batch.num_rows)
+      parts[name].append(column)
+    rows += batch.num_rows
     if max_rows is not None and rows >= max_rows:
       break
-    for batch in columnar.file_batches(columnar.open_file(path)):
-      for name in names:
-        column = batch.column(name) if name in batch.schema.names else pa.nulls(batch.num_rows)
-        parts[name].append(column)
-      rows += batch.num_rows
-      if max_rows is not None and rows >= max_rows:
-        break
   out = {}
   for name, arrays in parts.items():
     column = pa.concat_arrays(arrays) if arrays else pa.array([])

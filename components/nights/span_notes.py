@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import glob
 import logging
 import os
 import re
@@ -46,8 +45,8 @@ def _listed(data_root: str, pattern: str) -> _Data:
 
 def _files(fs: Any, pattern: str) -> list[str]:
   """The files a glob matches (an object store lists objects, which are files)."""
-  if fs is storage.LocalFiles:
-    return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+  if fs is storage.LocalFiles:  # A local glob matches folders too.
+    return sorted(p for p in fs.glob(pattern) if os.path.isfile(p))
   return sorted(p for p in fs.glob(pattern) if not p.endswith("/"))
 
 

@@ -112,8 +112,8 @@ def push_version(
     entries = folder.read_log(layout.HISTORY)
     current = live.live_in(folder)
     live_number = current.version if current else None
-    skip = skip_if_identical and _identical_reason(current, content, entries)
-    if skip := skip or _moved_reason(live_number, evaluated_while_live):
+    skip = _skip_reason(current, content, entries, skip_if_identical, evaluated_while_live)
+    if skip:
       staged.discard()
       live_manifest = current.manifest if current else None
       return PushResult(False, None, None, skip, live_number, content, (), live_manifest)
@@ -132,6 +132,18 @@ def push_version(
     folder.append_log(layout.HISTORY, history.push_entry(version_manifest, live_number))
     removed = retire(folder, keep_versions, version)
   return PushResult(True, version, path, "", version, content, tuple(removed), version_manifest)
+
+
+def _skip_reason(
+  current: live.LiveVersion | None,
+  content: str,
+  entries: Iterable[Mapping[str, Any]],
+  skip_if_identical: bool,
+  evaluated_while_live: int | None,
+) -> str:
+  """Why to publish nothing ('' to publish): `_identical_reason`, else `_moved_reason`."""
+  identical = skip_if_identical and _identical_reason(current, content, entries)
+  return identical or _moved_reason(current.version if current else None, evaluated_while_live)
 
 
 def _moved_reason(live_number: int | None, evaluated_while_live: int | None) -> str:

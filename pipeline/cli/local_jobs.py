@@ -381,12 +381,12 @@ def _missed(spec: cron.CronSpec, seen, last: dict | None, due) -> str:
     since = f"since {seen:%Y-%m-%d %H:%M UTC}"
   else:
     since = f"since the job was installed at {seen:%Y-%m-%d %H:%M UTC}"
-  expected = "one"
+  count = 1
   if seen is not None:
     runs = cron.next_runs(spec, _MISSED_SHOWN + 1, start=seen, tz=cron.cron_zone())
     count = sum(1 for when in runs if when <= due)
-    expected = f"{count}{'+' if count > _MISSED_SHOWN else ''}" if count > 1 else "one"
-  what = "one" if expected == "one" else f"{expected} nights"
+  more = "+" if count > _MISSED_SHOWN else ""
+  what = f"{count}{more} nights" if count > 1 else "one"
   return (
     f"no night {since}; the schedule {spec.source!r} expected {what}, the last at "
     f"{due:%Y-%m-%d %H:%M UTC}"
